@@ -1,0 +1,188 @@
+import { resolveChatWrapper, type ChatWrapper, type Llama, type LlamaModel, type Token } from "node-llama-cpp";
+import { ResidentAdapters } from "../adapters/ResidentAdapters.js";
+import { renderConversation } from "../chat/render.js";
+import { EngineContext } from "../context/EngineContext.js";
+import { EngineCapacityError, ModelFileError } from "../errors.js";
+import { sha256File } from "../gguf/contentHash.js";
+import { GgufFormatError, metaString, readGgufHeader, type GgufFile } from "../gguf/reader.js";
+import { baseModelProblems } from "../gguf/validate.js";
+import { assertLlamaInternals, setContextAdapters, type AdapterWeight } from "../llama/internals.js";
+import { startLlama } from "../llama/runtime.js";
+import type { EngineLogger } from "../logger.js";
+import { EngineSession, type LogProbs, type SessionHost, type SwitchCachePolicy } from "../session/EngineSession.js";
+import type { AdapterInfo, AdapterSpec, Conversation, EngineOptions, ModelInfo } from "./types.js";
+
+const DEFAULTS = { contextSize: 8192, sequencesPerContext: 4, maxContexts: 2, batchSize: 512 };
+
+/**
+ * One frozen base model with its resident adapters, the contexts they run in, and the sessions on them.
+ * The only entry point the rest of weact-mcp uses to reach llama.cpp.
+ */
+export class Engine {
+  private readonly contexts: EngineContext[] = [];
+  private nextSessionId = 1;
+  private readonly host: SessionHost;
+  private disposed = false;
+
+  private constructor(
+    private readonly llama: Llama,
+    private readonly llamaModel: LlamaModel,
+    private readonly resident: ResidentAdapters,
+    readonly model: ModelInfo,
+    readonly threads: number,
+    private readonly opts: Required<Pick<EngineOptions, "contextSize" | "sequencesPerContext" | "maxContexts" | "batchSize">>,
+    private readonly logger: EngineLogger,
+  ) {
+    const chatWrapper: ChatWrapper = resolveChatWrapper(llamaModel);
+    this.host = {
+      model: llamaModel,
+      chatWrapper,
+      weightOf: (alias) => resident.weight(alias),
+      identityOf: (alias) => (alias === null ? "base" : this.adapterIdentity(alias)),
+    };
+  }
+
+  /** Validates the model file (llama.cpp aborts the process on some bad metadata), then loads it once. */
+  static async load(options: EngineOptions): Promise<Engine> {
+    const logger = options.logger;
+    let header: GgufFile;
+    try {
+      header = readGgufHeader(options.modelPath);
+    } catch (err) {
+      if (err instanceof GgufFormatError) throw new ModelFileError(options.modelPath, err.reason);
+      throw err;
+    }
+    const problems = baseModelProblems(header);
+    if (problems.length) throw new ModelFileError(options.modelPath, problems.join("; "));
+
+    const { llama, threads, errors } = await startLlama({ gpu: options.gpu ?? "auto", threads: options.threads, logger });
+    let llamaModel: LlamaModel;
+    const mark = errors.mark();
+    try {
+      llamaModel = await llama.loadModel({ modelPath: options.modelPath, gpuLayers: options.gpuLayers ?? "auto" });
+    } catch (err) {
+      await llama.dispose();
+      const detail = errors.since(mark);
+      throw new ModelFileError(options.modelPath, `llama.cpp could not load it: ${(err as Error).message}${detail ? ` (${detail})` : ""}`);
+    }
+    assertLlamaInternals(llamaModel);
+    const chatWrapper = resolveChatWrapper(llamaModel);
+    const info: ModelInfo = {
+      filePath: options.modelPath,
+      sha256: await sha256File(options.modelPath),
+      architecture: metaString(header, "general.architecture")!,
+      name: metaString(header, "general.name"),
+      trainContextSize: llamaModel.trainContextSize,
+      sizeBytes: header.fileSize,
+      chatWrapper: chatWrapper.wrapperName,
+    };
+    const engine = new Engine(
+      llama,
+      llamaModel,
+      new ResidentAdapters(llamaModel, header, errors),
+      info,
+      threads,
+      {
+        contextSize: Math.min(options.contextSize ?? DEFAULTS.contextSize, llamaModel.trainContextSize),
+        sequencesPerContext: options.sequencesPerContext ?? DEFAULTS.sequencesPerContext,
+        maxContexts: options.maxContexts ?? DEFAULTS.maxContexts,
+        batchSize: options.batchSize ?? DEFAULTS.batchSize,
+      },
+      logger,
+    );
+    logger.info({ model: info.filePath, architecture: info.architecture, chatWrapper: info.chatWrapper, gpu: llama.gpu, threads }, "base model loaded");
+    return engine;
+  }
+
+  /** Validates an adapter against the base model, then loads it resident (once, shared by every context). */
+  async addAdapter(spec: AdapterSpec): Promise<AdapterInfo> {
+    const info = await this.resident.add(spec);
+    this.logger.info({ alias: info.alias, sha256: info.sha256, rank: info.rank, scale: info.scale }, "adapter resident");
+    return info;
+  }
+
+  adapter(alias: string): AdapterInfo {
+    return this.resident.get(alias);
+  }
+
+  adapters(): AdapterInfo[] {
+    return this.resident.list();
+  }
+
+  /** (alias, content hash, scale): what every cache and trace is keyed by. */
+  adapterIdentity(alias: string): string {
+    const a = this.resident.get(alias);
+    return `${a.alias}@${a.sha256}x${a.scale}`;
+  }
+
+  async openSession(): Promise<EngineSession> {
+    return this.openSessionWith("rebuild");
+  }
+
+  /** @internal Tests reach "keep-stale" through native/testing.ts to prove the rebuild matters. */
+  async openSessionWith(cachePolicy: SwitchCachePolicy): Promise<EngineSession> {
+    const slot = await this.freeSlot();
+    return new EngineSession(this.nextSessionId++, this.host, slot, slot.createSequence(), cachePolicy);
+  }
+
+  /** Tokens of the rendered conversation, including the assistant turn's opening. */
+  renderTokens(conversation: Conversation): Token[] {
+    return renderConversation(this.llamaModel, this.host.chatWrapper, conversation).tokens;
+  }
+
+  detokenize(tokens: readonly Token[]): string {
+    return this.llamaModel.detokenize(tokens, true);
+  }
+
+  /**
+   * The reference for cache correctness: a fresh context with `alias` (or the base) applied from the start,
+   * evaluating `tokens` in the same batch split as a session (all but the last, then the last).
+   */
+  async referenceNextTokenLogProbs(alias: string | null, tokens: readonly Token[]): Promise<LogProbs> {
+    const weights: AdapterWeight[] = alias === null ? [] : [this.resident.weight(alias)];
+    const context = await this.llamaModel.createContext({ ...this.contextOptions(), sequences: 1 });
+    try {
+      await setContextAdapters(context, weights);
+      const sequence = context.getSequence();
+      if (tokens.length > 1) await sequence.evaluateWithoutGeneratingNewTokens(tokens.slice(0, -1));
+      const [result] = await sequence.controlledEvaluate([[tokens.at(-1)!, { generateNext: { probabilities: true } }]]);
+      const out: LogProbs = new Map();
+      for (const [token, p] of result?.next?.probabilities ?? []) out.set(token, Math.log(p));
+      return out;
+    } finally {
+      await context.dispose();
+    }
+  }
+
+  stats() {
+    return {
+      contexts: this.contexts.length,
+      sessionCapacity: this.opts.maxContexts * this.opts.sequencesPerContext,
+      adapterSetChanges: this.contexts.reduce((n, c) => n + c.adapterSetChangeCount, 0),
+    };
+  }
+
+  async dispose(): Promise<void> {
+    if (this.disposed) return;
+    this.disposed = true;
+    for (const c of this.contexts) await c.dispose();
+    await this.llamaModel.dispose();
+    await this.llama.dispose();
+  }
+
+  /** Session contexts and reference contexts share these, so both evaluate with the same numerics. */
+  private contextOptions() {
+    return { contextSize: this.opts.contextSize, batchSize: this.opts.batchSize, threads: this.threads };
+  }
+
+  private async freeSlot(): Promise<EngineContext> {
+    const free = this.contexts.find((c) => c.sequencesLeft > 0);
+    if (free) return free;
+    if (this.contexts.length >= this.opts.maxContexts) throw new EngineCapacityError(this.opts.maxContexts * this.opts.sequencesPerContext);
+    const context = await this.llamaModel.createContext({ ...this.contextOptions(), sequences: this.opts.sequencesPerContext });
+    assertLlamaInternals(this.llamaModel, context);
+    const slot = new EngineContext(context);
+    this.contexts.push(slot);
+    return slot;
+  }
+}

@@ -1,0 +1,155 @@
+import type { EngineLogger } from "../logger.js";
+import type { GpuSetting } from "../llama/runtime.js";
+
+export interface EngineOptions {
+  modelPath: string;
+  /** "auto" lets node-llama-cpp pick CUDA, Vulkan or Metal when present; false forces CPU. */
+  gpu?: GpuSetting;
+  /** Layers to offload to the GPU ("auto" fits what the VRAM holds). */
+  gpuLayers?: number | "auto" | "max";
+  /** Evaluation threads; defaults to the machine's cores. */
+  threads?: number;
+  /** Tokens of context per session (per sequence). */
+  contextSize?: number;
+  /** Sessions that share one llama.cpp context (one sequence each). */
+  sequencesPerContext?: number;
+  /** Contexts the engine may create; sessions beyond contexts x sequences are refused. */
+  maxContexts?: number;
+  /** Tokens per decode batch. */
+  batchSize?: number;
+  logger: EngineLogger;
+}
+
+export interface ModelInfo {
+  filePath: string;
+  sha256: string;
+  architecture: string;
+  name: string | undefined;
+  trainContextSize: number;
+  sizeBytes: number;
+  chatWrapper: string;
+}
+
+export interface AdapterSpec {
+  alias: string;
+  filePath: string;
+  /** Multiplies the adapter's own alpha/rank scaling. */
+  scale: number;
+}
+
+/** A resident adapter. Its identity everywhere (caches, traces, listings) is (alias, sha256, scale). */
+export interface AdapterInfo {
+  alias: string;
+  filePath: string;
+  scale: number;
+  sha256: string;
+  rank: number;
+  alpha: number | undefined;
+  targetTensors: number;
+  sizeBytes: number;
+}
+
+/** A JSON schema object describing a function's parameters (the subset node-llama-cpp's grammar supports). */
+export type JsonSchemaObject = Readonly<Record<string, unknown>>;
+
+export interface FunctionSpec {
+  description: string;
+  parameters?: JsonSchemaObject;
+}
+
+export interface AnsweredCall {
+  name: string;
+  arguments: unknown;
+  result: string;
+  /** The call exactly as the model emitted it (from GenerateResult), so re-rendering reproduces its tokens. */
+  raw?: unknown;
+}
+
+export type ChatTurn =
+  | { role: "system"; text: string }
+  | { role: "user"; text: string }
+  | { role: "assistant"; text: string; calls?: readonly AnsweredCall[] };
+
+/**
+ * What the engine renders with the model's chat template. `functions` is documented in the prompt and
+ * stays the same for a session, so switching adapters never changes the prompt's prefix.
+ */
+export interface Conversation {
+  turns: readonly ChatTurn[];
+  functions: Readonly<Record<string, FunctionSpec>>;
+}
+
+export interface GenerateOptions {
+  /** The documented functions the model may call now (the function-calling grammar); default: all. */
+  callable?: readonly string[];
+  maxTokens?: number;
+  /** 0 = greedy. */
+  temperature?: number;
+  seed?: number;
+  topK?: number;
+  topP?: number;
+  /** Return the k most likely tokens (natural log-probs) at each generated position. */
+  topLogprobs?: number;
+  /** Logit bias by token text (special tokens such as "<tool_call>" included). */
+  tokenBias?: Readonly<Record<string, number>>;
+  /**
+   * Steer the response into a tool call: the chat template's call prefix (and `name`, when given) is forced
+   * token by token, then the function-calling grammar and the model's own logits choose the rest.
+   */
+  steerToolCall?: { name?: string };
+  signal?: AbortSignal;
+}
+
+export interface GeneratedCall {
+  name: string;
+  arguments: unknown;
+  raw?: unknown;
+}
+
+export interface TokenLogprob {
+  token: number;
+  text: string;
+  logprob: number;
+  top: { token: number; text: string; logprob: number }[];
+}
+
+export type FinishReason = "stop" | "tool_calls" | "length" | "cancelled";
+
+export interface TokenAccounting {
+  /** Tokens of the rendered prompt. */
+  prompt: number;
+  /** Prompt tokens whose KV was already in the sequence. */
+  cached: number;
+  /** Prompt tokens evaluated by this call. */
+  evaluated: number;
+  generated: number;
+}
+
+export interface GenerateResult {
+  text: string;
+  calls: GeneratedCall[];
+  finishReason: FinishReason;
+  adapter: string | null;
+  tokens: TokenAccounting;
+  timings: {
+    /** Waiting for the context lock (other sessions' work). */
+    queueMs: number;
+    /** Applying this session's adapter set to the shared context. */
+    adapterSetMs: number;
+    prefillMs: number;
+    decodeMs: number;
+    logprobsMs: number;
+    totalMs: number;
+  };
+  logprobs?: TokenLogprob[];
+}
+
+export interface SwitchReport {
+  from: string | null;
+  to: string | null;
+  /** The weight change itself: no file I/O, no model reload. */
+  switchMs: number;
+  /** Re-prefill of the retained history under the new weights. */
+  rebuild: { tokens: number; reused: number; ms: number };
+  queueMs: number;
+}

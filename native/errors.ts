@@ -1,0 +1,74 @@
+/** Every error the engine throws on purpose: `code` is stable for programs, the message is for people. */
+export abstract class EngineError extends Error {
+  abstract readonly code: string;
+  constructor(message: string) {
+    super(message);
+    this.name = new.target.name;
+  }
+}
+
+/** The base model file is missing, unreadable, malformed, or would abort llama.cpp. */
+export class ModelFileError extends EngineError {
+  readonly code = "model_file";
+  constructor(readonly file: string, readonly reason: string) {
+    super(`model ${file}: ${reason}`);
+  }
+}
+
+/** An adapter file is missing, unreadable, malformed, or llama.cpp refused it. */
+export class AdapterFileError extends EngineError {
+  readonly code = "adapter_file";
+  constructor(readonly file: string, readonly reason: string) {
+    super(`adapter ${file}: ${reason}`);
+  }
+}
+
+/** An adapter was made for another base model: its architecture or tensor shapes do not match. */
+export class AdapterIncompatibleError extends EngineError {
+  readonly code = "adapter_incompatible";
+  constructor(readonly file: string, readonly mismatches: readonly string[]) {
+    super(`adapter ${file} does not fit the base model: ${mismatches.join("; ")}`);
+  }
+}
+
+export class UnknownAdapterError extends EngineError {
+  readonly code = "unknown_adapter";
+  constructor(readonly alias: string, readonly known: readonly string[]) {
+    super(`unknown adapter "${alias}"; the library has: ${known.length ? known.join(", ") : "(none)"}`);
+  }
+}
+
+export class DuplicateAdapterError extends EngineError {
+  readonly code = "duplicate_adapter";
+  constructor(readonly alias: string) {
+    super(`an adapter with alias "${alias}" is already loaded`);
+  }
+}
+
+/** Every sequence of every allowed context is taken. */
+export class EngineCapacityError extends EngineError {
+  readonly code = "engine_capacity";
+  constructor(readonly maxSessions: number) {
+    super(`all ${maxSessions} engine session slots are in use; close a session or raise engine.maxContexts / engine.sequencesPerContext`);
+  }
+}
+
+/** The conversation cannot be rendered, e.g. a tool call still waits for its result. */
+export class InvalidConversationError extends EngineError {
+  readonly code = "invalid_conversation";
+}
+
+export class SessionClosedError extends EngineError {
+  readonly code = "session_closed";
+  constructor() {
+    super("this engine session is closed");
+  }
+}
+
+/** The rendered conversation does not fit in the session's context window. */
+export class ContextOverflowError extends EngineError {
+  readonly code = "context_overflow";
+  constructor(readonly tokens: number, readonly contextSize: number) {
+    super(`the conversation needs ${tokens} tokens but the session's context holds ${contextSize}; shorten the history or raise engine.contextSize`);
+  }
+}

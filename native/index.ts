@@ -1,0 +1,11 @@
+/**
+ * The engine seam: the only module of weact-mcp that reaches llama.cpp (through node-llama-cpp).
+ * Everything else imports from here.
+ */
+export { Engine } from "./engine/Engine.js";
+export type { EngineSession, LogProbs } from "./session/EngineSession.js";
+export type * from "./engine/types.js";
+export type { EngineLogger } from "./logger.js";
+export type { GpuSetting } from "./llama/runtime.js";
+export * from "./errors.js";
+export { GgufFormatError } from "./gguf/reader.js";

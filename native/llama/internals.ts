@@ -1,0 +1,44 @@
+import type { LlamaContext, LlamaModel } from "node-llama-cpp";
+
+/**
+ * The only place that reaches into node-llama-cpp private members. node-llama-cpp 3.21.1 (pinned exactly)
+ * applies LoRA adapters only when a context is created; switching them on a live context, and loading
+ * one adapter once for all contexts, need these internals. `assertLlamaInternals` is called at start-up
+ * and by a test, so an upgrade that removes them fails loudly instead of silently serving base weights.
+ */
+
+export interface AdapterWeight {
+  /** Absolute path; node-llama-cpp keys its loaded adapters by resolved path. */
+  readonly filePath: string;
+  readonly scale: number;
+}
+
+interface ContextInternals {
+  _setLoras(loras: readonly AdapterWeight[]): Promise<void>;
+}
+
+interface ModelInternals {
+  _getOrLoadLora(filePath: string): Promise<unknown>;
+}
+
+export class LlamaInternalsMissingError extends Error {
+  constructor(member: string) {
+    super(`node-llama-cpp no longer has ${member}; weact-mcp needs node-llama-cpp 3.21.1 exactly (see package.json)`);
+    this.name = "LlamaInternalsMissingError";
+  }
+}
+
+export function assertLlamaInternals(model: LlamaModel, context?: LlamaContext): void {
+  if (typeof (model as unknown as Partial<ModelInternals>)._getOrLoadLora !== "function") throw new LlamaInternalsMissingError("LlamaModel._getOrLoadLora");
+  if (context && typeof (context as unknown as Partial<ContextInternals>)._setLoras !== "function") throw new LlamaInternalsMissingError("LlamaContext._setLoras");
+}
+
+/** Loads an adapter into the model once (resident); later calls with the same path reuse it. */
+export async function loadResidentLora(model: LlamaModel, filePath: string): Promise<void> {
+  await (model as unknown as ModelInternals)._getOrLoadLora(filePath);
+}
+
+/** Replaces the context's active adapter set; `[]` returns to the base weights. No file I/O for resident adapters. */
+export async function setContextAdapters(context: LlamaContext, weights: readonly AdapterWeight[]): Promise<void> {
+  await (context as unknown as ContextInternals)._setLoras(weights);
+}

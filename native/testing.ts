@@ -1,0 +1,11 @@
+/**
+ * Test-only doors into the engine. Nothing in src/ imports this file: it exists so tests can prove that
+ * the behaviours they check would fail without the mechanism under test.
+ */
+import type { Engine } from "./engine/Engine.js";
+import type { EngineSession } from "./session/EngineSession.js";
+
+/** A session whose switches keep the stale KV cache: the bug the rebuild exists to prevent. */
+export function openStaleSession(engine: Engine): Promise<EngineSession> {
+  return engine.openSessionWith("keep-stale");
+}

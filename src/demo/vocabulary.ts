@@ -1,0 +1,65 @@
+/**
+ * A byte-level GPT-2 style BPE vocabulary: the 256 byte tokens, a few merges, and the Qwen chat special tokens.
+ * llama.cpp's "gpt2" tokenizer accepts a short merge list, so text costs about one token per byte.
+ */
+
+/** GPT-2's reversible byte -> printable unicode mapping (bytes_to_unicode). */
+function byteToUnicode(): string[] {
+  const printable = new Set<number>();
+  for (let b = 33; b <= 126; b++) printable.add(b);
+  for (let b = 161; b <= 172; b++) printable.add(b);
+  for (let b = 174; b <= 255; b++) printable.add(b);
+  const out: string[] = new Array(256);
+  let extra = 0;
+  for (let b = 0; b < 256; b++) out[b] = String.fromCodePoint(printable.has(b) ? b : 256 + extra++);
+  return out;
+}
+
+const MERGES = [
+  "Ġ t", "Ġ a", "h e", "i n", "r e", "o n", "Ġt he", "e r", "a t", "Ġ s",
+  "e n", "o r", "Ġ w", "Ġ o", "i s", "a n", "e s", "Ġ c", "i t", "a l",
+];
+
+/** Control tokens are never produced from plain text; the tool and think markers are user-defined, as in Qwen3's GGUFs. */
+export const SPECIAL_TOKENS = [
+  { text: "<|endoftext|>", type: 3 },
+  { text: "<|im_start|>", type: 3 },
+  { text: "<|im_end|>", type: 3 },
+  { text: "<tool_call>", type: 4 },
+  { text: "</tool_call>", type: 4 },
+  { text: "<think>", type: 4 },
+  { text: "</think>", type: 4 },
+  { text: "<tool_response>", type: 4 },
+  { text: "</tool_response>", type: 4 },
+] as const;
+
+export interface DemoVocabulary {
+  tokens: string[];
+  tokenTypes: number[];
+  merges: string[];
+  idOf(text: string): number;
+}
+
+export function buildVocabulary(): DemoVocabulary {
+  const tokens = byteToUnicode();
+  const tokenTypes = tokens.map(() => 1);
+  for (const merge of MERGES) {
+    tokens.push(merge.replace(" ", ""));
+    tokenTypes.push(1);
+  }
+  for (const special of SPECIAL_TOKENS) {
+    tokens.push(special.text);
+    tokenTypes.push(special.type);
+  }
+  const ids = new Map(tokens.map((t, i) => [t, i]));
+  return {
+    tokens,
+    tokenTypes,
+    merges: [...MERGES],
+    idOf(text) {
+      const id = ids.get(text);
+      if (id === undefined) throw new Error(`no token ${text} in the demo vocabulary`);
+      return id;
+    },
+  };
+}

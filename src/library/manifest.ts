@@ -1,0 +1,78 @@
+import { readFileSync } from "node:fs";
+import { dirname, resolve } from "node:path";
+import { z } from "zod";
+
+export const ALIAS_PATTERN = /^[a-z][a-z0-9_-]{0,31}$/;
+
+/** Per-stage limits; any left out fall back to the config file, then the built-in defaults. */
+export const StageBudgetSchema = z
+  .object({
+    turns: z.number().int().positive().optional(),
+    tokens: z.number().int().positive().optional(),
+    toolCalls: z.number().int().nonnegative().optional(),
+    seconds: z.number().positive().optional(),
+    noToolTurns: z.number().int().positive().optional(),
+  })
+  .strict();
+
+export const ManifestEntrySchema = z
+  .object({
+    alias: z.string().regex(ALIAS_PATTERN, "alias must be lowercase letters, digits, '-' or '_', starting with a letter, at most 32 characters"),
+    description: z.string().min(1, "describe the capability: the model reads it in the load_lora tool description").max(1000),
+    file: z.string().min(1, "file: path of the GGUF LoRA, relative to the manifest"),
+    scale: z.number().positive().max(16).default(1),
+    budget: StageBudgetSchema.optional(),
+    activation: z.string().max(2000).optional(),
+    release: z.string().max(2000).optional(),
+  })
+  .strict();
+
+export const ManifestSchema = z
+  .object({
+    $schema: z.string().optional(),
+    adapters: z.array(ManifestEntrySchema),
+  })
+  .strict()
+  .superRefine((m, ctx) => {
+    const seen = new Set<string>();
+    m.adapters.forEach((a, i) => {
+      if (seen.has(a.alias)) ctx.addIssue({ code: "custom", path: ["adapters", i, "alias"], message: `alias "${a.alias}" is listed twice` });
+      seen.add(a.alias);
+    });
+  });
+
+export type ManifestEntry = z.infer<typeof ManifestEntrySchema>;
+export type StageBudget = z.infer<typeof StageBudgetSchema>;
+
+/** A manifest entry with its file resolved against the manifest's folder. */
+export interface LibraryEntry extends ManifestEntry {
+  filePath: string;
+}
+
+export class ManifestError extends Error {
+  constructor(readonly file: string, readonly issues: readonly string[]) {
+    super(`adapter manifest ${file} is invalid: ${issues.join("; ")}`);
+    this.name = "ManifestError";
+  }
+}
+
+/** Formats zod issues as "path.to.field: message" so an error names the field to fix. */
+export function describeIssues(error: z.ZodError): string[] {
+  return error.issues.map((i) => `${i.path.length ? i.path.join(".") : "(root)"}: ${i.message}`);
+}
+
+export function parseManifest(raw: unknown, file: string): LibraryEntry[] {
+  const parsed = ManifestSchema.safeParse(raw);
+  if (!parsed.success) throw new ManifestError(file, describeIssues(parsed.error));
+  return parsed.data.adapters.map((a) => ({ ...a, filePath: resolve(dirname(file), a.file) }));
+}
+
+export function loadManifest(file: string): LibraryEntry[] {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(readFileSync(file, "utf8"));
+  } catch (err) {
+    throw new ManifestError(file, [`cannot read it as JSON: ${(err as Error).message}`]);
+  }
+  return parseManifest(raw, file);
+}

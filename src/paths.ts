@@ -1,0 +1,18 @@
+import { existsSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+/** The package root, found from this file whether it runs from src/ (tests) or dist/src/ (built). */
+function findPackageRoot(): string {
+  let dir = dirname(fileURLToPath(import.meta.url));
+  while (!existsSync(join(dir, "package.json"))) {
+    const parent = dirname(dir);
+    if (parent === dir) throw new Error("weact-mcp: cannot find the package root (no package.json above the code)");
+    dir = parent;
+  }
+  return dir;
+}
+
+export const PACKAGE_ROOT = findPackageRoot();
+export const DEFAULT_MANIFEST = join(PACKAGE_ROOT, "adapters", "manifest.json");
+export const PROMPTS_DIR = join(PACKAGE_ROOT, "prompts");

@@ -1,0 +1,37 @@
+import { Engine } from "../../native/index.js";
+import type { ResolvedConfig } from "../config/config.js";
+import { ensureDemoWeights } from "../demo/ensure.js";
+import { AdapterLibrary } from "../library/AdapterLibrary.js";
+import { loadManifest } from "../library/manifest.js";
+import type { Logger } from "../log.js";
+
+export interface Runtime {
+  config: ResolvedConfig;
+  engine: Engine;
+  library: AdapterLibrary;
+  logger: Logger;
+}
+
+/** Loads the base model and the adapter library named by the config (the demo weights when none is named). */
+export async function startRuntime(config: ResolvedConfig, logger: Logger): Promise<Runtime> {
+  const modelPath = config.model.path ?? ensureDemoWeights(logger).model;
+  const entries = loadManifest(config.manifestPath);
+  const engine = await Engine.load({
+    modelPath,
+    gpu: config.model.gpu,
+    gpuLayers: config.model.gpuLayers,
+    threads: config.model.threads,
+    contextSize: config.model.contextSize,
+    sequencesPerContext: config.model.sequencesPerContext,
+    maxContexts: config.model.maxContexts,
+    batchSize: config.model.batchSize,
+    logger,
+  });
+  try {
+    const library = await AdapterLibrary.load(engine, entries, logger);
+    return { config, engine, library, logger };
+  } catch (err) {
+    await engine.dispose();
+    throw err;
+  }
+}

@@ -1,0 +1,47 @@
+import { Engine, type Conversation } from "../../native/index.js";
+import { demoWeightPaths } from "../../src/demo/generate.js";
+import { createLogger } from "../../src/log.js";
+import { PACKAGE_ROOT } from "../../src/paths.js";
+
+export const demo = demoWeightPaths(PACKAGE_ROOT);
+export const quietLogger = () => createLogger(process.env.WEACT_LOG_LEVEL ?? "warn");
+
+/** The real engine on the demo model, CPU only, with the default library resident. */
+export async function demoEngine(opts: { adapters?: string[]; sequencesPerContext?: number } = {}): Promise<Engine> {
+  const engine = await Engine.load({
+    modelPath: demo.model,
+    gpu: false,
+    contextSize: 4096,
+    sequencesPerContext: opts.sequencesPerContext ?? 4,
+    logger: quietLogger(),
+  });
+  for (const alias of opts.adapters ?? ["plan", "search", "write"]) {
+    await engine.addAdapter({ alias, filePath: demo.adapters[alias]!, scale: 1 });
+  }
+  return engine;
+}
+
+export const WEIGHT_FUNCTIONS: Conversation["functions"] = {
+  load_lora: {
+    description: "Activate a capability adapter.",
+    parameters: { type: "object", properties: { adapter: { enum: ["plan", "search", "write"] } } },
+  },
+  offload_lora: {
+    description: "Release the active adapter.",
+    parameters: { type: "object", properties: { handoff: { type: "string" } } },
+  },
+};
+
+export function conversation(user: string, extra: Conversation["turns"] = []): Conversation {
+  return {
+    turns: [{ role: "system", text: "You are a research agent." }, { role: "user", text: user }, ...extra],
+    functions: WEIGHT_FUNCTIONS,
+  };
+}
+
+/** Largest |a - b| over the tokens of `a` (both full distributions over the vocabulary). */
+export function maxAbsDiff(a: Map<number, number>, b: Map<number, number>): number {
+  let d = 0;
+  for (const [token, v] of a) d = Math.max(d, Math.abs(v - (b.get(token) ?? -Infinity)));
+  return d;
+}

@@ -1,0 +1,45 @@
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { writeGguf, gguf } from "../../native/gguf/writer.js";
+import { DEMO_DIMS, qwen3LoraFile, qwen3ModelFile, type Qwen3Dims } from "../../src/demo/qwen3.js";
+import { buildVocabulary } from "../../src/demo/vocabulary.js";
+import { GgmlType } from "../../native/gguf/format.js";
+
+export function tempDir(prefix = "weact-test-"): string {
+  return mkdtempSync(join(tmpdir(), prefix));
+}
+
+/** A demo-shaped model file with `edit` applied to its metadata (e.g. a key llama.cpp would abort without). */
+export function writeModelVariant(dir: string, name: string, edit: (meta: Record<string, unknown>) => void): string {
+  const model = qwen3ModelFile({ name, dims: DEMO_DIMS, vocab: buildVocabulary(), seed: 7, weightType: GgmlType.F32 });
+  edit(model.metadata);
+  const path = join(dir, `${name}.gguf`);
+  writeGguf(path, model.metadata as never, model.tensors);
+  return path;
+}
+
+export function writeLoraVariant(dir: string, name: string, opts: { dims?: Qwen3Dims; architecture?: string } = {}): string {
+  const lora = qwen3LoraFile({ name, dims: opts.dims ?? DEMO_DIMS, rank: 4, seed: 11, strength: 0.5 });
+  if (opts.architecture) lora.metadata["general.architecture"] = gguf.str(opts.architecture);
+  const path = join(dir, `${name}.gguf`);
+  writeGguf(path, lora.metadata, lora.tensors);
+  return path;
+}
+
+/** A copy of `file` cut to `fraction` of its bytes. */
+export function truncatedCopy(file: string, dir: string, name: string, fraction: number): string {
+  const bytes = readFileSync(file);
+  const path = join(dir, name);
+  writeFileSync(path, bytes.subarray(0, Math.floor(bytes.length * fraction)));
+  return path;
+}
+
+/** A copy of `file` with `patch` applied to its bytes. */
+export function patchedCopy(file: string, dir: string, name: string, patch: (bytes: Buffer) => void): string {
+  const bytes = Buffer.from(readFileSync(file));
+  patch(bytes);
+  const path = join(dir, name);
+  writeFileSync(path, bytes);
+  return path;
+}
