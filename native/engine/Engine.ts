@@ -115,14 +115,16 @@ export class Engine {
     return `${a.alias}@${a.sha256}x${a.scale}`;
   }
 
-  async openSession(): Promise<EngineSession> {
-    return this.openSessionWith("rebuild");
+  /** A new session with an empty cache, starting on `adapter` (default: the base). */
+  async openSession(options: { adapter?: string | null } = {}): Promise<EngineSession> {
+    return this.openSessionWith("rebuild", options.adapter ?? null);
   }
 
   /** @internal Tests reach "keep-stale" through native/testing.ts to prove the rebuild matters. */
-  async openSessionWith(cachePolicy: SwitchCachePolicy): Promise<EngineSession> {
+  async openSessionWith(cachePolicy: SwitchCachePolicy, adapter: string | null = null): Promise<EngineSession> {
+    if (adapter !== null) this.resident.get(adapter);
     const slot = await this.freeSlot();
-    return new EngineSession(this.nextSessionId++, this.host, slot, slot.createSequence(), cachePolicy);
+    return new EngineSession(this.nextSessionId++, this.host, slot, slot.createSequence(), cachePolicy, adapter);
   }
 
   /** Tokens of the rendered conversation, including the assistant turn's opening. */

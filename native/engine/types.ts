@@ -98,6 +98,8 @@ export interface GenerateOptions {
    */
   steerToolCall?: { name?: string };
   signal?: AbortSignal;
+  /** Called as tokens are generated, with the count so far (for progress reporting). */
+  onToken?: (generated: number) => void;
 }
 
 export interface GeneratedCall {

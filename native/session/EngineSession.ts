@@ -37,7 +37,6 @@ export type LogProbs = Map<Token, number>;
  * different adapters can share a context without ever decoding under each other's weights.
  */
 export class EngineSession {
-  private adapter: string | null = null;
   private closed = false;
 
   constructor(
@@ -46,6 +45,7 @@ export class EngineSession {
     private readonly slot: EngineContext,
     private readonly sequence: LlamaContextSequence,
     private readonly cachePolicy: SwitchCachePolicy,
+    private adapter: string | null,
   ) {}
 
   get activeAdapter(): string | null {
@@ -112,6 +112,7 @@ export class EngineSession {
       const chat = new LlamaChat({ contextSequence: this.sequence, chatWrapper: wrapper, autoDisposeSequence: false });
       const steerTokens = options.steerToolCall ? this.steeringTokens(options.steerToolCall.name) : undefined;
       let response;
+      let generated = 0;
       try {
         response = await chat.generateResponse(history, {
           functions: toChatModelFunctions(conversation.functions, options.callable),
@@ -123,6 +124,7 @@ export class EngineSession {
           tokenBias: generationBias(this.host.model, options.tokenBias, steerTokens && { tokens: steerTokens, sequence: this.sequence, promptLength: tokens.length }),
           signal: options.signal,
           stopOnAbortSignal: true,
+          onToken: options.onToken && ((chunk) => options.onToken!((generated += chunk.length))),
           maxParallelFunctionCalls: 1,
         });
       } finally {
@@ -149,6 +151,23 @@ export class EngineSession {
         ...(logprobs ? { logprobs } : {}),
       };
     });
+  }
+
+  /** Evaluates what the cache lacks of the conversation's prompt under this session's weights (a warm-up). */
+  async prefill(conversation: Conversation): Promise<{ reused: number; evaluated: number; ms: number }> {
+    this.ensureOpen();
+    const tokens = this.render(conversation);
+    this.ensureFits(tokens.length);
+    return this.slot.lock.run(async () => {
+      await this.applyWeights();
+      return this.syncPrefix(tokens);
+    });
+  }
+
+  /** Drops the session's cached KV; the next call re-evaluates the prompt from the start. */
+  async clearCache(): Promise<void> {
+    this.ensureOpen();
+    await this.slot.lock.run(() => this.sequence.clearHistory());
   }
 
   /** The full next-token distribution after the conversation's prompt, under this session's weights and cache. */

@@ -6,17 +6,22 @@ import { loadConfigFile, resolveConfig, type ResolvedConfig } from "../config/co
 import { generateDemoWeights } from "../demo/generate.js";
 import { createLogger } from "../log.js";
 import { PACKAGE_ROOT } from "../paths.js";
-import { startRuntime } from "../runtime/startRuntime.js";
+import { serve } from "./serve.js";
 
 const HELP = `weact-mcp: serve one GGUF base model with switchable LoRA capability adapters over MCP
 
 Usage:
-  weact-mcp [options]                  load the model and adapters, then serve
-  weact-mcp demo-weights [--seed N] [--big]
-                                       (re)generate the demo model and adapters
+  weact-mcp [--stdio | --http PORT] [--host H] [--token-file F] [--config F] [--model PATH] [--adapters PATH]
+  weact-mcp demo-weights [--seed N] [--big]    (re)generate the demo model and adapters
 
-Options:
-  --config FILE      JSON config file (see README "Configuration")
+Serving (default: HTTP on 127.0.0.1:7331, Streamable HTTP at /mcp and legacy SSE at /sse):
+  --stdio            serve one client over stdin/stdout (what MCP clients spawn)
+  --http PORT        serve HTTP on PORT (0 = any free port)
+  --host H           bind address (default 127.0.0.1; anything else requires --token-file)
+  --token-file F     bearer tokens, one per line as "name:token"; clients send "Authorization: Bearer <token>"
+
+Model and library:
+  --config FILE      JSON config file (see README "Configuration"); flags override it
   --model PATH       GGUF base model (default: the generated demo model)
   --adapters PATH    adapter manifest, or a folder holding manifest.json
   -h, --help         this text
@@ -27,7 +32,7 @@ function fail(message: string): never {
   process.exit(2);
 }
 
-function configFrom(values: { config?: string; model?: string; adapters?: string }): ResolvedConfig {
+function configFrom(values: { config?: string; model?: string; adapters?: string; host?: string; "token-file"?: string }): ResolvedConfig {
   const base = values.config ? loadConfigFile(values.config) : resolveConfig({}, "defaults", process.cwd());
   const overrides: Partial<ResolvedConfig> = {};
   if (values.model) overrides.model = { ...base.model, path: resolve(values.model) };
@@ -35,7 +40,8 @@ function configFrom(values: { config?: string; model?: string; adapters?: string
     const p = resolve(values.adapters);
     overrides.manifestPath = existsSync(p) && statSync(p).isDirectory() ? join(p, "manifest.json") : p;
   }
-  return { ...base, ...overrides, demo: !(overrides.model?.path ?? base.model.path) };
+  const server = { ...base.server, ...(values.host ? { host: values.host } : {}), ...(values["token-file"] ? { tokenFile: resolve(values["token-file"]) } : {}) };
+  return { ...base, ...overrides, server, demo: !(overrides.model?.path ?? base.model.path) };
 }
 
 async function main(argv: string[]) {
@@ -46,6 +52,10 @@ async function main(argv: string[]) {
       config: { type: "string" },
       model: { type: "string" },
       adapters: { type: "string" },
+      stdio: { type: "boolean" },
+      http: { type: "string" },
+      host: { type: "string" },
+      "token-file": { type: "string" },
       seed: { type: "string" },
       big: { type: "boolean" },
       help: { type: "boolean", short: "h" },
@@ -66,17 +76,11 @@ async function main(argv: string[]) {
   }
   if (command !== undefined) fail(`unknown command "${command}" (see --help)`);
 
-  const runtime = await startRuntime(configFrom(values), logger);
-  logger.info(
-    { model: runtime.engine.model.filePath, adapters: runtime.library.aliases(), threads: runtime.engine.threads },
-    "weact-mcp engine ready",
-  );
-  const stop = async () => {
-    await runtime.engine.dispose();
-    process.exit(0);
-  };
-  process.once("SIGINT", stop);
-  process.once("SIGTERM", stop);
+  if (values.stdio && values.http !== undefined) fail("choose one of --stdio and --http");
+  const config = configFrom(values);
+  const port = values.http === undefined ? config.server.port : Number(values.http);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) fail("--http takes a port number (0-65535)");
+  await serve(config, values.stdio ? { kind: "stdio" } : { kind: "http", host: config.server.host, port }, logger);
 }
 
 main(process.argv.slice(2)).catch((err: Error) => fail(err.message));

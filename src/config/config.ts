@@ -29,6 +29,32 @@ export const ConfigSchema = z
       })
       .strict()
       .prefault({}),
+    sessions: z
+      .object({
+        /** External tool results kept verbatim in what the model reads; older ones become a marker (paper default 5). */
+        keepToolResults: z.number().int().min(0).max(1000).default(5),
+        idleMinutes: z.number().positive().max(7 * 24 * 60).default(30),
+        maxSessions: z.number().int().positive().max(10_000).default(64),
+        maxSessionsPerClient: z.number().int().positive().max(10_000).default(16),
+        /** Longest handoff the model may write in offload_lora (the grammar enforces it). */
+        handoffMaxChars: z.number().int().min(16).max(100_000).default(1000),
+        /** Model calls waiting on the engine before new ones are refused as busy. */
+        maxQueuedGenerations: z.number().int().positive().max(10_000).default(32),
+        defaultMaxTokens: z.number().int().positive().max(1 << 20).default(512),
+      })
+      .strict()
+      .prefault({}),
+    server: z
+      .object({
+        host: z.string().min(1).default("127.0.0.1"),
+        port: z.number().int().min(0).max(65535).default(7331),
+        /** Host headers accepted besides the bound host (DNS-rebinding protection is always on). */
+        allowedHosts: z.array(z.string().min(1)).optional(),
+        /** File of bearer tokens, one per line as "name:token" or just "token"; required off loopback. */
+        tokenFile: z.string().min(1).optional(),
+      })
+      .strict()
+      .prefault({}),
   })
   .strict();
 
@@ -55,6 +81,7 @@ export function resolveConfig(input: unknown, source: string, baseDir: string): 
   if (!parsed.success) throw new ConfigError(source, describeIssues(parsed.error));
   const config = parsed.data;
   if (config.model.path) config.model.path = resolve(baseDir, config.model.path);
+  if (config.server.tokenFile) config.server.tokenFile = resolve(baseDir, config.server.tokenFile);
   return {
     ...config,
     manifestPath: config.adapters.manifest ? resolve(baseDir, config.adapters.manifest) : DEFAULT_MANIFEST,

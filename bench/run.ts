@@ -1,0 +1,71 @@
+/**
+ * npm run bench [-- --big] [-- --model PATH --adapters a=PATH,b=PATH]
+ * Every figure is measured side by side in this one run and printed as a ratio to its baseline.
+ */
+import { parseArgs } from "node:util";
+import { Engine } from "../native/index.js";
+import { ensureDemoWeights } from "../src/demo/ensure.js";
+import { demoWeightsExist, demoWeightPaths, generateDemoWeights } from "../src/demo/generate.js";
+import { createLogger } from "../src/log.js";
+import { PACKAGE_ROOT } from "../src/paths.js";
+import { interleaving, rebuildVsPrefill, switchCallCost } from "./engine.js";
+import { adapterMemory } from "./memory.js";
+import { fmt, table } from "./stats.js";
+
+const { values } = parseArgs({
+  options: {
+    big: { type: "boolean", default: false },
+    model: { type: "string" },
+    adapters: { type: "string" },
+    reps: { type: "string", default: "7" },
+  },
+});
+const logger = createLogger(process.env.WEACT_LOG_LEVEL ?? "warn");
+const reps = Number(values.reps);
+const section = (title: string) => process.stdout.write(`\n## ${title}\n`);
+
+async function engineBench(modelPath: string, adapters: Record<string, string>, label: string) {
+  const engine = await Engine.load({ modelPath, gpu: false, logger, contextSize: 8192, sequencesPerContext: 2, maxContexts: 2 });
+  try {
+    for (const [alias, filePath] of Object.entries(adapters)) await engine.addAdapter({ alias, filePath, scale: 1 });
+    process.stdout.write(`\n# ${label}: ${modelPath} (threads ${engine.threads})\n`);
+    section("switch call (weight change only; no file I/O, no reload)");
+    const sw = await switchCallCost(engine);
+    process.stdout.write(table([{ switchUsP50: fmt(sw.switchUsP50, 1), withLockUsP50: fmt(sw.withQueueUsP50, 1) }]) + "\n");
+    section("rebuild after a switch / plain prefill of the same tokens (target <= 1.10)");
+    const rows = [];
+    for (const n of [256, 1024, 4096]) rows.push(await rebuildVsPrefill(engine, n, reps));
+    process.stdout.write(table(rows) + "\n");
+    section("two sessions interleaving generate calls: different adapters / same adapter");
+    process.stdout.write(table([await interleaving(engine, 6, 8)]) + "\n");
+  } finally {
+    await engine.dispose();
+  }
+}
+
+async function main() {
+  if (values.model) {
+    const adapters = Object.fromEntries((values.adapters ?? "").split(",").filter(Boolean).map((kv) => kv.split("=") as [string, string]));
+    await engineBench(values.model, adapters, "configured model");
+    return;
+  }
+  const demo = ensureDemoWeights(logger);
+  const { plan, search, write } = demo.adapters;
+  await engineBench(demo.model, { plan: plan!, search: search!, write: write! }, "demo model");
+  if (values.big) {
+    if (!demoWeightsExist(PACKAGE_ROOT, true)) {
+      process.stdout.write("\ngenerating the Qwen3-0.6B-shaped model and rank-16/32 adapters (once; ~1.3 GB under models/big)...\n");
+      generateDemoWeights(PACKAGE_ROOT, { big: true });
+    }
+    const big = demoWeightPaths(PACKAGE_ROOT, true);
+    const { code: _code, ["write-v2"]: _v2, ...library } = big.adapters;
+    section("memory: RSS with the model alone vs with all adapters resident (target: growth <= 1.2x the files)");
+    process.stdout.write(table([await adapterMemory(big.model, library, logger)]) + "\n");
+    await engineBench(big.model, library, "Qwen3-0.6B-shaped model");
+  }
+}
+
+main().catch((err) => {
+  process.stderr.write(`bench failed: ${(err as Error).stack}\n`);
+  process.exit(1);
+});

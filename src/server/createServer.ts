@@ -1,0 +1,34 @@
+import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import type { ServerContext } from "./context.js";
+import { registerPrompts } from "./prompts.js";
+import { registerResources } from "./resources.js";
+import { registerCloseSessionTool } from "./tools/closeSession.js";
+import { registerCreateSessionTool } from "./tools/createSession.js";
+import { registerGenerateTool } from "./tools/generate.js";
+import { registerGetSessionTool } from "./tools/getSession.js";
+import { registerListAdaptersTool } from "./tools/listAdapters.js";
+import { registerLoadLoraTool } from "./tools/loadLora.js";
+import { registerOffloadLoraTool } from "./tools/offloadLora.js";
+
+export const SERVER_INFO = { name: "weact-mcp", version: "0.1.0" };
+
+const INSTRUCTIONS =
+  "weact-mcp serves a local model whose capability adapters (LoRA) switch as actions. create_session with a task, then loop: generate; for each tool call in the result, answer it by its call_id (load_lora, offload_lora, or the external tool); generate again. list_adapters shows the library.";
+
+/** One MCP server object per client connection, all sharing the engine and the sessions. */
+export function createServer(ctx: ServerContext): { server: McpServer; cleanup: () => Promise<void> } {
+  const server = new McpServer(SERVER_INFO, {
+    capabilities: { tools: { listChanged: true }, resources: { listChanged: true }, prompts: {}, logging: {} },
+    instructions: INSTRUCTIONS,
+  });
+  registerCreateSessionTool(server, ctx);
+  registerGenerateTool(server, ctx);
+  registerLoadLoraTool(server, ctx);
+  registerOffloadLoraTool(server, ctx);
+  registerListAdaptersTool(server, ctx);
+  registerGetSessionTool(server, ctx);
+  registerCloseSessionTool(server, ctx);
+  registerResources(server, ctx);
+  registerPrompts(server, ctx);
+  return { server, cleanup: () => server.close() };
+}

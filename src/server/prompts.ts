@@ -1,0 +1,17 @@
+import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import { z } from "zod";
+import type { ServerContext } from "./context.js";
+
+/** prompts/*.md as MCP prompts; `task` fills their {{task}} placeholder. */
+export function registerPrompts(server: McpServer, ctx: ServerContext) {
+  for (const prompt of ctx.prompts.list()) {
+    server.registerPrompt(
+      prompt.name,
+      { description: prompt.description, argsSchema: { task: z.string().max(100_000).optional() } },
+      ({ task }) => ({
+        description: prompt.description,
+        messages: [{ role: "user", content: { type: "text", text: ctx.prompts.render(prompt.name, { task })! } }],
+      }),
+    );
+  }
+}

@@ -1,0 +1,24 @@
+import { z } from "zod";
+
+/** Argument fields shared by several tools, with the bounds that keep oversize input out. */
+export const sessionId = z.string().min(1).max(64).describe("The session id returned by create_session.");
+export const callId = z
+  .string()
+  .min(1)
+  .max(64)
+  .describe("The id of the model's tool call this answers (from generate's tool_calls). Omit to drive the action yourself (a prescribed exchange).");
+
+export const switchShape = {
+  switch_ms: z.number().describe("The weight change itself (no file I/O, no model reload)."),
+  rebuild_ms: z.number().describe("Re-prefill of the history under the new weights."),
+  rebuilt_tokens: z.number().int(),
+  queue_ms: z.number(),
+};
+
+export const weightActionOutput = {
+  active_adapter: z.string().nullable(),
+  previous_adapter: z.string().nullable(),
+  call_id: z.string(),
+  message: z.string().describe("The activation/release message recorded as the call's result."),
+  switch: z.object(switchShape),
+};

@@ -1,0 +1,22 @@
+import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import { z } from "zod";
+import { ownerOf, type ServerContext } from "../context.js";
+import { sessionId } from "../schemas.js";
+import { ok, toolCall } from "../toolResult.js";
+
+export function registerCloseSessionTool(server: McpServer, ctx: ServerContext) {
+  server.registerTool(
+    "close_session",
+    {
+      title: "Close session",
+      description: "Close the session and free its slot on the engine.",
+      inputSchema: { session_id: sessionId },
+      outputSchema: { session_id: z.string(), closed: z.boolean() },
+    },
+    (args, extra) =>
+      toolCall(async () => {
+        await ctx.sessions.close(ownerOf(extra), args.session_id);
+        return ok({ session_id: args.session_id, closed: true });
+      }),
+  );
+}

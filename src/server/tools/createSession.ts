@@ -1,0 +1,37 @@
+import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import { z } from "zod";
+import { ownerOf, type ServerContext } from "../context.js";
+import { ok, toolCall } from "../toolResult.js";
+
+export function registerCreateSessionTool(server: McpServer, ctx: ServerContext) {
+  server.registerTool(
+    "create_session",
+    {
+      title: "Create session",
+      description: "Open a session on the local model with a task. The session holds the shared history that every adapter reads and the active adapter (none = base model).",
+      inputSchema: {
+        task: z.string().min(1).max(100_000).describe("The user's task; becomes the first user message."),
+        system: z.string().min(1).max(100_000).optional().describe("System prompt (default: prompts/system.md)."),
+        tools: z.array(z.string().min(1).max(64)).max(32).optional().describe("External tools the model may use in this session (default: all)."),
+      },
+      outputSchema: {
+        session_id: z.string(),
+        active_adapter: z.string().nullable(),
+        adapters: z.array(z.string()),
+        tools: z.array(z.string()),
+        keep_tool_result: z.number().int(),
+      },
+    },
+    (args, extra) =>
+      toolCall(async () => {
+        const session = await ctx.sessions.create(ownerOf(extra), args);
+        return ok({
+          session_id: session.id,
+          active_adapter: session.activeAdapter,
+          adapters: ctx.runtime.library.aliases(),
+          tools: [...session.externalTools],
+          keep_tool_result: session.settings.keepToolResults,
+        });
+      }),
+  );
+}

@@ -1,0 +1,76 @@
+import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import { z } from "zod";
+import { ownerOf, type ServerContext } from "../context.js";
+import { sessionId } from "../schemas.js";
+import { fail, ok, toolCall } from "../toolResult.js";
+
+const PROGRESS_EVERY_TOKENS = 16;
+
+export function registerGenerateTool(server: McpServer, ctx: ServerContext) {
+  const maxTokens = ctx.runtime.config.model.contextSize;
+  server.registerTool(
+    "generate",
+    {
+      title: "Generate the next turn",
+      description:
+        "Let the local model write its next assistant turn under the session's active adapter. Returns its text and parsed tool calls; answer each call (load_lora/offload_lora/an external tool, with its call_id) before the next generate.",
+      inputSchema: {
+        session_id: sessionId,
+        max_tokens: z.number().int().min(1).max(maxTokens).optional(),
+        temperature: z.number().min(0).max(2).optional().describe("0 (default) = greedy."),
+        seed: z.number().int().min(0).max(2 ** 32 - 1).optional(),
+        top_logprobs: z.number().int().min(1).max(20).optional().describe("Return the k most likely tokens and their log-probs at each generated position."),
+        token_bias: z.record(z.string().min(1).max(64), z.number().min(-100).max(100)).optional().describe("Logit bias by token text (special tokens allowed)."),
+        tool_call: z
+          .object({ name: z.string().min(1).max(64).optional() })
+          .strict()
+          .optional()
+          .describe("Steer the turn into a tool call: the chat template's call prefix (and name, if given) is forced, the model's logits choose the rest. A testing and demo aid for models that do not call tools on their own."),
+      },
+      outputSchema: {
+        text: z.string(),
+        tool_calls: z.array(z.object({ id: z.string(), name: z.string(), arguments: z.record(z.string(), z.unknown()) })),
+        finish_reason: z.enum(["stop", "tool_calls", "length", "cancelled"]),
+        adapter: z.string().nullable(),
+        tokens: z.object({ prompt: z.number(), cached: z.number(), evaluated: z.number(), generated: z.number() }),
+        timings: z.record(z.string(), z.number()),
+        logprobs: z
+          .array(z.object({ token: z.number(), text: z.string(), logprob: z.number(), top: z.array(z.object({ token: z.number(), text: z.string(), logprob: z.number() })) }))
+          .optional(),
+      },
+    },
+    (args, extra) =>
+      toolCall(async () => {
+        const progressToken = extra._meta?.progressToken;
+        let lastReported = 0;
+        const outcome = await ctx.sessions.generate(ownerOf(extra), args.session_id, {
+          maxTokens: args.max_tokens,
+          temperature: args.temperature,
+          seed: args.seed,
+          topLogprobs: args.top_logprobs,
+          tokenBias: args.token_bias,
+          steerToolCall: args.tool_call,
+          signal: extra.signal,
+          onProgress:
+            progressToken === undefined
+              ? undefined
+              : (generated) => {
+                  if (generated - lastReported < PROGRESS_EVERY_TOKENS) return;
+                  lastReported = generated;
+                  void extra.sendNotification({ method: "notifications/progress", params: { progressToken, progress: generated, message: `${generated} tokens generated` } });
+                },
+        });
+        if (!outcome.recorded) return fail("generation cancelled; the session's history is unchanged");
+        const r = outcome.result;
+        return ok({
+          text: r.text,
+          tool_calls: outcome.calls.map((c) => ({ id: c.id, name: c.name, arguments: c.arguments })),
+          finish_reason: r.finishReason,
+          adapter: r.adapter,
+          tokens: r.tokens,
+          timings: r.timings,
+          ...(r.logprobs ? { logprobs: r.logprobs } : {}),
+        });
+      }),
+  );
+}

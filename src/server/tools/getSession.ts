@@ -1,0 +1,52 @@
+import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import { z } from "zod";
+import { sessionView } from "../../sessions/view.js";
+import { ownerOf, type ServerContext } from "../context.js";
+import { sessionId } from "../schemas.js";
+import { ok, toolCall } from "../toolResult.js";
+
+const call = z.object({ id: z.string(), name: z.string(), arguments: z.record(z.string(), z.unknown()) });
+
+export function registerGetSessionTool(server: McpServer, ctx: ServerContext) {
+  server.registerTool(
+    "get_session",
+    {
+      title: "Get session",
+      description: "The session's state: active adapter, unanswered model calls, and the history as the model reads it (keep_tool_result applied).",
+      inputSchema: {
+        session_id: sessionId,
+        include_prompt_tokens: z.boolean().optional().describe("Also return the token ids of the prompt the next generate reads (to check log-probs against a reference)."),
+      },
+      outputSchema: {
+        session_id: z.string(),
+        task: z.string(),
+        active_adapter: z.string().nullable(),
+        pending_calls: z.array(call),
+        tools: z.array(z.string()),
+        keep_tool_result: z.number(),
+        cached_tokens: z.number(),
+        prompt_tokens: z.array(z.number()).optional(),
+        created_at: z.string(),
+        last_active_at: z.string(),
+        history: z.array(
+          z.object({
+            role: z.enum(["system", "user", "assistant", "tool"]),
+            content: z.string(),
+            adapter: z.string().nullable().optional(),
+            author: z.string().optional(),
+            tool_calls: z.array(call).optional(),
+            call_id: z.string().optional(),
+            name: z.string().optional(),
+            is_error: z.boolean().optional(),
+          }),
+        ),
+      },
+    },
+    (args, extra) =>
+      toolCall(async () => {
+        const session = ctx.sessions.get(ownerOf(extra), args.session_id);
+        const view = sessionView(session);
+        return ok(args.include_prompt_tokens ? { ...view, prompt_tokens: ctx.runtime.engine.renderTokens(session.conversation()) } : view);
+      }),
+  );
+}

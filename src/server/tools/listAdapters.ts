@@ -1,0 +1,48 @@
+import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import { z } from "zod";
+import type { ServerContext } from "../context.js";
+import { ok } from "../toolResult.js";
+
+export const adapterListing = (ctx: ServerContext) =>
+  ctx.runtime.library.list().map(({ entry, info, error }) => ({
+    alias: entry.alias,
+    description: entry.description,
+    file: info?.filePath ?? entry.filePath,
+    scale: entry.scale,
+    rank: info?.rank ?? null,
+    sha256: info?.sha256 ?? null,
+    size_bytes: info?.sizeBytes ?? null,
+    resident: Boolean(info),
+    ...(error ? { error } : {}),
+  }));
+
+export function registerListAdaptersTool(server: McpServer, ctx: ServerContext) {
+  server.registerTool(
+    "list_adapters",
+    {
+      title: "List adapters",
+      description: "The capability library: each adapter's alias, description, rank, scale, file, content hash and whether it is resident.",
+      inputSchema: {},
+      outputSchema: {
+        base_model: z.object({ file: z.string(), sha256: z.string(), architecture: z.string() }),
+        adapters: z.array(
+          z.object({
+            alias: z.string(),
+            description: z.string(),
+            file: z.string(),
+            scale: z.number(),
+            rank: z.number().nullable(),
+            sha256: z.string().nullable(),
+            size_bytes: z.number().nullable(),
+            resident: z.boolean(),
+            error: z.string().optional(),
+          }),
+        ),
+      },
+    },
+    async () => {
+      const m = ctx.runtime.engine.model;
+      return ok({ base_model: { file: m.filePath, sha256: m.sha256, architecture: m.architecture }, adapters: adapterListing(ctx) });
+    },
+  );
+}

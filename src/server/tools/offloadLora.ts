@@ -1,0 +1,31 @@
+import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import { z } from "zod";
+import { ownerOf, type ServerContext } from "../context.js";
+import { callId, sessionId, weightActionOutput } from "../schemas.js";
+import { toolCall } from "../toolResult.js";
+import { adapterArgument } from "./loadLora.js";
+import { weightActionResult } from "./weightActionResult.js";
+
+export function registerOffloadLoraTool(server: McpServer, ctx: ServerContext) {
+  server.registerTool(
+    "offload_lora",
+    {
+      title: "Release the active adapter",
+      description:
+        "Release the session's active adapter and return to the base model, rebuilding the KV cache under the base weights. With call_id it answers the model's own offload_lora call; an invalid offload changes nothing and, with call_id, is recorded as that call's error result.",
+      inputSchema: {
+        session_id: sessionId,
+        adapter: adapterArgument(ctx, "Must be the active adapter if given (default: the active one)."),
+        call_id: callId.optional(),
+        handoff: z.string().max(20_000).optional().describe("Summary for the next stage (a prescribed exchange's argument)."),
+      },
+      outputSchema: weightActionOutput,
+    },
+    (args, extra) =>
+      toolCall(async () =>
+        weightActionResult(
+          await ctx.sessions.offloadLora(ownerOf(extra), args.session_id, { adapter: args.adapter, callId: args.call_id, handoff: args.handoff }),
+        ),
+      ),
+  );
+}

@@ -1,0 +1,64 @@
+import { Mutex, type Conversation, type EngineSession, type FunctionSpec } from "../../native/index.js";
+import { pendingCalls, toConversation, type HistoryMessage } from "./history.js";
+import { callableFunctions } from "./modelFunctions.js";
+
+export interface SessionSettings {
+  keepToolResults: number;
+}
+
+/**
+ * One agent trajectory: the shared history every adapter reads, and the engine session (KV cache and
+ * active adapter) it runs on. Operations on one session run one at a time, in order.
+ */
+export class Session {
+  readonly lock = new Mutex();
+  readonly createdAt = Date.now();
+  lastActiveAt = Date.now();
+  private messages: HistoryMessage[];
+
+  constructor(
+    readonly id: string,
+    readonly owner: string,
+    readonly task: string,
+    readonly engine: EngineSession,
+    /** Every function the model reads (weight actions + this session's external tools). */
+    readonly functions: Readonly<Record<string, FunctionSpec>>,
+    readonly externalTools: readonly string[],
+    readonly settings: SessionSettings,
+    system: string,
+  ) {
+    this.messages = [
+      { role: "system", content: system },
+      { role: "user", content: task },
+    ];
+  }
+
+  get history(): readonly HistoryMessage[] {
+    return this.messages;
+  }
+
+  get activeAdapter(): string | null {
+    return this.engine.activeAdapter;
+  }
+
+  pendingCalls() {
+    return pendingCalls(this.messages);
+  }
+
+  callable(): string[] {
+    return callableFunctions(this.activeAdapter, this.externalTools);
+  }
+
+  conversation(history: readonly HistoryMessage[] = this.messages): Conversation {
+    return toConversation(history, this.functions, this.settings.keepToolResults);
+  }
+
+  /** Commits messages once the work they describe has succeeded. */
+  append(...messages: HistoryMessage[]): void {
+    this.messages = [...this.messages, ...messages];
+  }
+
+  touch(): void {
+    this.lastActiveAt = Date.now();
+  }
+}

@@ -1,0 +1,244 @@
+import { randomBytes } from "node:crypto";
+import { EngineError, type FunctionSpec, type GenerateResult, type SwitchReport } from "../../native/index.js";
+import type { Config } from "../config/config.js";
+import type { Logger } from "../log.js";
+import type { Runtime } from "../runtime/startRuntime.js";
+import { LimitError, PendingCallsError, SessionNotFoundError, UnknownCallError } from "./errors.js";
+import type { Author, HistoryMessage, ToolCallRecord } from "./history.js";
+import { LOAD_LORA, modelFunctions, OFFLOAD_LORA } from "./modelFunctions.js";
+import { Session } from "./Session.js";
+import { WorkQueue } from "./WorkQueue.js";
+
+export type SessionsConfig = Config["sessions"];
+
+export interface CreateSessionInput {
+  task: string;
+  system?: string;
+  /** External tools this session may use (default: all the server offers). */
+  tools?: string[];
+}
+
+export interface GenerateInput {
+  maxTokens?: number;
+  temperature?: number;
+  seed?: number;
+  topLogprobs?: number;
+  tokenBias?: Record<string, number>;
+  steerToolCall?: { name?: string };
+  signal?: AbortSignal;
+  onProgress?: (generatedTokens: number) => void;
+}
+
+export interface GenerateOutcome {
+  result: GenerateResult;
+  /** The recorded calls with the ids a client answers them by. */
+  calls: ToolCallRecord[];
+  recorded: boolean;
+}
+
+export interface WeightActionInput {
+  adapter?: string;
+  callId?: string;
+  handoff?: string;
+  author?: Exclude<Author, "model">;
+}
+
+export type WeightActionOutcome =
+  | { ok: true; action: typeof LOAD_LORA | typeof OFFLOAD_LORA; previous: string | null; active: string | null; callId: string; message: string; switch: SwitchReport }
+  | { ok: false; error: string; recordedForCall: string | null };
+
+const newId = (prefix: string, bytes: number) => `${prefix}${randomBytes(bytes).toString("base64url")}`;
+
+/**
+ * The operations on sessions, independent of MCP: create, generate, switch weights, record tool results,
+ * close. Each runs under its session's lock; model work also passes the bounded work queue.
+ */
+export class SessionService {
+  private readonly sessions = new Map<string, Session>();
+  private readonly queue: WorkQueue;
+  private readonly sweeper: NodeJS.Timeout;
+
+  constructor(
+    private readonly runtime: Runtime,
+    private readonly config: SessionsConfig,
+    private readonly defaultSystem: string,
+    private readonly externalTools: () => Readonly<Record<string, FunctionSpec>> = () => ({}),
+    private readonly logger: Logger = runtime.logger,
+  ) {
+    this.queue = new WorkQueue(config.maxQueuedGenerations);
+    this.sweeper = setInterval(() => void this.expireIdle(), Math.min(60_000, (config.idleMinutes * 60_000) / 4));
+    this.sweeper.unref();
+  }
+
+  async create(owner: string, input: CreateSessionInput): Promise<Session> {
+    const mine = [...this.sessions.values()].filter((s) => s.owner === owner).length;
+    if (this.sessions.size >= this.config.maxSessions) throw new LimitError(`the server holds its maximum of ${this.config.maxSessions} sessions; close one (close_session) or wait for idle ones to expire`);
+    if (mine >= this.config.maxSessionsPerClient) throw new LimitError(`this client holds its maximum of ${this.config.maxSessionsPerClient} sessions; close one with close_session`);
+    const offered = this.externalTools();
+    const unknown = (input.tools ?? []).filter((t) => !(t in offered));
+    if (unknown.length) throw new LimitError(`tools: unknown external tool(s) ${unknown.join(", ")}; available: ${Object.keys(offered).join(", ") || "(none)"}`);
+    const toolNames = input.tools ?? Object.keys(offered);
+    const external = Object.fromEntries(toolNames.map((t) => [t, offered[t]!]));
+    const functions = modelFunctions(this.runtime.library, external, { handoffMaxChars: this.config.handoffMaxChars });
+    const engineSession = await this.runtime.engine.openSession();
+    const session = new Session(newId("s_", 18), owner, input.task, engineSession, functions, toolNames, { keepToolResults: this.config.keepToolResults }, input.system ?? this.defaultSystem);
+    this.sessions.set(session.id, session);
+    this.logger.info({ session: session.id, owner, tools: toolNames }, "session created");
+    return session;
+  }
+
+  /** The caller's session; someone else's is reported exactly like a missing one. */
+  get(owner: string, id: string): Session {
+    const session = this.sessions.get(id);
+    if (!session || session.owner !== owner) throw new SessionNotFoundError(id);
+    return session;
+  }
+
+  list(owner: string): Session[] {
+    return [...this.sessions.values()].filter((s) => s.owner === owner);
+  }
+
+  async generate(owner: string, id: string, input: GenerateInput): Promise<GenerateOutcome> {
+    const session = this.get(owner, id);
+    return session.lock.run(async () => {
+      session.touch();
+      const pending = session.pendingCalls();
+      if (pending.length) throw new PendingCallsError(pending);
+      const result = await this.queue.run(() =>
+        session.engine.generate(session.conversation(), {
+          callable: session.callable(),
+          maxTokens: input.maxTokens ?? this.config.defaultMaxTokens,
+          temperature: input.temperature,
+          seed: input.seed,
+          topLogprobs: input.topLogprobs,
+          tokenBias: input.tokenBias,
+          steerToolCall: input.steerToolCall,
+          signal: input.signal,
+          onToken: input.onProgress,
+        }),
+      );
+      // A cancelled turn is not part of the trajectory: the history stays as it was.
+      if (result.finishReason === "cancelled") return { result, calls: [], recorded: false };
+      const calls: ToolCallRecord[] = result.calls.map((c) => ({ id: newId("call_", 9), name: c.name, arguments: (c.arguments ?? {}) as Record<string, unknown>, raw: c.raw }));
+      session.append({ role: "assistant", content: result.text, adapter: result.adapter, author: "model", toolCalls: calls });
+      return { result, calls, recorded: true };
+    });
+  }
+
+  async loadLora(owner: string, id: string, input: WeightActionInput): Promise<WeightActionOutcome> {
+    return this.weightAction(owner, id, LOAD_LORA, input);
+  }
+
+  async offloadLora(owner: string, id: string, input: WeightActionInput): Promise<WeightActionOutcome> {
+    return this.weightAction(owner, id, OFFLOAD_LORA, input);
+  }
+
+  async close(owner: string, id: string): Promise<void> {
+    const session = this.get(owner, id);
+    await session.lock.run(async () => {
+      this.sessions.delete(id);
+      await session.engine.close();
+    });
+    this.logger.info({ session: id }, "session closed");
+  }
+
+  /** Closes every session of `owner` (its connection ended and nobody else can reach them). */
+  async closeOwnedBy(owner: string): Promise<void> {
+    await Promise.all(this.list(owner).map((s) => this.close(owner, s.id)));
+  }
+
+  async dispose(): Promise<void> {
+    clearInterval(this.sweeper);
+    await Promise.all([...this.sessions.values()].map((s) => this.close(s.owner, s.id)));
+  }
+
+  /**
+   * The paper's state rule: load only from the base, offload only the active adapter. An invalid action
+   * changes nothing; when it answers a model call, the error is recorded as that call's result so the
+   * model reads why. A valid one records the exchange and rebuilds the KV cache under the new weights;
+   * the history is committed only after the rebuild succeeded, so a failed switch leaves no trace.
+   */
+  private async weightAction(owner: string, id: string, action: typeof LOAD_LORA | typeof OFFLOAD_LORA, input: WeightActionInput): Promise<WeightActionOutcome> {
+    const session = this.get(owner, id);
+    return session.lock.run(async () => {
+      session.touch();
+      const call = input.callId ? this.pendingCall(session, input.callId) : undefined;
+      const args = { ...(call?.arguments ?? {}), ...(input.adapter !== undefined ? { adapter: input.adapter } : {}), ...(input.handoff !== undefined ? { handoff: input.handoff } : {}) };
+      const active = session.activeAdapter;
+      const problem = this.callMismatch(action, call, input.adapter) ?? this.checkStateRule(session, action, active, args.adapter as string | undefined, call);
+      if (problem) {
+        if (call) session.append(toolResult(call, problem, true));
+        return { ok: false, error: problem, recordedForCall: call?.id ?? null };
+      }
+      // the state rule passed: a load names a resident adapter, an offload returns to the base
+      const target = action === LOAD_LORA ? (args.adapter as string) : null;
+      const exchange: HistoryMessage[] = [];
+      const answered = call ?? { id: newId("call_", 9), name: action, arguments: action === LOAD_LORA ? { adapter: target } : input.handoff !== undefined ? { handoff: input.handoff } : {} };
+      if (!call) exchange.push({ role: "assistant", content: "", adapter: active, author: input.author ?? "client", toolCalls: [answered] });
+      const message = this.exchangeMessage(action, (target ?? active)!);
+      exchange.push(toolResult(answered, message, false));
+      let report: SwitchReport;
+      try {
+        report = await this.queue.run(() => session.engine.switchAdapter(target, session.conversation([...session.history, ...exchange])));
+      } catch (err) {
+        if (!(err instanceof EngineError)) throw err;
+        const reason = `${action} failed, nothing changed: ${err.message}`;
+        if (call) session.append(toolResult(call, reason, true));
+        return { ok: false, error: reason, recordedForCall: call?.id ?? null };
+      }
+      session.append(...exchange);
+      this.logger.info({ session: id, action, from: active, to: target, rebuildMs: report.rebuild.ms, rebuiltTokens: report.rebuild.tokens }, "weights switched");
+      return { ok: true, action, previous: active, active: target, callId: answered.id, message, switch: report };
+    });
+  }
+
+  private pendingCall(session: Session, callId: string): ToolCallRecord {
+    const call = session.pendingCalls().find((c) => c.id === callId);
+    if (!call) throw new UnknownCallError(`call_id "${callId}" is not an unanswered call of the model's last turn; pending: ${session.pendingCalls().map((c) => `${c.id} (${c.name})`).join(", ") || "(none)"}`);
+    return call;
+  }
+
+  /** Answering a model call means executing exactly that call; anything else fails it (and the model reads why). */
+  private callMismatch(action: string, call: ToolCallRecord | undefined, adapter: string | undefined): string | undefined {
+    if (!call) return undefined;
+    if (call.name !== action) return `${action} refused: call ${call.id} is a ${call.name} call; it must be answered by ${call.name}`;
+    const asked = call.arguments.adapter;
+    if (action === LOAD_LORA && adapter !== undefined && asked !== undefined && asked !== adapter) return `load_lora refused: the model's call asks for "${String(asked)}", not "${adapter}"`;
+    return undefined;
+  }
+
+  private checkStateRule(session: Session, action: string, active: string | null, adapter: string | undefined, call: ToolCallRecord | undefined): string | undefined {
+    if (!call && session.pendingCalls().length) return `the model's last turn has unanswered calls (${session.pendingCalls().map((c) => c.id).join(", ")}); answer them before a prescribed ${action}`;
+    if (action === LOAD_LORA) {
+      if (active !== null) return `load_lora refused: adapter "${active}" is active; offload it first (adapters load only from the base model)`;
+      if (!adapter) return "load_lora refused: name the adapter to load (adapter)";
+      const entry = this.runtime.library.get(adapter);
+      if (!entry?.info) return `load_lora refused: unknown adapter "${adapter}"; the library has: ${this.runtime.library.aliases().join(", ")}`;
+      return undefined;
+    }
+    if (active === null) return "offload_lora refused: no adapter is active (the base model is serving)";
+    if (adapter !== undefined && adapter !== active) return `offload_lora refused: "${adapter}" is not the active adapter; "${active}" is`;
+    return undefined;
+  }
+
+  private exchangeMessage(action: string, alias: string): string {
+    const entry = this.runtime.library.get(alias)?.entry;
+    return action === LOAD_LORA
+      ? (entry?.activation ?? `Capability "${alias}" is active. Call offload_lora when this stage is done.`)
+      : (entry?.release ?? `Capability "${alias}" released; the base model continues.`);
+  }
+
+  private async expireIdle(): Promise<void> {
+    const cutoff = Date.now() - this.config.idleMinutes * 60_000;
+    for (const s of [...this.sessions.values()]) {
+      if (s.lastActiveAt < cutoff && s.lock.depth === 0) {
+        this.logger.info({ session: s.id, owner: s.owner }, "session expired after idling");
+        await this.close(s.owner, s.id).catch((err) => this.logger.error({ err }, "closing an idle session failed"));
+      }
+    }
+  }
+}
+
+function toolResult(call: ToolCallRecord, content: string, isError: boolean): HistoryMessage {
+  return { role: "tool", callId: call.id, name: call.name, content, isError, internal: true };
+}

@@ -1,0 +1,39 @@
+/** Errors of the session layer: each becomes a tool error the client (or model) can read and act on. */
+export abstract class SessionError extends Error {
+  abstract readonly code: string;
+  constructor(message: string) {
+    super(message);
+    this.name = new.target.name;
+  }
+}
+
+/** Unknown, closed, expired, or owned by someone else: indistinguishable on purpose. */
+export class SessionNotFoundError extends SessionError {
+  readonly code = "session_not_found";
+  constructor(id: string) {
+    super(`no session "${id}" for this client (unknown, closed, expired, or owned by another client); create one with create_session`);
+  }
+}
+
+export class PendingCallsError extends SessionError {
+  readonly code = "pending_calls";
+  constructor(calls: readonly { id: string; name: string }[]) {
+    super(`the model's last turn has unanswered calls: ${calls.map((c) => `${c.name} (call_id ${c.id})`).join(", ")}; answer each (load_lora/offload_lora or the external tool, with its call_id) before generate`);
+  }
+}
+
+export class UnknownCallError extends SessionError {
+  readonly code = "unknown_call";
+}
+
+export class LimitError extends SessionError {
+  readonly code = "limit";
+}
+
+/** The model work queue is full; try again shortly. */
+export class BusyError extends SessionError {
+  readonly code = "busy";
+  constructor(queued: number) {
+    super(`the model is busy (${queued} requests queued, the configured maximum); retry shortly`);
+  }
+}

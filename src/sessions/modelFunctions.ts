@@ -1,0 +1,37 @@
+import type { FunctionSpec } from "../../native/index.js";
+import type { AdapterLibrary } from "../library/AdapterLibrary.js";
+
+export const LOAD_LORA = "load_lora";
+export const OFFLOAD_LORA = "offload_lora";
+export const WEIGHT_ACTIONS = new Set([LOAD_LORA, OFFLOAD_LORA]);
+
+/**
+ * The functions the local model reads in its prompt: the weight actions plus the session's external tools.
+ * Both weight actions are always documented (the prompt prefix, and its KV cache, then survive switches);
+ * the paper's state rule decides which one the model may call: load only from the base, offload only
+ * the active adapter.
+ */
+export function modelFunctions(
+  library: AdapterLibrary,
+  external: Readonly<Record<string, FunctionSpec>>,
+  opts: { handoffMaxChars: number },
+): Record<string, FunctionSpec> {
+  const adapters = library.list().filter((a) => a.info);
+  const catalogue = adapters.map((a) => `- ${a.entry.alias}: ${a.entry.description}`).join("\n");
+  return {
+    [LOAD_LORA]: {
+      description: `Activate one capability adapter; callable only while no adapter is active. Available capabilities:\n${catalogue}`,
+      parameters: { type: "object", properties: { adapter: { type: "string", enum: adapters.map((a) => a.entry.alias) } } },
+    },
+    [OFFLOAD_LORA]: {
+      description: "Release the active capability adapter and hand control back to the base model; callable only while an adapter is active. Summarise what the next stage needs in handoff.",
+      parameters: { type: "object", properties: { handoff: { type: "string", maxLength: opts.handoffMaxChars } } },
+    },
+    ...external,
+  };
+}
+
+/** What the model may call in the given state. */
+export function callableFunctions(active: string | null, external: readonly string[]): string[] {
+  return [active === null ? LOAD_LORA : OFFLOAD_LORA, ...external];
+}

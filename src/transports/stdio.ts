@@ -1,0 +1,12 @@
+import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
+import type { ServerContext } from "../server/context.js";
+import { createServer } from "../server/createServer.js";
+
+/** One client over stdin/stdout (what MCP clients spawn). Nothing but JSON-RPC may reach stdout. */
+export async function serveStdio(ctx: ServerContext): Promise<{ close: () => Promise<void>; closed: Promise<void> }> {
+  const { server, cleanup } = createServer(ctx);
+  const transport = new StdioServerTransport();
+  const closed = new Promise<void>((resolve) => (transport.onclose = resolve));
+  await server.connect(transport);
+  return { close: cleanup, closed };
+}

@@ -1,0 +1,68 @@
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { ConfigError, loadConfigFile, resolveConfig } from "../src/config/config.js";
+import { loadManifest, ManifestError, parseManifest } from "../src/library/manifest.js";
+import { DEFAULT_MANIFEST } from "../src/paths.js";
+import { tempDir } from "./helpers/files.js";
+
+const dir = tempDir();
+const entry = { alias: "plan", description: "Planning.", file: "plan.gguf" };
+
+describe("adapter manifest", () => {
+  it("the shipped manifest lists plan, search and write with files resolved beside it", () => {
+    const entries = loadManifest(DEFAULT_MANIFEST);
+    expect(entries.map((e) => e.alias)).toEqual(["plan", "search", "write"]);
+    expect(entries[0]!.filePath).toBe(join(DEFAULT_MANIFEST, "..", "demo", "plan.gguf"));
+    expect(entries[0]!.scale).toBe(1);
+  });
+
+  const invalid: [string, unknown, RegExp][] = [
+    ["a bad alias", { adapters: [{ ...entry, alias: "Plan!" }] }, /adapters\.0\.alias: alias must be lowercase/],
+    ["a missing description", { adapters: [{ alias: "plan", file: "p.gguf" }] }, /adapters\.0\.description/],
+    ["an empty description", { adapters: [{ ...entry, description: "" }] }, /adapters\.0\.description: describe the capability/],
+    ["a negative scale", { adapters: [{ ...entry, scale: -1 }] }, /adapters\.0\.scale/],
+    ["a duplicate alias", { adapters: [entry, entry] }, /adapters\.1\.alias: alias "plan" is listed twice/],
+    ["an unknown field", { adapters: [{ ...entry, rank: 4 }] }, /adapters\.0: Unrecognized key/],
+    ["a bad budget", { adapters: [{ ...entry, budget: { turns: 0 } }] }, /adapters\.0\.budget\.turns/],
+    ["no adapters list", {}, /adapters/],
+  ];
+  for (const [name, raw, message] of invalid) {
+    it(`rejects ${name}, naming the field`, () => {
+      expect(() => parseManifest(raw, "m.json")).toThrow(ManifestError);
+      expect(() => parseManifest(raw, "m.json")).toThrow(message);
+    });
+  }
+
+  it("rejects a file that is not JSON", () => {
+    const path = join(dir, "bad.json");
+    writeFileSync(path, "{ nope");
+    expect(() => loadManifest(path)).toThrow(/bad\.json is invalid: cannot read it as JSON/);
+  });
+});
+
+describe("config", () => {
+  it("defaults to the demo model, gpu auto and the shipped manifest", () => {
+    const c = resolveConfig({}, "defaults", dir);
+    expect(c.demo).toBe(true);
+    expect(c.model.gpu).toBe("auto");
+    expect(c.model.gpuLayers).toBe("auto");
+    expect(c.manifestPath).toBe(DEFAULT_MANIFEST);
+  });
+
+  it("resolves paths against the config file's folder", () => {
+    const path = join(dir, "weact.json");
+    writeFileSync(path, JSON.stringify({ model: { path: "m.gguf", gpuLayers: 20 }, adapters: { manifest: "lib/manifest.json" } }));
+    const c = loadConfigFile(path);
+    expect(c.model.path).toBe(join(dir, "m.gguf"));
+    expect(c.manifestPath).toBe(join(dir, "lib", "manifest.json"));
+    expect(c.demo).toBe(false);
+  });
+
+  it("names the field of a bad value", () => {
+    expect(() => resolveConfig({ model: { gpu: "tpu" } }, "x.json", dir)).toThrow(ConfigError);
+    expect(() => resolveConfig({ model: { gpu: "tpu" } }, "x.json", dir)).toThrow(/model\.gpu/);
+    expect(() => resolveConfig({ model: { contextSize: 10 } }, "x.json", dir)).toThrow(/model\.contextSize/);
+    expect(() => resolveConfig({ modle: {} }, "x.json", dir)).toThrow(/Unrecognized key/);
+  });
+});

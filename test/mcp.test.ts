@@ -1,0 +1,180 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Engine } from "../native/index.js";
+import { demoEngine } from "./helpers/engine.js";
+import { call, callError, connectClient, startHttpServer, type Connected, type HttpServer, type TransportKind } from "./helpers/server.js";
+
+interface Generated {
+  text: string;
+  tool_calls: { id: string; name: string; arguments: Record<string, unknown> }[];
+  finish_reason: string;
+  adapter: string | null;
+  tokens: { prompt: number; cached: number; evaluated: number; generated: number };
+  logprobs?: { token: number; logprob: number }[];
+}
+interface SessionState {
+  active_adapter: string | null;
+  pending_calls: { id: string }[];
+  history: { role: string; content: string; name?: string; is_error?: boolean; tool_calls?: { name: string }[] }[];
+  prompt_tokens?: number[];
+}
+
+let http: HttpServer;
+let reference: Engine;
+
+beforeAll(async () => {
+  [http, reference] = await Promise.all([startHttpServer(), demoEngine()]);
+});
+afterAll(async () => {
+  await http?.stop();
+  await reference?.dispose();
+});
+
+const newSession = async (client: Connected["client"], task = "Which river flows through Paris?") =>
+  (await call<{ session_id: string }>(client, "create_session", { task })).session_id;
+const state = (client: Connected["client"], id: string, extra: Record<string, unknown> = {}) => call<SessionState>(client, "get_session", { session_id: id, ...extra });
+/** A model turn steered into a load_lora call whose adapter the model's own logits choose. */
+const modelLoadCall = (client: Connected["client"], id: string) =>
+  call<Generated>(client, "generate", { session_id: id, max_tokens: 120, tool_call: { name: "load_lora" }, seed: 1 });
+
+describe.each<TransportKind>(["stdio", "http", "sse"])("MCP over %s", (kind) => {
+  let a: Connected;
+  let b: Connected;
+
+  beforeAll(async () => {
+    a = await connectClient(kind, http);
+    b = await connectClient(kind, http);
+  });
+  afterAll(async () => {
+    await a?.close();
+    await b?.close();
+  });
+
+  it("offers the weight actions with the library's aliases as an enum, described by capability", async () => {
+    const { tools } = await a.client.listTools();
+    expect(tools.map((t) => t.name).sort()).toEqual(["close_session", "create_session", "generate", "get_session", "list_adapters", "load_lora", "offload_lora"]);
+    const load = tools.find((t) => t.name === "load_lora")!;
+    const adapter = (load.inputSchema.properties as Record<string, { enum?: string[]; description?: string }>).adapter!;
+    expect(adapter.enum).toEqual(["plan", "search", "write"]);
+    expect(adapter.description).toMatch(/search: Evidence search/);
+    expect(load.outputSchema).toBeDefined();
+    const listing = await call<{ adapters: { alias: string; sha256: string; rank: number; resident: boolean }[] }>(a.client, "list_adapters");
+    expect(listing.adapters.map((x) => [x.alias, x.rank, x.resident])).toEqual([["plan", 4, true], ["search", 8, true], ["write", 4, true]]);
+    expect(listing.adapters[0]!.sha256).toMatch(/^[0-9a-f]{64}$/);
+  });
+
+  it("runs the client-driven loop: generate -> load_lora -> generate (under the new weights) -> offload_lora -> generate", async () => {
+    const id = await newSession(a.client);
+    const first = await modelLoadCall(a.client, id);
+    expect(first.finish_reason).toBe("tool_calls");
+    expect(first.adapter).toBeNull();
+    const [loadCall] = first.tool_calls;
+    expect(loadCall!.name).toBe("load_lora");
+    const chosen = loadCall!.arguments.adapter as string;
+    expect(["plan", "search", "write"]).toContain(chosen);
+    await expect(call(a.client, "generate", { session_id: id })).rejects.toThrow(/unanswered calls: load_lora \(call_id/);
+
+    const loaded = await call<{ active_adapter: string; call_id: string; switch: { rebuilt_tokens: number; rebuild_ms: number } }>(a.client, "load_lora", { session_id: id, call_id: loadCall!.id });
+    expect(loaded.active_adapter).toBe(chosen);
+    expect(loaded.call_id).toBe(loadCall!.id);
+    expect(loaded.switch.rebuilt_tokens).toBeGreaterThan(100);
+
+    // the session really runs under the new weights: its log-probs equal a fresh context with that adapter
+    const { prompt_tokens } = await state(a.client, id, { include_prompt_tokens: true });
+    const second = await call<Generated>(a.client, "generate", { session_id: id, max_tokens: 3, top_logprobs: 2 });
+    expect(second.adapter).toBe(chosen);
+    expect(second.tokens.cached).toBe(prompt_tokens!.length - 1);
+    const want = await reference.referenceNextTokenLogProbs(chosen, prompt_tokens!);
+    const got = second.logprobs![0]!;
+    expect(Math.abs(got.logprob - want.get(got.token)!)).toBeLessThanOrEqual(1e-4);
+    const base = await reference.referenceNextTokenLogProbs(null, prompt_tokens!);
+    expect(Math.abs(got.logprob - base.get(got.token)!)).toBeGreaterThan(1e-3);
+
+    const released = await call<{ active_adapter: string | null; previous_adapter: string }>(a.client, "offload_lora", { session_id: id, handoff: "river found" });
+    expect(released).toMatchObject({ active_adapter: null, previous_adapter: chosen });
+    const third = await call<Generated>(a.client, "generate", { session_id: id, max_tokens: 3 });
+    expect(third.adapter).toBeNull();
+
+    const { history } = await state(a.client, id);
+    const exchanges = history.filter((m) => m.role === "tool").map((m) => [m.name, m.is_error]);
+    expect(exchanges).toEqual([["load_lora", false], ["offload_lora", false]]);
+    const prescribed = history.find((m) => m.role === "assistant" && m.tool_calls?.[0]?.name === "offload_lora");
+    expect(prescribed).toMatchObject({ author: "client" });
+    await call(a.client, "close_session", { session_id: id });
+  });
+
+  it("records an invalid switch answering a model call as that call's error result; the next generate works", async () => {
+    const id = await newSession(a.client);
+    const turn = await modelLoadCall(a.client, id);
+    const err = await callError(a.client, "offload_lora", { session_id: id, call_id: turn.tool_calls[0]!.id });
+    expect(err).toMatch(/offload_lora refused: call .* is a load_lora call/);
+    expect(err).toMatch(/recorded as the result of call/);
+    const after = await state(a.client, id);
+    expect(after.active_adapter).toBeNull();
+    expect(after.pending_calls).toEqual([]);
+    expect(after.history.at(-1)).toMatchObject({ role: "tool", name: "load_lora", is_error: true });
+    const next = await call<Generated>(a.client, "generate", { session_id: id, max_tokens: 2 });
+    expect(next.tokens.generated).toBeGreaterThan(0);
+  });
+
+  it("refuses bad requests with clear errors and leaves the session unchanged", async () => {
+    const id = await newSession(a.client);
+    await call(a.client, "load_lora", { session_id: id, adapter: "plan" });
+    const before = await state(a.client, id);
+    const cases: [string, Record<string, unknown>, RegExp][] = [
+      ["load_lora", { session_id: id, adapter: "search" }, /load_lora refused: adapter "plan" is active; offload it first/],
+      ["load_lora", { session_id: id, adapter: "nonexistent" }, /adapter|invalid/i],
+      ["offload_lora", { session_id: id, adapter: "write" }, /"write" is not the active adapter; "plan" is/],
+      ["load_lora", { session_id: id, adapter: "plan", call_id: "call_nope" }, /call_id "call_nope" is not an unanswered call/],
+      ["generate", { session_id: "s_unknown" }, /no session "s_unknown" for this client/],
+      ["generate", { session_id: id, max_tokens: -5 }, /max_tokens/],
+      ["generate", { session_id: id, temperature: "hot" }, /temperature/],
+      ["create_session", { task: "x".repeat(100_001) }, /task/],
+      ["get_session", {}, /session_id/],
+    ];
+    for (const [tool, args, message] of cases) expect(await callError(a.client, tool, args)).toMatch(message);
+    expect(await state(a.client, id)).toEqual({ ...before, last_active_at: expect.any(String) });
+    const released = await call<{ active_adapter: null }>(a.client, "offload_lora", { session_id: id });
+    expect(released.active_adapter).toBeNull();
+    expect(await callError(a.client, "offload_lora", { session_id: id })).toMatch(/offload_lora refused: no adapter is active/);
+  });
+
+  it("keeps each client's sessions to itself, and two clients switching at once do not interfere", async () => {
+    const mine = await newSession(a.client, "client A's task");
+    const err = await callError(b.client, "get_session", { session_id: mine });
+    expect(err).toMatch(/no session .* for this client/);
+    const theirs = await newSession(b.client, "client B's task");
+    const run = async (client: Connected["client"], id: string, alias: string) => {
+      await call(client, "load_lora", { session_id: id, adapter: alias });
+      const { prompt_tokens } = await state(client, id, { include_prompt_tokens: true });
+      const r = await call<Generated>(client, "generate", { session_id: id, max_tokens: 2, top_logprobs: 1 });
+      return { r, prompt: prompt_tokens!, alias };
+    };
+    const results = await Promise.all([run(a.client, mine, "plan"), run(b.client, theirs, "write")]);
+    for (const { r, prompt, alias } of results) {
+      expect(r.adapter).toBe(alias);
+      // each session's first token has exactly the log-prob its own adapter gives over its own prompt
+      const want = await reference.referenceNextTokenLogProbs(alias, prompt);
+      expect(Math.abs(r.logprobs![0]!.logprob - want.get(r.logprobs![0]!.token)!)).toBeLessThanOrEqual(1e-4);
+    }
+    expect((await state(a.client, mine)).history[1]!.content).toBe("client A's task");
+    expect((await state(b.client, theirs)).history[1]!.content).toBe("client B's task");
+    await call(b.client, "close_session", { session_id: theirs });
+    expect(await callError(a.client, "close_session", { session_id: theirs })).toMatch(/no session/);
+  });
+
+  it("serves the prompts and the adapter and session resources", async () => {
+    const { prompts } = await a.client.listPrompts();
+    expect(prompts.map((p) => p.name)).toEqual(expect.arrayContaining(["system", "weact-soft", "weact-hard", "stage-plan", "stage-search", "stage-write"]));
+    const soft = await a.client.getPrompt({ name: "weact-soft", arguments: { task: "Find the tallest tower" } });
+    expect((soft.messages[0]!.content as { text: string }).text).toContain("Task: Find the tallest tower");
+    const adapters = await a.client.readResource({ uri: "weact://adapters" });
+    expect(JSON.parse((adapters.contents[0] as { text: string }).text).adapters).toHaveLength(3);
+    const id = await newSession(a.client);
+    const listed = await a.client.listResources();
+    expect(listed.resources.map((r) => r.uri)).toContain(`weact://sessions/${id}`);
+    const other = await b.client.listResources();
+    expect(other.resources.map((r) => r.uri)).not.toContain(`weact://sessions/${id}`);
+    const read = await a.client.readResource({ uri: `weact://sessions/${id}` });
+    expect(JSON.parse((read.contents[0] as { text: string }).text).session_id).toBe(id);
+  });
+});
