@@ -10,6 +10,10 @@ import { createLogger } from "../src/log.js";
 import { PACKAGE_ROOT } from "../src/paths.js";
 import { interleaving, rebuildVsPrefill, switchCallCost } from "./engine.js";
 import { adapterMemory } from "./memory.js";
+import { loadLoraRoundTrip } from "./mcp.js";
+import { writeFileSync, mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { fmt, table } from "./stats.js";
 
 const { values } = parseArgs({
@@ -52,6 +56,10 @@ async function main() {
   const demo = ensureDemoWeights(logger);
   const { plan, search, write } = demo.adapters;
   await engineBench(demo.model, { plan: plan!, search: search!, write: write! }, "demo model");
+  section("MCP load_lora round trip on the warm demo model (prescribed load on a fresh session; includes the KV rebuild)");
+  const config = join(mkdtempSync(join(tmpdir(), "weact-bench-")), "weact.json");
+  writeFileSync(config, JSON.stringify({ model: { gpu: false } }));
+  process.stdout.write(table(await loadLoraRoundTrip(config, 20)) + "\n");
   if (values.big) {
     if (!demoWeightsExist(PACKAGE_ROOT, true)) {
       process.stdout.write("\ngenerating the Qwen3-0.6B-shaped model and rank-16/32 adapters (once; ~1.3 GB under models/big)...\n");
