@@ -16,3 +16,6 @@ function findPackageRoot(): string {
 export const PACKAGE_ROOT = findPackageRoot();
 export const DEFAULT_MANIFEST = join(PACKAGE_ROOT, "adapters", "manifest.json");
 export const PROMPTS_DIR = join(PACKAGE_ROOT, "prompts");
+export const DEFAULT_CORPUS = join(PACKAGE_ROOT, "src", "tools", "search", "default-corpus");
+/** Local state (indexes, traces) that is not committed. */
+export const STATE_DIR = join(PACKAGE_ROOT, ".weact");

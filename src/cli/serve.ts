@@ -5,6 +5,7 @@ import { PromptLibrary } from "../prompts/PromptLibrary.js";
 import { startRuntime } from "../runtime/startRuntime.js";
 import type { ServerContext } from "../server/context.js";
 import { SessionService } from "../sessions/SessionService.js";
+import { Toolbox } from "../tools/Toolbox.js";
 import { serveHttp } from "../transports/http.js";
 import { serveStdio } from "../transports/stdio.js";
 
@@ -27,8 +28,9 @@ function connectionHelp(url: string): string {
 export async function serve(config: ResolvedConfig, mode: ServeMode, logger: Logger): Promise<void> {
   const runtime = await startRuntime(config, logger);
   const prompts = PromptLibrary.load(PROMPTS_DIR);
-  const sessions = new SessionService(runtime, config.sessions, prompts.render("system") ?? "");
-  const ctx: ServerContext = { runtime, sessions, prompts };
+  const toolbox = await Toolbox.create(config.tools, logger);
+  const sessions = new SessionService(runtime, config.sessions, prompts.render("system") ?? "", () => toolbox.modelFunctions());
+  const ctx: ServerContext = { runtime, sessions, prompts, toolbox };
   logger.info({ model: runtime.engine.model.filePath, adapters: runtime.library.aliases(), threads: runtime.engine.threads, demo: config.demo }, "engine ready");
 
   let closeTransport: () => Promise<void>;
@@ -53,6 +55,7 @@ export async function serve(config: ResolvedConfig, mode: ServeMode, logger: Log
     try {
       await closeTransport();
       await sessions.dispose();
+      toolbox.close();
       await runtime.engine.dispose();
     } finally {
       process.exit(0);

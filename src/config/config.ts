@@ -36,11 +36,51 @@ export const ConfigSchema = z
         idleMinutes: z.number().positive().max(7 * 24 * 60).default(30),
         maxSessions: z.number().int().positive().max(10_000).default(64),
         maxSessionsPerClient: z.number().int().positive().max(10_000).default(16),
-        /** Longest handoff the model may write in offload_lora (the grammar enforces it). */
-        handoffMaxChars: z.number().int().min(16).max(100_000).default(1000),
         /** Model calls waiting on the engine before new ones are refused as busy. */
         maxQueuedGenerations: z.number().int().positive().max(10_000).default(32),
         defaultMaxTokens: z.number().int().positive().max(1 << 20).default(512),
+      })
+      .strict()
+      .prefault({}),
+    tools: z
+      .object({
+        search: z
+          .object({
+            backend: z.enum(["local", "searxng", "brave"]).default("local"),
+            /** Folder of .md/.txt/.html/.jsonl documents for the local index (default: the shipped corpus). */
+            corpus: z.string().min(1).optional(),
+            /** Where the local index is persisted (default: .weact/search-index.json). */
+            indexFile: z.string().min(1).optional(),
+            defaultTopK: z.number().int().min(1).max(50).default(5),
+            maxTopK: z.number().int().min(1).max(100).default(20),
+            timeoutMs: z.number().int().positive().max(120_000).default(10_000),
+            retries: z.number().int().min(0).max(5).default(2),
+            searxng: z.object({ url: z.string().url() }).strict().optional(),
+            brave: z.object({ url: z.string().url().default("https://api.search.brave.com"), apiKeyEnv: z.string().min(1).default("BRAVE_API_KEY") }).strict().optional(),
+          })
+          .strict()
+          .prefault({}),
+        read: z
+          .object({
+            maxChars: z.number().int().min(100).max(10_000_000).default(20_000),
+            maxBytes: z.number().int().min(1024).max(100_000_000).default(5_000_000),
+            timeoutMs: z.number().int().positive().max(120_000).default(15_000),
+            maxRedirects: z.number().int().min(0).max(20).default(5),
+            /** Fetch loopback/private addresses too (off: the server never becomes a proxy into its own network). */
+            allowPrivateAddresses: z.boolean().default(false),
+          })
+          .strict()
+          .prefault({}),
+        runCode: z
+          .object({
+            enabled: z.boolean().default(true),
+            defaultTimeoutS: z.number().positive().max(600).default(10),
+            maxTimeoutS: z.number().positive().max(600).default(60),
+            memoryMb: z.number().int().min(32).max(65_536).default(512),
+            maxOutputBytes: z.number().int().min(1024).max(10_000_000).default(65_536),
+          })
+          .strict()
+          .prefault({}),
       })
       .strict()
       .prefault({}),
@@ -82,6 +122,10 @@ export function resolveConfig(input: unknown, source: string, baseDir: string): 
   const config = parsed.data;
   if (config.model.path) config.model.path = resolve(baseDir, config.model.path);
   if (config.server.tokenFile) config.server.tokenFile = resolve(baseDir, config.server.tokenFile);
+  const search = config.tools.search;
+  if (search.corpus) search.corpus = resolve(baseDir, search.corpus);
+  if (search.indexFile) search.indexFile = resolve(baseDir, search.indexFile);
+  if (search.backend === "searxng" && !search.searxng) throw new ConfigError(source, ["tools.search.searxng.url: required when tools.search.backend is \"searxng\""]);
   return {
     ...config,
     manifestPath: config.adapters.manifest ? resolve(baseDir, config.adapters.manifest) : DEFAULT_MANIFEST,

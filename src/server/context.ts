@@ -1,12 +1,14 @@
 import type { PromptLibrary } from "../prompts/PromptLibrary.js";
 import type { Runtime } from "../runtime/startRuntime.js";
 import type { SessionService } from "../sessions/SessionService.js";
+import type { Toolbox } from "../tools/Toolbox.js";
 
 /** What every MCP server object (one per client connection) shares. */
 export interface ServerContext {
   runtime: Runtime;
   sessions: SessionService;
   prompts: PromptLibrary;
+  toolbox: Toolbox;
 }
 
 /** Request metadata the SDK passes to handlers, as far as ownership needs it. */

@@ -4,6 +4,7 @@ import { registerPrompts } from "./prompts.js";
 import { registerResources } from "./resources.js";
 import { registerCloseSessionTool } from "./tools/closeSession.js";
 import { registerCreateSessionTool } from "./tools/createSession.js";
+import { registerExternalTool } from "./tools/externalTool.js";
 import { registerGenerateTool } from "./tools/generate.js";
 import { registerGetSessionTool } from "./tools/getSession.js";
 import { registerListAdaptersTool } from "./tools/listAdapters.js";
@@ -28,6 +29,7 @@ export function createServer(ctx: ServerContext): { server: McpServer; cleanup: 
   registerListAdaptersTool(server, ctx);
   registerGetSessionTool(server, ctx);
   registerCloseSessionTool(server, ctx);
+  for (const tool of ctx.toolbox.tools.values()) registerExternalTool(server, ctx, tool);
   registerResources(server, ctx);
   registerPrompts(server, ctx);
   return { server, cleanup: () => server.close() };

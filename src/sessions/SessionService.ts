@@ -3,6 +3,7 @@ import { EngineError, type FunctionSpec, type GenerateResult, type SwitchReport 
 import type { Config } from "../config/config.js";
 import type { Logger } from "../log.js";
 import type { Runtime } from "../runtime/startRuntime.js";
+import type { ExternalTool, ToolOutcome } from "../tools/ExternalTool.js";
 import { LimitError, PendingCallsError, SessionNotFoundError, UnknownCallError } from "./errors.js";
 import type { Author, HistoryMessage, ToolCallRecord } from "./history.js";
 import { LOAD_LORA, modelFunctions, OFFLOAD_LORA } from "./modelFunctions.js";
@@ -79,7 +80,7 @@ export class SessionService {
     if (unknown.length) throw new LimitError(`tools: unknown external tool(s) ${unknown.join(", ")}; available: ${Object.keys(offered).join(", ") || "(none)"}`);
     const toolNames = input.tools ?? Object.keys(offered);
     const external = Object.fromEntries(toolNames.map((t) => [t, offered[t]!]));
-    const functions = modelFunctions(this.runtime.library, external, { handoffMaxChars: this.config.handoffMaxChars });
+    const functions = modelFunctions(this.runtime.library, external);
     const engineSession = await this.runtime.engine.openSession();
     const session = new Session(newId("s_", 18), owner, input.task, engineSession, functions, toolNames, { keepToolResults: this.config.keepToolResults }, input.system ?? this.defaultSystem);
     this.sessions.set(session.id, session);
@@ -131,6 +132,31 @@ export class SessionService {
 
   async offloadLora(owner: string, id: string, input: WeightActionInput): Promise<WeightActionOutcome> {
     return this.weightAction(owner, id, OFFLOAD_LORA, input);
+  }
+
+  /**
+   * Runs an external tool for a session and records the exchange: as the result of the model's call
+   * `callId`, or as a prescribed exchange (a call attributed to the client, then its result). A failing
+   * tool is a recorded error result, never a broken session.
+   */
+  async runExternalTool(owner: string, id: string, input: { tool: ExternalTool; args: Record<string, unknown>; callId?: string; signal: AbortSignal }): Promise<ToolOutcome & { callId: string }> {
+    const session = this.get(owner, id);
+    return session.lock.run(async () => {
+      session.touch();
+      const { tool, args } = input;
+      if (!session.externalTools.includes(tool.name)) throw new LimitError(`${tool.name} is not enabled in this session (its tools: ${session.externalTools.join(", ") || "none"})`);
+      const call = input.callId ? this.pendingCall(session, input.callId) : undefined;
+      if (!call && session.pendingCalls().length) throw new PendingCallsError(session.pendingCalls());
+      const answered = call ?? { id: newId("call_", 9), name: tool.name, arguments: args };
+      const outcome: ToolOutcome =
+        call && call.name !== tool.name
+          ? { ok: false, error: `${tool.name} refused: call ${call.id} is a ${call.name} call; it must be answered by ${call.name}` }
+          : await runWithTimeout(tool, args, input.signal);
+      const result: HistoryMessage = { role: "tool", callId: answered.id, name: answered.name, content: outcome.ok ? outcome.forModel : outcome.error, isError: !outcome.ok, internal: false };
+      if (call) session.append(result);
+      else session.append({ role: "assistant", content: "", adapter: session.activeAdapter, author: "client", toolCalls: [answered] }, result);
+      return { ...outcome, callId: answered.id };
+    });
   }
 
   async close(owner: string, id: string): Promise<void> {
@@ -236,6 +262,17 @@ export class SessionService {
         await this.close(s.owner, s.id).catch((err) => this.logger.error({ err }, "closing an idle session failed"));
       }
     }
+  }
+}
+
+/** Runs a tool under its own time limit; an unexpected failure becomes an error outcome the model can read. */
+async function runWithTimeout(tool: ExternalTool, args: Record<string, unknown>, outer: AbortSignal): Promise<ToolOutcome> {
+  const signal = AbortSignal.any([outer, AbortSignal.timeout(tool.timeoutMs)]);
+  try {
+    return await tool.run(args, signal);
+  } catch (err) {
+    if (signal.aborted && !outer.aborted) return { ok: false, error: `${tool.name} timed out after ${tool.timeoutMs} ms` };
+    return { ok: false, error: `${tool.name} failed: ${(err as Error).message}` };
   }
 }
 

@@ -11,11 +11,7 @@ export const WEIGHT_ACTIONS = new Set([LOAD_LORA, OFFLOAD_LORA]);
  * the paper's state rule decides which one the model may call: load only from the base, offload only
  * the active adapter.
  */
-export function modelFunctions(
-  library: AdapterLibrary,
-  external: Readonly<Record<string, FunctionSpec>>,
-  opts: { handoffMaxChars: number },
-): Record<string, FunctionSpec> {
+export function modelFunctions(library: AdapterLibrary, external: Readonly<Record<string, FunctionSpec>>): Record<string, FunctionSpec> {
   const adapters = library.list().filter((a) => a.info);
   const catalogue = adapters.map((a) => `- ${a.entry.alias}: ${a.entry.description}`).join("\n");
   return {
@@ -25,7 +21,8 @@ export function modelFunctions(
     },
     [OFFLOAD_LORA]: {
       description: "Release the active capability adapter and hand control back to the base model; callable only while an adapter is active. Summarise what the next stage needs in handoff.",
-      parameters: { type: "object", properties: { handoff: { type: "string", maxLength: opts.handoffMaxChars } } },
+      // no maxLength: node-llama-cpp expands it into a grammar that slows sampling several-fold; max_tokens bounds it
+      parameters: { type: "object", properties: { handoff: { type: "string" } } },
     },
     ...external,
   };

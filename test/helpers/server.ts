@@ -10,10 +10,10 @@ export type HttpServer = SpawnedHttpServer;
 export type Connected = Awaited<ReturnType<typeof connect>>;
 export const call = callTool;
 
-/** A config for spawned test servers: CPU only, small contexts, short handoffs. */
+/** A config for spawned test servers: CPU only, small contexts. */
 export function testConfig(extra: Record<string, unknown> = {}): string {
   const path = join(tempDir(), "weact.json");
-  writeFileSync(path, JSON.stringify({ model: { gpu: false, contextSize: 4096 }, sessions: { handoffMaxChars: 24 }, ...extra }));
+  writeFileSync(path, JSON.stringify({ model: { gpu: false, contextSize: 4096 }, ...extra }));
   return path;
 }
 

@@ -1,0 +1,24 @@
+import type { ZodRawShape } from "zod";
+import type { JsonSchemaObject } from "../../native/index.js";
+
+export type ToolOutcome =
+  | { ok: true; structured: Record<string, unknown>; /** What the local model reads as the call's result. */ forModel: string }
+  | { ok: false; error: string };
+
+/**
+ * An action outside the model's weights (search, read, run_code). One definition serves both faces: the MCP
+ * tool clients call and the function the local model calls; when a session is named, the exchange is
+ * recorded in its history.
+ */
+export interface ExternalTool {
+  readonly name: string;
+  readonly title: string;
+  readonly description: string;
+  /** MCP arguments (session_id and call_id are added by the server). */
+  readonly input: ZodRawShape;
+  readonly output: ZodRawShape;
+  /** The function's parameters as the model reads them (node-llama-cpp's grammar subset: every property required). */
+  readonly modelParameters: JsonSchemaObject;
+  readonly timeoutMs: number;
+  run(args: Record<string, unknown>, signal: AbortSignal): Promise<ToolOutcome>;
+}

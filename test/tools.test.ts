@@ -1,0 +1,218 @@
+import { cpSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { DEFAULT_CORPUS, PACKAGE_ROOT } from "../src/paths.js";
+import { tempDir } from "./helpers/files.js";
+import { call, callError, connectClient, startHttpServer, testConfig, type Connected, type HttpServer } from "./helpers/server.js";
+
+interface Hit {
+  id: string;
+  title: string;
+  snippet: string;
+  score: number;
+  url?: string;
+}
+interface Read {
+  id: string;
+  title: string;
+  text: string;
+  source: string;
+  truncated: boolean;
+  chars: number;
+}
+
+/** The random demo model rarely ends a string argument on its own; a bias on the quote token makes it. */
+const CLOSE_STRINGS = { '"': 8 };
+const ARTICLE = readFileSync(join(PACKAGE_ROOT, "test", "fixtures", "article.html"), "utf8");
+
+/** A stand-in for a self-hosted SearXNG and for web pages, on 127.0.0.1, speaking SearXNG's real JSON format. */
+function fakeWeb(): Promise<{ url: string; server: Server; hits: Record<string, number> }> {
+  const hits: Record<string, number> = {};
+  const server = createServer((req, res) => {
+    const url = new URL(req.url!, "http://x");
+    const q = url.searchParams.get("q") ?? "";
+    hits[q] = (hits[q] ?? 0) + 1;
+    if (url.pathname === "/search") {
+      if (url.searchParams.get("format") !== "json") return res.writeHead(403).end("format not allowed");
+      if (q === "boom") return res.writeHead(500).end("internal error");
+      if (q === "slow") return void setTimeout(() => res.writeHead(200).end("{}"), 5_000);
+      if (q === "flaky" && hits[q] === 1) return res.writeHead(502).end("bad gateway");
+      res.writeHead(200, { "content-type": "application/json" });
+      return res.end(
+        JSON.stringify({
+          query: q,
+          number_of_results: 2,
+          results: [
+            { url: "https://example.org/seine", title: "Seine - Example", content: "The Seine flows through Paris.", engine: "duckduckgo", engines: ["duckduckgo"], positions: [1], score: 2.5, category: "general" },
+            { url: "https://example.org/rhine", title: "Rhine - Example", content: "The Rhine rises in the Alps.", engine: "wikipedia", engines: ["wikipedia"], positions: [2], score: 1.25, category: "general" },
+          ],
+          answers: [],
+          corrections: [],
+          infoboxes: [],
+          suggestions: [],
+          unresponsive_engines: [],
+        }),
+      );
+    }
+    if (url.pathname === "/article") return res.writeHead(200, { "content-type": "text/html; charset=utf-8" }).end(ARTICLE);
+    if (url.pathname === "/huge") return res.writeHead(200, { "content-type": "text/plain" }).end("x".repeat(300_000));
+    if (url.pathname === "/binary") return res.writeHead(200, { "content-type": "application/octet-stream" }).end(Buffer.alloc(64));
+    if (url.pathname === "/to-file") return res.writeHead(302, { location: "file:///etc/passwd" }).end();
+    res.writeHead(404).end();
+  });
+  return new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, server, hits })));
+}
+
+const corpus = join(tempDir(), "corpus");
+let local: Connected;
+let web: { url: string; server: Server; hits: Record<string, number> };
+let webServer: HttpServer;
+let webClient: Connected;
+
+beforeAll(async () => {
+  cpSync(DEFAULT_CORPUS, corpus, { recursive: true });
+  cpSync(join(PACKAGE_ROOT, "test", "fixtures", "article.html"), join(corpus, "article.html"));
+  web = await fakeWeb();
+  const localConfig = testConfig({ tools: { search: { corpus, indexFile: join(tempDir(), "index.json") } } });
+  const webConfig = testConfig({ tools: { search: { backend: "searxng", searxng: { url: web.url }, timeoutMs: 800, retries: 1 }, read: { allowPrivateAddresses: true, maxBytes: 100_000, maxChars: 500 } } });
+  [local, webServer] = await Promise.all([connectClient("stdio", undefined, {}, localConfig), startHttpServer([], webConfig)]);
+  webClient = await connectClient("http", webServer);
+});
+afterAll(async () => {
+  await local?.close();
+  await webClient?.close();
+  await webServer?.stop();
+  web?.server.close();
+});
+
+const search = (c: Connected, query: string, extra: Record<string, unknown> = {}) => call<{ backend: string; results: Hit[] }>(c.client, "search", { query, ...extra });
+
+describe("search over the embedded index", () => {
+  it("finds the expected document of the shipped corpus for known queries", async () => {
+    const expectations: [string, string][] = [
+      ["second longest river in Europe", "geography/danube.txt"],
+      ["first woman to win a Nobel Prize", "science/people.jsonl#marie-curie"],
+      ["Challenger Deep", "geography/mariana-trench.txt"],
+      ["three-way handshake", "computing/tcp.md"],
+      ["stale cache after weights change", "computing/kv-cache.md"],
+      ["Gustave Eiffel World's Fair", "geography/landmarks.html"],
+    ];
+    for (const [query, id] of expectations) {
+      const { backend, results } = await search(local, query);
+      expect(backend).toBe("local");
+      expect(results[0]?.id, query).toBe(id);
+      expect(results[0]!.score).toBeGreaterThan(0);
+    }
+    const { results } = await search(local, "river", { top_k: 3 });
+    expect(results).toHaveLength(3);
+    expect(results[0]!.snippet.toLowerCase()).toContain("river");
+  });
+
+  it("re-indexes incrementally when files are added, changed and removed", async () => {
+    const until = async (query: string, predicate: (hits: Hit[]) => boolean) => {
+      for (let i = 0; i < 40; i++) {
+        const { results } = await search(local, query);
+        if (predicate(results)) return results;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      throw new Error(`index never caught up for "${query}"`);
+    };
+    writeFileSync(join(corpus, "zorblax.md"), "# Zorblax\n\nZorblax is a fictional mineral found only in test corpora.");
+    expect((await until("zorblax", (h) => h.length > 0))[0]!.id).toBe("zorblax.md");
+    writeFileSync(join(corpus, "zorblax.md"), "# Quuxite\n\nQuuxite replaced the earlier entry entirely.");
+    await until("quuxite", (h) => h[0]?.id === "zorblax.md");
+    expect((await search(local, "zorblax fictional mineral")).results.map((h) => h.id)).not.toContain("zorblax.md");
+    rmSync(join(corpus, "zorblax.md"));
+    await until("quuxite", (h) => h.length === 0);
+  });
+});
+
+describe("read", () => {
+  it("reads a corpus document by id, and an HTML fixture as clean text", async () => {
+    const doc = await call<Read>(local.client, "read", { id_or_url: "computing/gguf.md" });
+    expect(doc).toMatchObject({ title: "GGUF", source: "corpus", truncated: false });
+    expect(doc.text).toContain("magic bytes");
+    const html = await call<Read>(local.client, "read", { id_or_url: "article.html" });
+    expect(html.title).toBe("The Pont Neuf");
+    expect(html.text).toContain("oldest standing bridge across the Seine");
+    for (const noise of ["window.tracking", "color:red", "Site header", "Copyright notice", "<b>"]) expect(html.text).not.toContain(noise);
+  });
+
+  it("refuses other schemes, loopback and private addresses, and names the reason", async () => {
+    expect(await callError(local.client, "read", { id_or_url: "file:///etc/passwd" })).toMatch(/only http and https URLs are read, not file:/);
+    expect(await callError(local.client, "read", { id_or_url: "ftp://example.org/x" })).toMatch(/not ftp:/);
+    expect(await callError(local.client, "read", { id_or_url: `${web.url}/article` })).toMatch(/127\.0\.0\.1 is a private or loopback address/);
+    expect(await callError(local.client, "read", { id_or_url: "http://localhost:1/x" })).toMatch(/localhost resolves to .* private or loopback/);
+    expect(await callError(local.client, "read", { id_or_url: "http://169.254.169.254/latest/meta-data" })).toMatch(/private or loopback/);
+    expect(await callError(local.client, "read", { id_or_url: "not a url or id" })).toMatch(/neither a document id nor a URL/);
+  });
+
+  it("fetches web pages when allowed, truncates long text, and refuses oversized or binary bodies and scheme-changing redirects", async () => {
+    const page = await call<Read>(webClient.client, "read", { id_or_url: `${web.url}/article` });
+    expect(page).toMatchObject({ title: "The Pont Neuf", source: "web" });
+    expect(page.text).toContain("twelve arches");
+    expect(await callError(webClient.client, "read", { id_or_url: `${web.url}/huge` })).toMatch(/exceeds the 100000-byte limit|over the 100000-byte limit/);
+    expect(await callError(webClient.client, "read", { id_or_url: `${web.url}/binary` })).toMatch(/application\/octet-stream, not a text document/);
+    expect(await callError(webClient.client, "read", { id_or_url: `${web.url}/to-file` })).toMatch(/not file:/);
+  });
+});
+
+describe("SearXNG backend against a local server speaking its JSON format", () => {
+  it("returns its ranked results", async () => {
+    const { backend, results } = await search(webClient, "paris river");
+    expect(backend).toBe("searxng");
+    expect(results).toEqual([
+      { id: "https://example.org/seine", url: "https://example.org/seine", title: "Seine - Example", snippet: "The Seine flows through Paris.", score: 2.5 },
+      { id: "https://example.org/rhine", url: "https://example.org/rhine", title: "Rhine - Example", snippet: "The Rhine rises in the Alps.", score: 1.25 },
+    ]);
+  });
+
+  it("retries a failed answer with backoff, and reports 500s and timeouts clearly after the retries", async () => {
+    expect((await search(webClient, "flaky")).results).toHaveLength(2);
+    expect(web.hits.flaky).toBe(2);
+    expect(await callError(webClient.client, "search", { query: "boom" })).toMatch(/search backend searxng is unavailable: HTTP 500 .* after 2 attempts/);
+    expect(web.hits.boom).toBe(2);
+    expect(await callError(webClient.client, "search", { query: "slow" })).toMatch(/search backend searxng is unavailable: no answer within 800 ms .* after 2 attempts/);
+  });
+});
+
+describe("external tools in sessions", () => {
+  it("records prescribed and model-called tool exchanges in the history", async () => {
+    const { session_id } = await call<{ session_id: string; tools: string[] }>(local.client, "create_session", { task: "Which river flows through Paris?" });
+    const prescribed = await call<{ call_id: string; results: Hit[] }>(local.client, "search", { query: "Seine Paris", session_id });
+    expect(prescribed.call_id).toMatch(/^call_/);
+    const turn = await call<{ tool_calls: { id: string; name: string; arguments: { query: string } }[] }>(local.client, "generate", { session_id, max_tokens: 200, tool_call: { name: "search" }, seed: 2, token_bias: CLOSE_STRINGS });
+    expect(turn.tool_calls.map((c) => c.name)).toEqual(["search"]);
+    const query = turn.tool_calls[0]!.arguments.query;
+    expect(typeof query).toBe("string");
+    await call(local.client, "search", { query: query || "?", session_id, call_id: turn.tool_calls[0]!.id });
+    const { history } = await call<{ history: { role: string; name?: string; author?: string; content: string }[] }>(local.client, "get_session", { session_id });
+    const tools = history.filter((m) => m.role === "tool");
+    expect(tools.map((m) => m.name)).toEqual(["search", "search"]);
+    expect(tools[0]!.content).toMatch(/^1\. \[geography\/seine\.md\] Seine/);
+    expect(history.filter((m) => m.role === "assistant").map((m) => m.author)).toEqual(["client", "model"]);
+    expect((await call<{ tokens: { generated: number } }>(local.client, "generate", { session_id, max_tokens: 2 })).tokens.generated).toBeGreaterThan(0);
+  });
+
+  it("offers a session only the tools it was created with", async () => {
+    const { session_id, tools } = await call<{ session_id: string; tools: string[] }>(local.client, "create_session", { task: "no search here", tools: ["read"] });
+    expect(tools).toEqual(["read"]);
+    expect(await callError(local.client, "search", { query: "Seine", session_id })).toMatch(/search is not enabled in this session \(its tools: read\)/);
+    // the grammar does not let the model call it either
+    const turn = await call<{ tool_calls: { name: string }[] }>(local.client, "generate", { session_id, max_tokens: 200, tool_call: {}, seed: 4, token_bias: CLOSE_STRINGS });
+    expect(turn.tool_calls.map((c) => c.name).filter((n) => n === "search")).toEqual([]);
+    expect(await callError(local.client, "create_session", { task: "x", tools: ["teleport"] })).toMatch(/unknown external tool\(s\) teleport; available: search, read/);
+  });
+
+  it("keeps only the last keep_tool_result (5) results verbatim in what the model reads", async () => {
+    const { session_id } = await call<{ session_id: string }>(local.client, "create_session", { task: "many searches" });
+    for (let i = 0; i < 7; i++) await call(local.client, "search", { query: `river ${i}`, session_id });
+    const { history } = await call<{ history: { role: string; content: string }[] }>(local.client, "get_session", { session_id });
+    const results = history.filter((m) => m.role === "tool").map((m) => m.content);
+    expect(results).toHaveLength(7);
+    expect(results.slice(0, 2).every((c) => /^\[result of search elided \(\d+ characters\): only the last 5 tool results are kept\]$/.test(c))).toBe(true);
+    expect(results.slice(2).every((c) => c.startsWith("1. ["))).toBe(true);
+  });
+});
