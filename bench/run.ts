@@ -11,6 +11,8 @@ import { PACKAGE_ROOT } from "../src/paths.js";
 import { interleaving, rebuildVsPrefill, switchCallCost } from "./engine.js";
 import { adapterMemory } from "./memory.js";
 import { loadLoraRoundTrip } from "./mcp.js";
+import { compareIndexes } from "./search.js";
+import { DEFAULT_CORPUS } from "../src/paths.js";
 import { writeFileSync, mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -53,6 +55,8 @@ async function main() {
     await engineBench(values.model, adapters, "configured model");
     return;
   }
+  section("search index library, on the shipped corpus (the measurement behind choosing MiniSearch)");
+  process.stdout.write(table(compareIndexes(DEFAULT_CORPUS)) + "\n");
   const demo = ensureDemoWeights(logger);
   const { plan, search, write } = demo.adapters;
   await engineBench(demo.model, { plan: plan!, search: search!, write: write! }, "demo model");
