@@ -4,6 +4,7 @@ import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DEFAULT_CORPUS, PACKAGE_ROOT } from "../src/paths.js";
+import { detectIsolation } from "../src/tools/runCode/index.js";
 import { tempDir } from "./helpers/files.js";
 import { call, callError, connectClient, startHttpServer, testConfig, type Connected, type HttpServer } from "./helpers/server.js";
 
@@ -203,7 +204,7 @@ describe("external tools in sessions", () => {
     // the grammar does not let the model call it either
     const turn = await call<{ tool_calls: { name: string }[] }>(local.client, "generate", { session_id, max_tokens: 200, tool_call: {}, seed: 4, token_bias: CLOSE_STRINGS });
     expect(turn.tool_calls.map((c) => c.name).filter((n) => n === "search")).toEqual([]);
-    expect(await callError(local.client, "create_session", { task: "x", tools: ["teleport"] })).toMatch(/unknown external tool\(s\) teleport; available: search, read/);
+    expect(await callError(local.client, "create_session", { task: "x", tools: ["teleport"] })).toMatch(/unknown external tool\(s\) teleport; available: search, read, run_code/);
   });
 
   it("keeps only the last keep_tool_result (5) results verbatim in what the model reads", async () => {
@@ -214,5 +215,68 @@ describe("external tools in sessions", () => {
     expect(results).toHaveLength(7);
     expect(results.slice(0, 2).every((c) => /^\[result of search elided \(\d+ characters\): only the last 5 tool results are kept\]$/.test(c))).toBe(true);
     expect(results.slice(2).every((c) => c.startsWith("1. ["))).toBe(true);
+  });
+});
+
+interface Ran {
+  stdout: string;
+  stderr: string;
+  exit_code: number | null;
+  signal: string | null;
+  duration_ms: number;
+  timed_out: boolean;
+  truncated: { stdout: boolean; stderr: boolean };
+  isolation: string;
+  call_id?: string;
+}
+
+describe("run_code through MCP", () => {
+  const run = (args: Record<string, unknown>) => call<Ran>(local.client, "run_code", args);
+
+  it("runs python and javascript, reports syntax errors, timeouts, memory hogs and huge output", async () => {
+    const detected = await detectIsolation();
+    const py = await run({ language: "python", code: "import sys; print(sum(range(10))); print(sys.stdin.read().upper())", stdin: "piped" });
+    expect(py).toMatchObject({ stdout: "45\nPIPED\n", exit_code: 0, timed_out: false, isolation: detected.level });
+    expect((await run({ language: "javascript", code: "console.log([1,2,3].map(x => x * 2).join(','))" })).stdout).toBe("2,4,6\n");
+    const bad = await run({ language: "python", code: "def broken(:\n  pass" });
+    expect(bad.exit_code).not.toBe(0);
+    expect(bad.stderr).toMatch(/SyntaxError/);
+    const loop = await run({ language: "python", code: "while True: pass", timeout_s: 1 });
+    expect(loop.timed_out).toBe(true);
+    expect(loop.duration_ms).toBeLessThan(4_000);
+    const hog = await run({ language: "python", code: "x = bytearray(8 * 1024**3)\nprint('allocated')", timeout_s: 10 });
+    expect(hog.exit_code).not.toBe(0);
+    expect(hog.stdout).not.toContain("allocated");
+    expect(hog.stderr).toMatch(/MemoryError/);
+    const flood = await run({ language: "javascript", code: "process.stdout.write('y'.repeat(1_000_000))" });
+    expect(flood.truncated.stdout).toBe(true);
+    expect(flood.stdout).toMatch(/\[\.\.\. output truncated at 65536 bytes \.\.\.\]$/);
+  });
+
+  it("contains file reads outside the workdir and the network exactly as the detected isolation level promises", async () => {
+    const detected = await detectIsolation();
+    const secret = join(tempDir(), "secret.txt");
+    writeFileSync(secret, "top secret");
+    const read = await run({ language: "python", code: `print(open(${JSON.stringify(secret)}).read())` });
+    const net = await run({ language: "python", code: "import socket\nsocket.create_connection(('1.1.1.1', 53), timeout=2)\nprint('connected')", timeout_s: 5 });
+    expect(read.isolation).toBe(detected.level);
+    if (detected.enforces.filesystem) {
+      expect(read.exit_code).not.toBe(0);
+      expect(read.stdout).not.toContain("top secret");
+    } else {
+      expect(read.stdout).toContain("top secret"); // the rlimits level says it does not prevent this
+    }
+    if (detected.enforces.network) {
+      expect(net.exit_code).not.toBe(0);
+      expect(net.stdout).not.toContain("connected");
+    }
+  });
+
+  it("records a run in the session's history", async () => {
+    const { session_id } = await call<{ session_id: string }>(local.client, "create_session", { task: "compute" });
+    const r = await run({ language: "python", code: "print(6*7)", session_id });
+    expect(r.call_id).toMatch(/^call_/);
+    const { history } = await call<{ history: { role: string; name?: string; content: string }[] }>(local.client, "get_session", { session_id });
+    expect(history.at(-1)).toMatchObject({ role: "tool", name: "run_code", content: "exit code 0\nstdout:\n42\n" });
   });
 });

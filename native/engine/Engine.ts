@@ -38,7 +38,7 @@ export class Engine {
       model: llamaModel,
       chatWrapper,
       weightOf: (alias) => resident.weight(alias),
-      identityOf: (alias) => (alias === null ? "base" : this.adapterIdentity(alias)),
+      identityOf: (aliases) => (aliases.length ? aliases.map((a) => this.adapterIdentity(a)).join("+") : "base"),
     };
   }
 
@@ -115,16 +115,16 @@ export class Engine {
     return `${a.alias}@${a.sha256}x${a.scale}`;
   }
 
-  /** A new session with an empty cache, starting on `adapter` (default: the base). */
-  async openSession(options: { adapter?: string | null } = {}): Promise<EngineSession> {
-    return this.openSessionWith("rebuild", options.adapter ?? null);
+  /** A new session with an empty cache, starting on `adapter`, or on several `adapters` at once (default: the base). */
+  async openSession(options: { adapter?: string | null; adapters?: readonly string[] } = {}): Promise<EngineSession> {
+    return this.openSessionWith("rebuild", options.adapters ?? (options.adapter ? [options.adapter] : []));
   }
 
   /** @internal Tests reach "keep-stale" through native/testing.ts to prove the rebuild matters. */
-  async openSessionWith(cachePolicy: SwitchCachePolicy, adapter: string | null = null): Promise<EngineSession> {
-    if (adapter !== null) this.resident.get(adapter);
+  async openSessionWith(cachePolicy: SwitchCachePolicy, adapters: readonly string[] = []): Promise<EngineSession> {
+    for (const alias of adapters) this.resident.get(alias);
     const slot = await this.freeSlot();
-    return new EngineSession(this.nextSessionId++, this.host, slot, slot.createSequence(), cachePolicy, adapter);
+    return new EngineSession(this.nextSessionId++, this.host, slot, slot.createSequence(), cachePolicy, adapters);
   }
 
   /** Tokens of the rendered conversation, including the assistant turn's opening. */
@@ -140,8 +140,9 @@ export class Engine {
    * The reference for cache correctness: a fresh context with `alias` (or the base) applied from the start,
    * evaluating `tokens` in the same batch split as a session (all but the last, then the last).
    */
-  async referenceNextTokenLogProbs(alias: string | null, tokens: readonly Token[]): Promise<LogProbs> {
-    const weights: AdapterWeight[] = alias === null ? [] : [this.resident.weight(alias)];
+  async referenceNextTokenLogProbs(alias: string | null | readonly string[], tokens: readonly Token[]): Promise<LogProbs> {
+    const aliases = alias === null ? [] : typeof alias === "string" ? [alias] : alias;
+    const weights: AdapterWeight[] = aliases.map((a) => this.resident.weight(a));
     const context = await this.llamaModel.createContext({ ...this.contextOptions(), sequences: 1 });
     try {
       await setContextAdapters(context, weights);

@@ -20,7 +20,8 @@ export interface SessionHost {
   readonly chatWrapper: ChatWrapper;
   /** Throws UnknownAdapterError for an alias that is not resident. */
   weightOf(alias: string): AdapterWeight;
-  identityOf(alias: string | null): string;
+  /** The identity of a weight set: "base", or the adapters' (alias, content hash, scale) joined. */
+  identityOf(aliases: readonly string[]): string;
 }
 
 /** How the session treats its KV cache on a switch. Only tests may choose "keep-stale". */
@@ -45,11 +46,13 @@ export class EngineSession {
     private readonly slot: EngineContext,
     private readonly sequence: LlamaContextSequence,
     private readonly cachePolicy: SwitchCachePolicy,
-    private adapter: string | null,
+    /** The adapters applied to this session's evaluations: none (the base), one, or several at once (a static merge). */
+    private adapters: readonly string[],
   ) {}
 
+  /** null for the base, the alias for one adapter, "a+b" for several applied together. */
   get activeAdapter(): string | null {
-    return this.adapter;
+    return this.adapters.length ? this.adapters.join("+") : null;
   }
 
   get contextSize(): number {
@@ -67,19 +70,26 @@ export class EngineSession {
    * whole history. Validates everything first: a refused switch changes nothing.
    */
   async switchAdapter(to: string | null, conversation: Conversation): Promise<SwitchReport> {
+    return this.switchAdapters(to === null ? [] : [to], conversation);
+  }
+
+  /** As switchAdapter, for a set of adapters applied together (none = the base). */
+  async switchAdapters(to: readonly string[], conversation: Conversation): Promise<SwitchReport> {
     this.ensureOpen();
-    if (to !== null) this.host.weightOf(to);
+    for (const alias of to) this.host.weightOf(alias);
     const tokens = this.render(conversation);
     this.ensureFits(tokens.length);
     const queued = now();
     return this.slot.lock.run(async () => {
       const queueMs = now() - queued;
-      const from = this.adapter;
+      const fromSet = this.adapters;
+      const from = this.activeAdapter;
       const started = now();
-      this.adapter = to;
+      this.adapters = [...to];
       const switchMs = now() - started;
-      if (this.cachePolicy === "keep-stale" || from === to) {
-        return { from, to, switchMs, rebuild: { tokens: 0, reused: this.sequence.nextTokenIndex, ms: 0 }, queueMs };
+      const toLabel = this.activeAdapter;
+      if (this.cachePolicy === "keep-stale" || from === toLabel) {
+        return { from, to: toLabel, switchMs, rebuild: { tokens: 0, reused: this.sequence.nextTokenIndex, ms: 0 }, queueMs };
       }
       try {
         await this.applyWeights();
@@ -87,9 +97,9 @@ export class EngineSession {
         // The cached keys/values were computed under the old weights: none of them may be reused.
         await this.sequence.clearHistory();
         const { evaluated } = await this.syncPrefix(tokens);
-        return { from, to, switchMs, rebuild: { tokens: evaluated, reused: 0, ms: now() - rebuildStart }, queueMs };
+        return { from, to: toLabel, switchMs, rebuild: { tokens: evaluated, reused: 0, ms: now() - rebuildStart }, queueMs };
       } catch (err) {
-        this.adapter = from;
+        this.adapters = fromSet;
         await this.sequence.clearHistory();
         throw err;
       }
@@ -140,7 +150,7 @@ export class EngineSession {
         text: response.response,
         calls,
         finishReason: finishReason(response.metadata.stopReason, calls.length),
-        adapter: this.adapter,
+        adapter: this.activeAdapter,
         tokens: {
           prompt: tokens.length,
           cached: prefill.reused,
@@ -195,7 +205,7 @@ export class EngineSession {
   }
 
   private async applyWeights(): Promise<void> {
-    await this.slot.applyWeights(this.host.identityOf(this.adapter), this.adapter === null ? [] : [this.host.weightOf(this.adapter)]);
+    await this.slot.applyWeights(this.host.identityOf(this.adapters), this.adapters.map((a) => this.host.weightOf(a)));
   }
 
   /**

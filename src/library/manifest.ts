@@ -1,19 +1,9 @@
 import { readFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { z } from "zod";
+import { StageBudgetSchema } from "../harness/budgets.js";
 
 export const ALIAS_PATTERN = /^[a-z][a-z0-9_-]{0,31}$/;
-
-/** Per-stage limits; any left out fall back to the config file, then the built-in defaults. */
-export const StageBudgetSchema = z
-  .object({
-    turns: z.number().int().positive().optional(),
-    tokens: z.number().int().positive().optional(),
-    toolCalls: z.number().int().nonnegative().optional(),
-    seconds: z.number().positive().optional(),
-    noToolTurns: z.number().int().positive().optional(),
-  })
-  .strict();
 
 export const ManifestEntrySchema = z
   .object({
@@ -21,7 +11,8 @@ export const ManifestEntrySchema = z
     description: z.string().min(1, "describe the capability: the model reads it in the load_lora tool description").max(1000),
     file: z.string().min(1, "file: path of the GGUF LoRA, relative to the manifest"),
     scale: z.number().positive().max(16).default(1),
-    budget: StageBudgetSchema.optional(),
+    /** Per-stage limits; any left out fall back to the config file, then the built-in defaults. */
+    budget: StageBudgetSchema.partial().optional(),
     activation: z.string().max(2000).optional(),
     release: z.string().max(2000).optional(),
   })
@@ -42,7 +33,6 @@ export const ManifestSchema = z
   });
 
 export type ManifestEntry = z.infer<typeof ManifestEntrySchema>;
-export type StageBudget = z.infer<typeof StageBudgetSchema>;
 
 /** A manifest entry with its file resolved against the manifest's folder. */
 export interface LibraryEntry extends ManifestEntry {

@@ -5,6 +5,8 @@ import type { Logger } from "../log.js";
 import { DEFAULT_CORPUS, STATE_DIR } from "../paths.js";
 import type { ExternalTool } from "./ExternalTool.js";
 import { readTool } from "./read/readTool.js";
+import { DEFAULT_RUN_CODE_LIMITS, detectIsolation } from "./runCode/index.js";
+import { runCodeTool } from "./runCode/runCodeTool.js";
 import { BraveBackend } from "./search/backends/brave.js";
 import { SearxngBackend } from "./search/backends/searxng.js";
 import { LocalIndex } from "./search/LocalIndex.js";
@@ -31,6 +33,12 @@ export class Toolbox {
       searchTool(backend, config.search),
       readTool({ ...config.read, document: (id) => local?.document(id) }),
     ];
+    if (config.runCode.enabled) {
+      const isolation = await detectIsolation();
+      const { enabled: _enabled, ...limits } = config.runCode;
+      tools.push(runCodeTool(isolation, { ...DEFAULT_RUN_CODE_LIMITS, ...limits }));
+      logger.info({ isolation: isolation.level, enforces: isolation.enforces, detail: isolation.detail }, "run_code sandbox");
+    }
     logger.info({ search: backend.name, documents: local?.size, tools: tools.map((t) => t.name) }, "external tools ready");
     return new Toolbox(new Map(tools.map((t) => [t.name, t])), closers);
   }
