@@ -38,3 +38,30 @@ export async function loadLoraRoundTrip(configPath: string, reps: number) {
     await http.stop();
   }
 }
+
+/** External tool round trips through MCP over HTTP: search on the shipped corpus and run_code of an empty program. */
+export async function toolRoundTrips(configPath: string, reps: number) {
+  const http = await spawnHttpServer(["--config", configPath]);
+  const { client, close } = await connectClient("http", { url: http.url });
+  try {
+    const time = async (name: string, args: Record<string, unknown>) => {
+      const samples: number[] = [];
+      let isolation = "";
+      for (let i = -2; i < reps; i++) {
+        const started = performance.now();
+        const r = await callTool<{ isolation?: string }>(client, name, args);
+        if (i >= 0) samples.push(performance.now() - started);
+        isolation = r.isolation ?? isolation;
+      }
+      return { tool: name, detail: isolation || String(args.query ?? ""), p50Ms: fmt(quantile(samples, 0.5)), p95Ms: fmt(quantile(samples, 0.95)) };
+    };
+    return [
+      await time("search", { query: "longest river in Europe" }),
+      await time("run_code", { language: "python", code: "pass" }),
+      await time("run_code", { language: "javascript", code: "0" }),
+    ];
+  } finally {
+    await close();
+    await http.stop();
+  }
+}

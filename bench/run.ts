@@ -10,7 +10,7 @@ import { createLogger } from "../src/log.js";
 import { PACKAGE_ROOT } from "../src/paths.js";
 import { interleaving, rebuildVsPrefill, switchCallCost } from "./engine.js";
 import { adapterMemory } from "./memory.js";
-import { loadLoraRoundTrip } from "./mcp.js";
+import { loadLoraRoundTrip, toolRoundTrips } from "./mcp.js";
 import { compareIndexes } from "./search.js";
 import { DEFAULT_CORPUS } from "../src/paths.js";
 import { writeFileSync, mkdtempSync } from "node:fs";
@@ -64,6 +64,8 @@ async function main() {
   const config = join(mkdtempSync(join(tmpdir(), "weact-bench-")), "weact.json");
   writeFileSync(config, JSON.stringify({ model: { gpu: false } }));
   process.stdout.write(table(await loadLoraRoundTrip(config, 20)) + "\n");
+  section("external tools through MCP over HTTP (search on the shipped corpus; run_code of an empty program = sandbox overhead)");
+  process.stdout.write(table(await toolRoundTrips(config, 20)) + "\n");
   if (values.big) {
     if (!demoWeightsExist(PACKAGE_ROOT, true)) {
       process.stdout.write("\ngenerating the Qwen3-0.6B-shaped model and rank-16/32 adapters (once; ~1.3 GB under models/big)...\n");
