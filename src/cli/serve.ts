@@ -1,13 +1,8 @@
 import type { ResolvedConfig } from "../config/config.js";
 import type { Logger } from "../log.js";
-import { PROMPTS_DIR } from "../paths.js";
-import { PromptLibrary } from "../prompts/PromptLibrary.js";
-import { startRuntime } from "../runtime/startRuntime.js";
-import type { ServerContext } from "../server/context.js";
-import { SessionService } from "../sessions/SessionService.js";
-import { Toolbox } from "../tools/Toolbox.js";
 import { serveHttp } from "../transports/http.js";
 import { serveStdio } from "../transports/stdio.js";
+import { startServices } from "./services.js";
 
 export type ServeMode = { kind: "stdio" } | { kind: "http"; host: string; port: number };
 
@@ -26,20 +21,14 @@ function connectionHelp(url: string): string {
 
 /** Loads the model and library, serves MCP on the chosen transport, and shuts down cleanly on a signal. */
 export async function serve(config: ResolvedConfig, mode: ServeMode, logger: Logger): Promise<void> {
-  const runtime = await startRuntime(config, logger);
-  const prompts = PromptLibrary.load(PROMPTS_DIR);
-  const toolbox = await Toolbox.create(config.tools, logger);
-  const sessions = new SessionService(runtime, config.sessions, prompts.render("system") ?? "", () => toolbox.modelFunctions());
-  const ctx: ServerContext = { runtime, sessions, prompts, toolbox };
-  logger.info({ model: runtime.engine.model.filePath, adapters: runtime.library.aliases(), threads: runtime.engine.threads, demo: config.demo }, "engine ready");
-
+  const services = await startServices(config, logger);
   let closeTransport: () => Promise<void>;
   if (mode.kind === "stdio") {
-    const stdio = await serveStdio(ctx);
+    const stdio = await serveStdio(services);
     closeTransport = stdio.close;
     void stdio.closed.then(() => shutdown("stdin closed"));
   } else {
-    const http = await serveHttp(ctx, { host: mode.host, port: mode.port, allowedHosts: config.server.allowedHosts, tokenFile: config.server.tokenFile }, logger);
+    const http = await serveHttp(services, { host: mode.host, port: mode.port, allowedHosts: config.server.allowedHosts, tokenFile: config.server.tokenFile }, logger);
     closeTransport = http.close;
     process.stderr.write(connectionHelp(http.url));
   }
@@ -54,9 +43,7 @@ export async function serve(config: ResolvedConfig, mode: ServeMode, logger: Log
     logger.info({ reason }, "shutting down");
     try {
       await closeTransport();
-      await sessions.dispose();
-      toolbox.close();
-      await runtime.engine.dispose();
+      await services.dispose();
     } finally {
       process.exit(0);
     }

@@ -4,6 +4,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { SSEClientTransport } from "@modelcontextprotocol/sdk/client/sse.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import type { RequestOptions } from "@modelcontextprotocol/sdk/shared/protocol.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { PACKAGE_ROOT } from "../paths.js";
 
@@ -77,8 +78,8 @@ export async function connectClient(kind: TransportKind, opts: ConnectOptions = 
 }
 
 /** Calls a tool and returns its structured result; an isError result throws with its text. */
-export async function callTool<T = Record<string, unknown>>(client: Client, name: string, args: Record<string, unknown> = {}): Promise<T> {
-  const result = (await client.callTool({ name, arguments: args })) as CallToolResult;
+export async function callTool<T = Record<string, unknown>>(client: Client, name: string, args: Record<string, unknown> = {}, options?: RequestOptions): Promise<T> {
+  const result = (await client.callTool({ name, arguments: args }, undefined, options)) as CallToolResult;
   if (result.isError) throw new Error(`${name} failed: ${(result.content as { text?: string }[]).map((c) => c.text).join(" ")}`);
   return result.structuredContent as T;
 }

@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { z } from "zod";
+import { SoftLimitsSchema, StageBudgetSchema } from "../harness/budgets.js";
 import { describeIssues } from "../library/manifest.js";
 import { DEFAULT_MANIFEST } from "../paths.js";
 
@@ -84,6 +85,19 @@ export const ConfigSchema = z
       })
       .strict()
       .prefault({}),
+    harness: z
+      .object({
+        /** The hard policy's prescribed stages. */
+        workflow: z.array(z.string().min(1)).min(1).default(["plan", "search", "write"]),
+        /** Stage budgets below run arguments and manifest entries, above the built-in defaults. */
+        stage: StageBudgetSchema.partial().default({}),
+        soft: SoftLimitsSchema.partial().default({}),
+        maxTokensPerTurn: z.number().int().positive().max(1 << 20).default(512),
+        /** Where trajectory traces (JSONL) are written (default: .weact/traces). */
+        traceDir: z.string().min(1).optional(),
+      })
+      .strict()
+      .prefault({}),
     server: z
       .object({
         host: z.string().min(1).default("127.0.0.1"),
@@ -122,6 +136,7 @@ export function resolveConfig(input: unknown, source: string, baseDir: string): 
   const config = parsed.data;
   if (config.model.path) config.model.path = resolve(baseDir, config.model.path);
   if (config.server.tokenFile) config.server.tokenFile = resolve(baseDir, config.server.tokenFile);
+  if (config.harness.traceDir) config.harness.traceDir = resolve(baseDir, config.harness.traceDir);
   const search = config.tools.search;
   if (search.corpus) search.corpus = resolve(baseDir, search.corpus);
   if (search.indexFile) search.indexFile = resolve(baseDir, search.indexFile);

@@ -2,6 +2,7 @@ import type { PromptLibrary } from "../prompts/PromptLibrary.js";
 import type { Runtime } from "../runtime/startRuntime.js";
 import type { SessionService } from "../sessions/SessionService.js";
 import type { Toolbox } from "../tools/Toolbox.js";
+import type { HarnessDeps } from "../harness/runTask.js";
 
 /** What every MCP server object (one per client connection) shares. */
 export interface ServerContext {
@@ -9,6 +10,7 @@ export interface ServerContext {
   sessions: SessionService;
   prompts: PromptLibrary;
   toolbox: Toolbox;
+  harness: HarnessDeps;
 }
 
 /** Request metadata the SDK passes to handlers, as far as ownership needs it. */

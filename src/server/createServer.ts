@@ -10,6 +10,7 @@ import { registerGetSessionTool } from "./tools/getSession.js";
 import { registerListAdaptersTool } from "./tools/listAdapters.js";
 import { registerLoadLoraTool } from "./tools/loadLora.js";
 import { registerOffloadLoraTool } from "./tools/offloadLora.js";
+import { registerRunTaskTool } from "./tools/runTask.js";
 
 export const SERVER_INFO = { name: "weact-mcp", version: "0.1.0" };
 
@@ -29,6 +30,7 @@ export function createServer(ctx: ServerContext): { server: McpServer; cleanup: 
   registerListAdaptersTool(server, ctx);
   registerGetSessionTool(server, ctx);
   registerCloseSessionTool(server, ctx);
+  registerRunTaskTool(server, ctx);
   for (const tool of ctx.toolbox.tools.values()) registerExternalTool(server, ctx, tool);
   registerResources(server, ctx);
   registerPrompts(server, ctx);

@@ -1,4 +1,6 @@
 import { ResourceTemplate, type McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js";
+import { TraceStore } from "../harness/trace/TraceStore.js";
 import { sessionView } from "../sessions/view.js";
 import { ownerOf, type ServerContext } from "./context.js";
 import { adapterListing } from "./tools/listAdapters.js";
@@ -22,5 +24,18 @@ export function registerResources(server: McpServer, ctx: ServerContext) {
     }),
     { title: "Session", description: "A session's state and its history as the model reads it.", mimeType: "application/json" },
     async (uri, variables, extra) => json(uri.href, sessionView(ctx.sessions.get(ownerOf(extra), String(variables.session_id)))),
+  );
+  const traces = new TraceStore(ctx.harness.traceDir);
+  server.registerResource(
+    "trace",
+    new ResourceTemplate("weact://traces/{trace_id}", {
+      list: async (extra) => ({ resources: traces.list(ownerOf(extra)).map((id) => ({ uri: `weact://traces/${id}`, name: `trace ${id}`, mimeType: "application/json" })) }),
+    }),
+    { title: "Trace", description: "A run_task trajectory: every model call, tool call, adapter action and cache rebuild, with the time decomposition.", mimeType: "application/json" },
+    async (uri, variables, extra) => {
+      const events = traces.read(ownerOf(extra), String(variables.trace_id));
+      if (!events) throw new McpError(ErrorCode.InvalidParams, `no trace "${String(variables.trace_id)}" for this client`);
+      return json(uri.href, events);
+    },
   );
 }

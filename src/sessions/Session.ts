@@ -4,6 +4,8 @@ import { callableFunctions } from "./modelFunctions.js";
 
 export interface SessionSettings {
   keepToolResults: number;
+  /** false for fixed-weight sessions (comparison modes): no load_lora/offload_lora. */
+  weightActions: boolean;
 }
 
 /**
@@ -46,7 +48,7 @@ export class Session {
   }
 
   callable(): string[] {
-    return callableFunctions(this.activeAdapter, this.externalTools);
+    return this.settings.weightActions ? callableFunctions(this.activeAdapter, this.externalTools) : [...this.externalTools];
   }
 
   conversation(history: readonly HistoryMessage[] = this.messages): Conversation {

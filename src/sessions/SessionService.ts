@@ -17,6 +17,11 @@ export interface CreateSessionInput {
   system?: string;
   /** External tools this session may use (default: all the server offers). */
   tools?: string[];
+  /**
+   * Fixed weights for the whole session (comparison modes: one adapter, or several applied together as a
+   * static merge). The weight actions are then neither documented nor callable.
+   */
+  fixedAdapters?: string[];
 }
 
 export interface GenerateInput {
@@ -42,6 +47,8 @@ export interface WeightActionInput {
   callId?: string;
   handoff?: string;
   author?: Exclude<Author, "model">;
+  /** Why the harness performs this action itself; appended to the recorded result so the next weights read it. */
+  reason?: string;
 }
 
 export type WeightActionOutcome =
@@ -80,9 +87,12 @@ export class SessionService {
     if (unknown.length) throw new LimitError(`tools: unknown external tool(s) ${unknown.join(", ")}; available: ${Object.keys(offered).join(", ") || "(none)"}`);
     const toolNames = input.tools ?? Object.keys(offered);
     const external = Object.fromEntries(toolNames.map((t) => [t, offered[t]!]));
-    const functions = modelFunctions(this.runtime.library, external);
-    const engineSession = await this.runtime.engine.openSession();
-    const session = new Session(newId("s_", 18), owner, input.task, engineSession, functions, toolNames, { keepToolResults: this.config.keepToolResults }, input.system ?? this.defaultSystem);
+    const fixed = input.fixedAdapters;
+    const unknownAdapters = (fixed ?? []).filter((a) => !this.runtime.library.get(a)?.info);
+    if (unknownAdapters.length) throw new LimitError(`unknown adapter(s) ${unknownAdapters.join(", ")}; the library has: ${this.runtime.library.aliases().join(", ")}`);
+    const functions = fixed ? external : modelFunctions(this.runtime.library, external);
+    const engineSession = await this.runtime.engine.openSession({ adapters: fixed ?? [] });
+    const session = new Session(newId("s_", 18), owner, input.task, engineSession, functions, toolNames, { keepToolResults: this.config.keepToolResults, weightActions: !fixed }, input.system ?? this.defaultSystem);
     this.sessions.set(session.id, session);
     this.logger.info({ session: session.id, owner, tools: toolNames }, "session created");
     return session;
@@ -159,6 +169,25 @@ export class SessionService {
     });
   }
 
+  /** Answers a pending model call with an error the model reads (a harness guard refusing it). */
+  async rejectCall(owner: string, id: string, callId: string, message: string): Promise<void> {
+    const session = this.get(owner, id);
+    await session.lock.run(async () => {
+      const call = this.pendingCall(session, callId);
+      session.append(toolResult(call, message, true));
+    });
+  }
+
+  /** Adds a user-role message (a harness note such as a coverage reminder). */
+  async addNote(owner: string, id: string, text: string): Promise<void> {
+    const session = this.get(owner, id);
+    await session.lock.run(async () => {
+      const pending = session.pendingCalls();
+      if (pending.length) throw new PendingCallsError(pending);
+      session.append({ role: "user", content: text });
+    });
+  }
+
   async close(owner: string, id: string): Promise<void> {
     const session = this.get(owner, id);
     await session.lock.run(async () => {
@@ -191,6 +220,7 @@ export class SessionService {
       const call = input.callId ? this.pendingCall(session, input.callId) : undefined;
       const args = { ...(call?.arguments ?? {}), ...(input.adapter !== undefined ? { adapter: input.adapter } : {}), ...(input.handoff !== undefined ? { handoff: input.handoff } : {}) };
       const active = session.activeAdapter;
+      if (!session.settings.weightActions) throw new LimitError(`this session runs on fixed weights (${active ?? "base"}); ${action} is not available in it`);
       const problem = this.callMismatch(action, call, input.adapter) ?? this.checkStateRule(session, action, active, args.adapter as string | undefined, call);
       if (problem) {
         if (call) session.append(toolResult(call, problem, true));
@@ -201,7 +231,7 @@ export class SessionService {
       const exchange: HistoryMessage[] = [];
       const answered = call ?? { id: newId("call_", 9), name: action, arguments: action === LOAD_LORA ? { adapter: target } : input.handoff !== undefined ? { handoff: input.handoff } : {} };
       if (!call) exchange.push({ role: "assistant", content: "", adapter: active, author: input.author ?? "client", toolCalls: [answered] });
-      const message = this.exchangeMessage(action, (target ?? active)!);
+      const message = this.exchangeMessage(action, (target ?? active)!) + (input.reason ? ` [${input.reason}]` : "");
       exchange.push(toolResult(answered, message, false));
       let report: SwitchReport;
       try {

@@ -1,0 +1,119 @@
+import type { Owner } from "./types.js";
+import type { SessionService } from "../sessions/SessionService.js";
+
+export interface ModelCall {
+  id: string;
+  name: string;
+  arguments: Record<string, unknown>;
+}
+
+export interface ModelTurn {
+  text: string;
+  calls: ModelCall[];
+  adapter: string | null;
+  generated: number;
+  prompt: number;
+  cached: number;
+  finishReason: string;
+}
+
+export interface WeightOutcome {
+  ok: boolean;
+  error?: string;
+  callId?: string;
+  switchMs: number;
+  rebuildMs: number;
+  rebuiltTokens: number;
+}
+
+export interface GenerateRequest {
+  maxTokens: number;
+  seed?: number;
+  steer?: { name?: string };
+  tokenBias?: Record<string, number>;
+  signal?: AbortSignal;
+}
+
+/**
+ * What a policy needs to drive one trajectory. The real driver runs on a server session (the same operations
+ * an MCP client uses); tests of the policy logic use a scripted double.
+ */
+export interface TrajectoryDriver {
+  /** Resident adapters of the library. */
+  readonly adapters: readonly string[];
+  /** External tools the session may use. */
+  readonly tools: readonly string[];
+  active(): string | null;
+  generate(request: GenerateRequest): Promise<ModelTurn>;
+  load(alias: string, opts: { callId?: string; reason?: string }): Promise<WeightOutcome>;
+  offload(opts: { callId?: string; handoff?: string; reason?: string }): Promise<WeightOutcome>;
+  runTool(call: ModelCall, signal: AbortSignal): Promise<{ ok: boolean; error?: string }>;
+  /** Answers a model call with an error the model reads (a guard refusing it). */
+  reject(callId: string, message: string): Promise<void>;
+  /** A user-role note from the harness. */
+  note(text: string): Promise<void>;
+}
+
+/** The driver over a live server session. */
+export class SessionDriver implements TrajectoryDriver {
+  constructor(
+    private readonly sessions: SessionService,
+    private readonly owner: Owner,
+    readonly sessionId: string,
+    readonly adapters: readonly string[],
+    private readonly runTool_: (call: ModelCall, signal: AbortSignal) => Promise<{ ok: boolean; error?: string }>,
+  ) {}
+
+  get tools(): readonly string[] {
+    return this.sessions.get(this.owner, this.sessionId).externalTools;
+  }
+
+  active(): string | null {
+    return this.sessions.get(this.owner, this.sessionId).activeAdapter;
+  }
+
+  async generate(request: GenerateRequest): Promise<ModelTurn> {
+    const { result, calls } = await this.sessions.generate(this.owner, this.sessionId, {
+      maxTokens: request.maxTokens,
+      seed: request.seed,
+      steerToolCall: request.steer,
+      tokenBias: request.tokenBias,
+      signal: request.signal,
+    });
+    return {
+      text: result.text,
+      calls: calls.map((c) => ({ id: c.id, name: c.name, arguments: c.arguments })),
+      adapter: result.adapter,
+      generated: result.tokens.generated,
+      prompt: result.tokens.prompt,
+      cached: result.tokens.cached,
+      finishReason: result.finishReason,
+    };
+  }
+
+  async load(alias: string, opts: { callId?: string; reason?: string }): Promise<WeightOutcome> {
+    return toWeightOutcome(await this.sessions.loadLora(this.owner, this.sessionId, { adapter: opts.callId ? undefined : alias, callId: opts.callId, author: "harness", reason: opts.reason }));
+  }
+
+  async offload(opts: { callId?: string; handoff?: string; reason?: string }): Promise<WeightOutcome> {
+    return toWeightOutcome(await this.sessions.offloadLora(this.owner, this.sessionId, { callId: opts.callId, handoff: opts.handoff, author: "harness", reason: opts.reason }));
+  }
+
+  runTool(call: ModelCall, signal: AbortSignal) {
+    return this.runTool_(call, signal);
+  }
+
+  reject(callId: string, message: string): Promise<void> {
+    return this.sessions.rejectCall(this.owner, this.sessionId, callId, message);
+  }
+
+  note(text: string): Promise<void> {
+    return this.sessions.addNote(this.owner, this.sessionId, text);
+  }
+}
+
+function toWeightOutcome(o: Awaited<ReturnType<SessionService["loadLora"]>>): WeightOutcome {
+  return o.ok
+    ? { ok: true, callId: o.callId, switchMs: o.switch.switchMs + o.switch.queueMs, rebuildMs: o.switch.rebuild.ms, rebuiltTokens: o.switch.rebuild.tokens }
+    : { ok: false, error: o.error, switchMs: 0, rebuildMs: 0, rebuiltTokens: 0 };
+}

@@ -1,0 +1,95 @@
+import type { SoftLimits, StageBudget } from "../budgets.js";
+import type { ModelCall } from "../driver.js";
+import type { RunContext } from "../RunContext.js";
+import { runStage } from "../stage.js";
+import { LOAD_LORA } from "../../sessions/modelFunctions.js";
+import type { PolicyResult } from "./hard.js";
+
+const WRITE = "write";
+
+/**
+ * WeAct-soft: the base model chooses. It loads a capability with load_lora; the adapter works and hands
+ * control back with offload_lora (or the harness ends its stage). Guards: revisits per adapter, total
+ * switches, repetition (reloading the adapter just released with no new tool result in between), coverage
+ * (the answer must come from `write` when the library has one: the base is told so, once), and termination
+ * (turns, tokens, time), after which a final write stage is forced, or the base's text stands.
+ */
+export async function runSoft(ctx: RunContext, limits: SoftLimits, budgetFor: (alias: string) => StageBudget): Promise<PolicyResult> {
+  const started = performance.now();
+  const visits = new Map<string, number>();
+  const stages: string[] = [];
+  let lastReleased: string | undefined;
+  let toolResultsSinceRelease = 0;
+  let toldCoverage = false;
+  let baseText = "";
+  let baseTurns = 0;
+  const hasWrite = ctx.driver.adapters.includes(WRITE);
+  ctx.startVisit("base");
+
+  const runAdapter = async (alias: string, call?: ModelCall) => {
+    const stage = `${stages.length + 1}:${alias}`;
+    const loaded = await ctx.weightAction(stage, "load", call ? "model" : "harness", () => ctx.driver.load(alias, call ? { callId: call.id } : { reason: "the run reached its limits; the harness forces the final writing stage" }));
+    if (!loaded.ok) return undefined;
+    visits.set(alias, (visits.get(alias) ?? 0) + 1);
+    stages.push(alias);
+    const result = await runStage(ctx, stage, budgetFor(alias));
+    lastReleased = alias;
+    toolResultsSinceRelease = 0;
+    ctx.startVisit("base");
+    return result;
+  };
+
+  for (;;) {
+    const elapsed = performance.now() - started;
+    const limit = baseTurns >= limits.turns ? "turns" : ctx.generatedTokens >= limits.tokens ? "tokens" : elapsed >= limits.seconds * 1000 ? "seconds" : undefined;
+    if (limit) {
+      ctx.trace.event("guard", { rule: "termination", limit, detail: `the run's ${limit} limit was reached` });
+      if (hasWrite && ctx.driver.active() === null) {
+        const forced = await runAdapter(WRITE);
+        if (forced) return { text: forced.lastText || baseText, stages };
+      }
+      return { text: baseText, stages: [...stages, "base"] };
+    }
+    const turn = await ctx.modelTurn("base", limits.tokens - ctx.generatedTokens);
+    baseTurns++;
+    if (turn.text.trim()) baseText = turn.text;
+    if (!turn.calls.length) {
+      if (hasWrite && !visits.has(WRITE) && !toldCoverage) {
+        toldCoverage = true;
+        ctx.trace.event("guard", { rule: "coverage", detail: "the base tried to answer without the write capability" });
+        await ctx.orchestrate(() => ctx.driver.note(`Before answering, load the "${WRITE}" capability with load_lora: the final answer must be written by it.`));
+        continue;
+      }
+      return { text: baseText, stages: [...stages, "base"] };
+    }
+    for (const call of turn.calls) {
+      if (call.name !== LOAD_LORA) {
+        const r = await ctx.tool("base", call);
+        if (r.ok) toolResultsSinceRelease++;
+        continue;
+      }
+      const alias = String(call.arguments.adapter ?? "");
+      const refusal = guardLoad(alias, { visits, limits, switches: ctx.switches, lastReleased, toolResultsSinceRelease });
+      if (refusal) {
+        ctx.trace.event("guard", { rule: refusal.rule, adapter: alias, detail: refusal.message });
+        await ctx.orchestrate(() => ctx.driver.reject(call.id, refusal.message));
+        continue;
+      }
+      const result = await runAdapter(alias, call);
+      if (result && alias === WRITE) return { text: result.lastText, stages };
+    }
+  }
+}
+
+function guardLoad(
+  alias: string,
+  s: { visits: Map<string, number>; limits: SoftLimits; switches: number; lastReleased?: string; toolResultsSinceRelease: number },
+): { rule: string; message: string } | undefined {
+  const visits = s.visits.get(alias) ?? 0;
+  if (visits > s.limits.revisitsPerAdapter) return { rule: "revisits", message: `load_lora refused: "${alias}" was already used ${visits} times (limit: ${s.limits.revisitsPerAdapter} revisits)` };
+  if (s.switches >= s.limits.switches) return { rule: "switches", message: `load_lora refused: the run's ${s.limits.switches} weight switches are spent; answer with what you have` };
+  if (alias === s.lastReleased && s.toolResultsSinceRelease === 0) {
+    return { rule: "repetition", message: `load_lora refused: "${alias}" was just released and no new tool result arrived since; do something else first` };
+  }
+  return undefined;
+}

@@ -1,0 +1,129 @@
+import { randomBytes } from "node:crypto";
+import { join } from "node:path";
+import type { Config } from "../config/config.js";
+import type { AdapterLibrary } from "../library/AdapterLibrary.js";
+import type { SessionService } from "../sessions/SessionService.js";
+import { historyView } from "../sessions/view.js";
+import type { Toolbox } from "../tools/Toolbox.js";
+import { extractAnswer, judge } from "./answer.js";
+import { DEFAULT_SOFT_LIMITS, DEFAULT_STAGE_BUDGET, layered, type SoftLimits, type StageBudget } from "./budgets.js";
+import { SessionDriver, type ModelCall } from "./driver.js";
+import { runFixed } from "./policies/fixed.js";
+import { runHard, type PolicyResult } from "./policies/hard.js";
+import { runSoft } from "./policies/soft.js";
+import { RunContext, type Progress } from "./RunContext.js";
+import { Trace, type TimeBreakdown } from "./trace/Trace.js";
+import { RunTaskInputSchema, type Owner, type Policy, type RunTaskInput } from "./types.js";
+
+export interface HarnessDeps {
+  sessions: SessionService;
+  toolbox: Toolbox;
+  library: AdapterLibrary;
+  config: Config["harness"];
+  traceDir: string;
+}
+
+export interface TaskResult {
+  traceId: string;
+  traceFile: string;
+  policy: Policy;
+  answer: string;
+  /** The answer was marked ("Answer: ..." or \boxed{...}). */
+  marked: boolean;
+  text: string;
+  stages: string[];
+  switches: number;
+  rebuiltTokens: number;
+  generatedTokens: number;
+  time: TimeBreakdown;
+  /** Share of the expected stages matched in order, when the task carries expected stages. */
+  selectionAccuracy?: number;
+  correct?: { exact: boolean; contains: boolean };
+}
+
+export class InvalidPolicyError extends Error {}
+
+/**
+ * Runs one task end to end under a policy on a fresh session: the same operations an MCP client uses,
+ * driven by the harness, timed into a trace that is written as it goes.
+ */
+export async function runTask(deps: HarnessDeps, owner: Owner, raw: RunTaskInput, opts: { signal?: AbortSignal; onProgress?: (p: Progress) => void; expected?: string | string[] } = {}): Promise<TaskResult> {
+  const input = RunTaskInputSchema.parse(raw);
+  const traceId = `t_${randomBytes(12).toString("base64url")}`;
+  const traceFile = join(deps.traceDir, `${traceId}.jsonl`);
+  const trace = new Trace(traceId, traceFile);
+  const policy = input.policy;
+  const fixed = fixedAdapters(policy, deps.library);
+  trace.event("run_start", { owner, task: input.task, policy, workflow: input.workflow ?? deps.config.workflow, seed: input.seed, fixedAdapters: fixed });
+
+  const { value: session } = await trace.measure("orchestration", () => deps.sessions.create(owner, { task: input.task, fixedAdapters: fixed }));
+  const driver = new SessionDriver(deps.sessions, owner, session.id, deps.library.aliases(), (call: ModelCall, signal: AbortSignal) => runTool(deps, owner, session.id, call, signal));
+  const ctx = new RunContext(driver, trace, {
+    maxTokensPerTurn: deps.config.maxTokensPerTurn,
+    seed: input.seed,
+    steering: input.steering ?? [],
+    signal: opts.signal ?? new AbortController().signal,
+    onProgress: opts.onProgress,
+  });
+  const budgetFor = (alias: string): StageBudget => layered(DEFAULT_STAGE_BUDGET, input.budgets, deps.library.get(alias)?.entry.budget, deps.config.stage);
+  const limits: SoftLimits = layered(DEFAULT_SOFT_LIMITS, input.soft, deps.config.soft);
+  try {
+    let result: PolicyResult;
+    if (policy === "hard") result = await runHard(ctx, input.workflow ?? deps.config.workflow, budgetFor);
+    else if (policy === "soft") result = await runSoft(ctx, limits, budgetFor);
+    else result = await runFixed(ctx, limits, policy);
+    const { value: extracted } = await trace.measure("answer_extraction", async () => extractAnswer(result.text));
+    const correct = opts.expected === undefined ? undefined : judge(extracted.answer, opts.expected);
+    const selectionAccuracy = input.expectedStages ? stageAccuracy(result.stages, input.expectedStages) : undefined;
+    trace.event("answer", { answer: extracted.answer, marked: extracted.marked, text: result.text.slice(0, 4000), stages: result.stages, ...(correct ? { correct } : {}), ...(selectionAccuracy !== undefined ? { selectionAccuracy } : {}) });
+    await trace.measure("orchestration", async () => trace.event("history", { sessionId: session.id, messages: historyView(session) }));
+    const time = trace.end();
+    trace.event("run_end", { time, switches: ctx.switches, rebuiltTokens: ctx.rebuiltTokens, generatedTokens: ctx.generatedTokens });
+    return {
+      traceId,
+      traceFile,
+      policy,
+      answer: extracted.answer,
+      marked: extracted.marked,
+      text: result.text,
+      stages: result.stages,
+      switches: ctx.switches,
+      rebuiltTokens: ctx.rebuiltTokens,
+      generatedTokens: ctx.generatedTokens,
+      time,
+      ...(selectionAccuracy !== undefined ? { selectionAccuracy } : {}),
+      ...(correct ? { correct } : {}),
+    };
+  } catch (err) {
+    trace.event("history", { sessionId: session.id, messages: historyView(session) });
+    trace.event("run_end", { error: (err as Error).message, cancelled: (err as Error).name === "RunCancelledError", time: trace.end() });
+    throw err;
+  } finally {
+    await deps.sessions.close(owner, session.id).catch(() => undefined);
+  }
+}
+
+function fixedAdapters(policy: Policy, library: AdapterLibrary): string[] | undefined {
+  if (policy === "hard" || policy === "soft") return undefined;
+  if (policy === "base") return [];
+  if (policy === "static") return library.aliases();
+  const alias = policy.slice("single:".length);
+  if (!library.get(alias)?.info) throw new InvalidPolicyError(`policy ${policy}: the library has no adapter "${alias}" (it has ${library.aliases().join(", ")})`);
+  return [alias];
+}
+
+async function runTool(deps: HarnessDeps, owner: Owner, sessionId: string, call: ModelCall, signal: AbortSignal) {
+  const tool = deps.toolbox.tools.get(call.name);
+  if (!tool) {
+    await deps.sessions.rejectCall(owner, sessionId, call.id, `${call.name} is not a tool of this server`);
+    return { ok: false, error: `unknown tool ${call.name}` };
+  }
+  const outcome = await deps.sessions.runExternalTool(owner, sessionId, { tool, args: call.arguments, callId: call.id, signal });
+  return outcome.ok ? { ok: true } : { ok: false, error: outcome.error };
+}
+
+/** Share of expected stages matched position by position. */
+function stageAccuracy(actual: readonly string[], expected: readonly string[]): number {
+  const matched = expected.filter((s, i) => actual[i] === s).length;
+  return Number((matched / Math.max(expected.length, actual.filter((s) => s !== "base").length)).toFixed(4));
+}

@@ -1,0 +1,39 @@
+import { z } from "zod";
+import { SoftLimitsSchema, StageBudgetSchema } from "./budgets.js";
+
+export type Owner = string;
+
+/** Comparison modes share the library and harness: no adapters, one fixed adapter, or all applied at once. */
+export const PolicySchema = z.union([
+  z.enum(["hard", "soft", "base", "static"]),
+  z.string().regex(/^single:[a-z][a-z0-9_-]{0,31}$/, 'a policy is hard, soft, base, static or single:<alias>'),
+]);
+export type Policy = z.infer<typeof PolicySchema>;
+
+/** Steering for models that do not open calls on their own (the demo model): at a chosen turn, steer into a call. */
+export const SteeringSchema = z
+  .object({
+    /** "base", an adapter alias, or "*" for any. */
+    adapter: z.string().min(1).max(64).default("*"),
+    /** 1-based turn within the current visit of that adapter (or of the base). */
+    turn: z.number().int().positive(),
+    /** The function to steer into (omit to let the grammar choose among the callable ones). */
+    tool: z.string().min(1).max(64).optional(),
+    /** Extra logit bias for that turn (by token text). */
+    bias: z.record(z.string().min(1).max(64), z.number().min(-100).max(100)).optional(),
+  })
+  .strict();
+export type Steering = z.infer<typeof SteeringSchema>;
+
+export const RunTaskInputSchema = z.object({
+  task: z.string().min(1).max(100_000),
+  policy: PolicySchema.default("hard"),
+  workflow: z.array(z.string().min(1).max(64)).min(1).max(16).optional(),
+  budgets: StageBudgetSchema.partial().optional(),
+  soft: SoftLimitsSchema.partial().optional(),
+  seed: z.number().int().min(0).max(2 ** 32 - 1).optional(),
+  steering: z.array(SteeringSchema).max(64).optional(),
+  /** Expected adapter sequence (for adapter-selection accuracy). */
+  expectedStages: z.array(z.string().min(1).max(64)).max(32).optional(),
+});
+export type RunTaskInput = z.input<typeof RunTaskInputSchema>;

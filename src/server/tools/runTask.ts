@@ -1,0 +1,76 @@
+import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import { z } from "zod";
+import { SoftLimitsSchema, StageBudgetSchema } from "../../harness/budgets.js";
+import { InvalidPolicyError, runTask } from "../../harness/runTask.js";
+import { PolicySchema, SteeringSchema } from "../../harness/types.js";
+import { ownerOf, type ServerContext } from "../context.js";
+import { fail, ok, toolCall } from "../toolResult.js";
+
+export function registerRunTaskTool(server: McpServer, ctx: ServerContext) {
+  server.registerTool(
+    "run_task",
+    {
+      title: "Run a task end to end",
+      description:
+        "Solve a task with the local model under a policy: hard (the prescribed workflow, default plan -> search -> write), soft (the base model picks its adapters), or a comparison mode (base, single:<alias>, static). Reports progress per stage and turn; returns the answer and a trace summary (time by category, switches); the full trace is the resource weact://traces/{trace_id}.",
+      inputSchema: {
+        task: z.string().min(1).max(100_000),
+        policy: PolicySchema.default("hard"),
+        workflow: z.array(z.string().min(1).max(64)).min(1).max(16).optional().describe("hard: the stages, in order (default from config)."),
+        budgets: StageBudgetSchema.partial().optional().describe("Per-stage limits; override the manifest and config."),
+        soft: SoftLimitsSchema.partial().optional().describe("soft: run-level limits and guards."),
+        seed: z.number().int().min(0).max(2 ** 32 - 1).optional(),
+        steering: z.array(SteeringSchema).max(64).optional().describe("Steer the model into a call at chosen turns (for models that do not call tools on their own, such as the demo model)."),
+        expected_stages: z.array(z.string().min(1).max(64)).max(32).optional().describe("Expected adapter sequence, for adapter-selection accuracy."),
+      },
+      outputSchema: {
+        trace_id: z.string(),
+        trace_uri: z.string(),
+        policy: z.string(),
+        answer: z.string(),
+        marked: z.boolean(),
+        stages: z.array(z.string()),
+        switches: z.number(),
+        rebuilt_tokens: z.number(),
+        generated_tokens: z.number(),
+        time: z.record(z.string(), z.unknown()),
+        selection_accuracy: z.number().optional(),
+      },
+    },
+    (args, extra) =>
+      toolCall(async () => {
+        const progressToken = extra._meta?.progressToken;
+        let n = 0;
+        try {
+          const r = await runTask(
+            ctx.harness,
+            ownerOf(extra),
+            { task: args.task, policy: args.policy, workflow: args.workflow, budgets: args.budgets, soft: args.soft, seed: args.seed, steering: args.steering, expectedStages: args.expected_stages },
+            {
+              signal: extra.signal,
+              onProgress: (p) => {
+                if (progressToken !== undefined) void extra.sendNotification({ method: "notifications/progress", params: { progressToken, progress: ++n, message: p.message } });
+              },
+            },
+          );
+          return ok({
+            trace_id: r.traceId,
+            trace_uri: `weact://traces/${r.traceId}`,
+            policy: r.policy,
+            answer: r.answer,
+            marked: r.marked,
+            stages: r.stages,
+            switches: r.switches,
+            rebuilt_tokens: r.rebuiltTokens,
+            generated_tokens: r.generatedTokens,
+            time: r.time as unknown as Record<string, unknown>,
+            ...(r.selectionAccuracy !== undefined ? { selection_accuracy: r.selectionAccuracy } : {}),
+          });
+        } catch (err) {
+          if (err instanceof InvalidPolicyError) return fail(err.message);
+          if ((err as Error).name === "RunCancelledError") return fail("the run was cancelled; its trace records where it stopped");
+          throw err;
+        }
+      }),
+  );
+}
