@@ -31,10 +31,12 @@ export async function runHard(ctx: RunContext, workflow: readonly string[], budg
     try {
       last = await runStage(ctx, stage, budgetFor(alias));
     } catch (err) {
-      if ((err as Error).name === "RunCancelledError") throw err;
+      if ((err as Error).name === "RunCancelledError" || !onAdapter) throw err;
+      // the stage runs again on the base model, which reads why in the release exchange
       ctx.trace.event("fallback", { stage, adapter: alias, reason: `stage failed: ${(err as Error).message}` });
-      if (ctx.driver.active() !== null) await ctx.weightAction(stage, "offload", "harness", () => ctx.driver.offload({ reason: `stage failed: ${(err as Error).message}` }));
-      last = { end: "error", lastText: last?.lastText ?? "", turns: 0, tokens: 0, toolCalls: 0 };
+      if (ctx.driver.active() !== null) await ctx.weightAction(stage, "offload", "harness", () => ctx.driver.offload({ reason: `stage failed: ${(err as Error).message}; the base model continues` }));
+      onAdapter = false;
+      last = await runStage(ctx, stage, budgetFor(alias));
     }
     stages.push(onAdapter ? alias : "base");
     if (final) return { text: last.lastText, stages };
