@@ -6,12 +6,17 @@ import { loadConfigFile, resolveConfig, type ResolvedConfig } from "../config/co
 import { generateDemoWeights } from "../demo/generate.js";
 import { createLogger } from "../log.js";
 import { PACKAGE_ROOT } from "../paths.js";
+import { evalCommand, runCommand, UsageError } from "./commands.js";
 import { serve } from "./serve.js";
 
 const HELP = `weact-mcp: serve one GGUF base model with switchable LoRA capability adapters over MCP
 
 Usage:
   weact-mcp [--stdio | --http PORT] [--host H] [--token-file F] [--config F] [--model PATH] [--adapters PATH]
+  weact-mcp run "TASK" [--policy P] [--workflow a,b,c] [--seed N]
+                                      solve one task in-process; the answer on stdout
+  weact-mcp eval TASKS.jsonl [--policy hard,soft,static,base,single:ALIAS] [--out DIR] [--seed N]
+                                      every task under each policy: table, report.json, chart.svg
   weact-mcp demo-weights [--seed N] [--big]    (re)generate the demo model and adapters
 
 Serving (default: HTTP on 127.0.0.1:7331, Streamable HTTP at /mcp and legacy SSE at /sse):
@@ -57,6 +62,9 @@ async function main(argv: string[]) {
       host: { type: "string" },
       "token-file": { type: "string" },
       seed: { type: "string" },
+      policy: { type: "string" },
+      workflow: { type: "string" },
+      out: { type: "string" },
       big: { type: "boolean" },
       help: { type: "boolean", short: "h" },
     },
@@ -67,9 +75,21 @@ async function main(argv: string[]) {
   }
   const logger = createLogger();
   const command = positionals[0];
+  const seed = values.seed === undefined ? undefined : Number(values.seed);
+  if (seed !== undefined && !Number.isInteger(seed)) fail("--seed takes an integer");
+  if (command === "run" || command === "eval") {
+    const arg = positionals[1];
+    if (!arg) fail(command === "run" ? 'run needs the task: weact-mcp run "..."' : "eval needs a JSONL task file");
+    try {
+      if (command === "run") await runCommand(configFrom(values), logger, arg, { policy: values.policy, workflow: values.workflow, seed });
+      else await evalCommand(configFrom(values), logger, arg, { policy: values.policy, out: values.out, seed });
+    } catch (err) {
+      if (err instanceof UsageError) fail(err.message);
+      throw err;
+    }
+    return;
+  }
   if (command === "demo-weights") {
-    const seed = values.seed === undefined ? undefined : Number(values.seed);
-    if (seed !== undefined && !Number.isInteger(seed)) fail("--seed takes an integer");
     const paths = generateDemoWeights(PACKAGE_ROOT, { seed, big: values.big });
     logger.info(paths, "demo weights written");
     return;

@@ -1,0 +1,37 @@
+import { readFileSync } from "node:fs";
+import { z } from "zod";
+import { SteeringSchema } from "../types.js";
+
+export const EvalTaskSchema = z
+  .object({
+    id: z.string().min(1).optional(),
+    task: z.string().min(1),
+    answer: z.union([z.string(), z.array(z.string()).min(1)]),
+    /** Expected adapter sequence, for adapter-selection accuracy. */
+    stages: z.array(z.string()).optional(),
+    steering: z.array(SteeringSchema).optional(),
+  })
+  .strict();
+export type EvalTask = z.infer<typeof EvalTaskSchema> & { id: string };
+
+export class TaskFileError extends Error {}
+
+/** Reads a JSONL task file; a bad line is reported with its number and field. */
+export function readTaskFile(path: string): EvalTask[] {
+  const lines = readFileSync(path, "utf8").split(/\r?\n/);
+  const tasks: EvalTask[] = [];
+  lines.forEach((line, i) => {
+    if (!line.trim()) return;
+    let raw: unknown;
+    try {
+      raw = JSON.parse(line);
+    } catch {
+      throw new TaskFileError(`${path}:${i + 1}: not JSON`);
+    }
+    const parsed = EvalTaskSchema.safeParse(raw);
+    if (!parsed.success) throw new TaskFileError(`${path}:${i + 1}: ${parsed.error.issues.map((x) => `${x.path.join(".") || "(root)"}: ${x.message}`).join("; ")}`);
+    tasks.push({ ...parsed.data, id: parsed.data.id ?? `line-${i + 1}` });
+  });
+  if (!tasks.length) throw new TaskFileError(`${path}: no tasks`);
+  return tasks;
+}

@@ -1,0 +1,99 @@
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { runTask, type HarnessDeps, type TaskResult } from "../runTask.js";
+import type { Policy } from "../types.js";
+import { renderChart } from "./chart.js";
+import type { EvalTask } from "./TaskFile.js";
+
+export interface PolicySummary {
+  policy: Policy;
+  tasks: number;
+  errors: number;
+  exact: number;
+  contains: number;
+  meanSeconds: number;
+  p95Seconds: number;
+  meanSwitches: number;
+  meanRebuiltTokens: number;
+  selectionAccuracy: number | null;
+  /** Mean share of wall time per category. */
+  shares: Record<string, number>;
+  /** Mean ms per category (for the chart). */
+  meanMs: Record<string, number>;
+}
+
+export interface EvalReport {
+  tasksFile: string;
+  policies: PolicySummary[];
+  runs: { task: string; policy: Policy; result?: TaskResult; error?: string }[];
+}
+
+const CATEGORIES = ["model", "externalTool", "adapterControl", "cacheRebuild", "answerExtraction", "orchestration"] as const;
+
+/** Runs every task under each policy, on the same library and harness, and summarises them side by side. */
+export async function runEval(deps: HarnessDeps, tasks: readonly EvalTask[], policies: readonly Policy[], opts: { tasksFile: string; seed?: number; onRun?: (task: string, policy: Policy, r: TaskResult | Error) => void }): Promise<EvalReport> {
+  const runs: EvalReport["runs"] = [];
+  for (const policy of policies) {
+    for (const task of tasks) {
+      try {
+        const result = await runTask(deps, "eval", { task: task.task, policy, seed: opts.seed, steering: task.steering, expectedStages: task.stages }, { expected: task.answer });
+        runs.push({ task: task.id, policy, result });
+        opts.onRun?.(task.id, policy, result);
+      } catch (err) {
+        runs.push({ task: task.id, policy, error: (err as Error).message });
+        opts.onRun?.(task.id, policy, err as Error);
+      }
+    }
+  }
+  return { tasksFile: opts.tasksFile, policies: policies.map((p) => summarise(p, runs.filter((r) => r.policy === p))), runs };
+}
+
+function summarise(policy: Policy, runs: EvalReport["runs"]): PolicySummary {
+  const ok = runs.flatMap((r) => (r.result ? [r.result] : []));
+  const mean = (xs: number[]) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : 0);
+  const seconds = ok.map((r) => r.time.wallMs / 1000).sort((a, b) => a - b);
+  const categoryMs = (r: TaskResult, c: (typeof CATEGORIES)[number]) => (c === "model" ? Object.values(r.time.model).reduce((a, b) => a + b, 0) : r.time[c]);
+  const meanMs = Object.fromEntries(CATEGORIES.map((c) => [c, round(mean(ok.map((r) => categoryMs(r, c))))]));
+  const shares = Object.fromEntries(CATEGORIES.map((c) => [c, round(mean(ok.map((r) => categoryMs(r, c) / Math.max(r.time.wallMs, 1e-9))), 4)]));
+  const selection = ok.filter((r) => r.selectionAccuracy !== undefined).map((r) => r.selectionAccuracy!);
+  return {
+    policy,
+    tasks: runs.length,
+    errors: runs.length - ok.length,
+    exact: round(ok.filter((r) => r.correct?.exact).length / Math.max(runs.length, 1), 4),
+    contains: round(ok.filter((r) => r.correct?.contains).length / Math.max(runs.length, 1), 4),
+    meanSeconds: round(mean(seconds)),
+    p95Seconds: round(seconds[Math.min(seconds.length - 1, Math.ceil(0.95 * seconds.length) - 1)] ?? 0),
+    meanSwitches: round(mean(ok.map((r) => r.switches))),
+    meanRebuiltTokens: round(mean(ok.map((r) => r.rebuiltTokens))),
+    selectionAccuracy: selection.length ? round(mean(selection), 4) : null,
+    shares,
+    meanMs,
+  };
+}
+
+/** The comparison table as text. */
+export function formatTable(report: EvalReport): string {
+  const rows = report.policies.map((p) => [
+    p.policy, String(p.tasks), String(p.errors), pct(p.exact), pct(p.contains), p.meanSeconds.toFixed(2), p.p95Seconds.toFixed(2),
+    p.meanSwitches.toFixed(1), p.meanRebuiltTokens.toFixed(0), p.selectionAccuracy === null ? "-" : pct(p.selectionAccuracy),
+    pct(p.shares.model!), pct(p.shares.externalTool!), pct(p.shares.adapterControl!), pct(p.shares.cacheRebuild!),
+  ]);
+  const head = ["policy", "tasks", "errors", "exact", "contains", "mean s", "p95 s", "switches", "rebuilt tok", "selection", "model", "tools", "control", "cache"];
+  const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+  const line = (cells: string[]) => cells.map((c, i) => c.padEnd(widths[i]!)).join("  ");
+  return [line(head), line(widths.map((w) => "-".repeat(w))), ...rows.map(line)].join("\n");
+}
+
+/** Writes report.json and chart.svg into `dir`. */
+export function writeReport(report: EvalReport, dir: string): { json: string; chart: string } {
+  mkdirSync(dir, { recursive: true });
+  const json = join(dir, "report.json");
+  const chart = join(dir, "chart.svg");
+  writeFileSync(json, JSON.stringify(report, null, 2));
+  writeFileSync(chart, renderChart(report.policies));
+  return { json, chart };
+}
+
+const pct = (x: number) => `${(x * 100).toFixed(1)}%`;
+const round = (x: number, d = 3) => Number(x.toFixed(d));
