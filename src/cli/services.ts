@@ -1,5 +1,6 @@
 import { join } from "node:path";
 import type { ResolvedConfig } from "../config/config.js";
+import { DEFAULT_STAGE_BUDGET, layered } from "../harness/budgets.js";
 import type { HarnessDeps } from "../harness/runTask.js";
 import type { Logger } from "../log.js";
 import { PROMPTS_DIR, STATE_DIR } from "../paths.js";
@@ -19,8 +20,10 @@ export async function startServices(config: ResolvedConfig, logger: Logger): Pro
   const runtime = await startRuntime(config, logger);
   const prompts = PromptLibrary.load(PROMPTS_DIR);
   const toolbox = await Toolbox.create(config.tools, logger);
-  const sessions = new SessionService(runtime, config.sessions, prompts.render("system") ?? "", () => toolbox.modelFunctions());
-  const harness: HarnessDeps = { sessions, toolbox, library: runtime.library, config: config.harness, traceDir: config.harness.traceDir ?? join(STATE_DIR, "traces") };
+  // precedence below run arguments: the adapter's manifest entry, then the config file, then the defaults
+  const stageBudget = (alias: string) => layered(DEFAULT_STAGE_BUDGET, runtime.library.get(alias)?.entry.budget, config.harness.stage);
+  const sessions = new SessionService(runtime, config.sessions, prompts.render("system") ?? "", () => toolbox.modelFunctions(), stageBudget);
+  const harness: HarnessDeps = { sessions, toolbox, library: runtime.library, config: config.harness, stageBudget, traceDir: config.harness.traceDir ?? join(STATE_DIR, "traces") };
   logger.info({ model: runtime.engine.model.filePath, adapters: runtime.library.aliases(), threads: runtime.engine.threads, demo: config.demo }, "engine ready");
   return {
     runtime,

@@ -6,7 +6,7 @@ import type { SessionService } from "../sessions/SessionService.js";
 import { historyView } from "../sessions/view.js";
 import type { Toolbox } from "../tools/Toolbox.js";
 import { extractAnswer, judge } from "./answer.js";
-import { DEFAULT_SOFT_LIMITS, DEFAULT_STAGE_BUDGET, layered, type SoftLimits, type StageBudget } from "./budgets.js";
+import { DEFAULT_SOFT_LIMITS, layered, type SoftLimits, type StageBudget } from "./budgets.js";
 import { SessionDriver, type ModelCall } from "./driver.js";
 import { runFixed } from "./policies/fixed.js";
 import { runHard, type PolicyResult } from "./policies/hard.js";
@@ -20,6 +20,8 @@ export interface HarnessDeps {
   toolbox: Toolbox;
   library: AdapterLibrary;
   config: Config["harness"];
+  /** An adapter's stage budget from its manifest entry, the config and the defaults (run arguments go on top). */
+  stageBudget: (alias: string) => StageBudget;
   traceDir: string;
 }
 
@@ -65,7 +67,7 @@ export async function runTask(deps: HarnessDeps, owner: Owner, raw: RunTaskInput
     signal: opts.signal ?? new AbortController().signal,
     onProgress: opts.onProgress,
   });
-  const budgetFor = (alias: string): StageBudget => layered(DEFAULT_STAGE_BUDGET, input.budgets, deps.library.get(alias)?.entry.budget, deps.config.stage);
+  const budgetFor = (alias: string): StageBudget => layered(deps.stageBudget(alias), input.budgets);
   const limits: SoftLimits = layered(DEFAULT_SOFT_LIMITS, input.soft, deps.config.soft);
   try {
     let result: PolicyResult;

@@ -1,6 +1,7 @@
 import { Mutex, type Conversation, type EngineSession, type FunctionSpec } from "../../native/index.js";
 import { pendingCalls, toConversation, type HistoryMessage } from "./history.js";
 import { callableFunctions } from "./modelFunctions.js";
+import type { StageUsage } from "./StageUsage.js";
 
 export interface SessionSettings {
   keepToolResults: number;
@@ -16,6 +17,8 @@ export class Session {
   readonly lock = new Mutex();
   readonly createdAt = Date.now();
   lastActiveAt = Date.now();
+  /** What the active adapter's stage has used so far (client-driven budgets); none on the base. */
+  stage: StageUsage | undefined;
   private messages: HistoryMessage[];
 
   constructor(

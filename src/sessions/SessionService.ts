@@ -6,7 +6,9 @@ import type { Runtime } from "../runtime/startRuntime.js";
 import type { ExternalTool, ToolOutcome } from "../tools/ExternalTool.js";
 import { LimitError, PendingCallsError, SessionNotFoundError, UnknownCallError } from "./errors.js";
 import type { Author, HistoryMessage, ToolCallRecord } from "./history.js";
-import { LOAD_LORA, modelFunctions, OFFLOAD_LORA } from "./modelFunctions.js";
+import { DEFAULT_STAGE_BUDGET, type StageBudget } from "../harness/budgets.js";
+import { LOAD_LORA, modelFunctions, OFFLOAD_LORA, WEIGHT_ACTIONS } from "./modelFunctions.js";
+import { StageUsage } from "./StageUsage.js";
 import { Session } from "./Session.js";
 import { WorkQueue } from "./WorkQueue.js";
 
@@ -37,6 +39,8 @@ export interface GenerateInput {
 
 export interface GenerateOutcome {
   result: GenerateResult;
+  /** The stage budget ran out before this turn: the server released the adapter itself (a recorded exchange). */
+  released?: { adapter: string; reason: string };
   /** The recorded calls with the ids a client answers them by. */
   calls: ToolCallRecord[];
   recorded: boolean;
@@ -71,6 +75,8 @@ export class SessionService {
     private readonly config: SessionsConfig,
     private readonly defaultSystem: string,
     private readonly externalTools: () => Readonly<Record<string, FunctionSpec>> = () => ({}),
+    /** The stage budget of an adapter (manifest entry > config > defaults), enforced in client-driven generate. */
+    private readonly stageBudget: (alias: string) => StageBudget = () => DEFAULT_STAGE_BUDGET,
     private readonly logger: Logger = runtime.logger,
   ) {
     this.queue = new WorkQueue(config.maxQueuedGenerations);
@@ -115,6 +121,7 @@ export class SessionService {
       session.touch();
       const pending = session.pendingCalls();
       if (pending.length) throw new PendingCallsError(pending);
+      const released = await this.enforceStageBudget(session);
       const result = await this.queue.run(() =>
         session.engine.generate(session.conversation(), {
           callable: session.callable(),
@@ -129,10 +136,11 @@ export class SessionService {
         }),
       );
       // A cancelled turn is not part of the trajectory: the history stays as it was.
-      if (result.finishReason === "cancelled") return { result, calls: [], recorded: false };
+      if (result.finishReason === "cancelled") return { result, calls: [], recorded: false, ...(released ? { released } : {}) };
       const calls: ToolCallRecord[] = result.calls.map((c) => ({ id: newId("call_", 9), name: c.name, arguments: (c.arguments ?? {}) as Record<string, unknown>, raw: c.raw }));
       session.append({ role: "assistant", content: result.text, adapter: result.adapter, author: "model", toolCalls: calls });
-      return { result, calls, recorded: true };
+      session.stage?.recordTurn(result.tokens.generated, calls.some((c) => !WEIGHT_ACTIONS.has(c.name)));
+      return { result, calls, recorded: true, ...(released ? { released } : {}) };
     });
   }
 
@@ -165,8 +173,32 @@ export class SessionService {
       const result: HistoryMessage = { role: "tool", callId: answered.id, name: answered.name, content: outcome.ok ? outcome.forModel : outcome.error, isError: !outcome.ok, internal: false };
       if (call) session.append(result);
       else session.append({ role: "assistant", content: "", adapter: session.activeAdapter, author: "client", toolCalls: [answered] }, result);
+      session.stage?.recordToolCall();
       return { ...outcome, callId: answered.id };
     });
+  }
+
+  /**
+   * Client-driven mode follows the same stage budgets as the harness: when the active adapter's stage has
+   * spent one, the server releases it itself (an exchange attributed to the harness, saying why) before the
+   * next turn. Called under the session lock.
+   */
+  private async enforceStageBudget(session: Session): Promise<{ adapter: string; reason: string } | undefined> {
+    const stage = session.stage;
+    if (!stage || !session.settings.weightActions) return undefined;
+    const reason = stage.exhausted(this.stageBudget(stage.adapter));
+    if (!reason) return undefined;
+    const answered: ToolCallRecord = { id: newId("call_", 9), name: OFFLOAD_LORA, arguments: {} };
+    const message = `${this.exchangeMessage(OFFLOAD_LORA, stage.adapter)} [stage ended by the server: ${reason}]`;
+    const exchange: HistoryMessage[] = [
+      { role: "assistant", content: "", adapter: stage.adapter, author: "harness", toolCalls: [answered] },
+      toolResult(answered, message, false),
+    ];
+    await this.queue.run(() => session.engine.switchAdapter(null, session.conversation([...session.history, ...exchange])));
+    session.append(...exchange);
+    session.stage = undefined;
+    this.logger.info({ session: session.id, adapter: stage.adapter, reason }, "stage budget spent: adapter released by the server");
+    return { adapter: stage.adapter, reason };
   }
 
   /** Answers a pending model call with an error the model reads (a harness guard refusing it). */
@@ -243,6 +275,7 @@ export class SessionService {
         return { ok: false, error: reason, recordedForCall: call?.id ?? null };
       }
       session.append(...exchange);
+      session.stage = target === null ? undefined : new StageUsage(target);
       this.logger.info({ session: id, action, from: active, to: target, rebuildMs: report.rebuild.ms, rebuiltTokens: report.rebuild.tokens }, "weights switched");
       return { ok: true, action, previous: active, active: target, callId: answered.id, message, switch: report };
     });

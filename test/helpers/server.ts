@@ -9,6 +9,7 @@ export { MAIN, type TransportKind } from "../../src/client/mcpClient.js";
 export type HttpServer = SpawnedHttpServer;
 export type Connected = Awaited<ReturnType<typeof connect>>;
 export const call = callTool;
+export type { RequestOptions } from "@modelcontextprotocol/sdk/shared/protocol.js";
 
 /** A config for spawned test servers: CPU only, small contexts. */
 export function testConfig(extra: Record<string, unknown> = {}): string {

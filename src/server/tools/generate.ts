@@ -34,6 +34,7 @@ export function registerGenerateTool(server: McpServer, ctx: ServerContext) {
         adapter: z.string().nullable(),
         tokens: z.object({ prompt: z.number(), cached: z.number(), evaluated: z.number(), generated: z.number() }),
         timings: z.record(z.string(), z.number()),
+        released: z.object({ adapter: z.string(), reason: z.string() }).optional().describe("The active stage's budget was spent: the server released the adapter before this turn."),
         logprobs: z
           .array(z.object({ token: z.number(), text: z.string(), logprob: z.number(), top: z.array(z.object({ token: z.number(), text: z.string(), logprob: z.number() })) }))
           .optional(),
@@ -70,6 +71,7 @@ export function registerGenerateTool(server: McpServer, ctx: ServerContext) {
           tokens: r.tokens,
           timings: r.timings,
           ...(r.logprobs ? { logprobs: r.logprobs } : {}),
+          ...(outcome.released ? { released: outcome.released } : {}),
         });
       }),
   );
