@@ -78,7 +78,7 @@ export async function runTask(deps: HarnessDeps, owner: Owner, raw: RunTaskInput
     const correct = opts.expected === undefined ? undefined : judge(extracted.answer, opts.expected);
     const selectionAccuracy = input.expectedStages ? stageAccuracy(result.stages, input.expectedStages) : undefined;
     trace.event("answer", { answer: extracted.answer, marked: extracted.marked, text: result.text.slice(0, 4000), stages: result.stages, ...(correct ? { correct } : {}), ...(selectionAccuracy !== undefined ? { selectionAccuracy } : {}) });
-    await trace.measure("orchestration", async () => trace.event("history", { sessionId: session.id, messages: historyView(session) }));
+    await trace.measure("orchestration", async () => trace.event("history", { sessionId: session.id, keepToolResult: session.settings.keepToolResults, messages: historyView(session, { elide: false }) }));
     const time = trace.end();
     trace.event("run_end", { time, switches: ctx.switches, rebuiltTokens: ctx.rebuiltTokens, generatedTokens: ctx.generatedTokens });
     return {
@@ -97,7 +97,7 @@ export async function runTask(deps: HarnessDeps, owner: Owner, raw: RunTaskInput
       ...(correct ? { correct } : {}),
     };
   } catch (err) {
-    trace.event("history", { sessionId: session.id, messages: historyView(session) });
+    trace.event("history", { sessionId: session.id, keepToolResult: session.settings.keepToolResults, messages: historyView(session, { elide: false }) });
     trace.event("run_end", { error: (err as Error).message, cancelled: (err as Error).name === "RunCancelledError", time: trace.end() });
     throw err;
   } finally {

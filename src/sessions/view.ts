@@ -2,19 +2,20 @@ import { elisionMarker, type HistoryMessage, type ToolMessage } from "./history.
 import type { Session } from "./Session.js";
 
 /**
- * The history as the model reads it (keep_tool_result applied), for every caller alike.
+ * The history as the model reads it (keep_tool_result applied), for every caller alike; with `elide: false`
+ * every result in full (what traces record, so an export can apply the policy as of any point).
  * Internal fields such as raw call tokens stay out.
  */
-export function historyView(session: Session) {
+export function historyView(session: Session, opts: { elide: boolean } = { elide: true }) {
   const keep = session.settings.keepToolResults;
   const external = session.history.filter((m): m is ToolMessage => m.role === "tool" && !m.internal);
-  const elided = new Set(external.slice(0, Math.max(0, external.length - keep)));
+  const elided = new Set(opts.elide ? external.slice(0, Math.max(0, external.length - keep)) : []);
   return session.history.map((m: HistoryMessage) => {
     switch (m.role) {
       case "assistant":
         return { role: m.role, content: m.content, adapter: m.adapter, author: m.author, tool_calls: m.toolCalls.map((c) => ({ id: c.id, name: c.name, arguments: c.arguments })) };
       case "tool":
-        return { role: m.role, call_id: m.callId, name: m.name, content: elided.has(m) ? elisionMarker(m, keep) : m.content, is_error: m.isError };
+        return { role: m.role, call_id: m.callId, name: m.name, content: elided.has(m) ? elisionMarker(m, keep) : m.content, is_error: m.isError, internal: m.internal };
       default:
         return { role: m.role, content: m.content };
     }

@@ -38,6 +38,7 @@ export function registerGetSessionTool(server: McpServer, ctx: ServerContext) {
             call_id: z.string().optional(),
             name: z.string().optional(),
             is_error: z.boolean().optional(),
+            internal: z.boolean().optional(),
           }),
         ),
       },
