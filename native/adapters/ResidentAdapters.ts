@@ -1,19 +1,30 @@
+import { copyFileSync, mkdirSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
 import type { LlamaModel } from "node-llama-cpp";
-import { AdapterFileError, AdapterIncompatibleError, DuplicateAdapterError, UnknownAdapterError } from "../errors.js";
+import { AdapterFileError, AdapterIncompatibleError, UnknownAdapterError } from "../errors.js";
 import { sha256File } from "../gguf/contentHash.js";
 import { GgufFormatError, readGgufHeader, type GgufFile } from "../gguf/reader.js";
 import { loraProblems } from "../gguf/validate.js";
-import { loadResidentLora, type AdapterWeight } from "../llama/internals.js";
+import { freeResidentLora, loadResidentLora, type AdapterWeight } from "../llama/internals.js";
 import type { LlamaLogTail } from "../llama/runtime.js";
 import type { AdapterInfo, AdapterSpec } from "../engine/types.js";
-import { resolve } from "node:path";
+
+interface Version {
+  info: AdapterInfo;
+  /** Where llama.cpp loaded it from: the file itself, or a private copy when another version holds that path. */
+  loadPath: string;
+  copied: boolean;
+}
 
 /**
- * The adapters loaded beside the base model. Each is validated against the base before llama.cpp sees it,
- * loaded once, and shared by every context; its identity is (alias, content hash, scale).
+ * Adapter versions loaded beside the base model. A version is one file's bytes at one scale: its id is
+ * (alias, content hash, scale), so a refreshed alias is a new version and nothing keyed by the old id can
+ * ever be served the new weights. Each is validated against the base before llama.cpp sees it, loaded
+ * once, shared by every context, and freed only when nothing uses it.
  */
 export class ResidentAdapters {
-  private readonly byAlias = new Map<string, AdapterInfo>();
+  private readonly versions = new Map<string, Version>();
 
   constructor(
     private readonly model: LlamaModel,
@@ -21,8 +32,12 @@ export class ResidentAdapters {
     private readonly llamaErrors: LlamaLogTail,
   ) {}
 
-  async add(spec: AdapterSpec): Promise<AdapterInfo> {
-    if (this.byAlias.has(spec.alias)) throw new DuplicateAdapterError(spec.alias);
+  static idOf(alias: string, sha256: string, scale: number): string {
+    return `${alias}@${sha256}x${scale}`;
+  }
+
+  /** Validates and loads a version (or returns it if those bytes at that scale are already resident). */
+  async load(spec: AdapterSpec): Promise<AdapterInfo> {
     const filePath = resolve(spec.filePath);
     let header: GgufFile;
     try {
@@ -35,14 +50,29 @@ export class ResidentAdapters {
     if (check.incompatible) throw new AdapterIncompatibleError(filePath, check.problems);
     if (check.problems.length || !check.shape) throw new AdapterFileError(filePath, check.problems.join("; "));
     const sha256 = await sha256File(filePath);
+    const id = ResidentAdapters.idOf(spec.alias, sha256, spec.scale);
+    const existing = this.versions.get(id);
+    if (existing) return existing.info;
+
+    // node-llama-cpp caches adapters by path: new bytes at a path another version holds need their own path
+    const pathTaken = [...this.versions.values()].some((v) => v.loadPath === filePath);
+    let loadPath = filePath;
+    if (pathTaken) {
+      const dir = join(tmpdir(), "weact-adapters");
+      mkdirSync(dir, { recursive: true });
+      loadPath = join(dir, `${sha256}-${process.pid}.gguf`);
+      copyFileSync(filePath, loadPath);
+    }
     const mark = this.llamaErrors.mark();
     try {
-      await loadResidentLora(this.model, filePath);
+      await loadResidentLora(this.model, loadPath);
     } catch (err) {
+      if (pathTaken) rmSync(loadPath, { force: true });
       const detail = this.llamaErrors.since(mark);
       throw new AdapterFileError(filePath, `llama.cpp refused it: ${(err as Error).message}${detail ? ` (${detail})` : ""}`);
     }
     const info: AdapterInfo = {
+      id,
       alias: spec.alias,
       filePath,
       scale: spec.scale,
@@ -52,22 +82,36 @@ export class ResidentAdapters {
       targetTensors: check.shape.targets,
       sizeBytes: header.fileSize,
     };
-    this.byAlias.set(spec.alias, info);
+    this.versions.set(id, { info, loadPath, copied: pathTaken });
     return info;
   }
 
-  get(alias: string): AdapterInfo {
-    const info = this.byAlias.get(alias);
-    if (!info) throw new UnknownAdapterError(alias, [...this.byAlias.keys()]);
-    return info;
+  get(id: string): AdapterInfo {
+    const v = this.versions.get(id);
+    if (!v) throw new UnknownAdapterError(id, [...this.versions.keys()]);
+    return v.info;
+  }
+
+  has(id: string): boolean {
+    return this.versions.has(id);
   }
 
   list(): AdapterInfo[] {
-    return [...this.byAlias.values()];
+    return [...this.versions.values()].map((v) => v.info);
   }
 
-  weight(alias: string): AdapterWeight {
-    const { filePath, scale } = this.get(alias);
-    return { filePath, scale };
+  weight(id: string): AdapterWeight {
+    const v = this.versions.get(id);
+    if (!v) throw new UnknownAdapterError(id, [...this.versions.keys()]);
+    return { filePath: v.loadPath, scale: v.info.scale };
+  }
+
+  /** Frees a version's memory. The caller has detached it from every context first. */
+  async free(id: string): Promise<void> {
+    const v = this.versions.get(id);
+    if (!v) return;
+    this.versions.delete(id);
+    await freeResidentLora(this.model, v.loadPath);
+    if (v.copied) rmSync(v.loadPath, { force: true });
   }
 }

@@ -10,6 +10,8 @@ import { Mutex } from "./Mutex.js";
 export class EngineContext {
   readonly lock = new Mutex();
   private appliedKey: string | undefined;
+  /** The adapter versions in the applied set (an adapter is freed only after every context dropped it). */
+  private appliedVersions: readonly string[] = [];
   private adapterSetChanges = 0;
 
   constructor(readonly context: LlamaContext) {}
@@ -27,11 +29,22 @@ export class EngineContext {
   }
 
   /** Applies the adapter set named by `key` if another one is active. Call only while holding `lock`. */
-  async applyWeights(key: string, weights: readonly AdapterWeight[]): Promise<void> {
+  async applyWeights(key: string, versions: readonly string[], weights: readonly AdapterWeight[]): Promise<void> {
     if (this.appliedKey === key) return;
     await setContextAdapters(this.context, weights);
     this.appliedKey = key;
+    this.appliedVersions = versions;
     this.adapterSetChanges++;
+  }
+
+  /** Drops `version` from the applied set (the base weights apply until the next evaluation sets its own). */
+  async detach(version: string): Promise<void> {
+    await this.lock.run(async () => {
+      if (!this.appliedVersions.includes(version)) return;
+      await setContextAdapters(this.context, []);
+      this.appliedKey = undefined;
+      this.appliedVersions = [];
+    });
   }
 
   async dispose(): Promise<void> {

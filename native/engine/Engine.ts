@@ -2,7 +2,7 @@ import { resolveChatWrapper, type ChatWrapper, type Llama, type LlamaModel, type
 import { ResidentAdapters } from "../adapters/ResidentAdapters.js";
 import { renderConversation } from "../chat/render.js";
 import { EngineContext } from "../context/EngineContext.js";
-import { EngineCapacityError, ModelFileError } from "../errors.js";
+import { DuplicateAdapterError, EngineCapacityError, ModelFileError, UnknownAdapterError } from "../errors.js";
 import { sha256File } from "../gguf/contentHash.js";
 import { GgufFormatError, metaString, readGgufHeader, type GgufFile } from "../gguf/reader.js";
 import { baseModelProblems } from "../gguf/validate.js";
@@ -23,6 +23,10 @@ export class Engine {
   private nextSessionId = 1;
   private readonly host: SessionHost;
   private disposed = false;
+  /** The library as the engine sees it: each alias's current version. */
+  private readonly current = new Map<string, string>();
+  private readonly sessions = new Set<EngineSession>();
+  private collecting: Promise<void> = Promise.resolve();
 
   private constructor(
     private readonly llama: Llama,
@@ -37,8 +41,14 @@ export class Engine {
     this.host = {
       model: llamaModel,
       chatWrapper,
-      weightOf: (alias) => resident.weight(alias),
-      identityOf: (aliases) => (aliases.length ? aliases.map((a) => this.adapterIdentity(a)).join("+") : "base"),
+      resolve: (alias) => this.versionOf(alias),
+      weightOf: (version) => resident.weight(version),
+      aliasOf: (version) => resident.get(version).alias,
+      versionsReleased: () => void this.collect(),
+      closed: (session) => {
+        this.sessions.delete(session);
+        void this.collect();
+      },
     };
   }
 
@@ -96,23 +106,79 @@ export class Engine {
 
   /** Validates an adapter against the base model, then loads it resident (once, shared by every context). */
   async addAdapter(spec: AdapterSpec): Promise<AdapterInfo> {
-    const info = await this.resident.add(spec);
+    if (this.current.has(spec.alias)) throw new DuplicateAdapterError(spec.alias);
+    const info = await this.resident.load(spec);
+    this.current.set(spec.alias, info.id);
     this.logger.info({ alias: info.alias, sha256: info.sha256, rank: info.rank, scale: info.scale }, "adapter resident");
     return info;
   }
 
-  adapter(alias: string): AdapterInfo {
-    return this.resident.get(alias);
+  /**
+   * Points an alias at new bytes (or a new scale) atomically: new loads get the new version, sessions that
+   * have the old one active keep it until they release it, and then its memory is freed.
+   */
+  async refreshAdapter(spec: AdapterSpec): Promise<{ previous: AdapterInfo; current: AdapterInfo }> {
+    const previous = this.adapter(spec.alias);
+    const info = await this.resident.load(spec);
+    this.current.set(spec.alias, info.id);
+    this.logger.info({ alias: spec.alias, from: previous.sha256, to: info.sha256, scale: info.scale }, "adapter refreshed");
+    await this.collect();
+    return { previous, current: info };
   }
 
+  /** Takes an alias out of the library; sessions using it keep it until they release it, then it is freed. */
+  async removeAdapter(alias: string): Promise<AdapterInfo> {
+    const info = this.adapter(alias);
+    this.current.delete(alias);
+    this.logger.info({ alias }, "adapter removed from the library");
+    await this.collect();
+    return info;
+  }
+
+  /** The current version of an alias. */
+  adapter(alias: string): AdapterInfo {
+    return this.resident.get(this.versionOf(alias));
+  }
+
+  /** The library: each alias's current version. */
   adapters(): AdapterInfo[] {
+    return [...this.current.values()].map((id) => this.resident.get(id));
+  }
+
+  /** Every version in memory, current or still in use by a session. */
+  residentVersions(): AdapterInfo[] {
     return this.resident.list();
   }
 
-  /** (alias, content hash, scale): what every cache and trace is keyed by. */
+  /** (alias, content hash, scale) of an alias's current version: what every cache and trace is keyed by. */
   adapterIdentity(alias: string): string {
-    const a = this.resident.get(alias);
-    return `${a.alias}@${a.sha256}x${a.scale}`;
+    return this.versionOf(alias);
+  }
+
+  /** Waits until versions no session uses any more have been freed. */
+  async settled(): Promise<void> {
+    await this.collect();
+  }
+
+  private versionOf(alias: string): string {
+    const id = this.current.get(alias) ?? (this.resident.has(alias) ? alias : undefined);
+    if (!id) throw new UnknownAdapterError(alias, [...this.current.keys()]);
+    return id;
+  }
+
+  /** Frees every version that is neither current for an alias nor active in an open session. */
+  private collect(): Promise<void> {
+    this.collecting = this.collecting.then(async () => {
+      if (this.disposed) return;
+      const inUse = new Set([...this.current.values(), ...[...this.sessions].flatMap((s) => s.activeVersions)]);
+      for (const version of this.resident.list()) {
+        if (inUse.has(version.id)) continue;
+        for (const context of this.contexts) await context.detach(version.id);
+        await this.resident.free(version.id);
+        this.logger.info({ version: version.id }, "adapter version freed");
+      }
+    }).catch((err) => this.logger.error({ err: (err as Error).message }, "freeing unused adapters failed"));
+    return this.collecting;
   }
 
   /** A new session with an empty cache, starting on `adapter`, or on several `adapters` at once (default: the base). */
@@ -122,9 +188,11 @@ export class Engine {
 
   /** @internal Tests reach "keep-stale" through native/testing.ts to prove the rebuild matters. */
   async openSessionWith(cachePolicy: SwitchCachePolicy, adapters: readonly string[] = []): Promise<EngineSession> {
-    for (const alias of adapters) this.resident.get(alias);
+    const versions = adapters.map((a) => this.versionOf(a));
     const slot = await this.freeSlot();
-    return new EngineSession(this.nextSessionId++, this.host, slot, slot.createSequence(), cachePolicy, adapters);
+    const session = new EngineSession(this.nextSessionId++, this.host, slot, slot.createSequence(), cachePolicy, versions);
+    this.sessions.add(session);
+    return session;
   }
 
   /** Tokens of the rendered conversation, including the assistant turn's opening. */
@@ -142,7 +210,7 @@ export class Engine {
    */
   async referenceNextTokenLogProbs(alias: string | null | readonly string[], tokens: readonly Token[]): Promise<LogProbs> {
     const aliases = alias === null ? [] : typeof alias === "string" ? [alias] : alias;
-    const weights: AdapterWeight[] = aliases.map((a) => this.resident.weight(a));
+    const weights: AdapterWeight[] = aliases.map((a) => this.resident.weight(this.versionOf(a)));
     const context = await this.llamaModel.createContext({ ...this.contextOptions(), sequences: 1 });
     try {
       await setContextAdapters(context, weights);
@@ -167,6 +235,7 @@ export class Engine {
 
   async dispose(): Promise<void> {
     if (this.disposed) return;
+    await this.collecting;
     this.disposed = true;
     for (const c of this.contexts) await c.dispose();
     await this.llamaModel.dispose();

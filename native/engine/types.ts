@@ -37,8 +37,10 @@ export interface AdapterSpec {
   scale: number;
 }
 
-/** A resident adapter. Its identity everywhere (caches, traces, listings) is (alias, sha256, scale). */
+/** A resident adapter version. Its identity everywhere (caches, traces, listings) is (alias, sha256, scale). */
 export interface AdapterInfo {
+  /** "alias@sha256xscale": the version's identity. */
+  id: string;
   alias: string;
   filePath: string;
   scale: number;

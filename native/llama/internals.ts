@@ -19,6 +19,7 @@ interface ContextInternals {
 
 interface ModelInternals {
   _getOrLoadLora(filePath: string): Promise<unknown>;
+  _loraAdapters: Map<string, { dispose(): Promise<void> }>;
 }
 
 export class LlamaInternalsMissingError extends Error {
@@ -30,12 +31,25 @@ export class LlamaInternalsMissingError extends Error {
 
 export function assertLlamaInternals(model: LlamaModel, context?: LlamaContext): void {
   if (typeof (model as unknown as Partial<ModelInternals>)._getOrLoadLora !== "function") throw new LlamaInternalsMissingError("LlamaModel._getOrLoadLora");
+  if (!((model as unknown as Partial<ModelInternals>)._loraAdapters instanceof Map)) throw new LlamaInternalsMissingError("LlamaModel._loraAdapters");
   if (context && typeof (context as unknown as Partial<ContextInternals>)._setLoras !== "function") throw new LlamaInternalsMissingError("LlamaContext._setLoras");
 }
 
 /** Loads an adapter into the model once (resident); later calls with the same path reuse it. */
 export async function loadResidentLora(model: LlamaModel, filePath: string): Promise<void> {
   await (model as unknown as ModelInternals)._getOrLoadLora(filePath);
+}
+
+/**
+ * Frees a resident adapter's memory (node-llama-cpp 3.21.1 frees adapters only when the model is disposed).
+ * The caller must have detached it from every context first: llama.cpp would keep a dangling pointer.
+ */
+export async function freeResidentLora(model: LlamaModel, filePath: string): Promise<void> {
+  const cache = (model as unknown as ModelInternals)._loraAdapters;
+  const lora = cache.get(filePath);
+  if (!lora) return;
+  cache.delete(filePath);
+  await lora.dispose();
 }
 
 /** Replaces the context's active adapter set; `[]` returns to the base weights. No file I/O for resident adapters. */

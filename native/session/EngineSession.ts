@@ -18,10 +18,13 @@ import type {
 export interface SessionHost {
   readonly model: LlamaModel;
   readonly chatWrapper: ChatWrapper;
-  /** Throws UnknownAdapterError for an alias that is not resident. */
-  weightOf(alias: string): AdapterWeight;
-  /** The identity of a weight set: "base", or the adapters' (alias, content hash, scale) joined. */
-  identityOf(aliases: readonly string[]): string;
+  /** The current version of an alias; throws UnknownAdapterError for an alias not in the library. */
+  resolve(alias: string): string;
+  weightOf(version: string): AdapterWeight;
+  aliasOf(version: string): string;
+  /** The session stopped using some versions (switch or close): the engine may free unused ones. */
+  versionsReleased(): void;
+  closed(session: EngineSession): void;
 }
 
 /** How the session treats its KV cache on a switch. Only tests may choose "keep-stale". */
@@ -46,13 +49,18 @@ export class EngineSession {
     private readonly slot: EngineContext,
     private readonly sequence: LlamaContextSequence,
     private readonly cachePolicy: SwitchCachePolicy,
-    /** The adapters applied to this session's evaluations: none (the base), one, or several at once (a static merge). */
-    private adapters: readonly string[],
+    /** The adapter versions applied to this session's evaluations: none (the base), one, or several at once (a static merge). */
+    private versions: readonly string[],
   ) {}
 
   /** null for the base, the alias for one adapter, "a+b" for several applied together. */
   get activeAdapter(): string | null {
-    return this.adapters.length ? this.adapters.join("+") : null;
+    return this.versions.length ? this.versions.map((v) => this.host.aliasOf(v)).join("+") : null;
+  }
+
+  /** The exact adapter versions in use: a session keeps the version it loaded even after its alias is refreshed. */
+  get activeVersions(): readonly string[] {
+    return this.versions;
   }
 
   get contextSize(): number {
@@ -74,21 +82,22 @@ export class EngineSession {
   }
 
   /** As switchAdapter, for a set of adapters applied together (none = the base). */
-  async switchAdapters(to: readonly string[], conversation: Conversation): Promise<SwitchReport> {
+  async switchAdapters(aliases: readonly string[], conversation: Conversation): Promise<SwitchReport> {
     this.ensureOpen();
-    for (const alias of to) this.host.weightOf(alias);
+    const to = aliases.map((a) => this.host.resolve(a));
     const tokens = this.render(conversation);
     this.ensureFits(tokens.length);
     const queued = now();
     return this.slot.lock.run(async () => {
       const queueMs = now() - queued;
-      const fromSet = this.adapters;
+      const fromSet = this.versions;
       const from = this.activeAdapter;
       const started = now();
-      this.adapters = [...to];
+      this.versions = to;
       const switchMs = now() - started;
       const toLabel = this.activeAdapter;
-      if (this.cachePolicy === "keep-stale" || from === toLabel) {
+      if (fromSet.some((v) => !to.includes(v))) queueMicrotask(() => this.host.versionsReleased());
+      if (this.cachePolicy === "keep-stale" || sameSet(fromSet, to)) {
         return { from, to: toLabel, switchMs, rebuild: { tokens: 0, reused: this.sequence.nextTokenIndex, ms: 0 }, queueMs };
       }
       try {
@@ -99,7 +108,7 @@ export class EngineSession {
         const { evaluated } = await this.syncPrefix(tokens);
         return { from, to: toLabel, switchMs, rebuild: { tokens: evaluated, reused: 0, ms: now() - rebuildStart }, queueMs };
       } catch (err) {
-        this.adapters = fromSet;
+        this.versions = fromSet;
         await this.sequence.clearHistory();
         throw err;
       }
@@ -202,10 +211,11 @@ export class EngineSession {
     if (this.closed) return;
     this.closed = true;
     await this.slot.lock.run(async () => this.sequence.dispose());
+    this.host.closed(this);
   }
 
   private async applyWeights(): Promise<void> {
-    await this.slot.applyWeights(this.host.identityOf(this.adapters), this.adapters.map((a) => this.host.weightOf(a)));
+    await this.slot.applyWeights(this.versions.length ? this.versions.join("+") : "base", this.versions, this.versions.map((v) => this.host.weightOf(v)));
   }
 
   /**
@@ -267,6 +277,8 @@ export class EngineSession {
     return now() - started;
   }
 }
+
+const sameSet = (a: readonly string[], b: readonly string[]) => a.length === b.length && a.every((x) => b.includes(x));
 
 function toLogProbs(probabilities: Map<Token, number> | undefined): LogProbs {
   const out: LogProbs = new Map();
