@@ -11,3 +11,5 @@ export * from "./errors.js";
 export { GgufFormatError } from "./gguf/reader.js";
 /** The FIFO async lock the engine uses per context; sessions reuse it to order their own operations. */
 export { Mutex } from "./context/Mutex.js";
+/** Content identity of model and adapter files. */
+export { sha256File } from "./gguf/contentHash.js";

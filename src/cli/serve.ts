@@ -28,7 +28,7 @@ export async function serve(config: ResolvedConfig, mode: ServeMode, logger: Log
     closeTransport = stdio.close;
     void stdio.closed.then(() => shutdown("stdin closed"));
   } else {
-    const http = await serveHttp(services, { host: mode.host, port: mode.port, allowedHosts: config.server.allowedHosts, tokenFile: config.server.tokenFile }, logger);
+    const http = await serveHttp(services, { host: mode.host, port: mode.port, allowedHosts: config.server.allowedHosts, tokenFile: config.server.tokenFile, adminTokenFile: config.server.adminTokenFile }, logger);
     closeTransport = http.close;
     process.stderr.write(connectionHelp(http.url));
   }

@@ -25,8 +25,10 @@ export const ConfigSchema = z
       .prefault({}),
     adapters: z
       .object({
-        /** The adapter manifest (JSON). */
+        /** The adapter manifest (JSON); watched: edits apply to the running server. */
         manifest: z.string().min(1).optional(),
+        /** Folders adapter files may come from (default: the manifest's folder). */
+        allowedDirs: z.array(z.string().min(1)).optional(),
       })
       .strict()
       .prefault({}),
@@ -106,6 +108,8 @@ export const ConfigSchema = z
         allowedHosts: z.array(z.string().min(1)).optional(),
         /** File of bearer tokens, one per line as "name:token" or just "token"; required off loopback. */
         tokenFile: z.string().min(1).optional(),
+        /** Tokens (same format) that may also change the adapter library over HTTP. */
+        adminTokenFile: z.string().min(1).optional(),
       })
       .strict()
       .prefault({}),
@@ -136,6 +140,8 @@ export function resolveConfig(input: unknown, source: string, baseDir: string): 
   const config = parsed.data;
   if (config.model.path) config.model.path = resolve(baseDir, config.model.path);
   if (config.server.tokenFile) config.server.tokenFile = resolve(baseDir, config.server.tokenFile);
+  if (config.server.adminTokenFile) config.server.adminTokenFile = resolve(baseDir, config.server.adminTokenFile);
+  if (config.adapters.allowedDirs) config.adapters.allowedDirs = config.adapters.allowedDirs.map((d) => resolve(baseDir, d));
   if (config.harness.traceDir) config.harness.traceDir = resolve(baseDir, config.harness.traceDir);
   const search = config.tools.search;
   if (search.corpus) search.corpus = resolve(baseDir, search.corpus);

@@ -1,6 +1,8 @@
-import type { AdapterInfo, Engine } from "../../native/index.js";
+import { existsSync, realpathSync, watch, type FSWatcher } from "node:fs";
+import { basename, dirname, resolve, sep } from "node:path";
+import { Mutex, sha256File, type AdapterInfo, type Engine } from "../../native/index.js";
 import type { Logger } from "../log.js";
-import type { LibraryEntry } from "./manifest.js";
+import { loadManifest, type LibraryEntry } from "./manifest.js";
 
 /** A manifest entry and what became of it: resident in the engine, or refused with a reason. */
 export interface LibraryAdapter {
@@ -9,25 +11,37 @@ export interface LibraryAdapter {
   error?: string;
 }
 
+export class LibraryChangeError extends Error {}
+
+export interface ManifestDiff {
+  added: string[];
+  refreshed: string[];
+  removed: string[];
+  updated: string[];
+  failed: { alias: string; error: string }[];
+}
+
 /**
- * The capability library: what the manifest lists, joined with what the engine made resident.
- * A broken adapter file is reported and left out; the rest of the library serves.
+ * The capability library: what the manifest lists, joined with what the engine made resident, changeable
+ * while the server runs (register, refresh, unregister, or an edit of the watched manifest). A broken
+ * adapter is reported and left out; the rest of the library keeps serving. Listeners hear every change
+ * (the MCP servers update the load_lora enum and notify clients).
  */
 export class AdapterLibrary {
-  private constructor(private readonly adapters: Map<string, LibraryAdapter>) {}
+  private readonly changes = new Mutex();
+  private readonly listeners = new Set<() => void>();
 
-  static async load(engine: Engine, entries: readonly LibraryEntry[], logger: Logger): Promise<AdapterLibrary> {
-    const adapters = new Map<string, LibraryAdapter>();
-    for (const entry of entries) {
-      try {
-        const info = await engine.addAdapter({ alias: entry.alias, filePath: entry.filePath, scale: entry.scale });
-        adapters.set(entry.alias, { entry, info });
-      } catch (err) {
-        logger.error({ alias: entry.alias, file: entry.filePath, err: (err as Error).message }, "adapter left out of the library");
-        adapters.set(entry.alias, { entry, error: (err as Error).message });
-      }
-    }
-    return new AdapterLibrary(adapters);
+  private constructor(
+    private readonly engine: Engine,
+    private readonly adapters: Map<string, LibraryAdapter>,
+    private readonly allowedDirs: readonly string[],
+    private readonly logger: Logger,
+  ) {}
+
+  static async load(engine: Engine, entries: readonly LibraryEntry[], logger: Logger, opts: { allowedDirs: readonly string[] }): Promise<AdapterLibrary> {
+    const library = new AdapterLibrary(engine, new Map(), opts.allowedDirs, logger);
+    for (const entry of entries) await library.add(entry);
+    return library;
   }
 
   /** Aliases that can be loaded now. */
@@ -41,5 +55,143 @@ export class AdapterLibrary {
 
   list(): LibraryAdapter[] {
     return [...this.adapters.values()];
+  }
+
+  /** Versions still in memory because a session has them active, though their alias moved on or left. */
+  retiredVersions(): AdapterInfo[] {
+    const current = new Set(this.list().flatMap((a) => (a.info ? [a.info.id] : [])));
+    return this.engine.residentVersions().filter((v) => !current.has(v.id));
+  }
+
+  onChange(listener: () => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  /** Adds a capability to the running server. */
+  async register(entry: LibraryEntry): Promise<LibraryAdapter> {
+    return this.change(async () => {
+      if (this.adapters.get(entry.alias)?.info) throw new LibraryChangeError(`alias "${entry.alias}" is already in the library; use refresh_adapter to replace its file`);
+      const added = await this.add(entry);
+      if (added.error) {
+        this.adapters.delete(entry.alias);
+        throw new LibraryChangeError(added.error);
+      }
+      return added;
+    });
+  }
+
+  /** Points an alias at a new file (or scale, description, messages); sessions using the old version keep it until they release it. */
+  async refresh(alias: string, entry: LibraryEntry): Promise<{ previous: AdapterInfo; current: AdapterInfo }> {
+    return this.change(async () => {
+      const known = this.adapters.get(alias);
+      if (!known?.info) throw new LibraryChangeError(`no adapter "${alias}" to refresh; the library has: ${this.aliases().join(", ") || "(none)"}`);
+      this.confine(entry.filePath);
+      const { previous, current } = await this.engine.refreshAdapter({ alias, filePath: entry.filePath, scale: entry.scale });
+      this.adapters.set(alias, { entry, info: current });
+      return { previous, current };
+    });
+  }
+
+  /** Removes a capability; sessions that have it active keep it until they release it. */
+  async unregister(alias: string): Promise<AdapterInfo | undefined> {
+    return this.change(async () => {
+      const known = this.adapters.get(alias);
+      if (!known) throw new LibraryChangeError(`no adapter "${alias}" in the library`);
+      this.adapters.delete(alias);
+      return known.info ? this.engine.removeAdapter(alias) : undefined;
+    });
+  }
+
+  /** Brings the library to a manifest's entries: adds, refreshes (new file bytes or scale), updates texts, removes. */
+  async apply(entries: readonly LibraryEntry[]): Promise<ManifestDiff> {
+    const diff: ManifestDiff = { added: [], refreshed: [], removed: [], updated: [], failed: [] };
+    const wanted = new Map(entries.map((e) => [e.alias, e]));
+    for (const alias of [...this.adapters.keys()]) {
+      if (!wanted.has(alias)) {
+        await this.unregister(alias);
+        diff.removed.push(alias);
+      }
+    }
+    for (const entry of entries) {
+      const known = this.adapters.get(entry.alias);
+      try {
+        if (!known?.info) {
+          if (known) this.adapters.delete(entry.alias);
+          await this.register(entry);
+          diff.added.push(entry.alias);
+        } else if (resolve(known.entry.filePath) !== resolve(entry.filePath) || known.entry.scale !== entry.scale || (await this.fileChanged(known))) {
+          await this.refresh(entry.alias, entry);
+          diff.refreshed.push(entry.alias);
+        } else if (JSON.stringify(known.entry) !== JSON.stringify(entry)) {
+          await this.change(async () => void this.adapters.set(entry.alias, { ...known, entry }));
+          diff.updated.push(entry.alias);
+        }
+      } catch (err) {
+        diff.failed.push({ alias: entry.alias, error: (err as Error).message });
+      }
+    }
+    return diff;
+  }
+
+  /** Re-reads the manifest when it changes; a malformed edit is logged and the running library is kept. */
+  watch(manifestPath: string): FSWatcher | undefined {
+    let timer: NodeJS.Timeout | undefined;
+    const reload = async () => {
+      try {
+        const diff = await this.apply(loadManifest(manifestPath));
+        this.logger.info({ manifest: manifestPath, ...diff }, "adapter manifest applied");
+      } catch (err) {
+        this.logger.error({ manifest: manifestPath, err: (err as Error).message }, "adapter manifest edit rejected; the running library is kept");
+      }
+    };
+    try {
+      // the folder, not the file: an atomic save (write + rename) replaces the file's inode
+      const watcher = watch(dirname(manifestPath), { persistent: false }, (_event, name) => {
+        if (name !== basename(manifestPath)) return;
+        clearTimeout(timer);
+        timer = setTimeout(() => void reload(), 150);
+      });
+      watcher.on("error", () => undefined);
+      return watcher;
+    } catch (err) {
+      this.logger.warn({ manifest: manifestPath, err: (err as Error).message }, "cannot watch the manifest; use the admin tools to change the library");
+      return undefined;
+    }
+  }
+
+  private async add(entry: LibraryEntry): Promise<LibraryAdapter> {
+    try {
+      this.confine(entry.filePath);
+      const info = await this.engine.addAdapter({ alias: entry.alias, filePath: entry.filePath, scale: entry.scale });
+      const adapter = { entry, info };
+      this.adapters.set(entry.alias, adapter);
+      return adapter;
+    } catch (err) {
+      this.logger.error({ alias: entry.alias, file: entry.filePath, err: (err as Error).message }, "adapter left out of the library");
+      const adapter = { entry, error: (err as Error).message };
+      this.adapters.set(entry.alias, adapter);
+      return adapter;
+    }
+  }
+
+  private async fileChanged(known: LibraryAdapter): Promise<boolean> {
+    return existsSync(known.entry.filePath) && (await sha256File(known.entry.filePath)) !== known.info!.sha256;
+  }
+
+  /** Adapter files must live in the configured folders (no `..` or symlink escape). */
+  private confine(filePath: string): void {
+    const real = existsSync(filePath) ? realpathSync(filePath) : resolve(filePath);
+    const ok = this.allowedDirs.some((dir) => {
+      const root = existsSync(dir) ? realpathSync(dir) : resolve(dir);
+      return real === root || real.startsWith(root + sep);
+    });
+    if (!ok) throw new LibraryChangeError(`${filePath} is outside the adapter folders (${this.allowedDirs.join(", ")}); set adapters.allowedDirs to allow another folder`);
+  }
+
+  private async change<T>(fn: () => Promise<T>): Promise<T> {
+    const result = await this.changes.run(fn);
+    for (const listener of this.listeners) listener();
+    return result;
   }
 }

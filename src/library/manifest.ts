@@ -1,5 +1,5 @@
-import { readFileSync } from "node:fs";
-import { dirname, resolve } from "node:path";
+import { readFileSync, renameSync, writeFileSync } from "node:fs";
+import { dirname, relative, resolve } from "node:path";
 import { z } from "zod";
 import { StageBudgetSchema } from "../harness/budgets.js";
 
@@ -55,6 +55,14 @@ export function parseManifest(raw: unknown, file: string): LibraryEntry[] {
   const parsed = ManifestSchema.safeParse(raw);
   if (!parsed.success) throw new ManifestError(file, describeIssues(parsed.error));
   return parsed.data.adapters.map((a) => ({ ...a, filePath: resolve(dirname(file), a.file) }));
+}
+
+/** Writes the library back as a manifest (files relative to its folder), atomically. */
+export function saveManifest(file: string, entries: readonly LibraryEntry[]): void {
+  const adapters = entries.map(({ filePath, ...entry }) => ({ ...entry, file: relative(dirname(file), filePath) || entry.file }));
+  const tmp = `${file}.tmp`;
+  writeFileSync(tmp, JSON.stringify({ adapters }, null, 2) + "\n");
+  renameSync(tmp, file);
 }
 
 export function loadManifest(file: string): LibraryEntry[] {

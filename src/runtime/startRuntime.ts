@@ -1,3 +1,4 @@
+import { dirname } from "node:path";
 import { Engine } from "../../native/index.js";
 import type { ResolvedConfig } from "../config/config.js";
 import { ensureDemoWeights } from "../demo/ensure.js";
@@ -28,7 +29,7 @@ export async function startRuntime(config: ResolvedConfig, logger: Logger): Prom
     logger,
   });
   try {
-    const library = await AdapterLibrary.load(engine, entries, logger);
+    const library = await AdapterLibrary.load(engine, entries, logger, { allowedDirs: config.adapters.allowedDirs ?? [dirname(config.manifestPath)] });
     return { config, engine, library, logger };
   } catch (err) {
     await engine.dispose();

@@ -2,6 +2,7 @@ import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import type { ServerContext } from "./context.js";
 import { registerPrompts } from "./prompts.js";
 import { registerResources } from "./resources.js";
+import { registerAdminAdapterTools, type AdminGate } from "./tools/adminAdapters.js";
 import { registerCloseSessionTool } from "./tools/closeSession.js";
 import { registerCreateSessionTool } from "./tools/createSession.js";
 import { registerExternalTool } from "./tools/externalTool.js";
@@ -18,15 +19,21 @@ const INSTRUCTIONS =
   "weact-mcp serves a local model whose capability adapters (LoRA) switch as actions. create_session with a task, then loop: generate; for each tool call in the result, answer it by its call_id (load_lora, offload_lora, or the external tool); generate again. list_adapters shows the library.";
 
 /** One MCP server object per client connection, all sharing the engine and the sessions. */
-export function createServer(ctx: ServerContext): { server: McpServer; cleanup: () => Promise<void> } {
+export function createServer(ctx: ServerContext, isAdmin: AdminGate): { server: McpServer; cleanup: () => Promise<void> } {
   const server = new McpServer(SERVER_INFO, {
     capabilities: { tools: { listChanged: true }, resources: { listChanged: true }, prompts: {}, logging: {} },
     instructions: INSTRUCTIONS,
   });
   registerCreateSessionTool(server, ctx);
   registerGenerateTool(server, ctx);
-  registerLoadLoraTool(server, ctx);
-  registerOffloadLoraTool(server, ctx);
+  const refreshLoad = registerLoadLoraTool(server, ctx);
+  const refreshOffload = registerOffloadLoraTool(server, ctx);
+  // a library change updates the adapter enum; the SDK then notifies the client (tools/list_changed)
+  const unsubscribe = ctx.runtime.library.onChange(() => {
+    refreshLoad();
+    refreshOffload();
+  });
+  registerAdminAdapterTools(server, ctx, isAdmin);
   registerListAdaptersTool(server, ctx);
   registerGetSessionTool(server, ctx);
   registerCloseSessionTool(server, ctx);
@@ -34,5 +41,11 @@ export function createServer(ctx: ServerContext): { server: McpServer; cleanup: 
   for (const tool of ctx.toolbox.tools.values()) registerExternalTool(server, ctx, tool);
   registerResources(server, ctx);
   registerPrompts(server, ctx);
-  return { server, cleanup: () => server.close() };
+  return {
+    server,
+    cleanup: async () => {
+      unsubscribe();
+      await server.close();
+    },
+  };
 }

@@ -17,6 +17,8 @@ export interface HttpOptions {
   port: number;
   allowedHosts?: string[];
   tokenFile?: string;
+  /** Tokens that may also change the adapter library (admin tools). */
+  adminTokenFile?: string;
 }
 
 const LOOPBACK = new Set(["127.0.0.1", "localhost", "::1"]);
@@ -33,8 +35,9 @@ export async function serveHttp(ctx: ServerContext, opts: HttpOptions, logger: L
   }
   const allowedHosts = opts.allowedHosts ?? (LOOPBACK.has(opts.host) ? undefined : [opts.host]);
   const app = createMcpExpressApp({ host: opts.host, ...(allowedHosts ? { allowedHosts: [...allowedHosts, ...[...LOOPBACK]] } : {}) });
+  if (opts.adminTokenFile && !opts.tokenFile) throw new HttpConfigError("server.adminTokenFile needs server.tokenFile too (admin tokens are a kind of bearer token)");
   if (opts.tokenFile) {
-    const { verifier, clients } = loadTokenVerifier(opts.tokenFile);
+    const { verifier, clients } = loadTokenVerifier([{ file: opts.tokenFile, scopes: [] }, ...(opts.adminTokenFile ? [{ file: opts.adminTokenFile, scopes: ["admin"] }] : [])]);
     app.use(["/mcp", "/sse", "/messages"], requireBearerAuth({ verifier }));
     logger.info({ clients }, "bearer-token authentication on");
   }
@@ -45,7 +48,7 @@ export async function serveHttp(ctx: ServerContext, opts: HttpOptions, logger: L
 
   /** Connects a fresh server object; when the connection ends, the sessions it owned end with it. */
   const connect = async (transport: StreamableHTTPServerTransport | SSEServerTransport, connectionId: () => string | undefined, forget: () => void) => {
-    const { server, cleanup } = createServer(ctx);
+    const { server, cleanup } = createServer(ctx, (extra) => extra.authInfo?.scopes.includes("admin") ?? false);
     const close = async () => {
       if (!closers.delete(close)) return;
       forget();

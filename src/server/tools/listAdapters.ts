@@ -25,6 +25,8 @@ export function registerListAdaptersTool(server: McpServer, ctx: ServerContext) 
       inputSchema: {},
       outputSchema: {
         base_model: z.object({ file: z.string(), sha256: z.string(), architecture: z.string() }),
+        retired_versions: z.array(z.object({ alias: z.string(), sha256: z.string() })).describe("Old versions still in memory because a session has them active."),
+        rss_bytes: z.number().describe("The server's resident memory."),
         adapters: z.array(
           z.object({
             alias: z.string(),
@@ -42,7 +44,12 @@ export function registerListAdaptersTool(server: McpServer, ctx: ServerContext) 
     },
     async () => {
       const m = ctx.runtime.engine.model;
-      return ok({ base_model: { file: m.filePath, sha256: m.sha256, architecture: m.architecture }, adapters: adapterListing(ctx) });
+      return ok({
+        base_model: { file: m.filePath, sha256: m.sha256, architecture: m.architecture },
+        adapters: adapterListing(ctx),
+        retired_versions: ctx.runtime.library.retiredVersions().map((v) => ({ alias: v.alias, sha256: v.sha256 })),
+        rss_bytes: process.memoryUsage().rss,
+      });
     },
   );
 }

@@ -17,18 +17,21 @@ export function adapterArgument(ctx: ServerContext, purpose: string) {
   return base.optional().describe(`${purpose} Library: ${catalogue || "(empty)"}`);
 }
 
-export function registerLoadLoraTool(server: McpServer, ctx: ServerContext) {
-  server.registerTool(
+const loadLoraInput = (ctx: ServerContext) => ({
+  session_id: sessionId,
+  adapter: adapterArgument(ctx, "The adapter to activate; defaults to the one named in the model's call (call_id)."),
+  call_id: callId.optional(),
+});
+
+/** Registers load_lora; the returned refresh follows library changes (the adapter enum and descriptions). */
+export function registerLoadLoraTool(server: McpServer, ctx: ServerContext): () => void {
+  const tool = server.registerTool(
     "load_lora",
     {
       title: "Load a capability adapter",
       description:
         "Activate a capability adapter in the session (only from the base model: offload the active one first). Rebuilds the KV cache from the history under the new weights. With call_id it answers the model's own load_lora call; an invalid load changes nothing and, with call_id, is recorded as that call's error result.",
-      inputSchema: {
-        session_id: sessionId,
-        adapter: adapterArgument(ctx, "The adapter to activate; defaults to the one named in the model's call (call_id)."),
-        call_id: callId.optional(),
-      },
+      inputSchema: loadLoraInput(ctx),
       outputSchema: weightActionOutput,
     },
     (args, extra) =>
@@ -36,4 +39,5 @@ export function registerLoadLoraTool(server: McpServer, ctx: ServerContext) {
         weightActionResult(await ctx.sessions.loadLora(ownerOf(extra), args.session_id, { adapter: args.adapter, callId: args.call_id })),
       ),
   );
+  return () => tool.update({ paramsSchema: loadLoraInput(ctx) });
 }

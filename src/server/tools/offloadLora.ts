@@ -6,19 +6,22 @@ import { toolCall } from "../toolResult.js";
 import { adapterArgument } from "./loadLora.js";
 import { weightActionResult } from "./weightActionResult.js";
 
-export function registerOffloadLoraTool(server: McpServer, ctx: ServerContext) {
-  server.registerTool(
+const offloadLoraInput = (ctx: ServerContext) => ({
+  session_id: sessionId,
+  adapter: adapterArgument(ctx, "Must be the active adapter if given (default: the active one)."),
+  call_id: callId.optional(),
+  handoff: z.string().max(20_000).optional().describe("Summary for the next stage (a prescribed exchange's argument)."),
+});
+
+/** Registers offload_lora; the returned refresh follows library changes. */
+export function registerOffloadLoraTool(server: McpServer, ctx: ServerContext): () => void {
+  const tool = server.registerTool(
     "offload_lora",
     {
       title: "Release the active adapter",
       description:
         "Release the session's active adapter and return to the base model, rebuilding the KV cache under the base weights. With call_id it answers the model's own offload_lora call; an invalid offload changes nothing and, with call_id, is recorded as that call's error result.",
-      inputSchema: {
-        session_id: sessionId,
-        adapter: adapterArgument(ctx, "Must be the active adapter if given (default: the active one)."),
-        call_id: callId.optional(),
-        handoff: z.string().max(20_000).optional().describe("Summary for the next stage (a prescribed exchange's argument)."),
-      },
+      inputSchema: offloadLoraInput(ctx),
       outputSchema: weightActionOutput,
     },
     (args, extra) =>
@@ -28,4 +31,5 @@ export function registerOffloadLoraTool(server: McpServer, ctx: ServerContext) {
         ),
       ),
   );
+  return () => tool.update({ paramsSchema: offloadLoraInput(ctx) });
 }
