@@ -7,6 +7,7 @@ import { sha256File } from "../gguf/contentHash.js";
 import { GgufFormatError, metaString, readGgufHeader, type GgufFile } from "../gguf/reader.js";
 import { baseModelProblems } from "../gguf/validate.js";
 import { assertLlamaInternals, setContextAdapters, type AdapterWeight } from "../llama/internals.js";
+import { probeModelInChild } from "../llama/probe.js";
 import { startLlama } from "../llama/runtime.js";
 import type { EngineLogger } from "../logger.js";
 import { EngineSession, type LogProbs, type SessionHost, type SwitchCachePolicy } from "../session/EngineSession.js";
@@ -64,6 +65,10 @@ export class Engine {
     }
     const problems = baseModelProblems(header);
     if (problems.length) throw new ModelFileError(options.modelPath, problems.join("; "));
+    if (options.probe ?? true) {
+      const probe = await probeModelInChild(options.modelPath);
+      if (!probe.ok) throw new ModelFileError(options.modelPath, probe.reason);
+    }
 
     const { llama, threads, errors } = await startLlama({ gpu: options.gpu ?? "auto", threads: options.threads, logger });
     let llamaModel: LlamaModel;

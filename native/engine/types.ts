@@ -17,6 +17,11 @@ export interface EngineOptions {
   maxContexts?: number;
   /** Tokens per decode batch. */
   batchSize?: number;
+  /**
+   * Read the model's metadata in a child process before loading it (default true): a file that would abort
+   * llama.cpp then kills only the probe. Costs a fraction of a second (vocabulary only, no weights).
+   */
+  probe?: boolean;
   logger: EngineLogger;
 }
 
