@@ -1,4 +1,9 @@
-import { join } from "node:path";
+import { rmSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { readGgufHeader } from "../../native/gguf/reader.js";
+import { ensureDemoWeights } from "../demo/ensure.js";
+import { describeIssues, loadManifest, ManifestEntrySchema, saveManifest } from "../library/manifest.js";
+import { importPeft } from "../library/peft/index.js";
 import type { ResolvedConfig } from "../config/config.js";
 import { formatTable, runEval, writeReport } from "../harness/eval/runEval.js";
 import { readTaskFile } from "../harness/eval/TaskFile.js";
@@ -48,4 +53,23 @@ export async function evalCommand(config: ResolvedConfig, logger: Logger, file: 
   } finally {
     await services.dispose();
   }
+}
+
+/** `weact-mcp import-peft DIR --alias A --description D`: a PEFT folder becomes a GGUF LoRA in the library. */
+export async function importPeftCommand(config: ResolvedConfig, logger: Logger, dir: string, opts: { alias?: string; description?: string; scale?: number }) {
+  if (!opts.alias || !opts.description) throw new UsageError("import-peft needs --alias and --description");
+  const entry = ManifestEntrySchema.safeParse({ alias: opts.alias, description: opts.description, file: `${opts.alias}.gguf`, scale: opts.scale ?? 1 });
+  if (!entry.success) throw new UsageError(describeIssues(entry.error).join("; "));
+  const manifest = config.manifestPath;
+  const entries = loadManifest(manifest);
+  if (entries.some((e) => e.alias === opts.alias)) throw new UsageError(`the manifest already has an adapter "${opts.alias}"; choose another --alias (or refresh_adapter to replace its file)`);
+  const base = readGgufHeader(config.model.path ?? ensureDemoWeights(logger).model);
+  const result = await importPeft({ dir, base, alias: opts.alias, outFile: join(dirname(manifest), `${opts.alias}.gguf`) });
+  try {
+    saveManifest(manifest, [...entries, { ...entry.data, filePath: result.outFile }]);
+  } catch (err) {
+    rmSync(result.outFile, { force: true });
+    throw err;
+  }
+  process.stdout.write(`imported ${dir} as "${opts.alias}": ${result.outFile} (rank ${result.rank}, alpha ${result.alpha}, ${result.targets} targets, sha256 ${result.sha256}); added to ${manifest}\n`);
 }

@@ -6,7 +6,7 @@ import { loadConfigFile, resolveConfig, type ResolvedConfig } from "../config/co
 import { generateDemoWeights } from "../demo/generate.js";
 import { createLogger } from "../log.js";
 import { PACKAGE_ROOT } from "../paths.js";
-import { evalCommand, runCommand, UsageError } from "./commands.js";
+import { evalCommand, importPeftCommand, runCommand, UsageError } from "./commands.js";
 import { serve } from "./serve.js";
 
 const HELP = `weact-mcp: serve one GGUF base model with switchable LoRA capability adapters over MCP
@@ -17,6 +17,8 @@ Usage:
                                       solve one task in-process; the answer on stdout
   weact-mcp eval TASKS.jsonl [--policy hard,soft,static,base,single:ALIAS] [--out DIR] [--seed N]
                                       every task under each policy: table, report.json, chart.svg
+  weact-mcp import-peft DIR --alias A --description D [--scale S]
+                                      convert a PEFT LoRA folder to GGUF and add it to the manifest
   weact-mcp demo-weights [--seed N] [--big]    (re)generate the demo model and adapters
 
 Serving (default: HTTP on 127.0.0.1:7331, Streamable HTTP at /mcp and legacy SSE at /sse):
@@ -65,6 +67,9 @@ async function main(argv: string[]) {
       policy: { type: "string" },
       workflow: { type: "string" },
       out: { type: "string" },
+      alias: { type: "string" },
+      description: { type: "string" },
+      scale: { type: "string" },
       big: { type: "boolean" },
       help: { type: "boolean", short: "h" },
     },
@@ -77,12 +82,13 @@ async function main(argv: string[]) {
   const command = positionals[0];
   const seed = values.seed === undefined ? undefined : Number(values.seed);
   if (seed !== undefined && !Number.isInteger(seed)) fail("--seed takes an integer");
-  if (command === "run" || command === "eval") {
+  if (command === "run" || command === "eval" || command === "import-peft") {
     const arg = positionals[1];
-    if (!arg) fail(command === "run" ? 'run needs the task: weact-mcp run "..."' : "eval needs a JSONL task file");
+    if (!arg) fail(command === "run" ? 'run needs the task: weact-mcp run "..."' : command === "eval" ? "eval needs a JSONL task file" : "import-peft needs the PEFT folder");
     try {
       if (command === "run") await runCommand(configFrom(values), logger, arg, { policy: values.policy, workflow: values.workflow, seed });
-      else await evalCommand(configFrom(values), logger, arg, { policy: values.policy, out: values.out, seed });
+      else if (command === "eval") await evalCommand(configFrom(values), logger, arg, { policy: values.policy, out: values.out, seed });
+      else await importPeftCommand(configFrom(values), logger, arg, { alias: values.alias, description: values.description, scale: values.scale === undefined ? undefined : Number(values.scale) });
     } catch (err) {
       if (err instanceof UsageError) fail(err.message);
       throw err;

@@ -1,0 +1,8 @@
+/** PEFT (Hugging Face) LoRA folders -> GGUF LoRA adapters for the configured base model. */
+export { importPeft, PEFT_CONFIG_FILE, PEFT_WEIGHTS_FILE, type ImportPeftOptions, type ImportPeftResult } from "./importPeft.js";
+export { PeftImportError } from "./errors.js";
+export { PeftConfigSchema, parsePeftConfig, readPeftConfig, peftScaling, ggufAlpha, type PeftConfig } from "./config.js";
+export { mapPeftTensorName, permuteRowsForRope, MODULE_TO_GGUF, PEFT_ARCHITECTURES } from "./mapping.js";
+export { SafetensorsFile, writeSafetensors, SAFETENSORS_DTYPE_SIZE, type SafetensorsHeader, type SafetensorsTensor, type SafetensorsTensorSource } from "./safetensors.js";
+export { f32ToF16, f16ToF32, f32ToBf16, bf16ToF32 } from "./halfFloat.js";
+export { readGgufTensorData } from "./ggufData.js";
