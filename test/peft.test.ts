@@ -346,3 +346,20 @@ describe("importPeft refuses, naming the field or file, and writes nothing", () 
     expect(readdirSync(join(outFile, ".."))).toEqual(["a.gguf"]);
   });
 });
+
+describe("weact-mcp import-peft", () => {
+  it("turns a PEFT folder into a library adapter with one command", async () => {
+    const { execFile } = await import("node:child_process");
+    const { promisify } = await import("node:util");
+    const { readFileSync } = await import("node:fs");
+    const { MAIN } = await import("./helpers/server.js");
+    const lib = fresh("lib");
+    writeFileSync(join(lib, "manifest.json"), JSON.stringify({ adapters: [] }));
+    const dir = writePeftDir(peftTensorsFrom(search));
+    const { stdout } = await promisify(execFile)(process.execPath, [MAIN, "import-peft", dir, "--alias", "peft-search", "--description", "Search, imported from PEFT.", "--adapters", lib], { env: { ...process.env, WEACT_LOG_LEVEL: "warn" } });
+    expect(stdout).toMatch(/imported .* as "peft-search": .*peft-search\.gguf \(rank 8, alpha 8/);
+    const manifest = JSON.parse(readFileSync(join(lib, "manifest.json"), "utf8"));
+    expect(manifest.adapters).toEqual([{ alias: "peft-search", description: "Search, imported from PEFT.", file: "peft-search.gguf", scale: 1 }]);
+    expect(statSync(join(lib, "peft-search.gguf")).size).toBeGreaterThan(0);
+  });
+});
