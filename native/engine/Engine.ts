@@ -205,6 +205,11 @@ export class Engine {
     return renderConversation(this.llamaModel, this.host.chatWrapper, conversation).tokens;
   }
 
+  /** Tokens of plain text, e.g. to measure training data. */
+  tokenize(text: string): Token[] {
+    return this.llamaModel.tokenize(text, false);
+  }
+
   detokenize(tokens: readonly Token[]): string {
     return this.llamaModel.detokenize(tokens, true);
   }

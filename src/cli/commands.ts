@@ -4,6 +4,8 @@ import { readGgufHeader } from "../../native/gguf/reader.js";
 import { ensureDemoWeights } from "../demo/ensure.js";
 import { describeIssues, loadManifest, ManifestEntrySchema, saveManifest } from "../library/manifest.js";
 import { importPeft } from "../library/peft/index.js";
+import { parseExportCommand, runExport, type ExportCommandInput } from "../export/command.js";
+import { modelFunctions } from "../sessions/modelFunctions.js";
 import type { ResolvedConfig } from "../config/config.js";
 import { formatTable, runEval, writeReport } from "../harness/eval/runEval.js";
 import { readTaskFile } from "../harness/eval/TaskFile.js";
@@ -72,4 +74,19 @@ export async function importPeftCommand(config: ResolvedConfig, logger: Logger, 
     throw err;
   }
   process.stdout.write(`imported ${dir} as "${opts.alias}": ${result.outFile} (rank ${result.rank}, alpha ${result.alpha}, ${result.targets} targets, sha256 ${result.sha256}); added to ${manifest}\n`);
+}
+
+/** `weact-mcp export`: one capability's training data from recorded traces, or (--stats) the stats table. */
+export async function exportCommand(config: ResolvedConfig, logger: Logger, input: ExportCommandInput) {
+  const command = parseExportCommand(input); // bad flags or filter file fail before the model loads
+  const services = await startServices(config, logger);
+  try {
+    runExport(command, {
+      traceDir: services.harness.traceDir,
+      countTokens: (text) => services.runtime.engine.tokenize(text).length,
+      functions: modelFunctions(services.runtime.library, services.toolbox.modelFunctions()),
+    });
+  } finally {
+    await services.dispose();
+  }
 }

@@ -6,7 +6,7 @@ import { loadConfigFile, resolveConfig, type ResolvedConfig } from "../config/co
 import { generateDemoWeights } from "../demo/generate.js";
 import { createLogger } from "../log.js";
 import { PACKAGE_ROOT } from "../paths.js";
-import { evalCommand, importPeftCommand, runCommand, UsageError } from "./commands.js";
+import { evalCommand, exportCommand, importPeftCommand, runCommand, UsageError } from "./commands.js";
 import { serve } from "./serve.js";
 
 const HELP = `weact-mcp: serve one GGUF base model with switchable LoRA capability adapters over MCP
@@ -19,6 +19,9 @@ Usage:
                                       every task under each policy: table, report.json, chart.svg
   weact-mcp import-peft DIR --alias A --description D [--scale S]
                                       convert a PEFT LoRA folder to GGUF and add it to the manifest
+  weact-mcp export --capability ALIAS [--format axolotl|openai|trl] [--out F] [--from DIR] [--filter all|correct|IDS]
+  weact-mcp export --stats [--capability ALIAS] [--from DIR] [--filter F]
+                                      training data for one capability from recorded traces; --stats: sizes
   weact-mcp demo-weights [--seed N] [--big]    (re)generate the demo model and adapters
 
 Serving (default: HTTP on 127.0.0.1:7331, Streamable HTTP at /mcp and legacy SSE at /sse):
@@ -68,6 +71,11 @@ async function main(argv: string[]) {
       workflow: { type: "string" },
       out: { type: "string" },
       alias: { type: "string" },
+      capability: { type: "string" },
+      from: { type: "string" },
+      filter: { type: "string" },
+      format: { type: "string" },
+      stats: { type: "boolean" },
       description: { type: "string" },
       scale: { type: "string" },
       big: { type: "boolean" },
@@ -93,6 +101,10 @@ async function main(argv: string[]) {
       if (err instanceof UsageError) fail(err.message);
       throw err;
     }
+    return;
+  }
+  if (command === "export") {
+    await exportCommand(configFrom(values), logger, { capability: values.capability, from: values.from, filter: values.filter, format: values.format, out: values.out, stats: values.stats });
     return;
   }
   if (command === "demo-weights") {
