@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DEFAULT_CORPUS, PACKAGE_ROOT } from "../src/paths.js";
 import { detectIsolation } from "../src/tools/runCode/index.js";
+import { KNOWN_QUERIES } from "../src/tools/search/knownQueries.js";
 import { tempDir } from "./helpers/files.js";
 import { call, callError, connectClient, startHttpServer, testConfig, type Connected, type HttpServer } from "./helpers/server.js";
 
@@ -92,15 +93,7 @@ const search = (c: Connected, query: string, extra: Record<string, unknown> = {}
 
 describe("search over the embedded index", () => {
   it("finds the expected document of the shipped corpus for known queries", async () => {
-    const expectations: [string, string][] = [
-      ["second longest river in Europe", "geography/danube.txt"],
-      ["first woman to win a Nobel Prize", "science/people.jsonl#marie-curie"],
-      ["Challenger Deep", "geography/mariana-trench.txt"],
-      ["three-way handshake", "computing/tcp.md"],
-      ["stale cache after weights change", "computing/kv-cache.md"],
-      ["Gustave Eiffel World's Fair", "geography/landmarks.html"],
-    ];
-    for (const [query, id] of expectations) {
+    for (const [query, id] of KNOWN_QUERIES) {
       const { backend, results } = await search(local, query);
       expect(backend).toBe("local");
       expect(results[0]?.id, query).toBe(id);

@@ -1,23 +1,16 @@
-import { elisionMarker, type HistoryMessage } from "../sessions/history.js";
+import { elidedResults, elisionMarker, type HistoryMessage } from "../sessions/history.js";
 
-const isExternalResult = (m: HistoryMessage) => m.role === "tool" && !m.internal;
-
-/** How many external results the model read as a marker when it generated at position `end` (all but the last `keep`). */
-function elidedCount(history: readonly HistoryMessage[], end: number, keep: number): number {
-  return Math.max(0, history.slice(0, end).filter(isExternalResult).length - keep);
-}
+/** How many external results the model read as a marker when it generated at position `end`. */
+const elidedCount = (history: readonly HistoryMessage[], end: number, keep: number) => elidedResults(history.slice(0, end), keep).size;
 
 /**
  * `history[0, end)` as the model read it when it generated at `end`: the server's keep_tool_result rule
  * (sessions/history.ts) applied as of that point, with the server's own marker. Weight-action results stay.
  */
 export function asReadAt(history: readonly HistoryMessage[], end: number, keep: number): HistoryMessage[] {
-  let toElide = elidedCount(history, end, keep);
-  return history.slice(0, end).map((m) => {
-    if (m.role !== "tool" || m.internal || toElide === 0) return m;
-    toElide--;
-    return { ...m, content: elisionMarker(m, keep) };
-  });
+  const read = history.slice(0, end);
+  const elided = elidedResults(read, keep);
+  return read.map((m) => (elided.has(m) && m.role === "tool" ? { ...m, content: elisionMarker(m, keep) } : m));
 }
 
 /**

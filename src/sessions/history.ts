@@ -29,7 +29,13 @@ export function pendingCalls(history: readonly HistoryMessage[]): ToolCallRecord
   return message.toolCalls.filter((c) => !answered.has(c.id));
 }
 
-export const elisionMarker = (m: ToolMessage, keep: number) =>
+/** The external tool results the model reads as a marker: all but the last `keep` (weight-action results always stay). */
+export function elidedResults<T extends { role: string; internal?: boolean }>(messages: readonly T[], keep: number): Set<T> {
+  const external = messages.filter((m) => m.role === "tool" && !m.internal);
+  return new Set(external.slice(0, Math.max(0, external.length - keep)));
+}
+
+export const elisionMarker = (m: { name: string; content: string }, keep: number) =>
   `[result of ${m.name} elided (${m.content.length} characters): only the last ${keep} tool results are kept]`;
 
 /**
@@ -41,8 +47,7 @@ export function toConversation(
   functions: Readonly<Record<string, FunctionSpec>>,
   keepToolResults: number,
 ): Conversation {
-  const external = history.filter((m): m is ToolMessage => m.role === "tool" && !m.internal);
-  const elided = new Set(external.slice(0, Math.max(0, external.length - keepToolResults)));
+  const elided = elidedResults(history, keepToolResults);
   const results = new Map<string, string>();
   for (const m of history) {
     if (m.role === "tool") results.set(m.callId, elided.has(m) ? elisionMarker(m, keepToolResults) : m.content);

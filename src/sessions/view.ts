@@ -1,4 +1,4 @@
-import { elisionMarker, type HistoryMessage, type ToolMessage } from "./history.js";
+import { elidedResults, elisionMarker, type HistoryMessage } from "./history.js";
 import type { Session } from "./Session.js";
 
 /**
@@ -8,8 +8,7 @@ import type { Session } from "./Session.js";
  */
 export function historyView(session: Session, opts: { elide: boolean } = { elide: true }) {
   const keep = session.settings.keepToolResults;
-  const external = session.history.filter((m): m is ToolMessage => m.role === "tool" && !m.internal);
-  const elided = new Set(opts.elide ? external.slice(0, Math.max(0, external.length - keep)) : []);
+  const elided: Set<HistoryMessage> = opts.elide ? elidedResults(session.history, keep) : new Set();
   return session.history.map((m: HistoryMessage) => {
     switch (m.role) {
       case "assistant":
