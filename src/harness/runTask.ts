@@ -98,7 +98,9 @@ export async function runTask(deps: HarnessDeps, owner: Owner, raw: RunTaskInput
     };
   } catch (err) {
     trace.event("history", { sessionId: session.id, keepToolResult: session.settings.keepToolResults, messages: historyView(session, { elide: false }) });
-    trace.event("run_end", { error: (err as Error).message, cancelled: (err as Error).name === "RunCancelledError", time: trace.end() });
+    // whatever the last step reported, a run whose signal fired was cancelled (e.g. by a shutdown)
+    const cancelled = (err as Error).name === "RunCancelledError" || Boolean(opts.signal?.aborted);
+    trace.event("run_end", { error: (err as Error).message, cancelled, time: trace.end() });
     throw err;
   } finally {
     await deps.sessions.close(owner, session.id).catch(() => undefined);

@@ -52,9 +52,10 @@ export async function serveHttp(ctx: ServerContext, opts: HttpOptions, logger: L
     const close = async () => {
       if (!closers.delete(close)) return;
       forget();
+      // the server object first: that aborts the connection's requests in flight, which then end cleanly
+      await cleanup();
       const id = connectionId();
       if (id) await ctx.sessions.closeOwnedBy(`connection:${id}`);
-      await cleanup();
     };
     closers.add(close);
     transport.onclose = () => void close(); // set before connect: the SDK chains its own handler after it
@@ -103,8 +104,11 @@ export async function serveHttp(ctx: ServerContext, opts: HttpOptions, logger: L
   return {
     url: `http://${hostForUrl}:${port}`,
     close: async () => {
+      // stop accepting first, then end every MCP connection (aborting their requests in flight)
+      const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
       await Promise.all([...closers].map((c) => c()));
-      await new Promise<void>((resolve) => server.close(() => resolve()));
+      server.closeAllConnections(); // open SSE streams would otherwise keep close() waiting forever
+      await stopped;
     },
   };
 }
