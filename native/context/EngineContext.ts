@@ -12,16 +12,11 @@ export class EngineContext {
   private appliedKey: string | undefined;
   /** The adapter versions in the applied set (an adapter is freed only after every context dropped it). */
   private appliedVersions: readonly string[] = [];
-  private adapterSetChanges = 0;
 
   constructor(readonly context: LlamaContext) {}
 
   get sequencesLeft(): number {
     return this.context.sequencesLeft;
-  }
-
-  get adapterSetChangeCount(): number {
-    return this.adapterSetChanges;
   }
 
   createSequence(): LlamaContextSequence {
@@ -34,7 +29,6 @@ export class EngineContext {
     await setContextAdapters(this.context, weights);
     this.appliedKey = key;
     this.appliedVersions = versions;
-    this.adapterSetChanges++;
   }
 
   /** Drops `version` from the applied set (the base weights apply until the next evaluation sets its own). */

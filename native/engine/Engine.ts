@@ -155,16 +155,6 @@ export class Engine {
     return this.resident.list();
   }
 
-  /** (alias, content hash, scale) of an alias's current version: what every cache and trace is keyed by. */
-  adapterIdentity(alias: string): string {
-    return this.versionOf(alias);
-  }
-
-  /** Waits until versions no session uses any more have been freed. */
-  async settled(): Promise<void> {
-    await this.collect();
-  }
-
   private versionOf(alias: string): string {
     const id = this.current.get(alias) ?? (this.resident.has(alias) ? alias : undefined);
     if (!id) throw new UnknownAdapterError(alias, [...this.current.keys()]);
@@ -233,14 +223,6 @@ export class Engine {
     } finally {
       await context.dispose();
     }
-  }
-
-  stats() {
-    return {
-      contexts: this.contexts.length,
-      sessionCapacity: this.opts.maxContexts * this.opts.sequencesPerContext,
-      adapterSetChanges: this.contexts.reduce((n, c) => n + c.adapterSetChangeCount, 0),
-    };
   }
 
   async dispose(): Promise<void> {

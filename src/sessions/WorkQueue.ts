@@ -9,10 +9,6 @@ export class WorkQueue {
 
   constructor(private readonly maxPending: number) {}
 
-  get depth(): number {
-    return this.pending;
-  }
-
   async run<T>(fn: () => Promise<T>): Promise<T> {
     if (this.pending >= this.maxPending) throw new BusyError(this.pending);
     this.pending++;
