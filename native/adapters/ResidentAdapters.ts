@@ -10,6 +10,8 @@ import { freeResidentLora, loadResidentLora, type AdapterWeight } from "../llama
 import type { LlamaLogTail } from "../llama/runtime.js";
 import type { AdapterInfo, AdapterSpec } from "../engine/types.js";
 
+let copies = 0;
+
 interface Version {
   info: AdapterInfo;
   /** Where llama.cpp loaded it from: the file itself, or a private copy when another version holds that path. */
@@ -60,7 +62,7 @@ export class ResidentAdapters {
     if (pathTaken) {
       const dir = join(tmpdir(), "weact-adapters");
       mkdirSync(dir, { recursive: true });
-      loadPath = join(dir, `${sha256}-${process.pid}.gguf`);
+      loadPath = join(dir, `${process.pid}-${++copies}-${sha256}.gguf`); // unique per version: node-llama-cpp caches by path
       copyFileSync(filePath, loadPath);
     }
     const mark = this.llamaErrors.mark();

@@ -31,14 +31,15 @@ export class EngineContext {
     this.appliedVersions = versions;
   }
 
-  /** Drops `version` from the applied set (the base weights apply until the next evaluation sets its own). */
+  /**
+   * Drops `version` from the applied set (the base weights apply until the next evaluation sets its own).
+   * Call only while holding `lock`.
+   */
   async detach(version: string): Promise<void> {
-    await this.lock.run(async () => {
-      if (!this.appliedVersions.includes(version)) return;
-      await setContextAdapters(this.context, []);
-      this.appliedKey = undefined;
-      this.appliedVersions = [];
-    });
+    if (!this.appliedVersions.includes(version)) return;
+    await setContextAdapters(this.context, []);
+    this.appliedKey = undefined;
+    this.appliedVersions = [];
   }
 
   async dispose(): Promise<void> {

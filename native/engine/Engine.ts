@@ -163,18 +163,32 @@ export class Engine {
 
   /** Frees every version that is neither current for an alias nor active in an open session. */
   private collect(): Promise<void> {
-    this.collecting = this.collecting.then(async () => {
-      if (this.disposed) return;
-      const inUse = new Set([...this.current.values(), ...[...this.sessions].flatMap((s) => s.activeVersions)]);
-      for (const version of this.resident.list()) {
-        if (inUse.has(version.id)) continue;
-        for (const context of this.contexts) await context.detach(version.id);
-        await this.resident.free(version.id);
-        this.logger.info({ version: version.id }, "adapter version freed");
-      }
-    }).catch((err) => this.logger.error({ err: (err as Error).message }, "freeing unused adapters failed"));
+    this.collecting = this.collecting
+      .then(() =>
+        // Every context lock is held while deciding and freeing: no evaluation can apply a version in between,
+        // and a switch resolves its version inside its context lock, so it sees either the old or the new state.
+        this.withAllContextLocks(async () => {
+          if (this.disposed) return;
+          const inUse = new Set([...this.current.values(), ...[...this.sessions].flatMap((s) => s.activeVersions), ...this.pinned.keys()]);
+          for (const version of this.resident.list()) {
+            if (inUse.has(version.id)) continue;
+            for (const context of this.contexts) await context.detach(version.id);
+            await this.resident.free(version.id);
+            this.logger.info({ version: version.id }, "adapter version freed");
+          }
+        }),
+      )
+      .catch((err) => this.logger.error({ err: (err as Error).message }, "freeing unused adapters failed"));
     return this.collecting;
   }
+
+  private withAllContextLocks<T>(fn: () => Promise<T>, i = 0): Promise<T> {
+    const context = this.contexts[i];
+    return context ? context.lock.run(() => this.withAllContextLocks(fn, i + 1)) : fn();
+  }
+
+  /** Versions a reference context is using; collect leaves them alone. */
+  private readonly pinned = new Map<string, number>();
 
   /** A new session with an empty cache, starting on `adapter`, or on several `adapters` at once (default: the base). */
   async openSession(options: { adapter?: string | null; adapters?: readonly string[] } = {}): Promise<EngineSession> {
@@ -183,9 +197,10 @@ export class Engine {
 
   /** @internal Tests reach "keep-stale" through native/testing.ts to prove the rebuild matters. */
   async openSessionWith(cachePolicy: SwitchCachePolicy, adapters: readonly string[] = []): Promise<EngineSession> {
-    const versions = adapters.map((a) => this.versionOf(a));
+    for (const a of adapters) this.versionOf(a); // fail fast on an unknown alias
     const slot = await this.freeSlot();
-    const session = new EngineSession(this.nextSessionId++, this.host, slot, slot.createSequence(), cachePolicy, versions);
+    // resolved and registered together, after the await: a refresh in between cannot hand out a freed version
+    const session = new EngineSession(this.nextSessionId++, this.host, slot, slot.createSequence(), cachePolicy, adapters.map((a) => this.versionOf(a)));
     this.sessions.add(session);
     return session;
   }
@@ -210,8 +225,13 @@ export class Engine {
    */
   async referenceNextTokenLogProbs(alias: string | null | readonly string[], tokens: readonly Token[]): Promise<LogProbs> {
     const aliases = alias === null ? [] : typeof alias === "string" ? [alias] : alias;
-    const weights: AdapterWeight[] = aliases.map((a) => this.resident.weight(this.versionOf(a)));
-    const context = await this.llamaModel.createContext({ ...this.contextOptions(), sequences: 1 });
+    const versions = aliases.map((a) => this.versionOf(a));
+    const weights: AdapterWeight[] = versions.map((v) => this.resident.weight(v));
+    for (const v of versions) this.pinned.set(v, (this.pinned.get(v) ?? 0) + 1);
+    const context = await this.llamaModel.createContext({ ...this.contextOptions(), sequences: 1 }).catch((err) => {
+      this.unpin(versions);
+      throw err;
+    });
     try {
       await setContextAdapters(context, weights);
       const sequence = context.getSequence();
@@ -222,7 +242,17 @@ export class Engine {
       return out;
     } finally {
       await context.dispose();
+      this.unpin(versions);
     }
+  }
+
+  private unpin(versions: readonly string[]): void {
+    for (const v of versions) {
+      const n = (this.pinned.get(v) ?? 1) - 1;
+      if (n > 0) this.pinned.set(v, n);
+      else this.pinned.delete(v);
+    }
+    void this.collect();
   }
 
   async dispose(): Promise<void> {

@@ -84,20 +84,23 @@ export class EngineSession {
   /** As switchAdapter, for a set of adapters applied together (none = the base). */
   async switchAdapters(aliases: readonly string[], conversation: Conversation): Promise<SwitchReport> {
     this.ensureOpen();
-    const to = aliases.map((a) => this.host.resolve(a));
+    for (const a of aliases) this.host.resolve(a); // refuse an unknown alias before anything changes
     const tokens = this.render(conversation);
     this.ensureFits(tokens.length);
     const queued = now();
     return this.slot.lock.run(async () => {
       const queueMs = now() - queued;
+      // resolved under the lock, where the engine also decides what to free: never a version being freed
+      const to = aliases.map((a) => this.host.resolve(a));
       const fromSet = this.versions;
       const from = this.activeAdapter;
       const started = now();
       this.versions = to;
       const switchMs = now() - started;
       const toLabel = this.activeAdapter;
-      if (fromSet.some((v) => !to.includes(v))) queueMicrotask(() => this.host.versionsReleased());
+      const released = fromSet.some((v) => !to.includes(v));
       if (this.cachePolicy === "keep-stale" || sameSet(fromSet, to)) {
+        if (released) queueMicrotask(() => this.host.versionsReleased());
         return { from, to: toLabel, switchMs, rebuild: { tokens: 0, reused: this.sequence.nextTokenIndex, ms: 0 }, queueMs };
       }
       try {
@@ -106,6 +109,8 @@ export class EngineSession {
         // The cached keys/values were computed under the old weights: none of them may be reused.
         await this.sequence.clearHistory();
         const { evaluated } = await this.syncPrefix(tokens);
+        // only once the switch succeeded may the old versions be freed (on failure the session goes back to them)
+        if (released) queueMicrotask(() => this.host.versionsReleased());
         return { from, to: toLabel, switchMs, rebuild: { tokens: evaluated, reused: 0, ms: now() - rebuildStart }, queueMs };
       } catch (err) {
         this.versions = fromSet;
@@ -210,8 +215,11 @@ export class EngineSession {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    await this.slot.lock.run(async () => this.sequence.dispose());
-    this.host.closed(this);
+    try {
+      await this.slot.lock.run(async () => this.sequence.dispose());
+    } finally {
+      this.host.closed(this);
+    }
   }
 
   private async applyWeights(): Promise<void> {

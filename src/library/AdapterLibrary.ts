@@ -29,6 +29,8 @@ export interface ManifestDiff {
  */
 export class AdapterLibrary {
   private readonly changes = new Mutex();
+  /** Whole manifest applications, one at a time (a watcher reload and an admin edit may overlap). */
+  private readonly applying = new Mutex();
   private readonly listeners = new Set<() => void>();
 
   private constructor(
@@ -105,17 +107,24 @@ export class AdapterLibrary {
 
   /** Brings the library to a manifest's entries: adds, refreshes (new file bytes or scale), updates texts, removes. */
   async apply(entries: readonly LibraryEntry[]): Promise<ManifestDiff> {
+    return this.applying.run(() => this.applyNow(entries));
+  }
+
+  private async applyNow(entries: readonly LibraryEntry[]): Promise<ManifestDiff> {
     const diff: ManifestDiff = { added: [], refreshed: [], removed: [], updated: [], failed: [] };
     const wanted = new Map(entries.map((e) => [e.alias, e]));
     for (const alias of [...this.adapters.keys()]) {
-      if (!wanted.has(alias)) {
+      if (wanted.has(alias)) continue;
+      try {
         await this.unregister(alias);
         diff.removed.push(alias);
+      } catch (err) {
+        diff.failed.push({ alias, error: (err as Error).message });
       }
     }
     for (const entry of entries) {
-      const known = this.adapters.get(entry.alias);
       try {
+        const known = this.adapters.get(entry.alias);
         if (!known?.info) {
           if (known) this.adapters.delete(entry.alias);
           await this.register(entry);
@@ -124,7 +133,11 @@ export class AdapterLibrary {
           await this.refresh(entry.alias, entry);
           diff.refreshed.push(entry.alias);
         } else if (JSON.stringify(known.entry) !== JSON.stringify(entry)) {
-          await this.change(async () => void this.adapters.set(entry.alias, { ...known, entry }));
+          // re-read under the mutex: an admin refresh may have moved the version meanwhile
+          await this.change(async () => {
+            const now = this.adapters.get(entry.alias);
+            if (now) this.adapters.set(entry.alias, { ...now, entry: { ...entry, filePath: now.entry.filePath } });
+          });
           diff.updated.push(entry.alias);
         }
       } catch (err) {

@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { EngineError, type FunctionSpec, type GenerateResult, type SwitchReport } from "../../native/index.js";
+import { EngineError, type EngineSession, type FunctionSpec, type GenerateResult, type SwitchReport } from "../../native/index.js";
 import type { Config } from "../config/config.js";
 import type { Logger } from "../log.js";
 import type { Runtime } from "../runtime/startRuntime.js";
@@ -67,6 +67,8 @@ const newId = (prefix: string, bytes: number) => `${prefix}${randomBytes(bytes).
  */
 export class SessionService {
   private readonly sessions = new Map<string, Session>();
+  /** Sessions being opened, per owner (counted against the limits). */
+  private readonly opening = new Map<string, number>();
   private readonly queue: WorkQueue;
   private readonly sweeper: NodeJS.Timeout;
 
@@ -85,8 +87,10 @@ export class SessionService {
   }
 
   async create(owner: string, input: CreateSessionInput): Promise<Session> {
-    const mine = [...this.sessions.values()].filter((s) => s.owner === owner).length;
-    if (this.sessions.size >= this.config.maxSessions) throw new LimitError(`the server holds its maximum of ${this.config.maxSessions} sessions; close one (close_session) or wait for idle ones to expire`);
+    // sessions still being opened count too, so concurrent creates cannot pass the limits together
+    const opening = this.opening.get(owner) ?? 0;
+    const mine = [...this.sessions.values()].filter((s) => s.owner === owner).length + opening;
+    if (this.sessions.size + this.openingTotal() >= this.config.maxSessions) throw new LimitError(`the server holds its maximum of ${this.config.maxSessions} sessions; close one (close_session) or wait for idle ones to expire`);
     if (mine >= this.config.maxSessionsPerClient) throw new LimitError(`this client holds its maximum of ${this.config.maxSessionsPerClient} sessions; close one with close_session`);
     const offered = this.externalTools();
     const unknown = (input.tools ?? []).filter((t) => !(t in offered));
@@ -97,11 +101,23 @@ export class SessionService {
     const unknownAdapters = (fixed ?? []).filter((a) => !this.runtime.library.get(a)?.info);
     if (unknownAdapters.length) throw new LimitError(`unknown adapter(s) ${unknownAdapters.join(", ")}; the library has: ${this.runtime.library.aliases().join(", ")}`);
     const functions = fixed ? external : modelFunctions(this.runtime.library, external);
-    const engineSession = await this.runtime.engine.openSession({ adapters: fixed ?? [] });
+    this.opening.set(owner, opening + 1);
+    let engineSession: EngineSession;
+    try {
+      engineSession = await this.runtime.engine.openSession({ adapters: fixed ?? [] });
+    } finally {
+      const left = (this.opening.get(owner) ?? 1) - 1;
+      if (left > 0) this.opening.set(owner, left);
+      else this.opening.delete(owner);
+    }
     const session = new Session(newId("s_", 18), owner, input.task, engineSession, functions, toolNames, { keepToolResults: this.config.keepToolResults, weightActions: !fixed }, input.system ?? this.defaultSystem);
     this.sessions.set(session.id, session);
     this.logger.info({ session: session.id, owner, tools: toolNames }, "session created");
     return session;
+  }
+
+  private openingTotal(): number {
+    return [...this.opening.values()].reduce((a, b) => a + b, 0);
   }
 
   /** The caller's session; someone else's is reported exactly like a missing one. */
@@ -223,8 +239,11 @@ export class SessionService {
   async close(owner: string, id: string): Promise<void> {
     const session = this.get(owner, id);
     await session.lock.run(async () => {
-      this.sessions.delete(id);
-      await session.engine.close();
+      try {
+        await session.engine.close();
+      } finally {
+        this.sessions.delete(id);
+      }
     });
     this.logger.info({ session: id }, "session closed");
   }
