@@ -75,6 +75,7 @@ export async function serveHttp(ctx: ServerContext, opts: HttpOptions, logger: L
     });
     await connect(transport, () => transport.sessionId, () => transport.sessionId && streamable.delete(transport.sessionId));
     await transport.handleRequest(req, res, req.body);
+    if (!transport.sessionId) await transport.close(); // an initialize that failed leaves nothing behind
   });
   const bySession = async (req: Request, res: Response) => {
     const transport = streamable.get(req.header("mcp-session-id") ?? "");
