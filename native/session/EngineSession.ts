@@ -179,13 +179,7 @@ export class EngineSession {
 
   /** Evaluates what the cache lacks of the conversation's prompt under this session's weights (a warm-up). */
   async prefill(conversation: Conversation): Promise<{ reused: number; evaluated: number; ms: number }> {
-    this.ensureOpen();
-    const tokens = this.render(conversation);
-    this.ensureFits(tokens.length);
-    return this.slot.lock.run(async () => {
-      await this.applyWeights();
-      return this.syncPrefix(tokens);
-    });
+    return this.synced(conversation, async (_tokens, prefill) => prefill);
   }
 
   /** Drops the session's cached KV; the next call re-evaluates the prompt from the start. */
@@ -196,15 +190,21 @@ export class EngineSession {
 
   /** The full next-token distribution after the conversation's prompt, under this session's weights and cache. */
   async nextTokenLogProbs(conversation: Conversation): Promise<LogProbs> {
+    return this.synced(conversation, async (tokens) => {
+      const [result] = await this.sequence.controlledEvaluate([[tokens.at(-1)!, { generateNext: { probabilities: true } }]]);
+      await this.sequence.eraseContextTokenRanges([{ start: tokens.length - 1, end: this.sequence.nextTokenIndex }]);
+      return toLogProbs(result?.next?.probabilities);
+    });
+  }
+
+  /** Runs `fn` under the context lock with this session's weights applied and the prompt (all but its last token) cached. */
+  private async synced<T>(conversation: Conversation, fn: (tokens: Token[], prefill: { reused: number; evaluated: number; ms: number }) => Promise<T>): Promise<T> {
     this.ensureOpen();
     const tokens = this.render(conversation);
     this.ensureFits(tokens.length);
     return this.slot.lock.run(async () => {
       await this.applyWeights();
-      await this.syncPrefix(tokens);
-      const [result] = await this.sequence.controlledEvaluate([[tokens.at(-1)!, { generateNext: { probabilities: true } }]]);
-      await this.sequence.eraseContextTokenRanges([{ start: tokens.length - 1, end: this.sequence.nextTokenIndex }]);
-      return toLogProbs(result?.next?.probabilities);
+      return fn(tokens, await this.syncPrefix(tokens));
     });
   }
 
