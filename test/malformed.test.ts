@@ -6,7 +6,7 @@ import { gguf, writeGguf } from "../native/gguf/writer.js";
 import { GgmlType } from "../native/gguf/format.js";
 import { DEMO_DIMS, qwen3LoraFile, qwen3ModelFile } from "../src/demo/qwen3.js";
 import { buildVocabulary } from "../src/demo/vocabulary.js";
-import { demo, demoEngine, quietLogger } from "./helpers/engine.js";
+import { demo, demoEngine, quietLogger, TEST_THREADS } from "./helpers/engine.js";
 import { patchedCopy, tempDir, truncatedCopy, writeModelVariant } from "./helpers/files.js";
 
 const dir = tempDir("weact-malformed-");
@@ -74,7 +74,7 @@ describe("malformed model files never take the process down", () => {
     const results: string[] = [];
     for (const [name, make] of MODELS) {
       const path = make();
-      const err = await Engine.load({ modelPath: path, gpu: false, logger: quietLogger() }).then(
+      const err = await Engine.load({ modelPath: path, gpu: false, threads: TEST_THREADS, logger: quietLogger() }).then(
         async (e) => {
           await e.dispose();
           return undefined;

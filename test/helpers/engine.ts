@@ -4,6 +4,8 @@ import { createLogger } from "../../src/log.js";
 import { PACKAGE_ROOT } from "../../src/paths.js";
 
 export const demo = demoWeightPaths(PACKAGE_ROOT);
+/** One llama.cpp thread per test process: vitest runs two files at once on the two cores CI has. */
+export const TEST_THREADS = 1;
 export const quietLogger = () => createLogger(process.env.WEACT_LOG_LEVEL ?? "warn");
 
 /** The real engine on the demo model, CPU only, with the default library resident. */
@@ -11,6 +13,7 @@ export async function demoEngine(opts: { adapters?: string[]; sequencesPerContex
   const engine = await Engine.load({
     modelPath: demo.model,
     gpu: false,
+    threads: TEST_THREADS,
     contextSize: 4096,
     sequencesPerContext: opts.sequencesPerContext ?? 4,
     logger: quietLogger(),

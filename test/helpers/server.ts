@@ -3,6 +3,7 @@ import { join } from "node:path";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { callTool, connectClient as connect, spawnHttpServer, type SpawnedHttpServer, type TransportKind } from "../../src/client/mcpClient.js";
+import { TEST_THREADS } from "./engine.js";
 import { tempDir } from "./files.js";
 
 export { MAIN, type TransportKind } from "../../src/client/mcpClient.js";
@@ -11,10 +12,14 @@ export type Connected = Awaited<ReturnType<typeof connect>>;
 export const call = callTool;
 export type { RequestOptions } from "@modelcontextprotocol/sdk/shared/protocol.js";
 
-/** A config for spawned test servers: CPU only, small contexts. */
-export function testConfig(extra: Record<string, unknown> = {}): string {
+/**
+ * A config for spawned test servers: CPU only, small contexts, one thread. vitest runs two test
+ * files at once on two cores; two servers at two threads each would oversubscribe them, and
+ * llama.cpp's spinning threads slow down many times over when they do.
+ */
+export function testConfig(extra: Record<string, unknown> & { model?: Record<string, unknown> } = {}): string {
   const path = join(tempDir(), "weact.json");
-  writeFileSync(path, JSON.stringify({ model: { gpu: false, contextSize: 4096 }, ...extra }));
+  writeFileSync(path, JSON.stringify({ ...extra, model: { gpu: false, contextSize: 4096, threads: TEST_THREADS, ...extra.model } }));
   return path;
 }
 
