@@ -9,3 +9,11 @@ import type { EngineSession } from "./session/EngineSession.js";
 export function openStaleSession(engine: Engine): Promise<EngineSession> {
   return engine.openSessionWith("keep-stale");
 }
+
+/**
+ * A `reuse` session whose lanes are keyed by alias alone, without the adapter's content hash and scale:
+ * the planted bug the exact keys exist to prevent (a refreshed adapter would continue a stale cache).
+ */
+export function openAliasKeyedSession(engine: Engine): Promise<EngineSession> {
+  return engine.openSessionWith("reuse", [], (versions) => versions.map((v) => v.slice(0, v.lastIndexOf("@"))).sort().join("+") || "base");
+}

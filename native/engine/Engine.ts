@@ -1,8 +1,12 @@
 import { resolveChatWrapper, type ChatWrapper, type Llama, type LlamaModel, type Token } from "node-llama-cpp";
 import { ResidentAdapters } from "../adapters/ResidentAdapters.js";
+import type { CacheReplay } from "../cache/DecodeLog.js";
+import { Lane } from "../cache/Lane.js";
+import { LanePool, type PoolStats } from "../cache/LanePool.js";
+import { SpillStore } from "../cache/SpillStore.js";
 import { renderConversation } from "../chat/render.js";
 import { EngineContext } from "../context/EngineContext.js";
-import { DuplicateAdapterError, EngineCapacityError, ModelFileError, UnknownAdapterError } from "../errors.js";
+import { DuplicateAdapterError, ModelFileError, UnknownAdapterError } from "../errors.js";
 import { sha256File } from "../gguf/contentHash.js";
 import { GgufFormatError, metaString, readGgufHeader, type GgufFile } from "../gguf/reader.js";
 import { baseModelProblems } from "../gguf/validate.js";
@@ -10,17 +14,17 @@ import { assertLlamaInternals, setContextAdapters, type AdapterWeight } from "..
 import { probeModelInChild } from "../llama/probe.js";
 import { startLlama } from "../llama/runtime.js";
 import type { EngineLogger } from "../logger.js";
-import { EngineSession, type LogProbs, type SessionHost, type SwitchCachePolicy } from "../session/EngineSession.js";
-import type { AdapterInfo, AdapterSpec, Conversation, EngineOptions, ModelInfo } from "./types.js";
+import { EngineSession, type LaneKeyOf, type LogProbs, type SessionHost, type SwitchCachePolicy } from "../session/EngineSession.js";
+import type { AdapterInfo, AdapterSpec, CacheOptions, CacheStrategy, Conversation, EngineOptions, ModelInfo } from "./types.js";
 
 const DEFAULTS = { contextSize: 8192, sequencesPerContext: 4, maxContexts: 2, batchSize: 512 };
+const DEFAULT_CACHE: Required<Omit<CacheOptions, "spillDir">> & Pick<CacheOptions, "spillDir"> = { strategy: "reuse", spillBytes: 512 * 1024 * 1024 };
 
 /**
  * One frozen base model with its resident adapters, the contexts they run in, and the sessions on them.
  * The only entry point the rest of weact-mcp uses to reach llama.cpp.
  */
 export class Engine {
-  private readonly contexts: EngineContext[] = [];
   private nextSessionId = 1;
   private readonly host: SessionHost;
   private disposed = false;
@@ -28,6 +32,7 @@ export class Engine {
   private readonly current = new Map<string, string>();
   private readonly sessions = new Set<EngineSession>();
   private collecting: Promise<void> = Promise.resolve();
+  private readonly pool: LanePool;
 
   private constructor(
     private readonly llama: Llama,
@@ -36,15 +41,32 @@ export class Engine {
     readonly model: ModelInfo,
     readonly threads: number,
     private readonly opts: Required<Pick<EngineOptions, "contextSize" | "sequencesPerContext" | "maxContexts" | "batchSize">>,
+    /** What switches do with the KV cache. */
+    readonly cacheStrategy: CacheStrategy,
+    spill: SpillStore | undefined,
     private readonly logger: EngineLogger,
   ) {
     const chatWrapper: ChatWrapper = resolveChatWrapper(llamaModel);
+    this.pool = new LanePool({
+      maxContexts: opts.maxContexts,
+      sequencesPerContext: opts.sequencesPerContext,
+      spill,
+      logger,
+      createContext: async () => {
+        const context = await this.llamaModel.createContext({ ...this.contextOptions(), sequences: this.opts.sequencesPerContext });
+        assertLlamaInternals(this.llamaModel, context);
+        return new EngineContext(context);
+      },
+    });
     this.host = {
       model: llamaModel,
       chatWrapper,
+      pool: this.pool,
       resolve: (alias) => this.versionOf(alias),
       weightOf: (version) => resident.weight(version),
       aliasOf: (version) => resident.get(version).alias,
+      pin: (versions) => this.pin(versions),
+      unpin: (versions) => this.unpin(versions),
       versionsReleased: () => void this.collect(),
       closed: (session) => {
         this.sessions.delete(session);
@@ -91,6 +113,7 @@ export class Engine {
       sizeBytes: header.fileSize,
       chatWrapper: chatWrapper.wrapperName,
     };
+    const cache = { ...DEFAULT_CACHE, ...options.cache };
     const engine = new Engine(
       llama,
       llamaModel,
@@ -103,9 +126,11 @@ export class Engine {
         maxContexts: options.maxContexts ?? DEFAULTS.maxContexts,
         batchSize: options.batchSize ?? DEFAULTS.batchSize,
       },
+      cache.strategy,
+      cache.strategy === "reuse" && cache.spillDir !== null ? SpillStore.open(cache.spillDir, cache.spillBytes, info.sha256.slice(0, 16)) : undefined,
       logger,
     );
-    logger.info({ model: info.filePath, architecture: info.architecture, chatWrapper: info.chatWrapper, gpu: llama.gpu, threads }, "base model loaded");
+    logger.info({ model: info.filePath, architecture: info.architecture, chatWrapper: info.chatWrapper, gpu: llama.gpu, threads, cache: cache.strategy }, "base model loaded");
     return engine;
   }
 
@@ -161,18 +186,28 @@ export class Engine {
     return id;
   }
 
-  /** Frees every version that is neither current for an alias nor active in an open session. */
+  /**
+   * Frees every version that is neither current for an alias, nor active in an open session, nor pinned by a
+   * switch or a reference under way. Idle lanes computed under a version no longer current can never be
+   * continued (a switch resolves current versions), so they are dropped first.
+   */
   private collect(): Promise<void> {
     this.collecting = this.collecting
       .then(() =>
-        // Every context lock is held while deciding and freeing: no evaluation can apply a version in between,
-        // and a switch resolves its version inside its context lock, so it sees either the old or the new state.
+        // Every context lock is held while deciding and freeing: no evaluation can apply a version in between.
         this.withAllContextLocks(async () => {
           if (this.disposed) return;
-          const inUse = new Set([...this.current.values(), ...[...this.sessions].flatMap((s) => s.activeVersions), ...this.pinned.keys()]);
+          const current = new Set(this.current.values());
+          for (const lane of this.pool.idleLanes()) if (lane.versions.some((v) => !current.has(v))) await this.pool.drop(lane);
+          const inUse = new Set([
+            ...current,
+            ...[...this.sessions].flatMap((s) => s.activeVersions),
+            ...this.pool.idleLanes().flatMap((l) => l.versions),
+            ...this.pinned.keys(),
+          ]);
           for (const version of this.resident.list()) {
             if (inUse.has(version.id)) continue;
-            for (const context of this.contexts) await context.detach(version.id);
+            for (const context of this.pool.contexts) await context.detach(version.id);
             await this.resident.free(version.id);
             this.logger.info({ version: version.id }, "adapter version freed");
           }
@@ -183,26 +218,56 @@ export class Engine {
   }
 
   private withAllContextLocks<T>(fn: () => Promise<T>, i = 0): Promise<T> {
-    const context = this.contexts[i];
+    const context = this.pool.contexts[i];
     return context ? context.lock.run(() => this.withAllContextLocks(fn, i + 1)) : fn();
   }
 
-  /** Versions a reference context is using; collect leaves them alone. */
+  /** Versions a switch or a reference context is using; collect leaves them alone. */
   private readonly pinned = new Map<string, number>();
+
+  private pin(versions: readonly string[]): void {
+    for (const v of versions) this.pinned.set(v, (this.pinned.get(v) ?? 0) + 1);
+  }
+
+  private unpin(versions: readonly string[]): void {
+    for (const v of versions) {
+      const n = (this.pinned.get(v) ?? 1) - 1;
+      if (n > 0) this.pinned.set(v, n);
+      else this.pinned.delete(v);
+    }
+    if (versions.some((v) => !this.pinned.has(v) && ![...this.current.values()].includes(v))) void this.collect();
+  }
 
   /** A new session with an empty cache, starting on `adapter`, or on several `adapters` at once (default: the base). */
   async openSession(options: { adapter?: string | null; adapters?: readonly string[] } = {}): Promise<EngineSession> {
-    return this.openSessionWith("rebuild", options.adapters ?? (options.adapter ? [options.adapter] : []));
+    return this.openSessionWith(this.cacheStrategy, options.adapters ?? (options.adapter ? [options.adapter] : []));
   }
 
-  /** @internal Tests reach "keep-stale" through native/testing.ts to prove the rebuild matters. */
-  async openSessionWith(cachePolicy: SwitchCachePolicy, adapters: readonly string[] = []): Promise<EngineSession> {
+  /**
+   * @internal Tests reach "keep-stale" and careless lane keys through native/testing.ts, to prove that the
+   * rebuild and the exact keys matter.
+   */
+  async openSessionWith(cachePolicy: SwitchCachePolicy, adapters: readonly string[] = [], keyOf: LaneKeyOf = (versions) => this.laneKey(versions)): Promise<EngineSession> {
     for (const a of adapters) this.versionOf(a); // fail fast on an unknown alias
-    const slot = await this.freeSlot();
+    const slot = await this.pool.acquire();
     // resolved and registered together, after the await: a refresh in between cannot hand out a freed version
-    const session = new EngineSession(this.nextSessionId++, this.host, slot, slot.createSequence(), cachePolicy, adapters.map((a) => this.versionOf(a)));
+    const versions = adapters.map((a) => this.versionOf(a));
+    const id = this.nextSessionId++;
+    const lane = new Lane(id, keyOf(versions), versions);
+    lane.attach(slot);
+    const session = new EngineSession(id, this.host, cachePolicy, keyOf, lane);
     this.sessions.add(session);
     return session;
+  }
+
+  /** A lane's identity: the base model and the exact adapter versions (content hash and scale), order-free. */
+  private laneKey(versions: readonly string[]): string {
+    return `${this.model.sha256.slice(0, 16)}:${[...versions].sort().join("+") || "base"}`;
+  }
+
+  /** Sequences, idle and spilled lanes, evictions: what the cache is doing. */
+  cacheStats(): PoolStats & { strategy: CacheStrategy } {
+    return { strategy: this.cacheStrategy, ...this.pool.stats() };
   }
 
   /** Tokens of the rendered conversation, including the assistant turn's opening. */
@@ -221,13 +286,14 @@ export class Engine {
 
   /**
    * The reference for cache correctness: a fresh context with `alias` (or the base) applied from the start,
-   * evaluating `tokens` in the same batch split as a session (all but the last, then the last).
+   * evaluating `tokens` in the same batch split as a session: the decodes of `replay` (a session's
+   * `cacheReplay()`) if given, else all but the last token in one call; then the rest, then the last.
    */
-  async referenceNextTokenLogProbs(alias: string | null | readonly string[], tokens: readonly Token[]): Promise<LogProbs> {
+  async referenceNextTokenLogProbs(alias: string | null | readonly string[], tokens: readonly Token[], replay?: CacheReplay): Promise<LogProbs> {
     const aliases = alias === null ? [] : typeof alias === "string" ? [alias] : alias;
     const versions = aliases.map((a) => this.versionOf(a));
     const weights: AdapterWeight[] = versions.map((v) => this.resident.weight(v));
-    for (const v of versions) this.pinned.set(v, (this.pinned.get(v) ?? 0) + 1);
+    this.pin(versions);
     const context = await this.llamaModel.createContext({ ...this.contextOptions(), sequences: 1 }).catch((err) => {
       this.unpin(versions);
       throw err;
@@ -235,7 +301,18 @@ export class Engine {
     try {
       await setContextAdapters(context, weights);
       const sequence = context.getSequence();
-      if (tokens.length > 1) await sequence.evaluateWithoutGeneratingNewTokens(tokens.slice(0, -1));
+      const erase = async (from: number) => {
+        if (sequence.nextTokenIndex > from) await sequence.eraseContextTokenRanges([{ start: from, end: sequence.nextTokenIndex }]);
+      };
+      for (const d of replay?.decodes ?? []) {
+        if (d.start > sequence.nextTokenIndex) throw new Error(`the replay has a gap before position ${d.start}`);
+        await erase(d.start);
+        await sequence.evaluateWithoutGeneratingNewTokens([...d.tokens]);
+      }
+      await erase(replay?.length ?? 0);
+      const rest = tokens.slice(sequence.nextTokenIndex, -1);
+      if (sequence.contextTokens.some((t, i) => t !== tokens[i])) throw new Error("the replayed cache is not a prefix of the reference tokens");
+      if (rest.length) await sequence.evaluateWithoutGeneratingNewTokens(rest);
       const [result] = await sequence.controlledEvaluate([[tokens.at(-1)!, { generateNext: { probabilities: true } }]]);
       const out: LogProbs = new Map();
       for (const [token, p] of result?.next?.probabilities ?? []) out.set(token, Math.log(p));
@@ -246,20 +323,12 @@ export class Engine {
     }
   }
 
-  private unpin(versions: readonly string[]): void {
-    for (const v of versions) {
-      const n = (this.pinned.get(v) ?? 1) - 1;
-      if (n > 0) this.pinned.set(v, n);
-      else this.pinned.delete(v);
-    }
-    void this.collect();
-  }
-
   async dispose(): Promise<void> {
     if (this.disposed) return;
     await this.collecting;
     this.disposed = true;
-    for (const c of this.contexts) await c.dispose();
+    for (const c of this.pool.contexts) await c.dispose();
+    this.pool.dispose();
     await this.llamaModel.dispose();
     await this.llama.dispose();
   }
@@ -269,14 +338,4 @@ export class Engine {
     return { contextSize: this.opts.contextSize, batchSize: this.opts.batchSize, threads: this.threads };
   }
 
-  private async freeSlot(): Promise<EngineContext> {
-    const free = this.contexts.find((c) => c.sequencesLeft > 0);
-    if (free) return free;
-    if (this.contexts.length >= this.opts.maxContexts) throw new EngineCapacityError(this.opts.maxContexts * this.opts.sequencesPerContext);
-    const context = await this.llamaModel.createContext({ ...this.contextOptions(), sequences: this.opts.sequencesPerContext });
-    assertLlamaInternals(this.llamaModel, context);
-    const slot = new EngineContext(context);
-    this.contexts.push(slot);
-    return slot;
-  }
 }

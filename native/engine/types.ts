@@ -11,10 +11,15 @@ export interface EngineOptions {
   threads?: number;
   /** Tokens of context per session (per sequence). */
   contextSize?: number;
-  /** Sessions that share one llama.cpp context (one sequence each). */
+  /**
+   * Sequences per llama.cpp context. A session's active lane holds one; under `reuse`, idle lanes (a
+   * session's caches under weights it left) hold the rest until somebody needs them.
+   */
   sequencesPerContext?: number;
   /** Contexts the engine may create; sessions beyond contexts x sequences are refused. */
   maxContexts?: number;
+  /** What a weight switch does with the KV cache. */
+  cache?: CacheOptions;
   /** Tokens per decode batch. */
   batchSize?: number;
   /**
@@ -23,6 +28,22 @@ export interface EngineOptions {
    */
   probe?: boolean;
   logger: EngineLogger;
+}
+
+/**
+ * `rebuild` (the paper's): clear the cache and re-prefill the history under the new weights on every switch.
+ * `reuse`: keep each session's cache per weight set (a lane) and, returning to one, evaluate only the tokens
+ * appended since it was last used. Both always give the cache a fresh context would compute.
+ */
+export type CacheStrategy = "rebuild" | "reuse";
+
+export interface CacheOptions {
+  /** Default "reuse". */
+  strategy?: CacheStrategy;
+  /** Where idle lanes are saved when their sequence is needed; null keeps no spilled states (they are dropped). Default: a private temporary folder. */
+  spillDir?: string | null;
+  /** Disk budget for spilled states; the oldest go first. Default 512 MiB. */
+  spillBytes?: number;
 }
 
 export interface ModelInfo {
@@ -158,7 +179,12 @@ export interface SwitchReport {
   to: string | null;
   /** The weight change itself: no file I/O, no model reload. */
   switchMs: number;
-  /** Re-prefill of the retained history under the new weights. */
-  rebuild: { tokens: number; reused: number; ms: number };
+  /** `rebuild` re-prefilled the history; `reuse` continued (or started) a lane; `unchanged`: same weights. */
+  strategy: "rebuild" | "reuse" | "unchanged";
+  /**
+   * Bringing the cache up to the history under the new weights: `tokens` evaluated, `reused` kept from a
+   * cache computed under the same weights, `restored` of them read back from a spilled state; `ms` in all.
+   */
+  rebuild: { tokens: number; reused: number; restored: number; ms: number };
   queueMs: number;
 }

@@ -1,4 +1,4 @@
-import type { LlamaContext, LlamaModel } from "node-llama-cpp";
+import type { LlamaContext, LlamaContextSequence, LlamaModel, Token } from "node-llama-cpp";
 
 /**
  * The only place that reaches into node-llama-cpp private members. node-llama-cpp 3.21.1 (pinned exactly)
@@ -55,4 +55,28 @@ export async function freeResidentLora(model: LlamaModel, filePath: string): Pro
 /** Replaces the context's active adapter set; `[]` returns to the base weights. No file I/O for resident adapters. */
 export async function setContextAdapters(context: LlamaContext, weights: readonly AdapterWeight[]): Promise<void> {
   await (context as unknown as ContextInternals)._setLoras(weights);
+}
+
+type DecodeListener = (start: number, tokens: readonly Token[]) => void;
+interface SequenceInternals {
+  _decodeTokens(tokens: Token[], ...rest: unknown[]): Promise<unknown>;
+}
+const decodeListeners = new WeakMap<LlamaContextSequence, DecodeListener>();
+
+/**
+ * Calls `listener` with the start position and tokens of every decode the sequence makes, whichever
+ * public method caused it (prefill, generation, controlled evaluation); replaces the previous listener.
+ * Every decode of node-llama-cpp 3.21.1's sequences passes through `_decodeTokens`.
+ */
+export function onSequenceDecode(sequence: LlamaContextSequence, listener: DecodeListener): void {
+  const internals = sequence as unknown as SequenceInternals;
+  if (typeof internals._decodeTokens !== "function") throw new LlamaInternalsMissingError("LlamaContextSequence._decodeTokens");
+  if (!decodeListeners.has(sequence)) {
+    const decode = internals._decodeTokens.bind(sequence);
+    internals._decodeTokens = (tokens, ...rest) => {
+      decodeListeners.get(sequence)?.(sequence.nextTokenIndex, tokens);
+      return decode(tokens, ...rest);
+    };
+  }
+  decodeListeners.set(sequence, listener);
 }

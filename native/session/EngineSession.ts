@@ -1,10 +1,13 @@
 import { LlamaChat, LlamaText, type ChatWrapper, type LlamaContextSequence, type LlamaModel, type Token } from "node-llama-cpp";
 import { renderConversation, toChatModelFunctions } from "../chat/render.js";
 import { generationBias } from "../chat/bias.js";
-import type { EngineContext } from "../context/EngineContext.js";
-import { ContextOverflowError, SessionClosedError } from "../errors.js";
+import type { CacheReplay } from "../cache/DecodeLog.js";
+import { Lane, type Slot } from "../cache/Lane.js";
+import type { LanePool } from "../cache/LanePool.js";
+import { ContextOverflowError, EngineCapacityError, SessionClosedError } from "../errors.js";
 import type { AdapterWeight } from "../llama/internals.js";
 import type {
+  CacheStrategy,
   Conversation,
   FinishReason,
   GenerateOptions,
@@ -18,64 +21,100 @@ import type {
 export interface SessionHost {
   readonly model: LlamaModel;
   readonly chatWrapper: ChatWrapper;
+  readonly pool: LanePool;
   /** The current version of an alias; throws UnknownAdapterError for an alias not in the library. */
   resolve(alias: string): string;
   weightOf(version: string): AdapterWeight;
   aliasOf(version: string): string;
+  /** Keeps versions from being freed while a switch to them is under way. */
+  pin(versions: readonly string[]): void;
+  unpin(versions: readonly string[]): void;
   /** The session stopped using some versions (switch or close): the engine may free unused ones. */
   versionsReleased(): void;
   closed(session: EngineSession): void;
 }
 
-/** How the session treats its KV cache on a switch. Only tests may choose "keep-stale". */
-export type SwitchCachePolicy = "rebuild" | "keep-stale";
+/**
+ * How the session treats its KV cache on a switch: `rebuild` clears it and re-prefills the history under
+ * the new weights; `reuse` keeps one lane per weight set and, returning to one, evaluates only what it
+ * has not seen. Only tests may choose "keep-stale".
+ */
+export type SwitchCachePolicy = CacheStrategy | "keep-stale";
+
+/** Names a weight set exactly; tests swap in a careless one to prove the key matters. */
+export type LaneKeyOf = (versions: readonly string[]) => string;
 
 const now = () => performance.now();
 
 /** Next-token log-probs, by token id. */
 export type LogProbs = Map<Token, number>;
 
+interface Synced {
+  reused: number;
+  evaluated: number;
+  restored: number;
+  ms: number;
+}
+
 /**
- * One conversation's slot in a shared context: its sequence (KV cache) and its active adapter.
- * Every evaluation holds the context lock and first applies this session's adapter set, so sessions on
+ * One conversation on the engine: its history's KV cache, held in lanes (one per weight set under
+ * `reuse`, a single one rebuilt on each switch under `rebuild`), and its active adapter set. Every
+ * evaluation holds its lane's context lock and first applies the lane's adapter set, so sessions on
  * different adapters can share a context without ever decoding under each other's weights.
  */
 export class EngineSession {
   private closed = false;
+  /** The active lane: always live (it has a sequence). */
+  private lane: Lane;
+  /** Under `reuse`: every lane this session has, by key, the active one included. */
+  private readonly lanes = new Map<string, Lane>();
 
   constructor(
     readonly id: number,
     private readonly host: SessionHost,
-    private readonly slot: EngineContext,
-    private readonly sequence: LlamaContextSequence,
     private readonly cachePolicy: SwitchCachePolicy,
-    /** The adapter versions applied to this session's evaluations: none (the base), one, or several at once (a static merge). */
-    private versions: readonly string[],
-  ) {}
+    private readonly keyOf: LaneKeyOf,
+    first: Lane,
+  ) {
+    this.lane = first;
+    this.lanes.set(first.key, first);
+    host.pool.use(first);
+  }
 
   /** null for the base, the alias for one adapter, "a+b" for several applied together. */
   get activeAdapter(): string | null {
-    return this.versions.length ? this.versions.map((v) => this.host.aliasOf(v)).join("+") : null;
+    return this.label(this.lane.versions);
   }
 
   /** The exact adapter versions in use: a session keeps the version it loaded even after its alias is refreshed. */
   get activeVersions(): readonly string[] {
-    return this.versions;
+    return this.lane.versions;
   }
 
   get contextSize(): number {
-    return this.sequence.contextSize;
+    return this.liveSlot().sequence.contextSize;
   }
 
-  /** Tokens whose KV the sequence holds now. */
+  /** Tokens whose KV the active lane holds now. */
   get cachedTokens(): number {
-    return this.sequence.nextTokenIndex;
+    return this.liveSlot().sequence.nextTokenIndex;
+  }
+
+  /** How the active lane's cache was computed: what a reference context must replay to reproduce it exactly. */
+  cacheReplay(): CacheReplay {
+    return this.lane.replay();
+  }
+
+  /** This session's lanes: the active one, idle live ones, spilled ones. */
+  laneStates(): { key: string; active: boolean; state: "live" | "spilled"; tokens: number }[] {
+    return [...this.lanes.values()]
+      .filter((l) => !l.empty)
+      .map((l) => ({ key: l.key, active: l === this.lane, state: l.slot ? "live" : "spilled", tokens: l.slot?.sequence.nextTokenIndex ?? l.spilled!.tokens }));
   }
 
   /**
-   * Makes `to` (an alias, or null for the base) the active adapter and rebuilds the KV cache from the
-   * conversation under the new weights, so the next token is computed as if the new weights had seen the
-   * whole history. Validates everything first: a refused switch changes nothing.
+   * Makes `to` (an alias, or null for the base) the active adapter, with a KV cache correct for the new
+   * weights over the whole history. Validates everything first: a refused switch changes nothing.
    */
   async switchAdapter(to: string | null, conversation: Conversation): Promise<SwitchReport> {
     return this.switchAdapters(to === null ? [] : [to], conversation);
@@ -88,36 +127,149 @@ export class EngineSession {
     const tokens = this.render(conversation);
     this.ensureFits(tokens.length);
     const queued = now();
-    return this.slot.lock.run(async () => {
+    const started = now();
+    const to = aliases.map((a) => this.host.resolve(a));
+    const key = this.keyOf(to);
+    const from = this.activeAdapter;
+    const report = (queueMs: number, sync: Synced, strategy: SwitchReport["strategy"]): SwitchReport => ({
+      from,
+      to: this.label(to),
+      strategy,
+      switchMs: 0,
+      rebuild: { tokens: sync.evaluated, reused: sync.reused, restored: sync.restored, ms: sync.ms },
+      queueMs,
+    });
+    if (key === this.lane.key || this.cachePolicy === "keep-stale") {
+      const lane = this.lane;
+      const released = lane.versions.some((v) => !to.includes(v));
+      lane.versions = to; // keep-stale: the bug the rebuild exists to prevent
+      lane.key = key;
+      if (released) queueMicrotask(() => this.host.versionsReleased());
+      const cached = this.cachedTokens;
+      return report(now() - queued, { reused: cached, evaluated: 0, restored: 0, ms: 0 }, "unchanged");
+    }
+    // pinned until the session holds them: a refresh cannot free them mid-switch
+    this.host.pin(to);
+    try {
+      const { sync, queueMs } = this.cachePolicy === "reuse" ? await this.switchLane(key, to, tokens, queued) : await this.rebuildInPlace(key, to, tokens, queued);
+      queueMicrotask(() => this.host.versionsReleased());
+      const r = report(queueMs, sync, this.cachePolicy === "reuse" ? "reuse" : "rebuild");
+      r.switchMs = Math.max(0, now() - started - queueMs - sync.ms);
+      return r;
+    } finally {
+      this.host.unpin(to);
+    }
+  }
+
+  /** `rebuild`: the one lane takes the new weights; none of its cached keys/values may be reused. */
+  private async rebuildInPlace(key: string, to: readonly string[], tokens: Token[], queued: number): Promise<{ sync: Synced; queueMs: number }> {
+    const lane = this.lane;
+    const slot = this.liveSlot();
+    return slot.context.lock.run(async () => {
       const queueMs = now() - queued;
-      // resolved under the lock, where the engine also decides what to free: never a version being freed
-      const to = aliases.map((a) => this.host.resolve(a));
-      const fromSet = this.versions;
-      const from = this.activeAdapter;
-      const started = now();
-      this.versions = to;
-      const switchMs = now() - started;
-      const toLabel = this.activeAdapter;
-      const released = fromSet.some((v) => !to.includes(v));
-      if (this.cachePolicy === "keep-stale" || sameSet(fromSet, to)) {
-        if (released) queueMicrotask(() => this.host.versionsReleased());
-        return { from, to: toLabel, switchMs, rebuild: { tokens: 0, reused: this.sequence.nextTokenIndex, ms: 0 }, queueMs };
-      }
+      const before = { key: lane.key, versions: lane.versions };
+      lane.key = key;
+      lane.versions = to;
       try {
-        await this.applyWeights();
-        const rebuildStart = now();
-        // The cached keys/values were computed under the old weights: none of them may be reused.
-        await this.sequence.clearHistory();
-        const { evaluated } = await this.syncPrefix(tokens);
-        // only once the switch succeeded may the old versions be freed (on failure the session goes back to them)
-        if (released) queueMicrotask(() => this.host.versionsReleased());
-        return { from, to: toLabel, switchMs, rebuild: { tokens: evaluated, reused: 0, ms: now() - rebuildStart }, queueMs };
+        return { sync: await this.rebuild(lane, tokens), queueMs };
       } catch (err) {
-        this.versions = fromSet;
-        await this.sequence.clearHistory();
+        lane.key = before.key;
+        lane.versions = before.versions;
+        await slot.sequence.clearHistory();
         throw err;
       }
     });
+  }
+
+  /**
+   * `reuse`: continue this session's lane for the new weights if it has one (live, or spilled to disk),
+   * evaluating only the tokens appended since; else start one. The previous lane stays behind, idle, for
+   * the next return. When every sequence is taken by active lanes, the previous lane is spilled and gives
+   * its sequence to the new one.
+   */
+  private async switchLane(key: string, to: readonly string[], tokens: Token[], queued: number): Promise<{ sync: Synced; queueMs: number }> {
+    const previous = this.lane;
+    for (;;) {
+      let target = this.lanes.get(key);
+      if (target?.empty) this.lanes.delete(key);
+      if (!target || target.empty) target = new Lane(this.id, key, to);
+      const lane = target;
+      const live = lane.slot;
+      const fresh = live ? undefined : await this.host.pool.acquire().catch((err) => (err instanceof EngineCapacityError ? undefined : Promise.reject(err)));
+      const slot = live ?? fresh ?? this.liveSlot();
+      const result = await slot.context.lock.run(async () => {
+        const queueMs = now() - queued;
+        if (live && lane.slot !== live) return undefined; // evicted while we waited for the lock: go round again
+        if (!live && !fresh) {
+          // in place: the previous lane's cache is saved (or dropped) and its sequence emptied for this one
+          const taken = (await this.host.pool.spillAndFree(previous))!;
+          await taken.sequence.clearHistory();
+          lane.attach(taken);
+        } else if (fresh) lane.attach(fresh);
+        this.host.pool.use(lane);
+        lane.versions = to; // equal keys name equal versions
+        try {
+          return { sync: await this.continueLane(lane, tokens), queueMs };
+        } catch (err) {
+          await this.abandon(lane, previous);
+          throw err;
+        }
+      });
+      if (!result) continue;
+      this.lanes.set(key, lane);
+      this.lane = lane;
+      this.host.pool.park(previous);
+      if (previous.empty) this.lanes.delete(previous.key);
+      return result;
+    }
+  }
+
+  /** Brings a lane to the prompt: restores its spilled state first if it has one, else builds on what it holds. */
+  private async continueLane(lane: Lane, tokens: Token[]): Promise<Synced> {
+    const spilled = lane.spilled;
+    if (!spilled) return this.sync(lane, tokens);
+    lane.spilled = undefined;
+    const started = now();
+    const sequence = lane.slot!.sequence;
+    try {
+      await this.host.pool.spill!.restore(spilled, sequence);
+      lane.restoreLog(spilled);
+    } catch {
+      await sequence.clearHistory(); // an unreadable state costs a rebuild, never a wrong cache
+      lane.clearLog();
+    }
+    const restored = sequence.nextTokenIndex;
+    const sync = await this.sync(lane, tokens);
+    return { ...sync, restored, ms: now() - started };
+  }
+
+  /** A failed switch: the new lane gives its sequence back (to the previous lane if it was taken from it). */
+  private async abandon(lane: Lane, previous: Lane): Promise<void> {
+    const slot = lane.detach();
+    if (!slot) return;
+    await slot.sequence.clearHistory();
+    if (!previous.slot) {
+      previous.attach(slot);
+      await this.continueLane(previous, []).catch(() => undefined);
+    } else {
+      await slot.sequence.dispose();
+    }
+    lane.spilled = undefined;
+  }
+
+  /** Clears the lane and evaluates the prompt under its weights from the start. Caller holds the lock. */
+  private async rebuild(lane: Lane, tokens: Token[]): Promise<Synced> {
+    await lane.slot!.sequence.clearHistory();
+    lane.clearLog();
+    return this.sync(lane, tokens);
+  }
+
+  /** Applies the lane's weights and evaluates what its cache lacks of the prompt. Caller holds the lock. */
+  private async sync(lane: Lane, tokens: readonly Token[]): Promise<Synced> {
+    await this.applyWeights(lane);
+    if (!tokens.length) return { reused: lane.slot!.sequence.nextTokenIndex, evaluated: 0, restored: 0, ms: 0 };
+    const { reused, evaluated, ms } = await syncPrefix(lane.slot!.sequence, tokens);
+    return { reused, evaluated, restored: 0, ms };
   }
 
   async generate(conversation: Conversation, options: GenerateOptions = {}): Promise<GenerateResult> {
@@ -125,15 +277,15 @@ export class EngineSession {
     const { history, wrapper, tokens } = renderConversation(this.host.model, this.host.chatWrapper, conversation);
     this.ensureFits(tokens.length + 1);
     // Never let node-llama-cpp shift the context (it would silently drop the start of the prompt).
-    const maxTokens = Math.min(options.maxTokens ?? 256, this.sequence.contextSize - tokens.length);
+    const maxTokens = Math.min(options.maxTokens ?? 256, this.contextSize - tokens.length);
     const queued = now();
-    return this.slot.lock.run(async () => {
+    return this.withActiveLane(async (lane, sequence) => {
       const started = now();
       const queueMs = started - queued;
-      const adapterSetMs = await this.timed(() => this.applyWeights());
-      const prefill = await this.syncPrefix(tokens);
+      const adapterSetMs = await this.timed(() => this.applyWeights(lane));
+      const prefill = await syncPrefix(sequence, tokens);
       const decodeStart = now();
-      const chat = new LlamaChat({ contextSequence: this.sequence, chatWrapper: wrapper, autoDisposeSequence: false });
+      const chat = new LlamaChat({ contextSequence: sequence, chatWrapper: wrapper, autoDisposeSequence: false });
       const steerTokens = options.steerToolCall ? this.steeringTokens(options.steerToolCall.name) : undefined;
       let response;
       let generated = 0;
@@ -145,7 +297,7 @@ export class EngineSession {
           seed: options.seed,
           topK: options.topK,
           topP: options.topP,
-          tokenBias: generationBias(this.host.model, options.tokenBias, steerTokens && { tokens: steerTokens, sequence: this.sequence, promptLength: tokens.length }),
+          tokenBias: generationBias(this.host.model, options.tokenBias, steerTokens && { tokens: steerTokens, sequence, promptLength: tokens.length }),
           signal: options.signal,
           stopOnAbortSignal: true,
           onToken: options.onToken && ((chunk) => options.onToken!((generated += chunk.length))),
@@ -155,16 +307,16 @@ export class EngineSession {
         chat.dispose({ disposeSequence: false });
       }
       const decodeMs = now() - decodeStart;
-      const generatedTokens = this.sequence.contextTokens.slice(tokens.length);
+      const generatedTokens = sequence.contextTokens.slice(tokens.length);
       const logprobsStart = now();
-      const logprobs = options.topLogprobs ? await this.teacherForcedLogprobs(tokens, generatedTokens, options.topLogprobs) : undefined;
+      const logprobs = options.topLogprobs ? await this.teacherForcedLogprobs(sequence, tokens, generatedTokens, options.topLogprobs) : undefined;
       const logprobsMs = options.topLogprobs ? now() - logprobsStart : 0;
       const calls: GeneratedCall[] = (response.functionCalls ?? []).map((c) => ({ name: c.functionName, arguments: c.params, raw: c.raw }));
       return {
         text: response.response,
         calls,
         finishReason: finishReason(response.metadata.stopReason, calls.length),
-        adapter: this.activeAdapter,
+        adapter: this.label(lane.versions),
         tokens: {
           prompt: tokens.length,
           cached: prefill.reused,
@@ -179,33 +331,52 @@ export class EngineSession {
 
   /** Evaluates what the cache lacks of the conversation's prompt under this session's weights (a warm-up). */
   async prefill(conversation: Conversation): Promise<{ reused: number; evaluated: number; ms: number }> {
-    return this.synced(conversation, async (_tokens, prefill) => prefill);
+    return this.synced(conversation, async (_sequence, _tokens, prefill) => prefill);
   }
 
-  /** Drops the session's cached KV; the next call re-evaluates the prompt from the start. */
+  /** Drops the active lane's cached KV; the next call re-evaluates the prompt from the start. */
   async clearCache(): Promise<void> {
     this.ensureOpen();
-    await this.slot.lock.run(() => this.sequence.clearHistory());
+    await this.withActiveLane(async (lane, sequence) => {
+      await sequence.clearHistory();
+      lane.clearLog();
+    });
   }
 
   /** The full next-token distribution after the conversation's prompt, under this session's weights and cache. */
   async nextTokenLogProbs(conversation: Conversation): Promise<LogProbs> {
-    return this.synced(conversation, async (tokens) => {
-      const [result] = await this.sequence.controlledEvaluate([[tokens.at(-1)!, { generateNext: { probabilities: true } }]]);
-      await this.sequence.eraseContextTokenRanges([{ start: tokens.length - 1, end: this.sequence.nextTokenIndex }]);
+    return this.synced(conversation, async (sequence, tokens) => {
+      const [result] = await sequence.controlledEvaluate([[tokens.at(-1)!, { generateNext: { probabilities: true } }]]);
+      await sequence.eraseContextTokenRanges([{ start: tokens.length - 1, end: sequence.nextTokenIndex }]);
       return toLogProbs(result?.next?.probabilities);
     });
   }
 
   /** Runs `fn` under the context lock with this session's weights applied and the prompt (all but its last token) cached. */
-  private async synced<T>(conversation: Conversation, fn: (tokens: Token[], prefill: { reused: number; evaluated: number; ms: number }) => Promise<T>): Promise<T> {
+  private async synced<T>(conversation: Conversation, fn: (sequence: LlamaContextSequence, tokens: Token[], prefill: { reused: number; evaluated: number; ms: number }) => Promise<T>): Promise<T> {
     this.ensureOpen();
     const tokens = this.render(conversation);
     this.ensureFits(tokens.length);
-    return this.slot.lock.run(async () => {
-      await this.applyWeights();
-      return fn(tokens, await this.syncPrefix(tokens));
+    return this.withActiveLane(async (lane, sequence) => {
+      await this.applyWeights(lane);
+      return fn(sequence, tokens, await syncPrefix(sequence, tokens));
     });
+  }
+
+  /** Runs `fn` on the active lane under its context lock (re-read under the lock: a switch may have moved it). */
+  private async withActiveLane<T>(fn: (lane: Lane, sequence: LlamaContextSequence) => Promise<T>): Promise<T> {
+    for (;;) {
+      const lane = this.lane;
+      const slot = this.liveSlot();
+      let ran = false;
+      const result = await slot.context.lock.run(async () => {
+        if (this.lane !== lane || lane.slot !== slot) return undefined;
+        ran = true;
+        return fn(lane, slot.sequence);
+      });
+      if (ran) return result as T;
+      this.ensureOpen();
+    }
   }
 
   private render(conversation: Conversation): Token[] {
@@ -216,28 +387,29 @@ export class EngineSession {
     if (this.closed) return;
     this.closed = true;
     try {
-      await this.slot.lock.run(async () => this.sequence.dispose());
+      for (const lane of this.lanes.values()) {
+        const slot = lane.slot;
+        if (slot) await slot.context.lock.run(() => this.host.pool.drop(lane));
+        else await this.host.pool.drop(lane);
+      }
     } finally {
       this.host.closed(this);
     }
   }
 
-  private async applyWeights(): Promise<void> {
-    await this.slot.applyWeights(this.versions.length ? this.versions.join("+") : "base", this.versions, this.versions.map((v) => this.host.weightOf(v)));
+  private async applyWeights(lane: Lane): Promise<void> {
+    const versions = lane.versions;
+    await lane.slot!.context.applyWeights(versions.length ? versions.join("+") : "base", versions, versions.map((v) => this.host.weightOf(v)));
   }
 
-  /**
-   * Brings the sequence to `tokens` minus the last one (node-llama-cpp evaluates the last prompt token
-   * itself when it samples), reusing the longest cached prefix. Caller holds the lock with weights applied.
-   */
-  private async syncPrefix(tokens: readonly Token[]): Promise<{ reused: number; evaluated: number; ms: number }> {
-    const started = now();
-    const target = tokens.slice(0, -1);
-    await this.sequence.adaptStateToTokens(target, false);
-    const reused = this.sequence.nextTokenIndex;
-    const rest = target.slice(reused);
-    if (rest.length) await this.sequence.evaluateWithoutGeneratingNewTokens(rest);
-    return { reused, evaluated: rest.length, ms: now() - started };
+  private label(versions: readonly string[]): string | null {
+    return versions.length ? versions.map((v) => this.host.aliasOf(v)).join("+") : null;
+  }
+
+  private liveSlot(): Slot {
+    const slot = this.lane.slot;
+    if (!slot) throw new SessionClosedError();
+    return slot;
   }
 
   /**
@@ -245,14 +417,14 @@ export class EngineSession {
    * fed one per decode, as generation fed them: llama.cpp's numerics depend on the batch split, and this
    * keeps the figures identical to the distributions the tokens were sampled from.
    */
-  private async teacherForcedLogprobs(prompt: readonly Token[], generated: readonly Token[], k: number): Promise<TokenLogprob[]> {
+  private async teacherForcedLogprobs(sequence: LlamaContextSequence, prompt: readonly Token[], generated: readonly Token[], k: number): Promise<TokenLogprob[]> {
     const start = prompt.length - 1;
-    await this.sequence.eraseContextTokenRanges([{ start, end: this.sequence.nextTokenIndex }]);
+    await sequence.eraseContextTokenRanges([{ start, end: sequence.nextTokenIndex }]);
     const model = this.host.model;
     const out: TokenLogprob[] = [];
     let input = prompt[start]!;
     for (const token of generated) {
-      const [result] = await this.sequence.controlledEvaluate([[input, { generateNext: { probabilities: true } }]]);
+      const [result] = await sequence.controlledEvaluate([[input, { generateNext: { probabilities: true } }]]);
       const dist = toLogProbs(result?.next?.probabilities);
       const top = [...dist.entries()]
         .sort((a, b) => b[1] - a[1])
@@ -261,7 +433,7 @@ export class EngineSession {
       out.push({ token, text: model.detokenize([token], true), logprob: dist.get(token) ?? -Infinity, top });
       input = token;
     }
-    if (generated.length) await this.sequence.evaluateWithoutGeneratingNewTokens([input]);
+    if (generated.length) await sequence.evaluateWithoutGeneratingNewTokens([input]);
     return out;
   }
 
@@ -276,7 +448,7 @@ export class EngineSession {
   }
 
   private ensureFits(tokens: number) {
-    if (tokens > this.sequence.contextSize) throw new ContextOverflowError(tokens, this.sequence.contextSize);
+    if (tokens > this.contextSize) throw new ContextOverflowError(tokens, this.contextSize);
   }
 
   private async timed(fn: () => Promise<void>): Promise<number> {
@@ -286,7 +458,19 @@ export class EngineSession {
   }
 }
 
-const sameSet = (a: readonly string[], b: readonly string[]) => a.length === b.length && a.every((x) => b.includes(x));
+/**
+ * Brings the sequence to `tokens` minus the last one (node-llama-cpp evaluates the last prompt token
+ * itself when it samples), reusing the longest cached prefix. Caller holds the lock with weights applied.
+ */
+async function syncPrefix(sequence: LlamaContextSequence, tokens: readonly Token[]): Promise<{ reused: number; evaluated: number; ms: number }> {
+  const started = now();
+  const target = tokens.slice(0, -1);
+  await sequence.adaptStateToTokens(target, false);
+  const reused = sequence.nextTokenIndex;
+  const rest = target.slice(reused);
+  if (rest.length) await sequence.evaluateWithoutGeneratingNewTokens(rest);
+  return { reused, evaluated: rest.length, ms: now() - started };
+}
 
 function toLogProbs(probabilities: Map<Token, number> | undefined): LogProbs {
   const out: LogProbs = new Map();

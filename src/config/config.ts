@@ -23,6 +23,17 @@ export const ConfigSchema = z
       })
       .strict()
       .prefault({}),
+    cache: z
+      .object({
+        /** "reuse": a KV lane per (session, weight set), so a return to an adapter evaluates only new tokens; "rebuild": re-prefill on every switch (the paper's). */
+        strategy: z.enum(["reuse", "rebuild"]).default("reuse"),
+        /** Folder for idle lanes' spilled KV states (default: a private temporary folder); null keeps none. */
+        spillDir: z.string().min(1).nullable().optional(),
+        /** Disk budget for spilled states, in MiB; the oldest go first. */
+        spillMiB: z.number().nonnegative().max(1 << 20).default(512),
+      })
+      .strict()
+      .prefault({}),
     adapters: z
       .object({
         /** The adapter manifest (JSON); watched: edits apply to the running server. */
@@ -143,6 +154,7 @@ export function resolveConfig(input: unknown, source: string, baseDir: string): 
   if (config.server.adminTokenFile) config.server.adminTokenFile = resolve(baseDir, config.server.adminTokenFile);
   if (config.adapters.allowedDirs) config.adapters.allowedDirs = config.adapters.allowedDirs.map((d) => resolve(baseDir, d));
   if (config.harness.traceDir) config.harness.traceDir = resolve(baseDir, config.harness.traceDir);
+  if (config.cache.spillDir) config.cache.spillDir = resolve(baseDir, config.cache.spillDir);
   const search = config.tools.search;
   if (search.corpus) search.corpus = resolve(baseDir, search.corpus);
   if (search.indexFile) search.indexFile = resolve(baseDir, search.indexFile);

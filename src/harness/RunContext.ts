@@ -26,6 +26,7 @@ export class RunContext {
   generatedTokens = 0;
   switches = 0;
   rebuiltTokens = 0;
+  reusedTokens = 0;
 
   constructor(
     readonly driver: TrajectoryDriver,
@@ -97,8 +98,9 @@ export class RunContext {
     if (value.rebuildMs > 0) this.trace.move(value.rebuildMs, "adapter_control", "cache_rebuild");
     if (value.ok) this.switches++;
     this.rebuiltTokens += value.rebuiltTokens;
+    this.reusedTokens += value.reusedTokens;
     this.trace.event("adapter_control", { stage, action, author, ok: value.ok, ...(value.error ? { error: value.error } : {}), callId: value.callId, ms: round(ms - value.rebuildMs), active: this.driver.active(), ...detail });
-    if (value.rebuildMs > 0) this.trace.event("cache_rebuild", { stage, adapter: this.route(), tokens: value.rebuiltTokens, ms: round(value.rebuildMs) });
+    if (value.rebuildMs > 0) this.trace.event("cache_rebuild", { stage, adapter: this.route(), tokens: value.rebuiltTokens, reused: value.reusedTokens, ms: round(value.rebuildMs) });
     return value;
   }
 

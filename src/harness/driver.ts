@@ -24,6 +24,8 @@ export interface WeightOutcome {
   switchMs: number;
   rebuildMs: number;
   rebuiltTokens: number;
+  /** Tokens whose KV was kept from earlier work under the same weights (`reuse`). */
+  reusedTokens: number;
 }
 
 export interface GenerateRequest {
@@ -114,6 +116,6 @@ export class SessionDriver implements TrajectoryDriver {
 
 function toWeightOutcome(o: Awaited<ReturnType<SessionService["loadLora"]>>): WeightOutcome {
   return o.ok
-    ? { ok: true, callId: o.callId, switchMs: o.switch.switchMs + o.switch.queueMs, rebuildMs: o.switch.rebuild.ms, rebuiltTokens: o.switch.rebuild.tokens }
-    : { ok: false, error: o.error, switchMs: 0, rebuildMs: 0, rebuiltTokens: 0 };
+    ? { ok: true, callId: o.callId, switchMs: o.switch.switchMs + o.switch.queueMs, rebuildMs: o.switch.rebuild.ms, rebuiltTokens: o.switch.rebuild.tokens, reusedTokens: o.switch.rebuild.reused }
+    : { ok: false, error: o.error, switchMs: 0, rebuildMs: 0, rebuiltTokens: 0, reusedTokens: 0 };
 }

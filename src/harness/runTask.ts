@@ -36,6 +36,8 @@ export interface TaskResult {
   stages: string[];
   switches: number;
   rebuiltTokens: number;
+  /** Tokens the switches did not re-evaluate: their KV was kept from earlier work under the same weights. */
+  reusedTokens: number;
   generatedTokens: number;
   time: TimeBreakdown;
   /** Share of the expected stages matched in order, when the task carries expected stages. */
@@ -80,7 +82,7 @@ export async function runTask(deps: HarnessDeps, owner: Owner, raw: RunTaskInput
     trace.event("answer", { answer: extracted.answer, marked: extracted.marked, text: result.text.slice(0, 4000), stages: result.stages, ...(correct ? { correct } : {}), ...(selectionAccuracy !== undefined ? { selectionAccuracy } : {}) });
     await trace.measure("orchestration", async () => trace.event("history", { sessionId: session.id, keepToolResult: session.settings.keepToolResults, messages: historyView(session, { elide: false }) }));
     const time = trace.end();
-    trace.event("run_end", { time, switches: ctx.switches, rebuiltTokens: ctx.rebuiltTokens, generatedTokens: ctx.generatedTokens });
+    trace.event("run_end", { time, switches: ctx.switches, rebuiltTokens: ctx.rebuiltTokens, reusedTokens: ctx.reusedTokens, generatedTokens: ctx.generatedTokens });
     return {
       traceId,
       traceFile,
@@ -91,6 +93,7 @@ export async function runTask(deps: HarnessDeps, owner: Owner, raw: RunTaskInput
       stages: result.stages,
       switches: ctx.switches,
       rebuiltTokens: ctx.rebuiltTokens,
+      reusedTokens: ctx.reusedTokens,
       generatedTokens: ctx.generatedTokens,
       time,
       ...(selectionAccuracy !== undefined ? { selectionAccuracy } : {}),

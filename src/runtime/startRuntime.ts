@@ -26,6 +26,7 @@ export async function startRuntime(config: ResolvedConfig, logger: Logger): Prom
     sequencesPerContext: config.model.sequencesPerContext,
     maxContexts: config.model.maxContexts,
     batchSize: config.model.batchSize,
+    cache: { strategy: config.cache.strategy, spillDir: config.cache.spillDir, spillBytes: Math.round(config.cache.spillMiB * 1024 * 1024) },
     logger,
   });
   try {

@@ -10,8 +10,11 @@ export const callId = z
 
 export const switchShape = {
   switch_ms: z.number().describe("The weight change itself (no file I/O, no model reload)."),
-  rebuild_ms: z.number().describe("Re-prefill of the history under the new weights."),
-  rebuilt_tokens: z.number().int(),
+  cache_strategy: z.enum(["rebuild", "reuse", "unchanged"]).describe("rebuild: history re-prefilled; reuse: the session's cache under these weights continued (or started); unchanged: same weights."),
+  rebuild_ms: z.number().describe("Bringing the KV cache up to the history under the new weights."),
+  rebuilt_tokens: z.number().int().describe("Tokens evaluated under the new weights."),
+  reused_tokens: z.number().int().describe("Tokens whose KV, computed earlier under the same weights, was kept."),
+  restored_tokens: z.number().int().describe("Of the reused tokens, those read back from a spilled state."),
   queue_ms: z.number(),
 };
 

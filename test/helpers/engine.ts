@@ -1,4 +1,4 @@
-import { Engine, type Conversation } from "../../native/index.js";
+import { Engine, type CacheOptions, type Conversation } from "../../native/index.js";
 import { demoWeightPaths } from "../../src/demo/generate.js";
 import { createLogger } from "../../src/log.js";
 import { PACKAGE_ROOT } from "../../src/paths.js";
@@ -9,13 +9,15 @@ export const TEST_THREADS = 1;
 export const quietLogger = () => createLogger(process.env.WEACT_LOG_LEVEL ?? "warn");
 
 /** The real engine on the demo model, CPU only, with the default library resident. */
-export async function demoEngine(opts: { adapters?: string[]; sequencesPerContext?: number } = {}): Promise<Engine> {
+export async function demoEngine(opts: { adapters?: string[]; sequencesPerContext?: number; maxContexts?: number; cache?: CacheOptions } = {}): Promise<Engine> {
   const engine = await Engine.load({
     modelPath: demo.model,
     gpu: false,
     threads: TEST_THREADS,
     contextSize: 4096,
     sequencesPerContext: opts.sequencesPerContext ?? 4,
+    maxContexts: opts.maxContexts,
+    cache: opts.cache,
     logger: quietLogger(),
   });
   for (const alias of opts.adapters ?? ["plan", "search", "write"]) {

@@ -15,6 +15,7 @@ export interface PolicySummary {
   p95Seconds: number;
   meanSwitches: number;
   meanRebuiltTokens: number;
+  meanReusedTokens: number;
   selectionAccuracy: number | null;
   /** Mean share of wall time per category. */
   shares: Record<string, number>;
@@ -66,6 +67,7 @@ function summarise(policy: Policy, runs: EvalReport["runs"]): PolicySummary {
     p95Seconds: round(seconds[Math.min(seconds.length - 1, Math.ceil(0.95 * seconds.length) - 1)] ?? 0),
     meanSwitches: round(mean(ok.map((r) => r.switches))),
     meanRebuiltTokens: round(mean(ok.map((r) => r.rebuiltTokens))),
+    meanReusedTokens: round(mean(ok.map((r) => r.reusedTokens))),
     selectionAccuracy: selection.length ? round(mean(selection), 4) : null,
     shares,
     meanMs,
@@ -76,10 +78,10 @@ function summarise(policy: Policy, runs: EvalReport["runs"]): PolicySummary {
 export function formatTable(report: EvalReport): string {
   const rows = report.policies.map((p) => [
     p.policy, String(p.tasks), String(p.errors), pct(p.exact), pct(p.contains), p.meanSeconds.toFixed(2), p.p95Seconds.toFixed(2),
-    p.meanSwitches.toFixed(1), p.meanRebuiltTokens.toFixed(0), p.selectionAccuracy === null ? "-" : pct(p.selectionAccuracy),
+    p.meanSwitches.toFixed(1), p.meanRebuiltTokens.toFixed(0), p.meanReusedTokens.toFixed(0), p.selectionAccuracy === null ? "-" : pct(p.selectionAccuracy),
     pct(p.shares.model!), pct(p.shares.externalTool!), pct(p.shares.adapterControl!), pct(p.shares.cacheRebuild!),
   ]);
-  const head = ["policy", "tasks", "errors", "exact", "contains", "mean s", "p95 s", "switches", "rebuilt tok", "selection", "model", "tools", "control", "cache"];
+  const head = ["policy", "tasks", "errors", "exact", "contains", "mean s", "p95 s", "switches", "rebuilt tok", "reused tok", "selection", "model", "tools", "control", "cache"];
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
   const line = (cells: string[]) => cells.map((c, i) => c.padEnd(widths[i]!)).join("  ");
   return [line(head), line(widths.map((w) => "-".repeat(w))), ...rows.map(line)].join("\n");

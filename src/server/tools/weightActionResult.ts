@@ -15,8 +15,11 @@ export function weightActionResult(outcome: WeightActionOutcome): CallToolResult
     message: outcome.message,
     switch: {
       switch_ms: outcome.switch.switchMs,
+      cache_strategy: outcome.switch.strategy,
       rebuild_ms: outcome.switch.rebuild.ms,
       rebuilt_tokens: outcome.switch.rebuild.tokens,
+      reused_tokens: outcome.switch.rebuild.reused,
+      restored_tokens: outcome.switch.rebuild.restored,
       queue_ms: outcome.switch.queueMs,
     },
   });

@@ -1,0 +1,67 @@
+import type { LlamaContextSequence } from "node-llama-cpp";
+import type { EngineContext } from "../context/EngineContext.js";
+import { onSequenceDecode } from "../llama/internals.js";
+import { DecodeLog, type CacheReplay } from "./DecodeLog.js";
+import type { SpilledState } from "./SpillStore.js";
+
+/** A sequence of a shared context, with the context whose lock guards it. */
+export interface Slot {
+  readonly context: EngineContext;
+  readonly sequence: LlamaContextSequence;
+}
+
+/**
+ * One session's KV cache under one weight set (the base, an adapter version, or several applied together).
+ * Its cache is in a live sequence, or spilled to a file, or gone. `key` names the weights exactly
+ * (adapter versions are content hashes and scales), so a lane is only ever continued under the weights
+ * that computed it.
+ */
+export class Lane {
+  private live: Slot | undefined;
+  spilled: SpilledState | undefined;
+  private readonly log = new DecodeLog();
+  /** Pool clock tick of its last use, for the LRU. */
+  lastUsed = 0;
+
+  constructor(
+    readonly owner: number,
+    public key: string,
+    public versions: readonly string[],
+  ) {}
+
+  get slot(): Slot | undefined {
+    return this.live;
+  }
+
+  /** Neither live nor spilled: nothing left to reuse. */
+  get empty(): boolean {
+    return !this.live && !this.spilled;
+  }
+
+  /** Gives the lane a sequence; every decode on it is logged from now on. */
+  attach(slot: Slot): void {
+    this.live = slot;
+    this.log.clear();
+    onSequenceDecode(slot.sequence, (start, tokens) => this.log.record(start, tokens));
+  }
+
+  /** Takes the sequence away (to dispose or hand to another lane). */
+  detach(): Slot | undefined {
+    const slot = this.live;
+    this.live = undefined;
+    return slot;
+  }
+
+  /** After a restore: the restored state's decodes stand for the cache's history. */
+  restoreLog(state: SpilledState): void {
+    for (const d of state.decodes) this.log.record(d.start, d.tokens);
+  }
+
+  clearLog(): void {
+    this.log.clear();
+  }
+
+  replay(): CacheReplay {
+    return this.log.replay(this.live?.sequence.nextTokenIndex ?? 0);
+  }
+}

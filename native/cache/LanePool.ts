@@ -1,0 +1,138 @@
+import { EngineContext } from "../context/EngineContext.js";
+import { Mutex } from "../context/Mutex.js";
+import { EngineCapacityError } from "../errors.js";
+import type { EngineLogger } from "../logger.js";
+import type { Lane, Slot } from "./Lane.js";
+import type { SpillStore } from "./SpillStore.js";
+
+export interface LanePoolOptions {
+  maxContexts: number;
+  sequencesPerContext: number;
+  createContext: () => Promise<EngineContext>;
+  /** Where idle lanes go when their sequence is needed; without it they are dropped. */
+  spill: SpillStore | undefined;
+  logger: EngineLogger;
+}
+
+export interface PoolStats {
+  contexts: number;
+  sequences: number;
+  idleLanes: number;
+  spilledLanes: number;
+  spilledBytes: number;
+  evictions: { spilled: number; dropped: number };
+}
+
+/**
+ * The sequences of every context, handed to lanes. A lane that is a session's active one keeps its sequence;
+ * an idle lane (its session moved to other weights) keeps its sequence only until somebody needs one: then
+ * the least recently used idle lane is spilled to disk or dropped.
+ */
+export class LanePool {
+  readonly contexts: EngineContext[] = [];
+  private readonly idle = new Set<Lane>();
+  private readonly allocating = new Mutex();
+  private clock = 0;
+  private readonly evictions = { spilled: 0, dropped: 0 };
+
+  constructor(private readonly opts: LanePoolOptions) {}
+
+  get spill(): SpillStore | undefined {
+    return this.opts.spill;
+  }
+
+  /** A fresh sequence: a free one, a new context's, or the least recently used idle lane's. */
+  acquire(): Promise<Slot> {
+    return this.allocating.run(async () => {
+      for (;;) {
+        const free = this.contexts.find((c) => c.sequencesLeft > 0);
+        if (free) return { context: free, sequence: free.createSequence() };
+        if (this.contexts.length < this.opts.maxContexts) {
+          this.contexts.push(await this.opts.createContext());
+          continue;
+        }
+        const victim = this.leastRecentlyUsed();
+        if (!victim) throw new EngineCapacityError(this.opts.maxContexts * this.opts.sequencesPerContext);
+        await this.evict(victim);
+      }
+    });
+  }
+
+  /** The lane is in use (active in its session): it keeps its sequence. */
+  use(lane: Lane): void {
+    this.idle.delete(lane);
+    lane.lastUsed = ++this.clock;
+  }
+
+  /** The lane's session moved to other weights: its sequence may be taken. */
+  park(lane: Lane): void {
+    if (!lane.slot) return;
+    lane.lastUsed = ++this.clock;
+    this.idle.add(lane);
+  }
+
+  /**
+   * Saves the lane's cache to the spill store if there is one (it stays reusable from there), then frees
+   * its sequence. Caller holds the lane's context lock.
+   */
+  async spillAndFree(lane: Lane): Promise<Slot | undefined> {
+    this.idle.delete(lane);
+    const slot = lane.slot;
+    if (!slot) return undefined;
+    const spill = this.opts.spill;
+    const state = spill ? await spill.save(slot.sequence, lane.replay().decodes, () => (lane.spilled = undefined)).catch((err) => {
+      this.opts.logger.warn({ err: (err as Error).message }, "spilling a KV lane failed; dropping it");
+      return undefined;
+    }) : undefined;
+    if (lane.spilled) spill?.remove(lane.spilled);
+    lane.spilled = state;
+    this.evictions[state ? "spilled" : "dropped"]++;
+    return lane.detach();
+  }
+
+  /** Frees everything the lane holds (its session closed, or its weights left the library). Caller holds its context lock if live. */
+  async drop(lane: Lane): Promise<void> {
+    this.idle.delete(lane);
+    if (lane.spilled) this.opts.spill?.remove(lane.spilled);
+    lane.spilled = undefined;
+    await lane.detach()?.sequence.dispose();
+  }
+
+  /** Idle live lanes, for the engine to drop those whose weights are gone. */
+  idleLanes(): Lane[] {
+    return [...this.idle];
+  }
+
+  stats(): PoolStats {
+    return {
+      contexts: this.contexts.length,
+      sequences: this.contexts.length * this.opts.sequencesPerContext,
+      idleLanes: this.idle.size,
+      spilledLanes: this.opts.spill?.count ?? 0,
+      spilledBytes: this.opts.spill?.usedBytes ?? 0,
+      evictions: { ...this.evictions },
+    };
+  }
+
+  private leastRecentlyUsed(): Lane | undefined {
+    let oldest: Lane | undefined;
+    for (const lane of this.idle) if (!oldest || lane.lastUsed < oldest.lastUsed) oldest = lane;
+    return oldest;
+  }
+
+  private async evict(lane: Lane): Promise<void> {
+    const slot = lane.slot;
+    if (!slot) return void this.idle.delete(lane);
+    await slot.context.lock.run(async () => {
+      // re-checked under the lock: its session may have made it active again, or dropped it, meanwhile
+      if (!this.idle.has(lane) || lane.slot !== slot) return;
+      await this.spillAndFree(lane);
+      await slot.sequence.dispose();
+    });
+    this.opts.logger.debug({ lane: lane.key, owner: lane.owner, spilled: !!lane.spilled }, "idle KV lane evicted");
+  }
+
+  dispose(): void {
+    this.opts.spill?.dispose();
+  }
+}

@@ -1,0 +1,99 @@
+import { mkdirSync, mkdtempSync, rmSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { LlamaContextSequence, Token } from "node-llama-cpp";
+import type { Decode } from "./DecodeLog.js";
+
+/** A lane's KV saved to disk: the file holds llama.cpp's sequence state; the key and decode log stay here. */
+export interface SpilledState {
+  readonly file: string;
+  readonly bytes: number;
+  readonly tokens: number;
+  readonly decodes: readonly Decode[];
+}
+
+interface Entry {
+  state: SpilledState;
+  /** Called when the budget pushes the state out, so its owner forgets it. */
+  dropped: () => void;
+}
+
+/**
+ * Sequence states spilled to files under a byte budget, least recently spilled dropped first. The files do
+ * not record which weights produced them: whoever spills keeps the key beside the state.
+ */
+export class SpillStore {
+  private readonly entries = new Map<string, Entry>();
+  private bytes = 0;
+  private counter = 0;
+
+  private constructor(
+    readonly dir: string,
+    readonly budgetBytes: number,
+    /** The base model's identity, in every file name: a state is only ever loaded into the model that wrote it. */
+    private readonly baseTag: string,
+    /** A folder of our own making is removed on dispose; a configured one only loses our files. */
+    private readonly ownDir: boolean,
+  ) {}
+
+  /** A store in `dir`, or in a private temporary folder when none is given. */
+  static open(dir: string | undefined, budgetBytes: number, baseTag: string): SpillStore {
+    if (dir === undefined) return new SpillStore(mkdtempSync(join(tmpdir(), "weact-kv-")), budgetBytes, baseTag, true);
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    return new SpillStore(dir, budgetBytes, baseTag, false);
+  }
+
+  get usedBytes(): number {
+    return this.bytes;
+  }
+
+  get count(): number {
+    return this.entries.size;
+  }
+
+  /** Saves the sequence's state; undefined when it cannot fit the budget at all. Caller holds the context lock. */
+  async save(sequence: LlamaContextSequence, decodes: readonly Decode[], dropped: () => void): Promise<SpilledState | undefined> {
+    if (this.budgetBytes <= 0 || sequence.nextTokenIndex === 0) return undefined;
+    const file = join(this.dir, `${this.baseTag}-${process.pid}-${++this.counter}.kv`);
+    const { fileSize } = await sequence.saveStateToFile(file);
+    if (fileSize > this.budgetBytes) {
+      rmSync(file, { force: true });
+      return undefined;
+    }
+    const state: SpilledState = { file, bytes: fileSize || statSync(file).size, tokens: sequence.nextTokenIndex, decodes };
+    this.entries.set(file, { state, dropped });
+    this.bytes += state.bytes;
+    // the new state fits the budget alone, so the loop stops before reaching it
+    for (const entry of this.entries.values()) {
+      if (this.bytes <= this.budgetBytes) break;
+      this.remove(entry.state);
+      entry.dropped();
+    }
+    return state;
+  }
+
+  /** Loads a state into an empty sequence and forgets it (the sequence holds it now). Caller holds the context lock. */
+  async restore(state: SpilledState, sequence: LlamaContextSequence): Promise<Token[]> {
+    this.entries.delete(state.file); // out of the LRU before the await: the budget cannot delete it mid-load
+    try {
+      await sequence.loadStateFromFile(state.file, { acceptRisk: true });
+      return sequence.contextTokens;
+    } finally {
+      this.bytes -= state.bytes;
+      rmSync(state.file, { force: true });
+    }
+  }
+
+  remove(state: SpilledState): void {
+    if (!this.entries.delete(state.file)) return;
+    this.bytes -= state.bytes;
+    rmSync(state.file, { force: true });
+  }
+
+  dispose(): void {
+    for (const { state } of this.entries.values()) rmSync(state.file, { force: true });
+    this.entries.clear();
+    this.bytes = 0;
+    if (this.ownDir) rmSync(this.dir, { recursive: true, force: true });
+  }
+}

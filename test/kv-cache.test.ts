@@ -1,0 +1,177 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { CacheStrategy, Conversation, Engine, EngineSession, SwitchReport } from "../native/index.js";
+import { openAliasKeyedSession } from "../native/testing.js";
+import { scriptedTrajectory } from "../src/demo/trajectory.js";
+import { demo, demoEngine, maxAbsDiff } from "./helpers/engine.js";
+
+/** Correctness means: the next-token log-probs a fresh context computes with those weights over the same tokens, in the same batch split. */
+const TOLERANCE = 1e-4;
+
+const trajectory = (steps: number) => scriptedTrajectory(steps);
+
+/** The active cache gives exactly the reference's next-token distribution; returns the difference. */
+async function checkExact(engine: Engine, session: EngineSession, adapter: string | null, conv: Conversation): Promise<number> {
+  const replay = session.cacheReplay();
+  const got = await session.nextTokenLogProbs(conv);
+  const want = await engine.referenceNextTokenLogProbs(adapter, engine.renderTokens(conv), replay);
+  return maxAbsDiff(want, got);
+}
+
+/** base -> plan -> base -> search -> base -> search -> base -> write, with history appended between switches. */
+const SCRIPT: (string | null)[] = ["plan", null, "search", null, "search", null, "write", null];
+
+describe.each<CacheStrategy>(["rebuild", "reuse"])("KV cache strategy %s", (strategy) => {
+  let engine: Engine;
+  beforeAll(async () => {
+    engine = await demoEngine({ cache: { strategy } });
+  });
+  afterAll(async () => engine?.dispose());
+
+  it("after every switch of a scripted trajectory, the cache gives a fresh context's log-probs", async () => {
+    const session = await engine.openSession();
+    try {
+      let steps = 1;
+      await session.prefill(trajectory(steps));
+      const reports: SwitchReport[] = [];
+      for (const adapter of SCRIPT) {
+        steps += 2;
+        const conv = trajectory(steps);
+        const report = await session.switchAdapter(adapter, conv);
+        reports.push(report);
+        const total = engine.renderTokens(conv).length - 1;
+        expect(report.rebuild.tokens + report.rebuild.reused).toBe(total);
+        expect(await checkExact(engine, session, adapter, conv)).toBeLessThanOrEqual(TOLERANCE);
+      }
+      const returns = reports.filter((r, i) => [null, ...SCRIPT.slice(0, i)].includes(r.to));
+      expect(returns.map((r) => r.to)).toEqual([null, null, "search", null, null]);
+      if (strategy === "rebuild") {
+        for (const r of reports) expect(r.rebuild.reused).toBe(0);
+      } else {
+        // a return evaluates only what was appended since that weight set last ran; a first visit evaluates everything
+        for (const r of returns) expect(r.rebuild.reused).toBeGreaterThan(r.rebuild.tokens);
+        for (const r of reports.filter((r) => !returns.includes(r))) expect(r.rebuild.reused).toBe(0);
+      }
+      console.log(`${strategy}: tokens evaluated by the 8 switches`, reports.map((r) => r.rebuild.tokens).join(" "));
+    } finally {
+      await session.close();
+    }
+  });
+
+  it("a refreshed adapter file is never continued from the cache built under the old bytes", async () => {
+    const session = await engine.openSession();
+    try {
+      await session.switchAdapter("write", trajectory(2));
+      await session.switchAdapter(null, trajectory(3));
+      await engine.refreshAdapter({ alias: "write", filePath: demo.adapters["write-v2"]!, scale: 1 });
+      const conv = trajectory(4);
+      const report = await session.switchAdapter("write", conv);
+      expect(report.rebuild.reused).toBe(0);
+      expect(await checkExact(engine, session, "write", conv)).toBeLessThanOrEqual(TOLERANCE);
+    } finally {
+      await session.close();
+      await engine.refreshAdapter({ alias: "write", filePath: demo.adapters.write!, scale: 1 });
+    }
+  });
+
+  it("concurrent sessions switching at once each keep a cache exact for their own weights", async () => {
+    const sessions = await Promise.all([engine.openSession(), engine.openSession()]);
+    try {
+      const routes: (string | null)[][] = [["plan", null, "search", null], ["search", null, "plan", "write"]];
+      for (let step = 0; step < 4; step++) {
+        const convs = sessions.map((_, i) => trajectory(2 + step * 2 + i));
+        await Promise.all(sessions.map((s, i) => s.switchAdapter(routes[i]![step]!, convs[i]!)));
+        const diffs = await Promise.all(sessions.map((s, i) => checkExact(engine, s, routes[i]![step]!, convs[i]!)));
+        for (const d of diffs) expect(d).toBeLessThanOrEqual(TOLERANCE);
+      }
+    } finally {
+      await Promise.all(sessions.map((s) => s.close()));
+    }
+  });
+});
+
+describe("KV lanes under pressure (reuse, one context of two sequences)", () => {
+  let engine: Engine;
+  beforeAll(async () => {
+    engine = await demoEngine({ sequencesPerContext: 2, maxContexts: 1, cache: { strategy: "reuse" } });
+  });
+  afterAll(async () => engine?.dispose());
+
+  it("an idle lane evicted by another session is spilled, and a return restores it and evaluates only what is new", async () => {
+    const a = await engine.openSession();
+    let b: EngineSession | undefined;
+    try {
+      await a.prefill(trajectory(1));
+      await a.switchAdapter("plan", trajectory(3)); // the base lane is now idle, holding the second sequence
+      const before = engine.cacheStats().evictions.spilled;
+      b = await engine.openSession(); // needs a sequence: a's idle base lane is spilled
+      expect(engine.cacheStats().evictions.spilled).toBe(before + 1);
+      expect(a.laneStates().find((l) => !l.active)).toMatchObject({ state: "spilled" });
+
+      // every sequence is now held by an active lane: a's plan lane spills and gives its sequence to the base lane
+      const conv = trajectory(5);
+      const back = await a.switchAdapter(null, conv);
+      expect(back.rebuild.restored).toBeGreaterThan(0);
+      expect(back.rebuild.tokens).toBeLessThan(back.rebuild.restored);
+      expect(await checkExact(engine, a, null, conv)).toBeLessThanOrEqual(TOLERANCE);
+
+      const conv2 = trajectory(7);
+      const again = await a.switchAdapter("plan", conv2);
+      expect(again.rebuild.restored).toBeGreaterThan(0);
+      expect(await checkExact(engine, a, "plan", conv2)).toBeLessThanOrEqual(TOLERANCE);
+      await b.switchAdapter("search", trajectory(2));
+      expect(await checkExact(engine, b, "search", trajectory(2))).toBeLessThanOrEqual(TOLERANCE);
+    } finally {
+      await a.close();
+      await b?.close();
+    }
+    expect(engine.cacheStats()).toMatchObject({ idleLanes: 0, spilledLanes: 0, spilledBytes: 0 });
+  });
+
+  it("the planted bug: lanes keyed without the adapter's content hash continue a stale cache after a refresh", async () => {
+    const keyed = async (open: () => Promise<EngineSession>) => {
+      const s = await open();
+      const other = await engine.openSession();
+      try {
+        await s.switchAdapter("write", trajectory(2));
+        await s.switchAdapter(null, trajectory(3));
+        await other.prefill(trajectory(1));
+        await other.switchAdapter("plan", trajectory(1)); // needs a sequence: s's idle write lane is spilled
+        await engine.refreshAdapter({ alias: "write", filePath: demo.adapters["write-v2"]!, scale: 1 });
+        const conv = trajectory(4);
+        const report = await s.switchAdapter("write", conv);
+        return { report, diff: await checkExact(engine, s, "write", conv) };
+      } finally {
+        await s.close();
+        await other.close();
+        await engine.refreshAdapter({ alias: "write", filePath: demo.adapters.write!, scale: 1 });
+      }
+    };
+    const exact = await keyed(() => engine.openSession());
+    expect(exact.report.rebuild.restored).toBe(0);
+    expect(exact.diff).toBeLessThanOrEqual(TOLERANCE);
+    const planted = await keyed(() => openAliasKeyedSession(engine));
+    expect(planted.report.rebuild.restored).toBeGreaterThan(0); // it did continue the old cache...
+    expect(planted.diff).toBeGreaterThan(1e-2); // ...and the correctness check catches it
+  });
+});
+
+describe("KV lanes without a spill store", () => {
+  it("an evicted lane is dropped, and the return re-evaluates the whole history exactly", async () => {
+    const engine = await demoEngine({ sequencesPerContext: 2, maxContexts: 1, cache: { strategy: "reuse", spillDir: null } });
+    const a = await engine.openSession();
+    try {
+      await a.prefill(trajectory(1));
+      await a.switchAdapter("search", trajectory(3));
+      const b = await engine.openSession();
+      expect(engine.cacheStats().evictions.dropped).toBe(1);
+      const conv = trajectory(5);
+      const back = await a.switchAdapter(null, conv);
+      expect(back.rebuild).toMatchObject({ reused: 0, restored: 0, tokens: engine.renderTokens(conv).length - 1 });
+      expect(await checkExact(engine, a, null, conv)).toBeLessThanOrEqual(TOLERANCE);
+      await b.close();
+    } finally {
+      await a.close();
+      await engine.dispose();
+    }
+  });
+});
