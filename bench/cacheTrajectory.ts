@@ -1,34 +1,28 @@
 /**
  * One replayed soft trajectory under one cache strategy, in its own process; prints its figures as JSON.
- * node dist/bench/cacheTrajectory.js rebuild|reuse EVIDENCE [MODEL]
+ * node dist/bench/cacheTrajectory.js rebuild|reuse MODEL '{"plan":PATH,"search":PATH,"write":PATH}'
  */
 import { Engine, type CacheStrategy } from "../native/index.js";
-import { ensureDemoWeights } from "../src/demo/ensure.js";
-import { demoWeightPaths } from "../src/demo/generate.js";
 import { scriptedTrajectory } from "../src/demo/trajectory.js";
 import { createLogger } from "../src/log.js";
-import { PACKAGE_ROOT } from "../src/paths.js";
 import type { TrajectoryFigures } from "./cache.js";
 
 /** 12 switches: the base picks plan, search twice, plan again, search, then write, releasing in between. */
 const SCRIPT: (string | null)[] = ["plan", null, "search", null, "search", null, "plan", null, "search", null, "write", null];
 
 async function main() {
-  const [strategy, evidence, modelArg] = process.argv.slice(2) as [CacheStrategy, string, string | undefined];
+  const [strategy, modelPath, adapters] = process.argv.slice(2) as [CacheStrategy, string, string];
   const logger = createLogger(process.env.WEACT_LOG_LEVEL ?? "warn");
-  const big = modelArg === "big";
-  const paths = big ? demoWeightPaths(PACKAGE_ROOT, true) : ensureDemoWeights(logger);
-  const modelPath = big || !modelArg ? paths.model : modelArg;
   const engine = await Engine.load({ modelPath, gpu: false, logger, cache: { strategy } });
-  for (const alias of ["plan", "search", "write"]) await engine.addAdapter({ alias, filePath: paths.adapters[alias]!, scale: 1 });
+  for (const [alias, filePath] of Object.entries(JSON.parse(adapters) as Record<string, string>)) await engine.addAdapter({ alias, filePath, scale: 1 });
   const session = await engine.openSession();
   const started = performance.now();
   let steps = 1;
-  await session.prefill(scriptedTrajectory(steps, Number(evidence)));
+  await session.prefill(scriptedTrajectory(steps));
   const f: TrajectoryFigures = { strategy, switches: 0, historyTokens: 0, switchMs: 0, modelMs: 0, wallMs: 0, evaluated: 0, reused: 0, restored: 0, maxRssMB: 0 };
   for (const target of SCRIPT) {
-    steps += 2; // the stage's tool exchange and the load/release exchange
-    const conv = scriptedTrajectory(steps, Number(evidence));
+    steps += 1; // the load/release exchange (or the stage's tool exchange it follows): ~240 tokens, ~4k in all
+    const conv = scriptedTrajectory(steps);
     const t = performance.now();
     const r = await session.switchAdapter(target, conv);
     f.switchMs += performance.now() - t;

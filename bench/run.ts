@@ -3,7 +3,8 @@
  * Every figure is measured side by side in this one run and printed as a ratio to its baseline.
  */
 import { parseArgs } from "node:util";
-import { Engine } from "../native/index.js";
+import { Engine, type CacheStrategy } from "../native/index.js";
+import { returnSwitch, STRATEGIES, trajectoryComparison } from "./cache.js";
 import { ensureDemoWeights } from "../src/demo/ensure.js";
 import { demoWeightsExist, demoWeightPaths, generateDemoWeights } from "../src/demo/generate.js";
 import { createLogger } from "../src/log.js";
@@ -30,36 +31,65 @@ const logger = createLogger(process.env.WEACT_LOG_LEVEL ?? "warn");
 const reps = Number(values.reps);
 const section = (title: string) => process.stdout.write(`\n## ${title}\n`);
 
-async function engineBench(modelPath: string, adapters: Record<string, string>, label: string) {
-  const engine = await Engine.load({ modelPath, gpu: false, logger, contextSize: 8192, sequencesPerContext: 2, maxContexts: 2 });
+type Sizes = { s1: number[]; s2History: number };
+const DEMO_SIZES: Sizes = { s1: [256, 1024, 4096], s2History: 4096 };
+/** A 0.6B model prefills a few hundred tokens a second on two cores: the same scenarios, shorter. */
+const BIG_SIZES: Sizes = { s1: [256, 1024], s2History: 1024 };
+
+async function withEngine<T>(modelPath: string, adapters: Record<string, string>, strategy: CacheStrategy, fn: (e: Engine) => Promise<T>): Promise<T> {
+  const engine = await Engine.load({ modelPath, gpu: false, logger, contextSize: 8192, sequencesPerContext: 2, maxContexts: 2, cache: { strategy } });
   try {
     for (const [alias, filePath] of Object.entries(adapters)) await engine.addAdapter({ alias, filePath, scale: 1 });
-    process.stdout.write(`\n# ${label}: ${modelPath} (threads ${engine.threads})\n`);
-    section("switch call (weight change only; no file I/O, no reload)");
-    const sw = await switchCallCost(engine);
-    process.stdout.write(table([{ switchUsP50: fmt(sw.switchUsP50, 1), withLockUsP50: fmt(sw.withQueueUsP50, 1) }]) + "\n");
-    section("rebuild after a switch / plain prefill of the same tokens (target <= 1.10)");
-    const rows = [];
-    for (const n of [256, 1024, 4096]) rows.push(await rebuildVsPrefill(engine, n, reps));
-    process.stdout.write(table(rows) + "\n");
-    section("two sessions interleaving generate calls: different adapters / same adapter");
-    process.stdout.write(table([await interleaving(engine, 6, 8)]) + "\n");
+    return await fn(engine);
   } finally {
     await engine.dispose();
   }
 }
 
+async function engineBench(modelPath: string, adapters: Record<string, string>, label: string, sizes: Sizes) {
+  const s1: Record<string, string | number>[] = [];
+  const s2: Partial<Record<CacheStrategy, Awaited<ReturnType<typeof returnSwitch>>>> = {};
+  for (const strategy of STRATEGIES) {
+    await withEngine(modelPath, adapters, strategy, async (engine) => {
+      if (strategy === "rebuild") {
+        process.stdout.write(`\n# ${label}: ${modelPath} (threads ${engine.threads})\n`);
+        section("switch call (weight change only; no file I/O, no reload)");
+        const sw = await switchCallCost(engine);
+        process.stdout.write(table([{ switchUsP50: fmt(sw.switchUsP50, 1), withLockUsP50: fmt(sw.withQueueUsP50, 1) }]) + "\n");
+        section("two sessions interleaving generate calls: different adapters / same adapter");
+        process.stdout.write(table([await interleaving(engine, 6, 8)]) + "\n");
+      }
+      for (const n of sizes.s1) s1.push({ strategy, ...(await rebuildVsPrefill(engine, n, reps)) });
+      s2[strategy] = await returnSwitch(engine, sizes.s2History, 64, reps);
+    });
+  }
+  section("S1 single switch to an adapter: switch cost / plain prefill of the uncached tokens (the physical minimum; target <= 1.10)");
+  process.stdout.write(table(s1) + "\n");
+  section(`S2 A -> B -> A, ${sizes.s2History}-token history, 64 tokens appended under B (targets: second/first <= 0.15 and reuse/rebuild <= 0.15 under reuse)`);
+  const rb = s2.rebuild!;
+  const ru = s2.reuse!;
+  process.stdout.write(
+    table(
+      STRATEGIES.map((st) => ({ strategy: st, firstSwitchMs: fmt(s2[st]!.firstMs), firstTokens: s2[st]!.tokens.first, secondSwitchMs: fmt(s2[st]!.secondMs), secondTokens: s2[st]!.tokens.second, secondOverFirst: fmt(s2[st]!.secondMs / s2[st]!.firstMs, 3) })),
+    ) + "\n",
+  );
+  process.stdout.write(`second switch, reuse / rebuild: ${fmt(ru.secondMs / rb.secondMs, 3)}\n`);
+  section("S3 + S4 replayed soft trajectory (12 switches across plan/search/write, one process per run, default budgets; targets: switch time rebuild/reuse >= 3, peak RSS)");
+  const s3 = await trajectoryComparison(modelPath, adapters, Math.max(1, Math.min(3, reps)));
+  process.stdout.write(table(s3.rows) + "\n" + table([s3.ratios]) + "\n");
+}
+
 async function main() {
   if (values.model) {
     const adapters = Object.fromEntries((values.adapters ?? "").split(",").filter(Boolean).map((kv) => kv.split("=") as [string, string]));
-    await engineBench(values.model, adapters, "configured model");
+    await engineBench(values.model, adapters, "configured model", BIG_SIZES);
     return;
   }
   section("search index library, on the shipped corpus (the measurement behind choosing MiniSearch)");
   process.stdout.write(table(compareIndexes(DEFAULT_CORPUS)) + "\n");
   const demo = ensureDemoWeights(logger);
   const { plan, search, write } = demo.adapters;
-  await engineBench(demo.model, { plan: plan!, search: search!, write: write! }, "demo model");
+  await engineBench(demo.model, { plan: plan!, search: search!, write: write! }, "demo model", DEMO_SIZES);
   section("MCP load_lora round trip on the warm demo model (prescribed load on a fresh session; includes the KV rebuild)");
   const config = join(mkdtempSync(join(tmpdir(), "weact-bench-")), "weact.json");
   writeFileSync(config, JSON.stringify({ model: { gpu: false } }));
@@ -75,7 +105,7 @@ async function main() {
     const { code: _code, ["write-v2"]: _v2, ...library } = big.adapters;
     section("memory: RSS with the model alone vs with all adapters resident (target: growth <= 1.2x the files)");
     process.stdout.write(table([await adapterMemory(big.model, library, logger)]) + "\n");
-    await engineBench(big.model, library, "Qwen3-0.6B-shaped model");
+    await engineBench(big.model, library, "Qwen3-0.6B-shaped model", BIG_SIZES);
   }
 }
 

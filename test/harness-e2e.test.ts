@@ -23,6 +23,8 @@ interface RunResult {
   answer: string;
   stages: string[];
   switches: number;
+  rebuilt_tokens: number;
+  reused_tokens: number;
   time: { wallMs: number; unattributedShare: number; model: Record<string, number>; cacheRebuild: number; adapterControl: number };
 }
 
@@ -54,7 +56,11 @@ describe("run_task on the demo model over MCP", () => {
     expect(events.filter((e) => e.type === "stage_end").map((e) => e.end)).toEqual(["exit_call", "exit_call", "no_tool"]);
     const tool = events.find((e) => e.type === "tool_call");
     expect(tool).toMatchObject({ name: "search", ok: true, adapter: "search" });
-    expect(events.filter((e) => e.type === "cache_rebuild")).toHaveLength(6);
+    const rebuilds = events.filter((e) => e.type === "cache_rebuild");
+    expect(rebuilds).toHaveLength(6);
+    // releases return to the base's lane, which evaluates only what was appended since it last ran
+    expect(r.reused_tokens).toBe(rebuilds.reduce((n, e) => n + (e.reused as number), 0));
+    expect(r.reused_tokens).toBeGreaterThan(0);
     // the history shows every load/release exchange, the synthetic ones included, and the tool result
     const history = (events.find((e) => e.type === "history")!.messages as { role: string; name?: string; author?: string; content: string }[]);
     const exchanges = history.filter((m) => m.role === "tool").map((m) => m.name);

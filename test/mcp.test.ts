@@ -16,6 +16,7 @@ interface SessionState {
   pending_calls: { id: string }[];
   history: { role: string; content: string; name?: string; is_error?: boolean; tool_calls?: { name: string }[] }[];
   prompt_tokens?: number[];
+  kv_lanes: { weights: string; active: boolean; state: string; tokens: number }[];
 }
 
 let http: HttpServer;
@@ -89,12 +90,17 @@ describe.each<TransportKind>(["stdio", "http", "sse"])("MCP over %s", (kind) => 
     const base = await reference.referenceNextTokenLogProbs(null, prompt_tokens!);
     expect(Math.abs(got.logprob - base.get(got.token)!)).toBeGreaterThan(1e-3);
 
-    const released = await call<{ active_adapter: string | null; previous_adapter: string }>(a.client, "offload_lora", { session_id: id, handoff: "river found" });
+    const released = await call<{ active_adapter: string | null; previous_adapter: string; switch: { cache_strategy: string; rebuilt_tokens: number; reused_tokens: number } }>(a.client, "offload_lora", { session_id: id, handoff: "river found" });
     expect(released).toMatchObject({ active_adapter: null, previous_adapter: chosen });
+    // the default cache strategy: the base's lane kept its cache, so the return evaluates only what the base has not seen
+    expect(released.switch.cache_strategy).toBe("reuse");
+    expect(released.switch.reused_tokens).toBeGreaterThan(100);
+    expect(released.switch.rebuilt_tokens).toBeLessThan(loaded.switch.rebuilt_tokens);
     const third = await call<Generated>(a.client, "generate", { session_id: id, max_tokens: 3 });
     expect(third.adapter).toBeNull();
 
-    const { history } = await state(a.client, id);
+    const { history, kv_lanes } = await state(a.client, id);
+    expect(kv_lanes.map((l) => [l.weights, l.active, l.state]).sort()).toEqual([["base", true, "live"], [chosen, false, "live"]].sort());
     const exchanges = history.filter((m) => m.role === "tool").map((m) => [m.name, m.is_error]);
     expect(exchanges).toEqual([["load_lora", false], ["offload_lora", false]]);
     const prescribed = history.find((m) => m.role === "assistant" && m.tool_calls?.[0]?.name === "offload_lora");

@@ -105,11 +105,11 @@ export class EngineSession {
     return this.lane.replay();
   }
 
-  /** This session's lanes: the active one, idle live ones, spilled ones. */
-  laneStates(): { key: string; active: boolean; state: "live" | "spilled"; tokens: number }[] {
+  /** This session's KV lanes: the active one, idle live ones, spilled ones; `weights` is "base" or the adapters' aliases. */
+  laneStates(): { weights: string; active: boolean; state: "live" | "spilled"; tokens: number }[] {
     return [...this.lanes.values()]
       .filter((l) => !l.empty)
-      .map((l) => ({ key: l.key, active: l === this.lane, state: l.slot ? "live" : "spilled", tokens: l.slot?.sequence.nextTokenIndex ?? l.spilled!.tokens }));
+      .map((l) => ({ weights: this.label(l.versions) ?? "base", active: l === this.lane, state: l.slot ? "live" : "spilled", tokens: l.slot?.sequence.nextTokenIndex ?? l.spilled!.tokens }));
   }
 
   /**

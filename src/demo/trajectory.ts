@@ -10,16 +10,15 @@ const FUNCTIONS: Conversation["functions"] = {
  * The history of a scripted WeAct trajectory after `steps` exchanges (load, search, offload, ...), each an
  * assistant turn with its tool call and result, as the harness appends them. Append-only: the history
  * after n steps is a prefix of the history after n+1, which is what lets a lane reuse its cache.
- * `evidence` lengthens every tool result by that many sentences.
  */
-export function scriptedTrajectory(steps: number, evidence = 0): Conversation {
+export function scriptedTrajectory(steps: number): Conversation {
   const turns: ChatTurn[] = [
     { role: "system", text: "You are a research agent. Use your capabilities." },
     { role: "user", text: "Which river flows through Paris, how long is it, and which seas does it reach?" },
   ];
   for (let i = 0; i < steps; i++) {
     const name = ["load_lora", "search", "offload_lora"][i % 3]!;
-    const sentences = "The Seine rises at Source-Seine and crosses Paris before reaching the English Channel. ".repeat(evidence + (i % 4));
+    const sentences = "The Seine rises at Source-Seine and crosses Paris before reaching the English Channel. ".repeat(i % 4);
     turns.push({
       role: "assistant",
       text: `Step ${i}: I will ${name === "search" ? "look it up" : "change capability"}.`,

@@ -210,11 +210,23 @@ export class SessionService {
       { role: "assistant", content: "", adapter: stage.adapter, author: "harness", toolCalls: [answered] },
       toolResult(answered, message, false),
     ];
-    await this.queue.run(() => session.engine.switchAdapter(null, session.conversation([...session.history, ...exchange])));
-    session.append(...exchange);
-    session.stage = undefined;
+    await this.switchWith(session, null, exchange);
     this.logger.info({ session: session.id, adapter: stage.adapter, reason }, "stage budget spent: adapter released by the server");
     return { adapter: stage.adapter, reason };
+  }
+
+  /**
+   * Switches the session's weights with `exchange` as the history's next messages, then commits them: only
+   * a switch that succeeded leaves a trace in the history. Called under the session lock.
+   */
+  private async switchWith(session: Session, target: string | null, exchange: HistoryMessage[]): Promise<SwitchReport> {
+    const from = session.activeAdapter;
+    const report = await this.queue.run(() => session.engine.switchAdapter(target, session.conversation([...session.history, ...exchange])));
+    session.append(...exchange);
+    session.stage = target === null ? undefined : new StageUsage(target);
+    const { tokens, reused, restored, ms } = report.rebuild;
+    this.logger.info({ session: session.id, from, to: target, cache: report.strategy, rebuiltTokens: tokens, reusedTokens: reused, restoredTokens: restored, rebuildMs: ms }, "weights switched");
+    return report;
   }
 
   /** Answers a pending model call with an error the model reads (a harness guard refusing it). */
@@ -261,8 +273,7 @@ export class SessionService {
   /**
    * The paper's state rule: load only from the base, offload only the active adapter. An invalid action
    * changes nothing; when it answers a model call, the error is recorded as that call's result so the
-   * model reads why. A valid one records the exchange and rebuilds the KV cache under the new weights;
-   * the history is committed only after the rebuild succeeded, so a failed switch leaves no trace.
+   * model reads why. A valid one switches the weights with the exchange as the history's next messages.
    */
   private async weightAction(owner: string, id: string, action: typeof LOAD_LORA | typeof OFFLOAD_LORA, input: WeightActionInput): Promise<WeightActionOutcome> {
     const session = this.get(owner, id);
@@ -286,16 +297,13 @@ export class SessionService {
       exchange.push(toolResult(answered, message, false));
       let report: SwitchReport;
       try {
-        report = await this.queue.run(() => session.engine.switchAdapter(target, session.conversation([...session.history, ...exchange])));
+        report = await this.switchWith(session, target, exchange);
       } catch (err) {
         if (!(err instanceof EngineError)) throw err;
         const reason = `${action} failed, nothing changed: ${err.message}`;
         if (call) session.append(toolResult(call, reason, true));
         return { ok: false, error: reason, recordedForCall: call?.id ?? null };
       }
-      session.append(...exchange);
-      session.stage = target === null ? undefined : new StageUsage(target);
-      this.logger.info({ session: id, action, from: active, to: target, rebuildMs: report.rebuild.ms, rebuiltTokens: report.rebuild.tokens }, "weights switched");
       return { ok: true, action, previous: active, active: target, callId: answered.id, message, switch: report };
     });
   }

@@ -30,6 +30,7 @@ export function sessionView(session: Session) {
     tools: [...session.externalTools],
     keep_tool_result: session.settings.keepToolResults,
     cached_tokens: session.engine.cachedTokens,
+    kv_lanes: session.engine.laneStates(),
     created_at: new Date(session.createdAt).toISOString(),
     last_active_at: new Date(session.lastActiveAt).toISOString(),
     history: historyView(session),

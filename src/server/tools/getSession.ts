@@ -25,6 +25,9 @@ export function registerGetSessionTool(server: McpServer, ctx: ServerContext) {
         tools: z.array(z.string()),
         keep_tool_result: z.number(),
         cached_tokens: z.number(),
+        kv_lanes: z
+          .array(z.object({ weights: z.string(), active: z.boolean(), state: z.enum(["live", "spilled"]), tokens: z.number() }))
+          .describe("The session's KV caches, one per weight set it has run under (cache strategy reuse): a return to one evaluates only what it has not seen."),
         prompt_tokens: z.array(z.number()).optional(),
         created_at: z.string(),
         last_active_at: z.string(),
