@@ -2,6 +2,7 @@
  * Test-only doors into the engine. Nothing in src/ imports this file: it exists so tests can prove that
  * the behaviours they check would fail without the mechanism under test.
  */
+import { ResidentAdapters } from "./adapters/ResidentAdapters.js";
 import type { Engine } from "./engine/Engine.js";
 import type { EngineSession } from "./session/EngineSession.js";
 
@@ -15,5 +16,5 @@ export function openStaleSession(engine: Engine): Promise<EngineSession> {
  * the planted bug the exact keys exist to prevent (a refreshed adapter would continue a stale cache).
  */
 export function openAliasKeyedSession(engine: Engine): Promise<EngineSession> {
-  return engine.openSessionWith("reuse", [], (versions) => versions.map((v) => v.slice(0, v.lastIndexOf("@"))).sort().join("+") || "base");
+  return engine.openSessionWith("reuse", [], (versions) => versions.map(ResidentAdapters.aliasOf).sort().join("+") || "base");
 }

@@ -48,13 +48,15 @@ describe("config", () => {
     expect(c.model.gpu).toBe("auto");
     expect(c.model.gpuLayers).toBe("auto");
     expect(c.manifestPath).toBe(DEFAULT_MANIFEST);
+    expect(c.cache).toEqual({ strategy: "reuse", spillMiB: 512 });
   });
 
   it("resolves paths against the config file's folder", () => {
     const path = join(dir, "weact.json");
-    writeFileSync(path, JSON.stringify({ model: { path: "m.gguf", gpuLayers: 20 }, adapters: { manifest: "lib/manifest.json" } }));
+    writeFileSync(path, JSON.stringify({ model: { path: "m.gguf", gpuLayers: 20 }, adapters: { manifest: "lib/manifest.json" }, cache: { spillDir: "kv" } }));
     const c = loadConfigFile(path);
     expect(c.model.path).toBe(join(dir, "m.gguf"));
+    expect(c.cache.spillDir).toBe(join(dir, "kv"));
     expect(c.manifestPath).toBe(join(dir, "lib", "manifest.json"));
     expect(c.demo).toBe(false);
   });
@@ -64,5 +66,7 @@ describe("config", () => {
     expect(() => resolveConfig({ model: { gpu: "tpu" } }, "x.json", dir)).toThrow(/model\.gpu/);
     expect(() => resolveConfig({ model: { contextSize: 10 } }, "x.json", dir)).toThrow(/model\.contextSize/);
     expect(() => resolveConfig({ modle: {} }, "x.json", dir)).toThrow(/Unrecognized key/);
+    expect(() => resolveConfig({ cache: { strategy: "lru" } }, "x.json", dir)).toThrow(/cache\.strategy/);
+    expect(() => resolveConfig({ cache: { spillMiB: -1 } }, "x.json", dir)).toThrow(/cache\.spillMiB/);
   });
 });

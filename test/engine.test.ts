@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { LlamaContext, LlamaModel } from "node-llama-cpp";
+import { LlamaContext, LlamaContextSequence, LlamaModel } from "node-llama-cpp";
 import type { Engine, Conversation } from "../native/index.js";
 import { openStaleSession } from "../native/testing.js";
 import { conversation, demoEngine, demo, maxAbsDiff } from "./helpers/engine.js";
@@ -18,6 +18,7 @@ describe("engine on the demo model", () => {
   it("keeps the node-llama-cpp internals it relies on (fails loudly on an upgrade that drops them)", () => {
     expect(typeof (LlamaContext.prototype as unknown as Record<string, unknown>)._setLoras).toBe("function");
     expect(typeof (LlamaModel.prototype as unknown as Record<string, unknown>)._getOrLoadLora).toBe("function");
+    expect(typeof (LlamaContextSequence.prototype as unknown as Record<string, unknown>)._decodeTokens).toBe("function");
   });
 
   it("resolves the Qwen chat wrapper from the embedded Qwen3 template", () => {

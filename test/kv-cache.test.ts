@@ -157,6 +157,61 @@ describe("KV lanes under pressure (reuse, one context of two sequences)", () => 
   });
 });
 
+describe("KV lanes: what a refresh, a tight spill budget and racing calls leave behind (reuse, one context of two sequences)", () => {
+  let engine: Engine;
+  beforeAll(async () => {
+    engine = await demoEngine({ sequencesPerContext: 2, maxContexts: 1, cache: { strategy: "reuse", spillBytes: 1.5 * 2 ** 20 } });
+  });
+  afterAll(async () => engine?.dispose());
+
+  it("a spilled lane whose adapter was refreshed is dropped, and the session still describes itself", async () => {
+    const s = await engine.openSession();
+    const other = await engine.openSession();
+    try {
+      await s.switchAdapter("write", trajectory(1));
+      // every sequence is held by an active lane: write's lane (~1k tokens, ~1 MiB of KV) spills to make room
+      await s.switchAdapter(null, trajectory(2));
+      expect(s.laneStates().map((l) => [l.weights, l.state])).toContainEqual(["write", "spilled"]);
+      await engine.refreshAdapter({ alias: "write", filePath: demo.adapters["write-v2"]!, scale: 1 });
+      await new Promise((r) => setTimeout(r, 50)); // the engine collects unused versions in the background
+      expect(s.laneStates().map((l) => l.weights)).toEqual(["base"]);
+      expect(engine.residentVersions().filter((v) => v.alias === "write")).toHaveLength(1);
+    } finally {
+      await s.close();
+      await other.close();
+      await engine.refreshAdapter({ alias: "write", filePath: demo.adapters.write!, scale: 1 });
+    }
+  });
+
+  it("a state larger than the spill budget is dropped, never kept over budget", async () => {
+    const s = await engine.openSession();
+    let other: EngineSession | undefined;
+    try {
+      await s.switchAdapter("plan", trajectory(6)); // ~2.3k tokens: ~2.3 MiB of KV, over the budget
+      await s.switchAdapter(null, trajectory(7));
+      const before = engine.cacheStats().evictions;
+      other = await engine.openSession();
+      expect(engine.cacheStats().evictions).toEqual({ ...before, dropped: before.dropped + 1 });
+      expect(engine.cacheStats().spilledBytes).toBeLessThanOrEqual(1.5 * 2 ** 20);
+    } finally {
+      await s.close();
+      await other?.close();
+    }
+  });
+
+  it("switches racing on one session and a close in the middle leak no sequence", async () => {
+    for (let round = 0; round < 3; round++) {
+      const s = await engine.openSession();
+      const racing = Promise.allSettled([s.switchAdapter("plan", trajectory(1)), s.switchAdapter("search", trajectory(1)), s.switchAdapter(null, trajectory(2))]);
+      await s.close();
+      await racing;
+    }
+    expect(engine.cacheStats()).toMatchObject({ idleLanes: 0, spilledLanes: 0, spilledBytes: 0 });
+    const both = [await engine.openSession(), await engine.openSession()]; // both sequences are free again
+    await Promise.all(both.map((x) => x.close()));
+  });
+});
+
 describe("KV lanes without a spill store", () => {
   it("an evicted lane is dropped, and the return re-evaluates the whole history exactly", async () => {
     const engine = await demoEngine({ sequencesPerContext: 2, maxContexts: 1, cache: { strategy: "reuse", spillDir: null } });

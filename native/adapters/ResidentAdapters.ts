@@ -38,6 +38,11 @@ export class ResidentAdapters {
     return `${alias}@${sha256}x${scale}`;
   }
 
+  /** The alias a version id was made for (readable even after the version was freed). */
+  static aliasOf(id: string): string {
+    return id.slice(0, id.lastIndexOf("@"));
+  }
+
   /** Validates and loads a version (or returns it if those bytes at that scale are already resident). */
   async load(spec: AdapterSpec): Promise<AdapterInfo> {
     const filePath = resolve(spec.filePath);

@@ -3,7 +3,7 @@ import { Mutex } from "../context/Mutex.js";
 import { EngineCapacityError } from "../errors.js";
 import type { EngineLogger } from "../logger.js";
 import type { Lane, Slot } from "./Lane.js";
-import type { SpillStore } from "./SpillStore.js";
+import type { SpilledState, SpillStore } from "./SpillStore.js";
 
 export interface LanePoolOptions {
   maxContexts: number;
@@ -31,6 +31,7 @@ export interface PoolStats {
 export class LanePool {
   readonly contexts: EngineContext[] = [];
   private readonly idle = new Set<Lane>();
+  private readonly spilled = new Set<Lane>();
   private readonly allocating = new Mutex();
   private clock = 0;
   private readonly evictions = { spilled: 0, dropped: 0 };
@@ -72,33 +73,48 @@ export class LanePool {
   }
 
   /**
-   * Saves the lane's cache to the spill store if there is one (it stays reusable from there), then frees
-   * its sequence. Caller holds the lane's context lock.
+   * Saves the lane's cache to the spill store if there is one (it stays reusable from there), then takes
+   * its sequence away and returns it, still holding the lane's KV. Caller holds the lane's context lock.
    */
   async spillAndFree(lane: Lane): Promise<Slot | undefined> {
     this.idle.delete(lane);
     const slot = lane.slot;
     if (!slot) return undefined;
     const spill = this.opts.spill;
-    const state = spill ? await spill.save(slot.sequence, lane.replay().decodes, () => (lane.spilled = undefined)).catch((err) => {
-      this.opts.logger.warn({ err: (err as Error).message }, "spilling a KV lane failed; dropping it");
-      return undefined;
-    }) : undefined;
-    if (lane.spilled) spill?.remove(lane.spilled);
+    const forget = (state: SpilledState) => {
+      if (lane.spilled !== state) return;
+      lane.spilled = undefined;
+      this.spilled.delete(lane);
+    };
+    const state = spill
+      ? await spill.save(slot.sequence, lane.replay().decodes, forget).catch((err) => {
+          this.opts.logger.warn({ err: (err as Error).message }, "spilling a KV lane failed; dropping it");
+          return undefined;
+        })
+      : undefined;
     lane.spilled = state;
+    if (state) this.spilled.add(lane);
     this.evictions[state ? "spilled" : "dropped"]++;
     return lane.detach();
+  }
+
+  /** The lane's spilled state goes back into a sequence: the pool stops counting it as spilled. */
+  unspill(lane: Lane): SpilledState | undefined {
+    const state = lane.spilled;
+    lane.spilled = undefined;
+    this.spilled.delete(lane);
+    return state;
   }
 
   /** Frees everything the lane holds (its session closed, or its weights left the library). Caller holds its context lock if live. */
   async drop(lane: Lane): Promise<void> {
     this.idle.delete(lane);
-    if (lane.spilled) this.opts.spill?.remove(lane.spilled);
-    lane.spilled = undefined;
+    const state = this.unspill(lane);
+    if (state) this.opts.spill?.remove(state);
     await lane.detach()?.sequence.dispose();
   }
 
-  /** Idle live lanes, for the engine to drop those whose weights are gone. */
+  /** Idle lanes that still hold a sequence (and so keep their adapter versions in use). */
   idleLanes(): Lane[] {
     return [...this.idle];
   }
@@ -108,28 +124,36 @@ export class LanePool {
       contexts: this.contexts.length,
       sequences: this.contexts.length * this.opts.sequencesPerContext,
       idleLanes: this.idle.size,
-      spilledLanes: this.opts.spill?.count ?? 0,
+      spilledLanes: this.spilled.size,
       spilledBytes: this.opts.spill?.usedBytes ?? 0,
       evictions: { ...this.evictions },
     };
   }
 
+  /** The least recently used idle lane, preferring one whose context is not busy (its lock would hold up every allocation). */
   private leastRecentlyUsed(): Lane | undefined {
     let oldest: Lane | undefined;
-    for (const lane of this.idle) if (!oldest || lane.lastUsed < oldest.lastUsed) oldest = lane;
+    const rank = (l: Lane) => [l.slot?.context.lock.depth ? 1 : 0, l.lastUsed] as const;
+    for (const lane of this.idle) {
+      if (!oldest) oldest = lane;
+      const [busy, used] = rank(lane);
+      const [oldestBusy, oldestUsed] = rank(oldest);
+      if (busy < oldestBusy || (busy === oldestBusy && used < oldestUsed)) oldest = lane;
+    }
     return oldest;
   }
 
   private async evict(lane: Lane): Promise<void> {
     const slot = lane.slot;
     if (!slot) return void this.idle.delete(lane);
-    await slot.context.lock.run(async () => {
+    const evicted = await slot.context.lock.run(async () => {
       // re-checked under the lock: its session may have made it active again, or dropped it, meanwhile
-      if (!this.idle.has(lane) || lane.slot !== slot) return;
+      if (!this.idle.has(lane) || lane.slot !== slot) return false;
       await this.spillAndFree(lane);
       await slot.sequence.dispose();
+      return true;
     });
-    this.opts.logger.debug({ lane: lane.key, owner: lane.owner, spilled: !!lane.spilled }, "idle KV lane evicted");
+    if (evicted) this.opts.logger.debug({ lane: lane.key, owner: lane.owner, spilled: !!lane.spilled }, "idle KV lane evicted");
   }
 
   dispose(): void {

@@ -1,7 +1,7 @@
 import { mkdirSync, mkdtempSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { LlamaContextSequence, Token } from "node-llama-cpp";
+import type { LlamaContextSequence } from "node-llama-cpp";
 import type { Decode } from "./DecodeLog.js";
 
 /** A lane's KV saved to disk: the file holds llama.cpp's sequence state; the key and decode log stay here. */
@@ -47,25 +47,30 @@ export class SpillStore {
     return this.bytes;
   }
 
-  get count(): number {
-    return this.entries.size;
-  }
-
-  /** Saves the sequence's state; undefined when it cannot fit the budget at all. Caller holds the context lock. */
-  async save(sequence: LlamaContextSequence, decodes: readonly Decode[], dropped: () => void): Promise<SpilledState | undefined> {
+  /**
+   * Saves the sequence's state; undefined when it cannot fit the budget at all. Older states are dropped
+   * to make room (their owners hear it through `dropped`). Caller holds the context lock.
+   */
+  async save(sequence: LlamaContextSequence, decodes: readonly Decode[], dropped: (state: SpilledState) => void): Promise<SpilledState | undefined> {
     if (this.budgetBytes <= 0 || sequence.nextTokenIndex === 0) return undefined;
     const file = join(this.dir, `${this.baseTag}-${process.pid}-${++this.counter}.kv`);
-    const { fileSize } = await sequence.saveStateToFile(file);
-    if (fileSize > this.budgetBytes) {
+    let fileSize: number;
+    try {
+      ({ fileSize } = await sequence.saveStateToFile(file));
+    } catch (err) {
+      rmSync(file, { force: true });
+      throw err;
+    }
+    const bytes = fileSize || statSync(file).size;
+    if (bytes > this.budgetBytes) {
       rmSync(file, { force: true });
       return undefined;
     }
-    const state: SpilledState = { file, bytes: fileSize || statSync(file).size, tokens: sequence.nextTokenIndex, decodes };
-    this.entries.set(file, { state, dropped });
-    this.bytes += state.bytes;
-    // the new state fits the budget alone, so the loop stops before reaching it
+    const state: SpilledState = { file, bytes, tokens: sequence.nextTokenIndex, decodes };
+    this.entries.set(file, { state, dropped: () => dropped(state) });
+    this.bytes += bytes;
     for (const entry of this.entries.values()) {
-      if (this.bytes <= this.budgetBytes) break;
+      if (this.bytes <= this.budgetBytes || entry.state === state) break;
       this.remove(entry.state);
       entry.dropped();
     }
@@ -73,13 +78,12 @@ export class SpillStore {
   }
 
   /** Loads a state into an empty sequence and forgets it (the sequence holds it now). Caller holds the context lock. */
-  async restore(state: SpilledState, sequence: LlamaContextSequence): Promise<Token[]> {
-    this.entries.delete(state.file); // out of the LRU before the await: the budget cannot delete it mid-load
+  async restore(state: SpilledState, sequence: LlamaContextSequence): Promise<void> {
+    // out of the LRU and the budget before the await: a save meanwhile can neither delete it nor count it
+    if (this.entries.delete(state.file)) this.bytes -= state.bytes;
     try {
       await sequence.loadStateFromFile(state.file, { acceptRisk: true });
-      return sequence.contextTokens;
     } finally {
-      this.bytes -= state.bytes;
       rmSync(state.file, { force: true });
     }
   }

@@ -14,7 +14,7 @@ import { assertLlamaInternals, setContextAdapters, type AdapterWeight } from "..
 import { probeModelInChild } from "../llama/probe.js";
 import { startLlama } from "../llama/runtime.js";
 import type { EngineLogger } from "../logger.js";
-import { EngineSession, type LaneKeyOf, type LogProbs, type SessionHost, type SwitchCachePolicy } from "../session/EngineSession.js";
+import { EngineSession, toLogProbs, type LaneKeyOf, type LogProbs, type SessionHost, type SwitchCachePolicy } from "../session/EngineSession.js";
 import type { AdapterInfo, AdapterSpec, CacheOptions, CacheStrategy, Conversation, EngineOptions, ModelInfo } from "./types.js";
 
 const DEFAULTS = { contextSize: 8192, sequencesPerContext: 4, maxContexts: 2, batchSize: 512 };
@@ -64,7 +64,6 @@ export class Engine {
       pool: this.pool,
       resolve: (alias) => this.versionOf(alias),
       weightOf: (version) => resident.weight(version),
-      aliasOf: (version) => resident.get(version).alias,
       pin: (versions) => this.pin(versions),
       unpin: (versions) => this.unpin(versions),
       versionsReleased: () => void this.collect(),
@@ -187,27 +186,30 @@ export class Engine {
   }
 
   /**
-   * Frees every version that is neither current for an alias, nor active in an open session, nor pinned by a
-   * switch or a reference under way. Idle lanes computed under a version no longer current can never be
-   * continued (a switch resolves current versions), so they are dropped first.
+   * Frees every version that is neither current for an alias, nor active in an open session, nor held by an
+   * idle lane, nor pinned by a switch or a reference under way. Lanes no switch can reach any more (their
+   * weights were refreshed or removed) are dropped first.
    */
   private collect(): Promise<void> {
+    // most calls (every switch makes one) find nothing to free: skip taking every context lock then
+    const current = new Set(this.current.values());
+    if (this.resident.list().every((v) => current.has(v.id))) return this.collecting;
     this.collecting = this.collecting
       .then(() =>
         // Every context lock is held while deciding and freeing: no evaluation can apply a version in between.
         this.withAllContextLocks(async () => {
           if (this.disposed) return;
-          const current = new Set(this.current.values());
-          for (const lane of this.pool.idleLanes()) if (lane.versions.some((v) => !current.has(v))) await this.pool.drop(lane);
-          const inUse = new Set([
-            ...current,
-            ...[...this.sessions].flatMap((s) => s.activeVersions),
-            ...this.pool.idleLanes().flatMap((l) => l.versions),
-            ...this.pinned.keys(),
-          ]);
+          for (const session of this.sessions) await session.dropUnreachableLanes();
+          // asked again for each version, after the awaits: a refresh back to the same bytes makes a version current again
+          const inUse = (id: string) =>
+            [...this.current.values()].includes(id) ||
+            this.pinned.has(id) ||
+            [...this.sessions].some((s) => s.activeVersions.includes(id)) ||
+            this.pool.idleLanes().some((l) => l.versions.includes(id));
           for (const version of this.resident.list()) {
-            if (inUse.has(version.id)) continue;
+            if (inUse(version.id)) continue;
             for (const context of this.pool.contexts) await context.detach(version.id);
+            if (inUse(version.id)) continue; // detached only: the next evaluation applies it again
             await this.resident.free(version.id);
             this.logger.info({ version: version.id }, "adapter version freed");
           }
@@ -314,9 +316,7 @@ export class Engine {
       if (sequence.contextTokens.some((t, i) => t !== tokens[i])) throw new Error("the replayed cache is not a prefix of the reference tokens");
       if (rest.length) await sequence.evaluateWithoutGeneratingNewTokens(rest);
       const [result] = await sequence.controlledEvaluate([[tokens.at(-1)!, { generateNext: { probabilities: true } }]]);
-      const out: LogProbs = new Map();
-      for (const [token, p] of result?.next?.probabilities ?? []) out.set(token, Math.log(p));
-      return out;
+      return toLogProbs(result?.next?.probabilities);
     } finally {
       await context.dispose();
       this.unpin(versions);

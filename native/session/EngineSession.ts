@@ -1,10 +1,12 @@
 import { LlamaChat, LlamaText, type ChatWrapper, type LlamaContextSequence, type LlamaModel, type Token } from "node-llama-cpp";
 import { renderConversation, toChatModelFunctions } from "../chat/render.js";
 import { generationBias } from "../chat/bias.js";
+import { ResidentAdapters } from "../adapters/ResidentAdapters.js";
 import type { CacheReplay } from "../cache/DecodeLog.js";
+import { Mutex } from "../context/Mutex.js";
 import { Lane, type Slot } from "../cache/Lane.js";
 import type { LanePool } from "../cache/LanePool.js";
-import { ContextOverflowError, EngineCapacityError, SessionClosedError } from "../errors.js";
+import { ContextOverflowError, EngineCapacityError, SessionClosedError, UnknownAdapterError } from "../errors.js";
 import type { AdapterWeight } from "../llama/internals.js";
 import type {
   CacheStrategy,
@@ -25,7 +27,6 @@ export interface SessionHost {
   /** The current version of an alias; throws UnknownAdapterError for an alias not in the library. */
   resolve(alias: string): string;
   weightOf(version: string): AdapterWeight;
-  aliasOf(version: string): string;
   /** Keeps versions from being freed while a switch to them is under way. */
   pin(versions: readonly string[]): void;
   unpin(versions: readonly string[]): void;
@@ -46,6 +47,9 @@ export type LaneKeyOf = (versions: readonly string[]) => string;
 
 const now = () => performance.now();
 
+/** null for the base, else the adapters' aliases joined with "+" (read from the version ids: valid even once a version is freed). */
+const label = (versions: readonly string[]): string | null => (versions.length ? versions.map(ResidentAdapters.aliasOf).join("+") : null);
+
 /** Next-token log-probs, by token id. */
 export type LogProbs = Map<Token, number>;
 
@@ -64,8 +68,12 @@ interface Synced {
  */
 export class EngineSession {
   private closed = false;
-  /** The active lane: always live (it has a sequence). */
+  /** The active lane: live (it has a sequence), but inside an in-place switch. */
   private lane: Lane;
+  /** Switches and close, one at a time: lanes are created, parked and dropped only here. */
+  private readonly switching = new Mutex();
+  /** Tokens one lane holds at most (every sequence of the engine has the same size). */
+  readonly contextSize: number;
   /** Under `reuse`: every lane this session has, by key, the active one included. */
   private readonly lanes = new Map<string, Lane>();
 
@@ -78,12 +86,13 @@ export class EngineSession {
   ) {
     this.lane = first;
     this.lanes.set(first.key, first);
+    this.contextSize = first.slot!.sequence.contextSize;
     host.pool.use(first);
   }
 
   /** null for the base, the alias for one adapter, "a+b" for several applied together. */
   get activeAdapter(): string | null {
-    return this.label(this.lane.versions);
+    return label(this.lane.versions);
   }
 
   /** The exact adapter versions in use: a session keeps the version it loaded even after its alias is refreshed. */
@@ -91,13 +100,9 @@ export class EngineSession {
     return this.lane.versions;
   }
 
-  get contextSize(): number {
-    return this.liveSlot().sequence.contextSize;
-  }
-
   /** Tokens whose KV the active lane holds now. */
   get cachedTokens(): number {
-    return this.liveSlot().sequence.nextTokenIndex;
+    return this.lane.slot?.sequence.nextTokenIndex ?? 0; // no slot only inside an in-place switch
   }
 
   /** How the active lane's cache was computed: what a reference context must replay to reproduce it exactly. */
@@ -105,11 +110,32 @@ export class EngineSession {
     return this.lane.replay();
   }
 
+  /**
+   * Drops the lanes no switch can reach any more: a lane is reachable while resolving its aliases now gives
+   * its key again (a refreshed or removed adapter changes or loses it). Caller holds every context lock.
+   */
+  async dropUnreachableLanes(): Promise<void> {
+    for (const [key, lane] of this.lanes) {
+      if (lane === this.lane || key === this.keyOfCurrent(lane.versions)) continue;
+      await this.host.pool.drop(lane);
+      this.lanes.delete(key);
+    }
+  }
+
+  private keyOfCurrent(versions: readonly string[]): string | undefined {
+    try {
+      return this.keyOf(versions.map((v) => this.host.resolve(ResidentAdapters.aliasOf(v))));
+    } catch (err) {
+      if (err instanceof UnknownAdapterError) return undefined; // an alias left the library
+      throw err;
+    }
+  }
+
   /** This session's KV lanes: the active one, idle live ones, spilled ones; `weights` is "base" or the adapters' aliases. */
   laneStates(): { weights: string; active: boolean; state: "live" | "spilled"; tokens: number }[] {
     return [...this.lanes.values()]
       .filter((l) => !l.empty)
-      .map((l) => ({ weights: this.label(l.versions) ?? "base", active: l === this.lane, state: l.slot ? "live" : "spilled", tokens: l.slot?.sequence.nextTokenIndex ?? l.spilled!.tokens }));
+      .map((l) => ({ weights: label(l.versions) ?? "base", active: l === this.lane, state: l.slot ? "live" : "spilled", tokens: l.slot?.sequence.nextTokenIndex ?? l.spilled!.tokens }));
   }
 
   /**
@@ -123,42 +149,42 @@ export class EngineSession {
   /** As switchAdapter, for a set of adapters applied together (none = the base). */
   async switchAdapters(aliases: readonly string[], conversation: Conversation): Promise<SwitchReport> {
     this.ensureOpen();
-    for (const a of aliases) this.host.resolve(a); // refuse an unknown alias before anything changes
+    for (const a of aliases) this.host.resolve(a); // an unknown alias is refused before anything changes
     const tokens = this.render(conversation);
     this.ensureFits(tokens.length);
     const queued = now();
-    const started = now();
-    const to = aliases.map((a) => this.host.resolve(a));
-    const key = this.keyOf(to);
-    const from = this.activeAdapter;
-    const report = (queueMs: number, sync: Synced, strategy: SwitchReport["strategy"]): SwitchReport => ({
-      from,
-      to: this.label(to),
-      strategy,
-      switchMs: 0,
-      rebuild: { tokens: sync.evaluated, reused: sync.reused, restored: sync.restored, ms: sync.ms },
-      queueMs,
+    return this.switching.run(async () => {
+      this.ensureOpen();
+      // resolved and pinned with no await between: a refresh cannot free them before the session holds them
+      const to = aliases.map((a) => this.host.resolve(a));
+      this.host.pin(to);
+      try {
+        const key = this.keyOf(to);
+        const from = this.activeAdapter;
+        let result: { sync: Synced; queueMs: number; strategy: SwitchReport["strategy"] };
+        if (key === this.lane.key || this.cachePolicy === "keep-stale") {
+          this.lane.versions = to; // keep-stale: the bug the rebuild exists to prevent
+          this.lane.key = key;
+          result = { sync: { reused: this.cachedTokens, evaluated: 0, restored: 0, ms: 0 }, queueMs: 0, strategy: "unchanged" };
+        } else if (this.cachePolicy === "reuse") {
+          result = { ...(await this.switchLane(key, to, tokens, queued)), strategy: "reuse" };
+        } else {
+          result = { ...(await this.rebuildInPlace(key, to, tokens, queued)), strategy: "rebuild" };
+        }
+        queueMicrotask(() => this.host.versionsReleased());
+        const { sync, queueMs, strategy } = result;
+        return {
+          from,
+          to: label(to),
+          strategy,
+          switchMs: Math.max(0, now() - queued - queueMs - sync.ms),
+          rebuild: { tokens: sync.evaluated, reused: sync.reused, restored: sync.restored, ms: sync.ms },
+          queueMs,
+        };
+      } finally {
+        this.host.unpin(to);
+      }
     });
-    if (key === this.lane.key || this.cachePolicy === "keep-stale") {
-      const lane = this.lane;
-      const released = lane.versions.some((v) => !to.includes(v));
-      lane.versions = to; // keep-stale: the bug the rebuild exists to prevent
-      lane.key = key;
-      if (released) queueMicrotask(() => this.host.versionsReleased());
-      const cached = this.cachedTokens;
-      return report(now() - queued, { reused: cached, evaluated: 0, restored: 0, ms: 0 }, "unchanged");
-    }
-    // pinned until the session holds them: a refresh cannot free them mid-switch
-    this.host.pin(to);
-    try {
-      const { sync, queueMs } = this.cachePolicy === "reuse" ? await this.switchLane(key, to, tokens, queued) : await this.rebuildInPlace(key, to, tokens, queued);
-      queueMicrotask(() => this.host.versionsReleased());
-      const r = report(queueMs, sync, this.cachePolicy === "reuse" ? "reuse" : "rebuild");
-      r.switchMs = Math.max(0, now() - started - queueMs - sync.ms);
-      return r;
-    } finally {
-      this.host.unpin(to);
-    }
   }
 
   /** `rebuild`: the one lane takes the new weights; none of its cached keys/values may be reused. */
@@ -176,6 +202,7 @@ export class EngineSession {
         lane.key = before.key;
         lane.versions = before.versions;
         await slot.sequence.clearHistory();
+        lane.clearLog();
         throw err;
       }
     });
@@ -200,15 +227,16 @@ export class EngineSession {
       const result = await slot.context.lock.run(async () => {
         const queueMs = now() - queued;
         if (live && lane.slot !== live) return undefined; // evicted while we waited for the lock: go round again
-        if (!live && !fresh) {
-          // in place: the previous lane's cache is saved (or dropped) and its sequence emptied for this one
-          const taken = (await this.host.pool.spillAndFree(previous))!;
-          await taken.sequence.clearHistory();
-          lane.attach(taken);
-        } else if (fresh) lane.attach(fresh);
-        this.host.pool.use(lane);
-        lane.versions = to; // equal keys name equal versions
         try {
+          if (fresh) lane.attach(fresh);
+          else if (!live) {
+            // in place: the previous lane's cache is saved (or dropped) and its sequence emptied for this one
+            const taken = (await this.host.pool.spillAndFree(previous))!;
+            lane.attach(taken);
+            await taken.sequence.clearHistory();
+          }
+          this.host.pool.use(lane);
+          lane.versions = to; // equal keys name equal versions
           return { sync: await this.continueLane(lane, tokens), queueMs };
         } catch (err) {
           await this.abandon(lane, previous);
@@ -226,9 +254,8 @@ export class EngineSession {
 
   /** Brings a lane to the prompt: restores its spilled state first if it has one, else builds on what it holds. */
   private async continueLane(lane: Lane, tokens: Token[]): Promise<Synced> {
-    const spilled = lane.spilled;
+    const spilled = this.host.pool.unspill(lane);
     if (!spilled) return this.sync(lane, tokens);
-    lane.spilled = undefined;
     const started = now();
     const sequence = lane.slot!.sequence;
     try {
@@ -243,18 +270,17 @@ export class EngineSession {
     return { ...sync, restored, ms: now() - started };
   }
 
-  /** A failed switch: the new lane gives its sequence back (to the previous lane if it was taken from it). */
+  /**
+   * A failed switch: the new lane gives its sequence back. Taken from the previous lane (in place), it
+   * returns to it emptied, and the previous lane's spilled state, if any, is restored into it.
+   */
   private async abandon(lane: Lane, previous: Lane): Promise<void> {
     const slot = lane.detach();
     if (!slot) return;
+    if (previous.slot) return slot.sequence.dispose();
+    previous.attach(slot);
     await slot.sequence.clearHistory();
-    if (!previous.slot) {
-      previous.attach(slot);
-      await this.continueLane(previous, []).catch(() => undefined);
-    } else {
-      await slot.sequence.dispose();
-    }
-    lane.spilled = undefined;
+    await this.continueLane(previous, []).catch(() => undefined); // an empty cache is still a correct one
   }
 
   /** Clears the lane and evaluates the prompt under its weights from the start. Caller holds the lock. */
@@ -316,7 +342,7 @@ export class EngineSession {
         text: response.response,
         calls,
         finishReason: finishReason(response.metadata.stopReason, calls.length),
-        adapter: this.label(lane.versions),
+        adapter: label(lane.versions),
         tokens: {
           prompt: tokens.length,
           cached: prefill.reused,
@@ -385,25 +411,23 @@ export class EngineSession {
 
   async close(): Promise<void> {
     if (this.closed) return;
-    this.closed = true;
-    try {
-      for (const lane of this.lanes.values()) {
-        const slot = lane.slot;
-        if (slot) await slot.context.lock.run(() => this.host.pool.drop(lane));
-        else await this.host.pool.drop(lane);
+    this.closed = true; // refuses new work at once; a switch under way finishes first, then everything is dropped
+    await this.switching.run(async () => {
+      try {
+        for (const lane of this.lanes.values()) {
+          const slot = lane.slot;
+          if (slot) await slot.context.lock.run(() => this.host.pool.drop(lane));
+          else await this.host.pool.drop(lane);
+        }
+      } finally {
+        this.host.closed(this);
       }
-    } finally {
-      this.host.closed(this);
-    }
+    });
   }
 
   private async applyWeights(lane: Lane): Promise<void> {
     const versions = lane.versions;
     await lane.slot!.context.applyWeights(versions.length ? versions.join("+") : "base", versions, versions.map((v) => this.host.weightOf(v)));
-  }
-
-  private label(versions: readonly string[]): string | null {
-    return versions.length ? versions.map((v) => this.host.aliasOf(v)).join("+") : null;
   }
 
   private liveSlot(): Slot {
@@ -472,7 +496,7 @@ async function syncPrefix(sequence: LlamaContextSequence, tokens: readonly Token
   return { reused, evaluated: rest.length, ms: now() - started };
 }
 
-function toLogProbs(probabilities: Map<Token, number> | undefined): LogProbs {
+export function toLogProbs(probabilities: Map<Token, number> | undefined): LogProbs {
   const out: LogProbs = new Map();
   for (const [token, p] of probabilities ?? []) out.set(token, Math.log(p));
   return out;
