@@ -45,6 +45,10 @@ function stateOf(pid: number): "gone" | "zombie" | "running" {
   return stat.slice(stat.lastIndexOf(")") + 2).startsWith("Z") ? "zombie" : "running";
 }
 
+// run_code makes its workdirs in os.tmpdir(): a private one here, so the runs of test files running at the
+// same time never show up in this file's checks for leftover workdirs
+process.env.TMPDIR = mkdtempSync(path.join(tmpdir(), "weact-runcode-test-"));
+
 function runDirs(): Set<string> {
   return new Set(readdirSync(tmpdir()).filter((name) => name.startsWith("weact-run-")));
 }
