@@ -76,7 +76,7 @@ export class LanePool {
    * Saves the lane's cache to the spill store if there is one (it stays reusable from there), then takes
    * its sequence away and returns it, still holding the lane's KV. Caller holds the lane's context lock.
    */
-  async spillAndFree(lane: Lane): Promise<Slot | undefined> {
+  async takeSequence(lane: Lane): Promise<Slot | undefined> {
     this.idle.delete(lane);
     const slot = lane.slot;
     if (!slot) return undefined;
@@ -149,7 +149,7 @@ export class LanePool {
     const evicted = await slot.context.lock.run(async () => {
       // re-checked under the lock: its session may have made it active again, or dropped it, meanwhile
       if (!this.idle.has(lane) || lane.slot !== slot) return false;
-      await this.spillAndFree(lane);
+      await this.takeSequence(lane);
       await slot.sequence.dispose();
       return true;
     });

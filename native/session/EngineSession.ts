@@ -231,7 +231,7 @@ export class EngineSession {
           if (fresh) lane.attach(fresh);
           else if (!live) {
             // in place: the previous lane's cache is saved (or dropped) and its sequence emptied for this one
-            const taken = (await this.host.pool.spillAndFree(previous))!;
+            const taken = (await this.host.pool.takeSequence(previous))!;
             lane.attach(taken);
             await taken.sequence.clearHistory();
           }
