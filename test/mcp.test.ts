@@ -168,7 +168,7 @@ describe.each<TransportKind>(["stdio", "http", "sse"])("MCP over %s", (kind) => 
     expect(await callError(a.client, "close_session", { session_id: theirs })).toMatch(/no session/);
   });
 
-  it("serves the prompts and the adapter and session resources", async () => {
+  it("serves the prompts and the adapter, cache and session resources", async () => {
     const { prompts } = await a.client.listPrompts();
     expect(prompts.map((p) => p.name)).toEqual(expect.arrayContaining(["system", "weact-soft", "weact-hard", "stage-plan", "stage-search", "stage-write"]));
     const soft = await a.client.getPrompt({ name: "weact-soft", arguments: { task: "Find the tallest tower" } });
@@ -182,5 +182,8 @@ describe.each<TransportKind>(["stdio", "http", "sse"])("MCP over %s", (kind) => 
     expect(other.resources.map((r) => r.uri)).not.toContain(`weact://sessions/${id}`);
     const read = await a.client.readResource({ uri: `weact://sessions/${id}` });
     expect(JSON.parse((read.contents[0] as { text: string }).text).session_id).toBe(id);
+    const cache = JSON.parse(((await a.client.readResource({ uri: "weact://cache" })).contents[0] as { text: string }).text);
+    expect(cache).toMatchObject({ strategy: "reuse", evictions: { spilled: expect.any(Number), dropped: expect.any(Number) } });
+    expect(cache.sequences).toBeGreaterThanOrEqual(1);
   });
 });

@@ -7,13 +7,23 @@ import { adapterListing } from "./tools/listAdapters.js";
 
 const json = (uri: string, value: unknown) => ({ contents: [{ uri, mimeType: "application/json", text: JSON.stringify(value, null, 2) }] });
 
-/** The adapter library, and each of the caller's sessions (history and state); others' sessions stay invisible. */
+/** The adapter library, the KV cache's occupancy, and each of the caller's sessions (history and state); others' sessions stay invisible. */
 export function registerResources(server: McpServer, ctx: ServerContext) {
   server.registerResource(
     "adapters",
     "weact://adapters",
     { title: "Adapter library", description: "The base model and every adapter with its identity (alias, content hash, scale).", mimeType: "application/json" },
     async (uri) => json(uri.href, { base_model: ctx.runtime.engine.model, adapters: adapterListing(ctx) }),
+  );
+  server.registerResource(
+    "kv-cache",
+    "weact://cache",
+    {
+      title: "KV cache",
+      description: "The cache strategy and what it holds across all sessions: contexts and sequences, idle and spilled lanes, spill bytes, evictions (counts only, no content).",
+      mimeType: "application/json",
+    },
+    async (uri) => json(uri.href, ctx.runtime.engine.cacheStats()),
   );
   server.registerResource(
     "session",
