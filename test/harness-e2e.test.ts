@@ -113,8 +113,10 @@ describe("client-driven generate", () => {
       expect(turn).toMatchObject({ adapter: "plan" });
       expect(turn.released).toBeUndefined();
     }
-    const third = await call<{ adapter: string | null; released?: { adapter: string; reason: string } }>(c.client, "generate", { session_id, max_tokens: 2 });
-    expect(third.released).toEqual({ adapter: "plan", reason: "2 turns without a tool call" });
+    const third = await call<{ adapter: string | null; released?: { adapter: string; reason: string; switch: { cache_strategy: string; rebuilt_tokens: number; reused_tokens: number } } }>(c.client, "generate", { session_id, max_tokens: 2 });
+    // the base never ran in this session, so its lane starts empty and evaluates the whole history
+    expect(third.released).toMatchObject({ adapter: "plan", reason: "2 turns without a tool call", switch: { cache_strategy: "reuse", reused_tokens: 0 } });
+    expect(third.released!.switch.rebuilt_tokens).toBeGreaterThan(100);
     expect(third.adapter).toBeNull();
     const { history } = await call<{ history: { role: string; name?: string; author?: string; content: string }[] }>(c.client, "get_session", { session_id });
     const release = history.filter((m) => m.role === "tool").at(-1)!;

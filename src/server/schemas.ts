@@ -1,4 +1,5 @@
 import { z } from "zod";
+import type { SwitchReport } from "../../native/index.js";
 
 /** Argument fields shared by several tools, with the bounds that keep oversize input out. */
 export const sessionId = z.string().min(1).max(64).describe("The session id returned by create_session.");
@@ -17,6 +18,19 @@ export const switchShape = {
   restored_tokens: z.number().int().describe("Of the reused tokens, those read back from a spilled state."),
   queue_ms: z.number(),
 };
+
+/** A switch report as MCP results show it. */
+export function switchView(r: SwitchReport) {
+  return {
+    switch_ms: r.switchMs,
+    cache_strategy: r.strategy,
+    rebuild_ms: r.rebuild.ms,
+    rebuilt_tokens: r.rebuild.tokens,
+    reused_tokens: r.rebuild.reused,
+    restored_tokens: r.rebuild.restored,
+    queue_ms: r.queueMs,
+  };
+}
 
 export const weightActionOutput = {
   active_adapter: z.string().nullable(),

@@ -40,7 +40,7 @@ export interface GenerateInput {
 export interface GenerateOutcome {
   result: GenerateResult;
   /** The stage budget ran out before this turn: the server released the adapter itself (a recorded exchange). */
-  released?: { adapter: string; reason: string };
+  released?: { adapter: string; reason: string; switch: SwitchReport };
   /** The recorded calls with the ids a client answers them by. */
   calls: ToolCallRecord[];
   recorded: boolean;
@@ -199,7 +199,7 @@ export class SessionService {
    * spent one, the server releases it itself (an exchange attributed to the harness, saying why) before the
    * next turn. Called under the session lock.
    */
-  private async enforceStageBudget(session: Session): Promise<{ adapter: string; reason: string } | undefined> {
+  private async enforceStageBudget(session: Session): Promise<GenerateOutcome["released"]> {
     const stage = session.stage;
     if (!stage || !session.settings.weightActions) return undefined;
     const reason = stage.exhausted(this.stageBudget(stage.adapter));
@@ -210,9 +210,9 @@ export class SessionService {
       { role: "assistant", content: "", adapter: stage.adapter, author: "harness", toolCalls: [answered] },
       toolResult(answered, message, false),
     ];
-    await this.switchWith(session, null, exchange);
+    const report = await this.switchWith(session, null, exchange);
     this.logger.info({ session: session.id, adapter: stage.adapter, reason }, "stage budget spent: adapter released by the server");
-    return { adapter: stage.adapter, reason };
+    return { adapter: stage.adapter, reason, switch: report };
   }
 
   /**

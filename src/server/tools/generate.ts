@@ -1,7 +1,7 @@
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { z } from "zod";
 import { ownerOf, type ServerContext } from "../context.js";
-import { sessionId } from "../schemas.js";
+import { sessionId, switchShape, switchView } from "../schemas.js";
 import { fail, ok, toolCall } from "../toolResult.js";
 
 const PROGRESS_EVERY_TOKENS = 16;
@@ -34,7 +34,10 @@ export function registerGenerateTool(server: McpServer, ctx: ServerContext) {
         adapter: z.string().nullable(),
         tokens: z.object({ prompt: z.number(), cached: z.number(), evaluated: z.number(), generated: z.number() }),
         timings: z.record(z.string(), z.number()),
-        released: z.object({ adapter: z.string(), reason: z.string() }).optional().describe("The active stage's budget was spent: the server released the adapter before this turn."),
+        released: z
+          .object({ adapter: z.string(), reason: z.string(), switch: z.object(switchShape) })
+          .optional()
+          .describe("The active stage's budget was spent: the server released the adapter before this turn (with that switch's figures)."),
         logprobs: z
           .array(z.object({ token: z.number(), text: z.string(), logprob: z.number(), top: z.array(z.object({ token: z.number(), text: z.string(), logprob: z.number() })) }))
           .optional(),
@@ -71,7 +74,7 @@ export function registerGenerateTool(server: McpServer, ctx: ServerContext) {
           tokens: r.tokens,
           timings: r.timings,
           ...(r.logprobs ? { logprobs: r.logprobs } : {}),
-          ...(outcome.released ? { released: outcome.released } : {}),
+          ...(outcome.released ? { released: { adapter: outcome.released.adapter, reason: outcome.released.reason, switch: switchView(outcome.released.switch) } } : {}),
         });
       }),
   );

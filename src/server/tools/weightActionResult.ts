@@ -1,5 +1,6 @@
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import type { WeightActionOutcome } from "../../sessions/SessionService.js";
+import { switchView } from "../schemas.js";
 import { fail, ok } from "../toolResult.js";
 
 /** The MCP result of load_lora / offload_lora: the exchange made, or why nothing changed. */
@@ -13,14 +14,6 @@ export function weightActionResult(outcome: WeightActionOutcome): CallToolResult
     previous_adapter: outcome.previous,
     call_id: outcome.callId,
     message: outcome.message,
-    switch: {
-      switch_ms: outcome.switch.switchMs,
-      cache_strategy: outcome.switch.strategy,
-      rebuild_ms: outcome.switch.rebuild.ms,
-      rebuilt_tokens: outcome.switch.rebuild.tokens,
-      reused_tokens: outcome.switch.rebuild.reused,
-      restored_tokens: outcome.switch.rebuild.restored,
-      queue_ms: outcome.switch.queueMs,
-    },
+    switch: switchView(outcome.switch),
   });
 }
