@@ -38,10 +38,6 @@ export class LanePool {
 
   constructor(private readonly opts: LanePoolOptions) {}
 
-  get spill(): SpillStore | undefined {
-    return this.opts.spill;
-  }
-
   /** A fresh sequence: a free one, a new context's, or the least recently used idle lane's. */
   acquire(): Promise<Slot> {
     return this.allocating.run(async () => {
@@ -82,9 +78,7 @@ export class LanePool {
     if (!slot) return undefined;
     const spill = this.opts.spill;
     const forget = (state: SpilledState) => {
-      if (lane.spilled !== state) return;
-      lane.spilled = undefined;
-      this.spilled.delete(lane);
+      if (lane.spilled === state) this.unspill(lane);
     };
     const state = spill
       ? await spill.save(slot.sequence, lane.replay().decodes, forget).catch((err) => {
@@ -98,8 +92,28 @@ export class LanePool {
     return lane.detach();
   }
 
-  /** The lane's spilled state goes back into a sequence: the pool stops counting it as spilled. */
-  unspill(lane: Lane): SpilledState | undefined {
+  /**
+   * Loads the lane's spilled state into the (empty) sequence it now has; false when it has none. An
+   * unreadable state leaves the sequence empty: it costs a rebuild, never a wrong cache. Caller holds the
+   * lane's context lock.
+   */
+  async restore(lane: Lane): Promise<boolean> {
+    const state = this.unspill(lane);
+    if (!state) return false;
+    const sequence = lane.slot!.sequence;
+    try {
+      await this.opts.spill!.restore(state, sequence);
+      lane.restoreLog(state);
+    } catch (err) {
+      this.opts.logger.warn({ err: (err as Error).message }, "restoring a spilled KV lane failed; rebuilding it");
+      await sequence.clearHistory();
+      lane.clearLog();
+    }
+    return true;
+  }
+
+  /** The lane no longer counts as spilled; its state, if it had one, is the caller's to load or remove. */
+  private unspill(lane: Lane): SpilledState | undefined {
     const state = lane.spilled;
     lane.spilled = undefined;
     this.spilled.delete(lane);

@@ -179,6 +179,11 @@ export class Engine {
     return this.resident.list();
   }
 
+  /** The version is some alias's current one. */
+  private isCurrent(version: string): boolean {
+    return [...this.current.values()].includes(version);
+  }
+
   private versionOf(alias: string): string {
     const id = this.current.get(alias) ?? (this.resident.has(alias) ? alias : undefined);
     if (!id) throw new UnknownAdapterError(alias, [...this.current.keys()]);
@@ -192,8 +197,7 @@ export class Engine {
    */
   private collect(): Promise<void> {
     // most calls (every switch makes one) find nothing to free: skip taking every context lock then
-    const current = new Set(this.current.values());
-    if (this.resident.list().every((v) => current.has(v.id))) return this.collecting;
+    if (this.resident.list().every((v) => this.isCurrent(v.id))) return this.collecting;
     this.collecting = this.collecting
       .then(() =>
         // Every context lock is held while deciding and freeing: no evaluation can apply a version in between.
@@ -202,7 +206,7 @@ export class Engine {
           for (const session of this.sessions) await session.dropUnreachableLanes();
           // asked again for each version, after the awaits: a refresh back to the same bytes makes a version current again
           const inUse = (id: string) =>
-            [...this.current.values()].includes(id) ||
+            this.isCurrent(id) ||
             this.pinned.has(id) ||
             [...this.sessions].some((s) => s.activeVersions.includes(id)) ||
             this.pool.idleLanes().some((l) => l.versions.includes(id));
@@ -237,7 +241,7 @@ export class Engine {
       if (n > 0) this.pinned.set(v, n);
       else this.pinned.delete(v);
     }
-    if (versions.some((v) => !this.pinned.has(v) && ![...this.current.values()].includes(v))) void this.collect();
+    if (versions.some((v) => !this.pinned.has(v) && !this.isCurrent(v))) void this.collect();
   }
 
   /** A new session with an empty cache, starting on `adapter`, or on several `adapters` at once (default: the base). */

@@ -254,18 +254,9 @@ export class EngineSession {
 
   /** Brings a lane to the prompt: restores its spilled state first if it has one, else builds on what it holds. */
   private async continueLane(lane: Lane, tokens: Token[]): Promise<Synced> {
-    const spilled = this.host.pool.unspill(lane);
-    if (!spilled) return this.sync(lane, tokens);
     const started = now();
-    const sequence = lane.slot!.sequence;
-    try {
-      await this.host.pool.spill!.restore(spilled, sequence);
-      lane.restoreLog(spilled);
-    } catch {
-      await sequence.clearHistory(); // an unreadable state costs a rebuild, never a wrong cache
-      lane.clearLog();
-    }
-    const restored = sequence.nextTokenIndex;
+    if (!(await this.host.pool.restore(lane))) return this.sync(lane, tokens);
+    const restored = lane.slot!.sequence.nextTokenIndex;
     const sync = await this.sync(lane, tokens);
     return { ...sync, restored, ms: now() - started };
   }

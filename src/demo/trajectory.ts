@@ -1,8 +1,13 @@
 import type { ChatTurn, Conversation } from "../../native/index.js";
 
-const FUNCTIONS: Conversation["functions"] = {
+/** The two weight actions over the demo library, as the model reads them. */
+export const WEIGHT_FUNCTIONS: Conversation["functions"] = {
   load_lora: { description: "Activate a capability adapter.", parameters: { type: "object", properties: { adapter: { enum: ["plan", "search", "write"] } } } },
   offload_lora: { description: "Release the active adapter.", parameters: { type: "object", properties: { handoff: { type: "string" } } } },
+};
+
+const FUNCTIONS: Conversation["functions"] = {
+  ...WEIGHT_FUNCTIONS,
   search: { description: "Search the corpus.", parameters: { type: "object", properties: { query: { type: "string" } } } },
 };
 

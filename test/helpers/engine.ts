@@ -1,5 +1,6 @@
 import { Engine, type CacheOptions, type Conversation } from "../../native/index.js";
 import { demoWeightPaths } from "../../src/demo/generate.js";
+import { WEIGHT_FUNCTIONS } from "../../src/demo/trajectory.js";
 import { createLogger } from "../../src/log.js";
 import { PACKAGE_ROOT } from "../../src/paths.js";
 
@@ -26,16 +27,7 @@ export async function demoEngine(opts: { adapters?: string[]; sequencesPerContex
   return engine;
 }
 
-export const WEIGHT_FUNCTIONS: Conversation["functions"] = {
-  load_lora: {
-    description: "Activate a capability adapter.",
-    parameters: { type: "object", properties: { adapter: { enum: ["plan", "search", "write"] } } },
-  },
-  offload_lora: {
-    description: "Release the active adapter.",
-    parameters: { type: "object", properties: { handoff: { type: "string" } } },
-  },
-};
+export { WEIGHT_FUNCTIONS };
 
 export function conversation(user: string, extra: Conversation["turns"] = []): Conversation {
   return {
