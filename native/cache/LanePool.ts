@@ -38,19 +38,20 @@ export class LanePool {
 
   constructor(private readonly opts: LanePoolOptions) {}
 
-  /** A fresh sequence: a free one, a new context's, or the least recently used idle lane's. */
+  /**
+   * A fresh sequence: a free one, else the least recently used idle lane's, else a new context's. Idle
+   * lanes only ever use sequences that exist anyway: keeping a cache never makes the engine allocate a
+   * context (and its KV memory) that `rebuild` would not.
+   */
   acquire(): Promise<Slot> {
     return this.allocating.run(async () => {
       for (;;) {
         const free = this.contexts.find((c) => c.sequencesLeft > 0);
         if (free) return { context: free, sequence: free.createSequence() };
-        if (this.contexts.length < this.opts.maxContexts) {
-          this.contexts.push(await this.opts.createContext());
-          continue;
-        }
         const victim = this.leastRecentlyUsed();
-        if (!victim) throw new EngineCapacityError(this.opts.maxContexts * this.opts.sequencesPerContext);
-        await this.evict(victim);
+        if (victim) await this.evict(victim);
+        else if (this.contexts.length < this.opts.maxContexts) this.contexts.push(await this.opts.createContext());
+        else throw new EngineCapacityError(this.opts.maxContexts * this.opts.sequencesPerContext);
       }
     });
   }
