@@ -19,6 +19,8 @@ export interface SoakReport {
  * create -> generate -> load_lora -> generate -> offload_lora -> search -> get_session -> close for
  * `seconds`. Every session's final history is checked against what that client sent (no cross-session leak).
  */
+const ADAPTERS = ["plan", "search", "write"];
+
 export async function runSoak(url: string, opts: { clients: number; seconds: number }): Promise<SoakReport> {
   const latencies: number[] = [];
   const errors: Record<string, number> = {};
@@ -31,7 +33,8 @@ export async function runSoak(url: string, opts: { clients: number; seconds: num
   let rssStartMb = 0;
   let warm = 0;
   let onWarm!: () => void;
-  // memory is measured from when every client finished its first cycle: contexts and caches are allocated by then
+  // memory is measured from when every client has run one cycle per adapter: by then every adapter set has been
+  // applied (llama.cpp sizes its compute buffers per graph) and contexts and caches are allocated
   const warmedUp = new Promise<void>((resolve) => (onWarm = resolve));
 
   const worker = async (index: number) => {
@@ -55,7 +58,7 @@ export async function runSoak(url: string, opts: { clients: number; seconds: num
         try {
           const { session_id } = await timed<{ session_id: string }>("create_session", { task: `task of ${marker}` });
           await timed("generate", { session_id, max_tokens: 3 });
-          await timed("load_lora", { session_id, adapter: ["plan", "search", "write"][i % 3] });
+          await timed("load_lora", { session_id, adapter: ADAPTERS[i % ADAPTERS.length] });
           await timed("generate", { session_id, max_tokens: 3 });
           await timed("offload_lora", { session_id });
           await timed("search", { query: `river ${marker}`, session_id });
@@ -64,7 +67,7 @@ export async function runSoak(url: string, opts: { clients: number; seconds: num
           if (!mine) leaks++;
           await timed("close_session", { session_id });
           cycles++;
-          if (i === 0 && ++warm === opts.clients) onWarm();
+          if (i === ADAPTERS.length - 1 && ++warm === opts.clients) onWarm();
         } catch {
           // counted in errors; the next cycle starts clean
         }
