@@ -8,7 +8,7 @@ export function registerCreateSessionTool(server: McpServer, ctx: ServerContext)
     "create_session",
     {
       title: "Create session",
-      description: "Open a session on the local model with a task. The session holds the shared history that every adapter reads and the active adapter (none = base model).",
+      description: `Open a session on the local model with a task. The session holds the shared history that every adapter reads and the active adapter (none = base model).${ctx.toolbox.withdrawn.map((t) => ` Not offered here: ${t.reason}`).join("")}`,
       inputSchema: {
         task: z.string().min(1).max(100_000).describe("The user's task; becomes the first user message."),
         system: z.string().min(1).max(100_000).optional().describe("System prompt (default: prompts/system.md)."),

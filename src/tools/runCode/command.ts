@@ -108,6 +108,8 @@ function jailArgs(jail: Jail, limits: ProcessLimits): string[] {
     }
     args.push("--ro-bind", bound, bound);
   }
+  // after the binds, so the masks land on top of what a bound folder would show
+  for (const mask of jail.masks ?? []) args.push(...(mask.kind === "dir" ? ["--tmpfs", mask.path] : ["--ro-bind", "/dev/null", mask.path]));
   const tmpBytes = limits.maxFileMb * 1024 * 1024;
   args.push("--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", String(tmpBytes), "--tmpfs", "/tmp");
   return args;

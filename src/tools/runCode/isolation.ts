@@ -36,6 +36,11 @@ export interface Jail {
    * real, unprivileged uid/gid, so the snippet is not root and RLIMIT_NPROC counts only sandboxes.
    */
   dropPrivileges?: { setpriv: string; uid: number; gid: number };
+  /**
+   * Server paths that a bound folder would otherwise show (the config, tokens, traces, manifest, the package):
+   * covered inside the jail by an empty tmpfs (folders) or /dev/null (files). See `hidingPaths`.
+   */
+  masks?: Array<{ path: string; kind: "dir" | "file" }>;
 }
 
 export interface IsolationInfo {
@@ -147,6 +152,25 @@ async function tryRlimits(host: Host, jailFailure: string): Promise<IsolationInf
   const pythonProblem = await dropBrokenPython(candidate);
   candidate.detail = rlimitsDetail(jailFailure, pythonProblem);
   return candidate;
+}
+
+/**
+ * `isolation` with the server's own files hidden from the jail: each existing path under a folder the jail binds
+ * is masked. Paths outside every bound folder are invisible anyway (and masking them would show their names).
+ */
+export async function hidingPaths(isolation: IsolationInfo, paths: readonly string[]): Promise<IsolationInfo> {
+  const jail = isolation.jail;
+  if (!jail) return isolation;
+  const masks: NonNullable<Jail["masks"]> = [];
+  for (const candidate of new Set(paths)) {
+    const real = await realpath(candidate).catch(() => undefined);
+    if (!real || real === "/") continue;
+    const visible = jail.readOnlyPaths.some((bound) => real === bound || real.startsWith(`${bound}/`));
+    if (!visible || masks.some((m) => m.path === real)) continue;
+    const stats = await lstat(real);
+    masks.push({ path: real, kind: stats.isDirectory() ? "dir" : "file" });
+  }
+  return { ...isolation, jail: { ...jail, masks } };
 }
 
 /** Run inside the candidate jail: who am I, and which network interfaces exist (an own netns has only lo). */
