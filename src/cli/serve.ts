@@ -28,7 +28,8 @@ export async function serve(config: ResolvedConfig, mode: ServeMode, logger: Log
     closeTransport = stdio.close;
     void stdio.closed.then(() => shutdown("stdin closed"));
   } else {
-    const http = await serveHttp(services, { host: mode.host, port: mode.port, allowedHosts: config.server.allowedHosts, tokenFile: config.server.tokenFile, adminTokenFile: config.server.adminTokenFile }, logger);
+    const { allowedHosts, tokenFile, adminTokenFile, maxBodyBytes, maxConnections, maxConnectionsPerClient, connectionIdleSeconds } = config.server;
+    const http = await serveHttp(services, { host: mode.host, port: mode.port, allowedHosts, tokenFile, adminTokenFile, maxBodyBytes, maxConnections, maxConnectionsPerClient, idleSeconds: connectionIdleSeconds }, logger);
     closeTransport = http.close;
     process.stderr.write(connectionHelp(http.url));
   }

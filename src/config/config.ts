@@ -5,6 +5,11 @@ import { SoftLimitsSchema, StageBudgetSchema } from "../harness/budgets.js";
 import { describeIssues } from "../library/manifest.js";
 import { DEFAULT_MANIFEST } from "../paths.js";
 
+/** The default HTTP body limit (server.maxBodyBytes): a long document pasted as a task fits. */
+export const DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024;
+/** The cap on long text arguments (a task, a document, a snippet): the default body limit in characters, so that limit decides. */
+export const LONG_TEXT_MAX = DEFAULT_MAX_BODY_BYTES;
+
 const GpuSchema = z.union([z.enum(["auto", "cuda", "vulkan", "metal"]), z.literal(false)]);
 
 export const ConfigSchema = z
@@ -128,7 +133,7 @@ export const ConfigSchema = z
         /** Tokens (same format) that may also change the adapter library over HTTP. */
         adminTokenFile: z.string().min(1).optional(),
         /** Largest request body read (JSON), in bytes; checked after authentication. */
-        maxBodyBytes: z.number().int().min(1024).max(1 << 30).default(4 * 1024 * 1024),
+        maxBodyBytes: z.number().int().min(1024).max(1 << 30).default(DEFAULT_MAX_BODY_BYTES),
         /** Open MCP connections (Streamable HTTP and SSE) per token. */
         maxConnectionsPerClient: z.number().int().positive().max(100_000).default(16),
         /** Open MCP connections in all (the cap without tokens). */
