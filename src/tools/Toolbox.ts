@@ -53,7 +53,7 @@ export class Toolbox {
       const { enabled: _enabled, unsafeUnjailedOnSharedServer: optedIn, ...limits } = config.runCode;
       const contained = isolation.enforces.filesystem && isolation.enforces.network;
       if (options.shared && !contained && !optedIn) {
-        const reason = `run_code is withdrawn: this server is shared (HTTP with tokens) and its sandbox is at the ${isolation.level} level, which does not keep a snippet from the server's files, tokens and network (${isolation.detail.split(".")[0]}). Install bubblewrap (bwrap on PATH), or set tools.runCode.unsafeUnjailedOnSharedServer to offer it anyway.`;
+        const reason = `run_code is withdrawn: this server is shared (HTTP with tokens) and its sandbox is at the ${isolation.level} level, which does not keep a snippet from the server's files, tokens and network. ${isolation.detail.split(".")[0]}. Install bubblewrap (bwrap on PATH), or set tools.runCode.unsafeUnjailedOnSharedServer to offer it anyway.`;
         withdrawn.push({ name: "run_code", reason });
         logger.warn({ isolation: isolation.level }, reason);
       } else {

@@ -7,7 +7,7 @@ import { DEFAULT_RUN_CODE_LIMITS, runCode, type Language } from "./runCode.js";
  * How strongly a snippet is contained.
  *
  * - `bubblewrap`: a bwrap jail (own mount, pid, network, ipc and uts namespaces). Only the interpreters'
- *   install dirs and system dirs are visible, read-only; the workdir is the only writable place; there is no
+ *   install dirs and system dirs are visible, read-only, minus the server's own files among them (`hidingPaths`); the workdir is the only writable place; there is no
  *   network (an own, empty loopback); the whole process tree dies with the jail. Plus everything below.
  * - `rlimits`: no jail. prlimit limits (memory, CPU backstop, file size), a scrubbed environment, a temp
  *   workdir as cwd and a process-group kill. Reads and writes anywhere the server's user may, and the
@@ -236,7 +236,7 @@ async function systemSymlinks(): Promise<Jail["symlinks"]> {
 function bubblewrapDetail(info: IsolationInfo, pythonProblem: string | undefined): string {
   const drop = info.jail?.dropPrivileges;
   return [
-    "bubblewrap jail (own mount, pid, network, ipc and uts namespaces).",
+    "bubblewrap jail (own mount, pid, network, ipc and uts namespaces; the snippet is its pid namespace's init, so /proc shows no other process).",
     `Visible read-only: ${info.jail?.readOnlyPaths.join(", ")}; read-write: only the per-call workdir (at /sandbox);`,
     "/tmp is a small private tmpfs; no /etc, /home or other host files. No network (own loopback only).",
     drop
