@@ -244,6 +244,11 @@ export class Engine {
     if (versions.some((v) => !this.pinned.has(v) && !this.isCurrent(v))) void this.collect();
   }
 
+  /** How many sessions the engine can hold at once (each holds a sequence), and over how many contexts. */
+  get capacity(): { sessions: number; contexts: number } {
+    return { sessions: this.opts.maxContexts * this.opts.sequencesPerContext, contexts: this.opts.maxContexts };
+  }
+
   /** A new session with an empty cache, starting on `adapter`, or on several `adapters` at once (default: the base). */
   async openSession(options: { adapter?: string | null; adapters?: readonly string[] } = {}): Promise<EngineSession> {
     return this.openSessionWith(this.cacheStrategy, options.adapters ?? (options.adapter ? [options.adapter] : []));
