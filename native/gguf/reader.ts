@@ -1,4 +1,4 @@
-import { closeSync, fstatSync, openSync, readSync } from "node:fs";
+import { closeSync, constants, fstatSync, openSync, readSync, type Stats } from "node:fs";
 import {
   GGML_TYPE_SIZE,
   GGUF_DEFAULT_ALIGNMENT,
@@ -97,16 +97,29 @@ function readScalar(r: BoundedReader, type: GgufValueType, what: string, fail: (
  * Parses a GGUF header (metadata and tensor infos, not the tensor data) with every count, length and
  * offset checked against the file size, so a corrupted file is reported here instead of inside llama.cpp.
  */
+/** What a non-regular file is, for an error message. */
+export function fileKind(stats: Stats): string {
+  if (stats.isFIFO()) return "a FIFO";
+  if (stats.isDirectory()) return "a directory";
+  if (stats.isCharacterDevice() || stats.isBlockDevice()) return "a device";
+  if (stats.isSocket()) return "a socket";
+  return "not a regular file";
+}
+
 export function readGgufHeader(path: string): GgufFile {
   const fail = (reason: string): never => { throw new GgufFormatError(path, reason); };
   let fd: number;
   try {
-    fd = openSync(path, "r");
+    // O_NONBLOCK: opening a FIFO must not wait for a writer (a blocked open here would freeze the event loop)
+    fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK);
   } catch (err) {
     throw new GgufFormatError(path, `cannot open: ${(err as Error).message}`);
   }
   try {
-    const size = fstatSync(fd).size;
+    const stats = fstatSync(fd);
+    // checked on the opened file itself (symlinks resolved), so no swap between a check and the open
+    if (!stats.isFile()) fail(`not a regular file (${fileKind(stats)}); model and adapter files must be regular GGUF files`);
+    const size = stats.size;
     const r = new BoundedReader(fd, size, fail);
     if (size < 24) fail(`file is ${size} bytes, shorter than a GGUF header`);
     const magic = r.u32("magic");
