@@ -41,10 +41,17 @@ function expectCleanJson(res: { status: number; headers: Record<string, unknown>
   for (const path of [PACKAGE_ROOT, tmpdir(), "/usr/", "/root/", "/home/"]) expect(res.body).not.toContain(path);
 }
 
+/** Traces alice ran earlier: one whose first line (a 70,000-character task) is over 64 KB, one cut off mid-write. */
+const traceDir = tempDir("weact-traces-");
+const event = (e: Record<string, unknown>) => `${JSON.stringify(e)}\n`;
+const LONG_TASK = "x".repeat(70_000);
+writeFileSync(join(traceDir, "t_longfirstline.jsonl"), event({ type: "run_start", owner: "token:alice", task: LONG_TASK }) + event({ type: "run_end" }));
+writeFileSync(join(traceDir, "t_tornlastline1.jsonl"), event({ type: "run_start", owner: "token:alice", task: "torn" }) + event({ type: "turn", n: 1 }) + '{"type":"turn","n":2,"te');
+
 let server: HttpServer;
 beforeAll(async () => {
   // NODE_ENV=development is where Express's own error pages print stack traces; ours must not
-  server = await spawnHttpServer(["--config", testConfig({ server: { maxBodyBytes: 300_000 } }), "--token-file", tokenFile], { NODE_ENV: "development" });
+  server = await spawnHttpServer(["--config", testConfig({ server: { maxBodyBytes: 300_000 }, harness: { traceDir } }), "--token-file", tokenFile], { NODE_ENV: "development" });
 });
 afterAll(async () => server?.stop());
 
@@ -202,5 +209,29 @@ describe("connection caps and idle expiry", () => {
     // nobody uses them: after the idle time they are closed and forgotten
     await expect.poll(count, { timeout: 6_000, interval: 250 }).toBe(baseline);
     expect((await open(ALICE)).status).toBe(200);
+  });
+});
+
+describe("traces", () => {
+  it("lists and reads its owner's traces with a first line of any length, and reads a torn trace up to the torn line, reporting it", async () => {
+    const alice = await connectClient("http", server, bearer(ALICE));
+    const bob = await connectClient("http", server, bearer(BOB));
+    try {
+      const uris = (await alice.client.listResources()).resources.map((r) => r.uri).filter((u) => u.startsWith("weact://traces/"));
+      expect(uris.sort()).toEqual(["weact://traces/t_longfirstline", "weact://traces/t_tornlastline1"]);
+      const read = async (uri: string) => JSON.parse(((await alice.client.readResource({ uri })).contents[0] as { text: string }).text) as Record<string, unknown>[];
+      const long = await read("weact://traces/t_longfirstline");
+      expect(long.map((e) => e.type)).toEqual(["run_start", "run_end"]);
+      expect(long[0]!.task).toBe(LONG_TASK);
+      const torn = await read("weact://traces/t_tornlastline1");
+      expect(torn.slice(0, 2)).toEqual([{ type: "run_start", owner: "token:alice", task: "torn" }, { type: "turn", n: 1 }]);
+      expect(torn[2]).toMatchObject({ type: "unreadable_line", line: 3, reason: expect.stringMatching(/last line ends mid-event/) });
+      expect(torn).toHaveLength(3);
+      // still nobody else's
+      expect((await bob.client.listResources()).resources.filter((r) => r.uri.startsWith("weact://traces/"))).toEqual([]);
+      await expect(bob.client.readResource({ uri: "weact://traces/t_longfirstline" })).rejects.toThrow(/no trace/);
+    } finally {
+      await Promise.all([alice.close(), bob.close()]);
+    }
   });
 });
