@@ -141,6 +141,10 @@ describe("read", () => {
     expect(await callError(local.client, "read", { id_or_url: `${web.url}/article` })).toMatch(/127\.0\.0\.1 is a private or loopback address/);
     expect(await callError(local.client, "read", { id_or_url: "http://localhost:1/x" })).toMatch(/localhost resolves to .* private or loopback/);
     expect(await callError(local.client, "read", { id_or_url: "http://169.254.169.254/latest/meta-data" })).toMatch(/private or loopback/);
+    // IPv6 spellings of loopback and link-local IPv4 addresses (compatible, mapped, NAT64, 6to4)
+    for (const url of ["http://[::127.0.0.1]/", "http://[::ffff:7f00:1]/", "http://[64:ff9b::7f00:1]/", "http://[2002:a9fe:a9fe::]/"]) {
+      expect(await callError(local.client, "read", { id_or_url: url })).toMatch(/is a private or loopback address/);
+    }
     expect(await callError(local.client, "read", { id_or_url: "not a url or id" })).toMatch(/neither a document id nor a URL/);
   });
 
