@@ -1,11 +1,11 @@
 import { spawn, execFileSync } from "node:child_process";
-import { symlinkSync, writeFileSync } from "node:fs";
+import { readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { GgufFormatError, readGgufHeader } from "../native/gguf/reader.js";
 import { MAIN, spawnHttpServer } from "../src/client/mcpClient.js";
 import { privateAdapters, tempDir } from "./helpers/files.js";
-import { callError, connectClient, testConfig, type HttpServer } from "./helpers/server.js";
+import { call, callError, connectClient, testConfig, type HttpServer } from "./helpers/server.js";
 
 const USER = "erin-token-0123456789abcdef";
 const ADMIN = "admin-token-0123456789abcdef";
@@ -50,6 +50,29 @@ describe("files that are not regular files", () => {
       expect(names).not.toContain("piped");
     } finally {
       await Promise.all([admin.close(), user.close()]);
+    }
+  });
+
+  it("lets only an admin token (server.adminTokenFile) change the library; a user token's attempts change nothing", async () => {
+    const user = await connectClient("http", server, { authorization: `Bearer ${USER}` });
+    const admin = await connectClient("http", server, { authorization: `Bearer ${ADMIN}` });
+    try {
+      const manifestBefore = readFileSync(adapters.manifest, "utf8");
+      for (const [tool, args] of [
+        ["register_adapter", { alias: "extra", file: "demo/code.gguf", description: "more" }],
+        ["refresh_adapter", { alias: "plan", file: "demo/write-v2.gguf", description: "replaced" }],
+        ["unregister_adapter", { alias: "plan" }],
+      ] as const) {
+        expect(await callError(user.client, tool, args)).toMatch(/needs an admin token \(server\.adminTokenFile\)/);
+      }
+      expect(readFileSync(adapters.manifest, "utf8")).toBe(manifestBefore);
+      const aliases = async () => ((await user.client.callTool({ name: "list_adapters", arguments: {} })).structuredContent as { adapters: { alias: string }[] }).adapters.map((a) => a.alias);
+      expect(await aliases()).toEqual(["plan", "search", "write"]);
+      await call(admin.client, "register_adapter", { alias: "extra", file: "demo/code.gguf", description: "more" });
+      expect(await aliases()).toContain("extra");
+      expect(readFileSync(adapters.manifest, "utf8")).toMatch(/"extra"/);
+    } finally {
+      await Promise.all([user.close(), admin.close()]);
     }
   });
 
