@@ -59,7 +59,7 @@ export const ConfigSchema = z
         maxQueuedGenerations: z.number().int().positive().max(10_000).default(32),
         /** Model calls one client may have waiting; the queue serves clients round-robin. */
         maxQueuedPerClient: z.number().int().positive().max(10_000).default(8),
-        /** Engine session slots one client may hold (default: half of model.maxContexts x model.sequencesPerContext, so another client always finds one). */
+        /** Engine session slots one client may hold (default: model.maxContexts x model.sequencesPerContext minus one, so another client always finds one). */
         maxSlotsPerClient: z.number().int().positive().max(10_000).optional(),
         defaultMaxTokens: z.number().int().positive().max(1 << 20).default(512),
       })

@@ -84,8 +84,8 @@ export class SessionService {
   ) {
     const capacity = runtime.engine.capacity;
     this.queue = new WorkQueue({ maxPending: config.maxQueuedGenerations, maxPendingPerClient: config.maxQueuedPerClient, concurrency: capacity.contexts });
-    // below the engine's total, so another client always finds a slot while there are any
-    this.maxSlotsPerClient = config.maxSlotsPerClient ?? Math.max(1, Math.floor(capacity.sessions / 2));
+    // one below the engine's total: another client always finds a slot, and a lone client (stdio) keeps nearly all
+    this.maxSlotsPerClient = config.maxSlotsPerClient ?? Math.max(1, capacity.sessions - 1);
     this.sweeper = setInterval(() => void this.expireIdle(), Math.min(60_000, (config.idleMinutes * 60_000) / 4));
     this.sweeper.unref();
   }
