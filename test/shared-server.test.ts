@@ -1,12 +1,13 @@
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import { mkdirSync, readdirSync, readFileSync, realpathSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { spawnHttpServer } from "../src/client/mcpClient.js";
+import { GgufFormatError, readGgufHeader } from "../native/gguf/reader.js";
+import { MAIN, spawnHttpServer } from "../src/client/mcpClient.js";
 import { DEFAULT_RUN_CODE_LIMITS, detectIsolation, hidingPaths, runCode } from "../src/tools/runCode/index.js";
 import { privateAdapters, tempDir } from "./helpers/files.js";
 import { bwrapOnPath } from "./helpers/host.js";
-import { call, connectClient, testConfig, type HttpServer } from "./helpers/server.js";
+import { call, callError, connectClient, testConfig, type HttpServer } from "./helpers/server.js";
 
 const USER = "carol-token-0123456789abcdef";
 const ADMIN = "admin-token-0123456789abcdef";
@@ -18,12 +19,12 @@ function teamServerFiles(runCode: Record<string, unknown> = {}) {
   const adminTokenFile = join(dir, "admin-tokens");
   writeFileSync(tokenFile, `carol:${USER}\n`);
   writeFileSync(adminTokenFile, `root:${ADMIN}\n`);
-  const { manifest } = privateAdapters();
+  const { dir: adapterDir, manifest } = privateAdapters();
   const traceDir = join(dir, "traces");
   mkdirSync(traceDir);
   writeFileSync(join(traceDir, "t_someoneelse01.jsonl"), `${JSON.stringify({ owner: "token:dave", type: "run", task: "dave's private task" })}\n`);
   const config = testConfig({ adapters: { manifest }, harness: { traceDir }, server: { adminTokenFile }, tools: { runCode } });
-  return { config, tokenFile, adminTokenFile, manifest, traceDir, args: ["--config", config, "--token-file", tokenFile] };
+  return { config, tokenFile, adminTokenFile, manifest, adapterDir, traceDir, args: ["--config", config, "--token-file", tokenFile] };
 }
 
 /** Each step of the escalation chain the issue found, as a snippet would try it; prints what each step got. */
@@ -64,6 +65,12 @@ attempt("leave a process behind", leave_a_process)
 print(json.dumps(steps))
 `;
 
+const fifoIn = (dir: string, name: string) => {
+  const path = join(dir, name);
+  execFileSync("mkfifo", [path]);
+  return path;
+};
+
 /** Host pids whose command line carries `marker`. */
 const processesWith = (marker: string) =>
   readdirSync("/proc")
@@ -80,13 +87,17 @@ interface Listing {
   withdrawn_tools: { name: string; reason: string }[];
 }
 
+/** One team server for the escalation chain, the admin gate and the FIFO: its adapter folder holds a FIFO. */
+const files = teamServerFiles();
+const fifo = fifoIn(files.adapterDir, "fifo.gguf");
+symlinkSync(fifo, join(files.adapterDir, "link.gguf"));
+let server: HttpServer;
+beforeAll(async () => {
+  server = await spawnHttpServer(files.args);
+});
+afterAll(async () => server?.stop());
+
 describe("run_code on a shared server (HTTP with tokens)", () => {
-  const files = teamServerFiles();
-  let server: HttpServer;
-  beforeAll(async () => {
-    server = await spawnHttpServer(files.args);
-  });
-  afterAll(async () => server?.stop());
 
   it("is offered only inside a jail, and the issue's escalation chain fails at every step from inside it", async () => {
     const carol = await connectClient("http", server, { authorization: `Bearer ${USER}` });
@@ -196,5 +207,72 @@ describe("the jail's masks", () => {
     const after = await runCode({ language: "python", code }, { isolation: masked, limits: DEFAULT_RUN_CODE_LIMITS });
     expect(before.stdout).not.toBe("0 0\n");
     expect(after.stdout).toBe("0 0\n");
+  });
+});
+
+describe("the adapter library on a shared server", () => {
+  it("refuses a FIFO adapter (also behind a symlink) while every other client is answered within a second", async () => {
+    const admin = await connectClient("http", server, { authorization: `Bearer ${ADMIN}` });
+    const user = await connectClient("http", server, { authorization: `Bearer ${USER}` });
+    try {
+      for (const file of ["fifo.gguf", "link.gguf"]) {
+        const refused = callError(admin.client, "register_adapter", { alias: "piped", file, description: "a FIFO" });
+        const started = performance.now();
+        const [listed, anonymous] = await Promise.all([
+          user.client.callTool({ name: "list_adapters", arguments: {} }),
+          fetch(`${server.url}/mcp`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" }),
+        ]);
+        expect(performance.now() - started).toBeLessThan(1_000);
+        expect(listed.isError).toBeFalsy();
+        expect(anonymous.status).toBe(401);
+        expect(await refused).toMatch(/is a FIFO, not a regular file/);
+      }
+      // nothing half-registered
+      const names = ((await user.client.callTool({ name: "list_adapters", arguments: {} })).structuredContent as { adapters: { alias: string }[] }).adapters.map((a) => a.alias);
+      expect(names).not.toContain("piped");
+    } finally {
+      await Promise.all([admin.close(), user.close()]);
+    }
+  });
+
+  it("lets only an admin token (server.adminTokenFile) change the library; a user token's attempts change nothing", async () => {
+    const user = await connectClient("http", server, { authorization: `Bearer ${USER}` });
+    const admin = await connectClient("http", server, { authorization: `Bearer ${ADMIN}` });
+    try {
+      const manifestBefore = readFileSync(files.manifest, "utf8");
+      for (const [tool, args] of [
+        ["register_adapter", { alias: "extra", file: "demo/code.gguf", description: "more" }],
+        ["refresh_adapter", { alias: "plan", file: "demo/write-v2.gguf", description: "replaced" }],
+        ["unregister_adapter", { alias: "plan" }],
+      ] as const) {
+        expect(await callError(user.client, tool, args)).toMatch(/needs an admin token \(server\.adminTokenFile\)/);
+      }
+      expect(readFileSync(files.manifest, "utf8")).toBe(manifestBefore);
+      const aliases = async () => ((await user.client.callTool({ name: "list_adapters", arguments: {} })).structuredContent as { adapters: { alias: string }[] }).adapters.map((a) => a.alias);
+      expect(await aliases()).toEqual(["plan", "search", "write"]);
+      await call(admin.client, "register_adapter", { alias: "extra", file: "demo/code.gguf", description: "more" });
+      expect(await aliases()).toContain("extra");
+      expect(readFileSync(files.manifest, "utf8")).toMatch(/"extra"/);
+    } finally {
+      await Promise.all([user.close(), admin.close()]);
+    }
+  });
+
+  it("refuses a FIFO as the GGUF reader's input without waiting for a writer", () => {
+    const started = performance.now();
+    expect(() => readGgufHeader(fifo)).toThrow(GgufFormatError);
+    expect(() => readGgufHeader(fifo)).toThrow(/not a regular file \(a FIFO\)/);
+    expect(() => readGgufHeader(files.adapterDir)).toThrow(/not a regular file \(a directory\)/);
+    expect(performance.now() - started).toBeLessThan(1_000);
+  });
+
+  it("refuses a FIFO as the base model at start-up, naming it", async () => {
+    const model = fifoIn(tempDir(), "model.gguf");
+    const child = spawn(process.execPath, [MAIN, "--http", "0", "--config", testConfig(), "--model", model], { stdio: ["ignore", "ignore", "pipe"] });
+    let err = "";
+    child.stderr!.on("data", (d: Buffer) => (err += d.toString()));
+    const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
+    expect(code).not.toBe(0);
+    expect(err).toMatch(/not a regular file \(a FIFO\)/);
   });
 });
