@@ -200,8 +200,9 @@ describe("the jail's masks", () => {
     // stand-ins for a server installed under a bound system folder (e.g. a global npm install under /usr)
     const file = isolation.jail!.bwrap; // not needed inside the jail
     const dir = "/usr/share";
-    const masked = await hidingPaths(isolation, [file, dir, "/nonexistent/weact"]);
-    expect(masked.jail!.masks).toEqual([{ path: file, kind: "file" }, { path: dir, kind: "dir" }]);
+    const masked = await hidingPaths(isolation, [file, `${dir}/doc`, dir, "/nonexistent/weact"]);
+    // what lies inside a masked folder needs no mask of its own; paths outside the binds need none either
+    expect(masked.jail!.masks).toEqual([{ path: dir, kind: "dir" }, { path: file, kind: "file" }]);
     const code = `import os\nprint(os.path.getsize(${JSON.stringify(file)}), len(os.listdir(${JSON.stringify(dir)})))`;
     const before = await runCode({ language: "python", code }, { isolation, limits: DEFAULT_RUN_CODE_LIMITS });
     const after = await runCode({ language: "python", code }, { isolation: masked, limits: DEFAULT_RUN_CODE_LIMITS });

@@ -162,11 +162,11 @@ export async function hidingPaths(isolation: IsolationInfo, paths: readonly stri
   const jail = isolation.jail;
   if (!jail) return isolation;
   const masks: NonNullable<Jail["masks"]> = [];
-  for (const candidate of new Set(paths)) {
-    const real = await realpath(candidate).catch(() => undefined);
-    if (!real || real === "/") continue;
-    const visible = jail.readOnlyPaths.some((bound) => real === bound || real.startsWith(`${bound}/`));
-    if (!visible || masks.some((m) => m.path === real)) continue;
+  const reals = await Promise.all([...new Set(paths)].map((p) => realpath(p).catch(() => undefined)));
+  // outer folders first: what lies inside a masked folder is hidden with it
+  for (const real of reals.filter((r): r is string => Boolean(r) && r !== "/").sort((a, b) => a.length - b.length)) {
+    const under = (dir: string) => real === dir || real.startsWith(`${dir}/`);
+    if (!jail.readOnlyPaths.some(under) || masks.some((m) => under(m.path))) continue;
     const stats = await lstat(real);
     masks.push({ path: real, kind: stats.isDirectory() ? "dir" : "file" });
   }
