@@ -49,7 +49,7 @@ export class DuplicateAdapterError extends EngineError {
 export class EngineCapacityError extends EngineError {
   readonly code = "engine_capacity";
   constructor(readonly maxSessions: number) {
-    super(`all ${maxSessions} engine session slots are in use; close a session or raise engine.maxContexts / engine.sequencesPerContext`);
+    super(`all ${maxSessions} engine session slots are in use; close a session or raise model.maxContexts / model.sequencesPerContext`);
   }
 }
 

@@ -8,7 +8,7 @@ export type * from "./engine/types.js";
 export type { EngineLogger } from "./logger.js";
 export type { GpuSetting } from "./llama/runtime.js";
 export * from "./errors.js";
-export { GgufFormatError } from "./gguf/reader.js";
+export { fileKind, GgufFormatError } from "./gguf/reader.js";
 /** The FIFO async lock the engine uses per context; sessions reuse it to order their own operations. */
 export { Mutex } from "./context/Mutex.js";
 /** Content identity of model and adapter files. */

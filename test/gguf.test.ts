@@ -1,12 +1,21 @@
 import { describe, expect, it } from "vitest";
 import { join } from "node:path";
 import { GgmlType } from "../native/gguf/format.js";
-import { GgufFormatError, readGgufHeader } from "../native/gguf/reader.js";
+import { GgufFormatError, readGgufHeader, readGgufHeaderAsync } from "../native/gguf/reader.js";
 import { gguf, writeGguf } from "../native/gguf/writer.js";
 import { demo } from "./helpers/engine.js";
 import { patchedCopy, tempDir, truncatedCopy } from "./helpers/files.js";
 
 const dir = tempDir();
+
+const broken: [string, () => string, RegExp][] = [
+  ["empty file", () => truncatedCopy(demo.model, dir, "empty.gguf", 0), /shorter than a GGUF header/],
+  ["truncated in the metadata", () => truncatedCopy(demo.model, dir, "meta-cut.gguf", 0.001), /runs past the end|cannot fit/],
+  ["wrong version", () => patchedCopy(demo.model, dir, "v9.gguf", (b) => b.writeUInt32LE(9, 4)), /unsupported GGUF version 9/],
+  ["absurd tensor count", () => patchedCopy(demo.model, dir, "count.gguf", (b) => b.writeBigUInt64LE(1n << 40n, 8)), /tensor count .* cannot fit/],
+  ["absurd metadata count", () => patchedCopy(demo.model, dir, "kv.gguf", (b) => b.writeBigUInt64LE(1n << 50n, 16)), /metadata count .* cannot fit/],
+  ["huge string length", () => patchedCopy(demo.model, dir, "str.gguf", (b) => b.writeBigUInt64LE(1n << 40n, 24)), /claims \d+ bytes|runs past/],
+];
 
 describe("GGUF reader and writer", () => {
   it("round-trips metadata of every written type and tensor infos", () => {
@@ -29,14 +38,6 @@ describe("GGUF reader and writer", () => {
     expect(file.dataOffset % 32).toBe(0);
   });
 
-  const broken: [string, () => string, RegExp][] = [
-    ["empty file", () => truncatedCopy(demo.model, dir, "empty.gguf", 0), /shorter than a GGUF header/],
-    ["truncated in the metadata", () => truncatedCopy(demo.model, dir, "meta-cut.gguf", 0.001), /runs past the end|cannot fit/],
-    ["wrong version", () => patchedCopy(demo.model, dir, "v9.gguf", (b) => b.writeUInt32LE(9, 4)), /unsupported GGUF version 9/],
-    ["absurd tensor count", () => patchedCopy(demo.model, dir, "count.gguf", (b) => b.writeBigUInt64LE(1n << 40n, 8)), /tensor count .* cannot fit/],
-    ["absurd metadata count", () => patchedCopy(demo.model, dir, "kv.gguf", (b) => b.writeBigUInt64LE(1n << 50n, 16)), /metadata count .* cannot fit/],
-    ["huge string length", () => patchedCopy(demo.model, dir, "str.gguf", (b) => b.writeBigUInt64LE(1n << 40n, 24)), /claims \d+ bytes|runs past/],
-  ];
   for (const [name, make, reason] of broken) {
     it(`refuses a file with ${name}`, () => {
       const path = make();
@@ -44,4 +45,17 @@ describe("GGUF reader and writer", () => {
       expect(() => readGgufHeader(path)).toThrow(reason);
     });
   }
+});
+
+describe("the server's asynchronous GGUF reader", () => {
+  it("reads what the synchronous reader reads, also a header larger than its first read-ahead, and refuses the same files", async () => {
+    const big = join(dir, "big-header.gguf");
+    writeGguf(big, { "a.long": gguf.str("x".repeat(6 << 20)), "a.u32": gguf.u32(7) }, [{ name: "t", shape: [2], type: GgmlType.F32, data: () => new Uint8Array(8) }]);
+    for (const path of [demo.model, big]) {
+      const { path: _p, ...sync } = readGgufHeader(path);
+      const { path: _q, ...read } = await readGgufHeaderAsync(path);
+      expect(read).toEqual(sync);
+    }
+    for (const [, make, reason] of broken) await expect(readGgufHeaderAsync(make())).rejects.toThrow(reason);
+  });
 });

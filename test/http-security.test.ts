@@ -3,7 +3,7 @@ import { request } from "node:http";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { call, connectClient, MAIN, startHttpServer, testConfig, type HttpServer } from "./helpers/server.js";
+import { call, callError, connectClient, MAIN, startHttpServer, testConfig, type HttpServer } from "./helpers/server.js";
 import { tempDir } from "./helpers/files.js";
 
 const TOKEN = "alice-token-0123456789abcdef";
@@ -42,8 +42,14 @@ describe("HTTP authentication and Host validation", () => {
       const { session_id } = await call<{ session_id: string }>(alice.client, "create_session", { task: "alice's task" });
       // the same identity on another connection and transport sees it; another identity does not
       expect(await call(aliceAgain.client, "get_session", { session_id })).toMatchObject({ task: "alice's task" });
-      const denied = await bob.client.callTool({ name: "get_session", arguments: { session_id } });
-      expect(denied.isError).toBe(true);
+      // someone else's session looks exactly like an unknown id, and names nothing of it
+      const foreign = await callError(bob.client, "get_session", { session_id });
+      const unknownId = `s_${"A".repeat(24)}`;
+      const unknown = await callError(bob.client, "get_session", { session_id: unknownId });
+      expect(foreign.replaceAll(session_id, "<id>")).toBe(unknown.replaceAll(unknownId, "<id>"));
+      expect(foreign).not.toMatch(/alice/);
+      expect((await bob.client.listResources()).resources.map((r) => r.uri)).not.toContain(`weact://sessions/${session_id}`);
+      await expect(bob.client.readResource({ uri: `weact://sessions/${session_id}` })).rejects.toThrow();
     } finally {
       await Promise.all([alice.close(), aliceAgain.close(), bob.close()]);
     }

@@ -134,7 +134,7 @@ describe.each<TransportKind>(["stdio", "http", "sse"])("MCP over %s", (kind) => 
       ["generate", { session_id: "s_unknown" }, /no session "s_unknown" for this client/],
       ["generate", { session_id: id, max_tokens: -5 }, /max_tokens/],
       ["generate", { session_id: id, temperature: "hot" }, /temperature/],
-      ["create_session", { task: "x".repeat(100_001) }, /task/],
+      ["create_session", { task: "" }, /task/],
       ["get_session", {}, /session_id/],
     ];
     for (const [tool, args, message] of cases) expect(await callError(a.client, tool, args)).toMatch(message);

@@ -4,6 +4,7 @@ import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { randomUUID } from "node:crypto";
+import { bwrapOnPath } from "./helpers/host.js";
 import {
   DEFAULT_RUN_CODE_LIMITS,
   detectIsolation,
@@ -67,6 +68,8 @@ describe.each(levels)("runCode at the $name", ({ options }) => {
   beforeAll(async () => {
     isolation = await detectIsolation(options);
     expect(isolation.interpreters.python, "these tests need python3 on the host").toBeDefined();
+    // decided apart from the detection under test: with bwrap on PATH only the jail is acceptable
+    if (options.allowBubblewrap !== false && bwrapOnPath()) expect(isolation.level).toBe("bubblewrap");
   });
 
   it("runs python and javascript and reports the level", async () => {

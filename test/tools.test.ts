@@ -7,6 +7,7 @@ import { DEFAULT_CORPUS, PACKAGE_ROOT } from "../src/paths.js";
 import { detectIsolation } from "../src/tools/runCode/index.js";
 import { KNOWN_QUERIES } from "../src/tools/search/knownQueries.js";
 import { tempDir } from "./helpers/files.js";
+import { bwrapOnPath } from "./helpers/host.js";
 import { call, callError, connectClient, startHttpServer, testConfig, type Connected, type HttpServer } from "./helpers/server.js";
 
 interface Hit {
@@ -140,6 +141,10 @@ describe("read", () => {
     expect(await callError(local.client, "read", { id_or_url: `${web.url}/article` })).toMatch(/127\.0\.0\.1 is a private or loopback address/);
     expect(await callError(local.client, "read", { id_or_url: "http://localhost:1/x" })).toMatch(/localhost resolves to .* private or loopback/);
     expect(await callError(local.client, "read", { id_or_url: "http://169.254.169.254/latest/meta-data" })).toMatch(/private or loopback/);
+    // IPv6 spellings of loopback and link-local IPv4 addresses (compatible, mapped, NAT64, 6to4)
+    for (const url of ["http://[::127.0.0.1]/", "http://[::ffff:7f00:1]/", "http://[64:ff9b::7f00:1]/", "http://[2002:a9fe:a9fe::]/"]) {
+      expect(await callError(local.client, "read", { id_or_url: url })).toMatch(/is a private or loopback address/);
+    }
     expect(await callError(local.client, "read", { id_or_url: "not a url or id" })).toMatch(/neither a document id nor a URL/);
   });
 
@@ -248,6 +253,8 @@ describe("run_code through MCP", () => {
 
   it("contains file reads outside the workdir and the network exactly as the detected isolation level promises", async () => {
     const detected = await detectIsolation();
+    // decided apart from the detection under test: with bwrap on PATH only the jail is acceptable
+    if (bwrapOnPath()) expect(detected.level).toBe("bubblewrap");
     const secret = join(tempDir(), "secret.txt");
     writeFileSync(secret, "top secret");
     const read = await run({ language: "python", code: `print(open(${JSON.stringify(secret)}).read())` });

@@ -4,7 +4,7 @@ import { join, resolve } from "node:path";
 import type { LlamaModel } from "node-llama-cpp";
 import { AdapterFileError, AdapterIncompatibleError, UnknownAdapterError } from "../errors.js";
 import { sha256File } from "../gguf/contentHash.js";
-import { GgufFormatError, readGgufHeader, type GgufFile } from "../gguf/reader.js";
+import { GgufFormatError, readGgufHeaderAsync, type GgufFile } from "../gguf/reader.js";
 import { loraProblems } from "../gguf/validate.js";
 import { freeResidentLora, loadResidentLora, type AdapterWeight } from "../llama/internals.js";
 import type { LlamaLogTail } from "../llama/runtime.js";
@@ -48,7 +48,7 @@ export class ResidentAdapters {
     const filePath = resolve(spec.filePath);
     let header: GgufFile;
     try {
-      header = readGgufHeader(filePath);
+      header = await readGgufHeaderAsync(filePath);
     } catch (err) {
       if (err instanceof GgufFormatError) throw new AdapterFileError(filePath, err.reason);
       throw err;

@@ -8,7 +8,7 @@ import { renderConversation } from "../chat/render.js";
 import { EngineContext } from "../context/EngineContext.js";
 import { DuplicateAdapterError, ModelFileError, UnknownAdapterError } from "../errors.js";
 import { sha256File } from "../gguf/contentHash.js";
-import { GgufFormatError, metaString, readGgufHeader, type GgufFile } from "../gguf/reader.js";
+import { GgufFormatError, metaString, readGgufHeaderAsync, type GgufFile } from "../gguf/reader.js";
 import { baseModelProblems } from "../gguf/validate.js";
 import { assertLlamaInternals, setContextAdapters, type AdapterWeight } from "../llama/internals.js";
 import { probeModelInChild } from "../llama/probe.js";
@@ -79,7 +79,7 @@ export class Engine {
     const logger = options.logger;
     let header: GgufFile;
     try {
-      header = readGgufHeader(options.modelPath);
+      header = await readGgufHeaderAsync(options.modelPath);
     } catch (err) {
       if (err instanceof GgufFormatError) throw new ModelFileError(options.modelPath, err.reason);
       throw err;
@@ -242,6 +242,11 @@ export class Engine {
       else this.pinned.delete(v);
     }
     if (versions.some((v) => !this.pinned.has(v) && !this.isCurrent(v))) void this.collect();
+  }
+
+  /** How many sessions the engine can hold at once (each holds a sequence), and over how many contexts. */
+  get capacity(): { sessions: number; contexts: number } {
+    return { sessions: this.opts.maxContexts * this.opts.sequencesPerContext, contexts: this.opts.maxContexts };
   }
 
   /** A new session with an empty cache, starting on `adapter`, or on several `adapters` at once (default: the base). */

@@ -1,4 +1,5 @@
-import { closeSync, fstatSync, openSync, readSync } from "node:fs";
+import { closeSync, constants, fstatSync, openSync, readSync, type Stats } from "node:fs";
+import { open, type FileHandle } from "node:fs/promises";
 import {
   GGML_TYPE_SIZE,
   GGUF_DEFAULT_ALIGNMENT,
@@ -31,19 +32,25 @@ export interface GgufFile {
 const MAX_STRING_BYTES = 64 * 1024 * 1024;
 const MAX_DIMS = 4;
 
-/** Reads through a file descriptor in chunks, refusing to read past the end. */
+/** A file's bytes by position: at least `min` and at most `max` bytes from `pos`. */
+type ByteSource = (pos: number, min: number, max: number) => Buffer;
+
+/** The async reader's read-ahead did not reach `upTo`: read that far, then parse again. */
+class NeedMoreBytes {
+  constructor(readonly upTo: number) {}
+}
+
+/** Reads through a byte source in chunks, refusing to read past the end. */
 class BoundedReader {
-  private buf = Buffer.alloc(0);
+  private buf: Buffer = Buffer.alloc(0);
   private bufStart = 0;
   pos = 0;
-  constructor(private readonly fd: number, readonly size: number, private readonly fail: (reason: string) => never) {}
+  constructor(private readonly source: ByteSource, readonly size: number, private readonly fail: (reason: string) => never) {}
 
   private ensure(n: number, what: string) {
     if (n < 0 || this.pos + n > this.size) this.fail(`${what} at byte ${this.pos} runs past the end of the file (${this.size} bytes)`);
     if (this.pos >= this.bufStart && this.pos + n <= this.bufStart + this.buf.length) return;
-    const len = Math.min(Math.max(n, 1 << 20), this.size - this.pos);
-    this.buf = Buffer.alloc(len);
-    readSync(this.fd, this.buf, 0, len, this.pos);
+    this.buf = this.source(this.pos, n, Math.min(Math.max(n, 1 << 20), this.size - this.pos));
     this.bufStart = this.pos;
   }
   bytes(n: number, what: string): Buffer {
@@ -93,78 +100,153 @@ function readScalar(r: BoundedReader, type: GgufValueType, what: string, fail: (
   }
 }
 
+/** What a non-regular file is, for an error message. */
+export function fileKind(stats: Stats): string {
+  if (stats.isFIFO()) return "a FIFO";
+  if (stats.isDirectory()) return "a directory";
+  if (stats.isCharacterDevice() || stats.isBlockDevice()) return "a device";
+  if (stats.isSocket()) return "a socket";
+  return "not a regular file";
+}
+
+// O_NONBLOCK: opening a FIFO must not wait for a writer (a blocked open would freeze the event loop or a thread)
+const OPEN_FLAGS = constants.O_RDONLY | constants.O_NONBLOCK;
+
+/** Checked on the opened file itself (symlinks resolved), so nothing can be swapped in between a check and the open. */
+function assertRegular(path: string, stats: Stats): void {
+  if (!stats.isFile()) throw new GgufFormatError(path, `not a regular file (${fileKind(stats)}); model and adapter files must be regular GGUF files`);
+}
+
 /**
  * Parses a GGUF header (metadata and tensor infos, not the tensor data) with every count, length and
  * offset checked against the file size, so a corrupted file is reported here instead of inside llama.cpp.
+ * Synchronous: for tools and tests; the server reads with `readGgufHeaderAsync`.
  */
 export function readGgufHeader(path: string): GgufFile {
-  const fail = (reason: string): never => { throw new GgufFormatError(path, reason); };
   let fd: number;
   try {
-    fd = openSync(path, "r");
+    fd = openSync(path, OPEN_FLAGS);
   } catch (err) {
     throw new GgufFormatError(path, `cannot open: ${(err as Error).message}`);
   }
   try {
-    const size = fstatSync(fd).size;
-    const r = new BoundedReader(fd, size, fail);
-    if (size < 24) fail(`file is ${size} bytes, shorter than a GGUF header`);
-    const magic = r.u32("magic");
-    if (magic !== GGUF_MAGIC) fail(`wrong magic 0x${magic.toString(16)} (expected "GGUF")`);
-    const version = r.u32("version");
-    if (version !== 2 && version !== 3) fail(`unsupported GGUF version ${version} (2 or 3 expected)`);
-    const tensorCount = r.count("tensor count", 24);
-    const kvCount = r.count("metadata count", 13);
-
-    const metadata = new Map<string, GgufValue>();
-    for (let i = 0; i < kvCount; i++) {
-      const key = r.str(`metadata key #${i}`);
-      const type = r.u32(`type of ${key}`) as GgufValueType;
-      if (type === GgufValueType.ARRAY) {
-        const itemType = r.u32(`item type of ${key}`) as GgufValueType;
-        if (itemType === GgufValueType.ARRAY) fail(`${key} is a nested array`);
-        const itemSize = SCALAR_SIZE[itemType] ?? fail(`${key} has unknown item type ${itemType}`);
-        const n = r.count(`length of ${key}`, itemSize);
-        const items: GgufScalar[] = new Array(n);
-        for (let j = 0; j < n; j++) items[j] = readScalar(r, itemType, `${key}[${j}]`, fail);
-        metadata.set(key, { itemType, items });
-      } else {
-        metadata.set(key, readScalar(r, type, key, fail));
-      }
-    }
-
-    const tensors: GgufTensorInfo[] = [];
-    for (let i = 0; i < tensorCount; i++) {
-      const name = r.str(`tensor #${i} name`);
-      const nDims = r.u32(`dimension count of ${name}`);
-      if (nDims < 1 || nDims > MAX_DIMS) fail(`tensor ${name} has ${nDims} dimensions (1 to ${MAX_DIMS} allowed)`);
-      const shape: number[] = [];
-      for (let d = 0; d < nDims; d++) {
-        const ne = r.u64(`dimension ${d} of ${name}`);
-        if (ne === 0n || ne > BigInt(Number.MAX_SAFE_INTEGER)) fail(`tensor ${name} has dimension ${d} of size ${ne}`);
-        shape.push(Number(ne));
-      }
-      const type = r.u32(`type of ${name}`);
-      const offset = r.u64(`offset of ${name}`);
-      tensors.push({ name, shape, type, offset });
-    }
-
-    const alignmentValue = metadata.get("general.alignment");
-    const alignment = typeof alignmentValue === "number" ? alignmentValue : GGUF_DEFAULT_ALIGNMENT;
-    if (alignment <= 0 || (alignment & (alignment - 1)) !== 0) fail(`general.alignment ${alignment} is not a power of two`);
-    const dataOffset = Math.ceil(r.pos / alignment) * alignment;
-    for (const t of tensors) {
-      const elementSize = GGML_TYPE_SIZE[t.type as keyof typeof GGML_TYPE_SIZE];
-      // Quantized types have block sizes we do not tabulate; for those only the start offset is checked.
-      const bytes = elementSize === undefined ? 0 : t.shape.reduce((a, b) => a * b, 1) * elementSize;
-      if (BigInt(dataOffset) + t.offset + BigInt(bytes) > BigInt(size)) {
-        fail(`tensor ${t.name} data (offset ${t.offset}, ${bytes} bytes) lies past the end of the file`);
-      }
-    }
-    return { path, version, fileSize: size, metadata, tensors, dataOffset };
+    const stats = fstatSync(fd);
+    assertRegular(path, stats);
+    return parseHeader(path, stats.size, (pos, _min, max) => {
+      const buf = Buffer.alloc(max);
+      readSync(fd, buf, 0, max, pos);
+      return buf;
+    });
   } finally {
     closeSync(fd);
   }
+}
+
+/** How long the server waits for a header before giving up on the file (a hung mount, say). */
+const ASYNC_READ_TIMEOUT_MS = 30_000;
+
+/**
+ * `readGgufHeader` without blocking the event loop: the file is read ahead asynchronously (more when the parse
+ * needs it) and parsed from memory; a read that takes longer than `timeoutMs` fails instead of hanging.
+ */
+export async function readGgufHeaderAsync(path: string, timeoutMs = ASYNC_READ_TIMEOUT_MS): Promise<GgufFile> {
+  let handle: FileHandle;
+  try {
+    handle = await open(path, OPEN_FLAGS);
+  } catch (err) {
+    throw new GgufFormatError(path, `cannot open: ${(err as Error).message}`);
+  }
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new GgufFormatError(path, `reading its header took over ${timeoutMs / 1000} s`)), timeoutMs);
+  });
+  const parse = async (): Promise<GgufFile> => {
+    const stats = await handle.stat();
+    assertRegular(path, stats);
+    let ahead = Buffer.alloc(0);
+    let want = Math.min(stats.size, 4 << 20);
+    for (;;) {
+      if (want > ahead.length) {
+        const more = Buffer.alloc(want - ahead.length);
+        const { bytesRead } = await handle.read(more, 0, more.length, ahead.length);
+        ahead = Buffer.concat([ahead, more.subarray(0, bytesRead)]);
+      }
+      try {
+        return parseHeader(path, stats.size, (pos, min, max) => {
+          if (pos + min > ahead.length) throw new NeedMoreBytes(pos + min);
+          return ahead.subarray(pos, Math.min(pos + max, ahead.length));
+        });
+      } catch (err) {
+        if (!(err instanceof NeedMoreBytes) || ahead.length >= stats.size) throw err;
+        want = Math.min(stats.size, Math.max(err.upTo, ahead.length * 2));
+      }
+    }
+  };
+  try {
+    return await Promise.race([parse(), timeout]);
+  } finally {
+    clearTimeout(timer);
+    void handle.close().catch(() => undefined);
+  }
+}
+
+function parseHeader(path: string, size: number, source: ByteSource): GgufFile {
+  const fail = (reason: string): never => { throw new GgufFormatError(path, reason); };
+  const r = new BoundedReader(source, size, fail);
+  if (size < 24) fail(`file is ${size} bytes, shorter than a GGUF header`);
+  const magic = r.u32("magic");
+  if (magic !== GGUF_MAGIC) fail(`wrong magic 0x${magic.toString(16)} (expected "GGUF")`);
+  const version = r.u32("version");
+  if (version !== 2 && version !== 3) fail(`unsupported GGUF version ${version} (2 or 3 expected)`);
+  const tensorCount = r.count("tensor count", 24);
+  const kvCount = r.count("metadata count", 13);
+
+  const metadata = new Map<string, GgufValue>();
+  for (let i = 0; i < kvCount; i++) {
+    const key = r.str(`metadata key #${i}`);
+    const type = r.u32(`type of ${key}`) as GgufValueType;
+    if (type === GgufValueType.ARRAY) {
+      const itemType = r.u32(`item type of ${key}`) as GgufValueType;
+      if (itemType === GgufValueType.ARRAY) fail(`${key} is a nested array`);
+      const itemSize = SCALAR_SIZE[itemType] ?? fail(`${key} has unknown item type ${itemType}`);
+      const n = r.count(`length of ${key}`, itemSize);
+      const items: GgufScalar[] = new Array(n);
+      for (let j = 0; j < n; j++) items[j] = readScalar(r, itemType, `${key}[${j}]`, fail);
+      metadata.set(key, { itemType, items });
+    } else {
+      metadata.set(key, readScalar(r, type, key, fail));
+    }
+  }
+
+  const tensors: GgufTensorInfo[] = [];
+  for (let i = 0; i < tensorCount; i++) {
+    const name = r.str(`tensor #${i} name`);
+    const nDims = r.u32(`dimension count of ${name}`);
+    if (nDims < 1 || nDims > MAX_DIMS) fail(`tensor ${name} has ${nDims} dimensions (1 to ${MAX_DIMS} allowed)`);
+    const shape: number[] = [];
+    for (let d = 0; d < nDims; d++) {
+      const ne = r.u64(`dimension ${d} of ${name}`);
+      if (ne === 0n || ne > BigInt(Number.MAX_SAFE_INTEGER)) fail(`tensor ${name} has dimension ${d} of size ${ne}`);
+      shape.push(Number(ne));
+    }
+    const type = r.u32(`type of ${name}`);
+    const offset = r.u64(`offset of ${name}`);
+    tensors.push({ name, shape, type, offset });
+  }
+
+  const alignmentValue = metadata.get("general.alignment");
+  const alignment = typeof alignmentValue === "number" ? alignmentValue : GGUF_DEFAULT_ALIGNMENT;
+  if (alignment <= 0 || (alignment & (alignment - 1)) !== 0) fail(`general.alignment ${alignment} is not a power of two`);
+  const dataOffset = Math.ceil(r.pos / alignment) * alignment;
+  for (const t of tensors) {
+    const elementSize = GGML_TYPE_SIZE[t.type as keyof typeof GGML_TYPE_SIZE];
+    // Quantized types have block sizes we do not tabulate; for those only the start offset is checked.
+    const bytes = elementSize === undefined ? 0 : t.shape.reduce((a, b) => a * b, 1) * elementSize;
+    if (BigInt(dataOffset) + t.offset + BigInt(bytes) > BigInt(size)) {
+      fail(`tensor ${t.name} data (offset ${t.offset}, ${bytes} bytes) lies past the end of the file`);
+    }
+  }
+  return { path, version, fileSize: size, metadata, tensors, dataOffset };
 }
 
 export function metaString(file: GgufFile, key: string): string | undefined {

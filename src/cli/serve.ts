@@ -21,14 +21,15 @@ function connectionHelp(url: string): string {
 
 /** Loads the model and library, serves MCP on the chosen transport, and shuts down cleanly on a signal. */
 export async function serve(config: ResolvedConfig, mode: ServeMode, logger: Logger): Promise<void> {
-  const services = await startServices(config, logger);
+  const services = await startServices(config, logger, { shared: mode.kind === "http" && Boolean(config.server.tokenFile) });
   let closeTransport: () => Promise<void>;
   if (mode.kind === "stdio") {
     const stdio = await serveStdio(services);
     closeTransport = stdio.close;
     void stdio.closed.then(() => shutdown("stdin closed"));
   } else {
-    const http = await serveHttp(services, { host: mode.host, port: mode.port, allowedHosts: config.server.allowedHosts, tokenFile: config.server.tokenFile, adminTokenFile: config.server.adminTokenFile }, logger);
+    const { allowedHosts, tokenFile, adminTokenFile, maxBodyBytes, maxConnections, maxConnectionsPerClient, connectionIdleSeconds } = config.server;
+    const http = await serveHttp(services, { host: mode.host, port: mode.port, allowedHosts, tokenFile, adminTokenFile, maxBodyBytes, maxConnections, maxConnectionsPerClient, idleSeconds: connectionIdleSeconds }, logger);
     closeTransport = http.close;
     process.stderr.write(connectionHelp(http.url));
   }

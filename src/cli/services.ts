@@ -1,9 +1,9 @@
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import type { ResolvedConfig } from "../config/config.js";
 import { DEFAULT_STAGE_BUDGET, layered } from "../harness/budgets.js";
 import type { HarnessDeps } from "../harness/runTask.js";
 import type { Logger } from "../log.js";
-import { PROMPTS_DIR, STATE_DIR } from "../paths.js";
+import { PACKAGE_ROOT, PROMPTS_DIR, STATE_DIR } from "../paths.js";
 import { PromptLibrary } from "../prompts/PromptLibrary.js";
 import { startRuntime } from "../runtime/startRuntime.js";
 import type { ServerContext } from "../server/context.js";
@@ -15,11 +15,19 @@ export interface Services extends ServerContext {
   dispose: () => Promise<void>;
 }
 
+/** The server's own files and folders: what run_code's jail must not show, wherever they live. */
+function serverPaths(config: ResolvedConfig): string[] {
+  const { server, adapters, harness, cache, tools } = config;
+  return [PACKAGE_ROOT, STATE_DIR, dirname(config.manifestPath), ...(adapters.allowedDirs ?? []), harness.traceDir, cache.spillDir, config.configFile, server.tokenFile, server.adminTokenFile, config.model.path, tools.search.corpus, tools.search.indexFile].filter(
+    (p): p is string => typeof p === "string",
+  );
+}
+
 /** The model, the library, the tools, the sessions and the harness: what the server, `run` and `eval` share. */
-export async function startServices(config: ResolvedConfig, logger: Logger): Promise<Services> {
+export async function startServices(config: ResolvedConfig, logger: Logger, options: { shared?: boolean } = {}): Promise<Services> {
   const runtime = await startRuntime(config, logger);
   const prompts = PromptLibrary.load(PROMPTS_DIR);
-  const toolbox = await Toolbox.create(config.tools, logger);
+  const toolbox = await Toolbox.create(config.tools, logger, { shared: options.shared, private: serverPaths(config) });
   // precedence below run arguments: the adapter's manifest entry, then the config file, then the defaults
   const stageBudget = (alias: string) => layered(DEFAULT_STAGE_BUDGET, runtime.library.get(alias)?.entry.budget, config.harness.stage);
   const sessions = new SessionService(runtime, config.sessions, prompts.render("system") ?? "", () => toolbox.modelFunctions(), stageBudget);

@@ -5,6 +5,11 @@ import { SoftLimitsSchema, StageBudgetSchema } from "../harness/budgets.js";
 import { describeIssues } from "../library/manifest.js";
 import { DEFAULT_MANIFEST } from "../paths.js";
 
+/** The default HTTP body limit (server.maxBodyBytes): a long document pasted as a task fits. */
+export const DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024;
+/** The cap on long text arguments (a task, a document, a snippet): the default body limit in characters, so that limit decides. */
+export const LONG_TEXT_MAX = DEFAULT_MAX_BODY_BYTES;
+
 const GpuSchema = z.union([z.enum(["auto", "cuda", "vulkan", "metal"]), z.literal(false)]);
 
 export const ConfigSchema = z
@@ -52,6 +57,10 @@ export const ConfigSchema = z
         maxSessionsPerClient: z.number().int().positive().max(10_000).default(16),
         /** Model calls waiting on the engine before new ones are refused as busy. */
         maxQueuedGenerations: z.number().int().positive().max(10_000).default(32),
+        /** Model calls one client may have waiting; the queue serves clients round-robin. */
+        maxQueuedPerClient: z.number().int().positive().max(10_000).default(8),
+        /** Engine session slots one client may hold (default: model.maxContexts x model.sequencesPerContext minus one, so another client always finds one). */
+        maxSlotsPerClient: z.number().int().positive().max(10_000).optional(),
         defaultMaxTokens: z.number().int().positive().max(1 << 20).default(512),
       })
       .strict()
@@ -92,6 +101,8 @@ export const ConfigSchema = z
             maxTimeoutS: z.number().positive().max(600).default(60),
             memoryMb: z.number().int().min(32).max(65_536).default(512),
             maxOutputBytes: z.number().int().min(1024).max(10_000_000).default(65_536),
+            /** Offer run_code over HTTP with tokens even without a jail: every client can then read the server's files (tokens, config, traces) and reach its network. */
+            unsafeUnjailedOnSharedServer: z.boolean().default(false),
           })
           .strict()
           .prefault({}),
@@ -121,6 +132,14 @@ export const ConfigSchema = z
         tokenFile: z.string().min(1).optional(),
         /** Tokens (same format) that may also change the adapter library over HTTP. */
         adminTokenFile: z.string().min(1).optional(),
+        /** Largest request body read (JSON), in bytes; checked after authentication. */
+        maxBodyBytes: z.number().int().min(1024).max(1 << 30).default(DEFAULT_MAX_BODY_BYTES),
+        /** Open MCP connections (Streamable HTTP and SSE) per token. */
+        maxConnectionsPerClient: z.number().int().positive().max(100_000).default(16),
+        /** Open MCP connections in all (the cap without tokens). */
+        maxConnections: z.number().int().positive().max(100_000).default(256),
+        /** An MCP connection with no request for this long is closed and its memory freed. */
+        connectionIdleSeconds: z.number().positive().max(7 * 24 * 3600).default(1800),
       })
       .strict()
       .prefault({}),
@@ -142,6 +161,8 @@ export interface ResolvedConfig extends Config {
   manifestPath: string;
   /** True when no model was configured and the generated demo model is served. */
   demo: boolean;
+  /** The config file read, if any (hidden from run_code's jail). */
+  configFile?: string;
 }
 
 /** Validates a config object; relative paths resolve against `baseDir` (the config file's folder). */
@@ -173,5 +194,5 @@ export function loadConfigFile(file: string): ResolvedConfig {
   } catch (err) {
     throw new ConfigError(file, [`cannot read it as JSON: ${(err as Error).message}`]);
   }
-  return resolveConfig(raw, file, dirname(resolve(file)));
+  return { ...resolveConfig(raw, file, dirname(resolve(file))), configFile: resolve(file) };
 }

@@ -1,6 +1,7 @@
-import { existsSync, realpathSync, watch, type FSWatcher } from "node:fs";
+import { watch, type FSWatcher } from "node:fs";
+import { realpath, stat } from "node:fs/promises";
 import { basename, dirname, resolve, sep } from "node:path";
-import { Mutex, sha256File, type AdapterInfo, type Engine } from "../../native/index.js";
+import { fileKind, Mutex, sha256File, type AdapterInfo, type Engine } from "../../native/index.js";
 import type { Logger } from "../log.js";
 import { loadManifest, type LibraryEntry } from "./manifest.js";
 
@@ -88,7 +89,7 @@ export class AdapterLibrary {
     return this.change(async () => {
       const known = this.adapters.get(alias);
       if (!known?.info) throw new LibraryChangeError(`no adapter "${alias}" to refresh; the library has: ${this.aliases().join(", ") || "(none)"}`);
-      this.confine(entry.filePath);
+      await this.confine(entry.filePath);
       const { previous, current } = await this.engine.refreshAdapter({ alias, filePath: entry.filePath, scale: entry.scale });
       this.adapters.set(alias, { entry, info: current });
       return { previous, current };
@@ -175,7 +176,7 @@ export class AdapterLibrary {
 
   private async add(entry: LibraryEntry): Promise<LibraryAdapter> {
     try {
-      this.confine(entry.filePath);
+      await this.confine(entry.filePath);
       const info = await this.engine.addAdapter({ alias: entry.alias, filePath: entry.filePath, scale: entry.scale });
       const adapter = { entry, info };
       this.adapters.set(entry.alias, adapter);
@@ -189,17 +190,23 @@ export class AdapterLibrary {
   }
 
   private async fileChanged(known: LibraryAdapter): Promise<boolean> {
-    return existsSync(known.entry.filePath) && (await sha256File(known.entry.filePath)) !== known.info!.sha256;
+    // only a regular file is hashed: a FIFO put in its place would hold a read forever
+    const stats = await stat(known.entry.filePath).catch(() => undefined);
+    return stats !== undefined && (!stats.isFile() || (await sha256File(known.entry.filePath)) !== known.info!.sha256);
   }
 
-  /** Adapter files must live in the configured folders (no `..` or symlink escape). */
-  private confine(filePath: string): void {
-    const real = existsSync(filePath) ? realpathSync(filePath) : resolve(filePath);
-    const ok = this.allowedDirs.some((dir) => {
-      const root = existsSync(dir) ? realpathSync(dir) : resolve(dir);
-      return real === root || real.startsWith(root + sep);
-    });
-    if (!ok) throw new LibraryChangeError(`${filePath} is outside the adapter folders (${this.allowedDirs.join(", ")}); set adapters.allowedDirs to allow another folder`);
+  /**
+   * Adapter files must be regular files inside the configured folders, after symlink resolution (no `..` or
+   * symlink escape, no FIFO or device that would block a read). Checked without opening the file.
+   */
+  private async confine(filePath: string): Promise<void> {
+    const real = await realpath(filePath).catch(() => resolve(filePath));
+    const roots = await Promise.all(this.allowedDirs.map((dir) => realpath(dir).catch(() => resolve(dir))));
+    if (!roots.some((root) => real === root || real.startsWith(root + sep))) {
+      throw new LibraryChangeError(`${filePath} is outside the adapter folders (${this.allowedDirs.join(", ")}); set adapters.allowedDirs to allow another folder`);
+    }
+    const stats = await stat(real).catch(() => undefined);
+    if (stats && !stats.isFile()) throw new LibraryChangeError(`${filePath} is ${fileKind(stats)}, not a regular file; an adapter must be a GGUF file`);
   }
 
   private async change<T>(fn: () => Promise<T>): Promise<T> {

@@ -1,5 +1,6 @@
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { z } from "zod";
+import { LONG_TEXT_MAX } from "../config/config.js";
 import type { ServerContext } from "./context.js";
 
 /** prompts/*.md as MCP prompts; `task` fills their {{task}} placeholder. */
@@ -7,7 +8,7 @@ export function registerPrompts(server: McpServer, ctx: ServerContext) {
   for (const prompt of ctx.prompts.list()) {
     server.registerPrompt(
       prompt.name,
-      { description: prompt.description, argsSchema: { task: z.string().max(100_000).optional() } },
+      { description: prompt.description, argsSchema: { task: z.string().max(LONG_TEXT_MAX).optional() } },
       ({ task }) => ({
         description: prompt.description,
         messages: [{ role: "user", content: { type: "text", text: ctx.prompts.render(prompt.name, { task })! } }],

@@ -39,11 +39,11 @@ export function registerResources(server: McpServer, ctx: ServerContext) {
   server.registerResource(
     "trace",
     new ResourceTemplate("weact://traces/{trace_id}", {
-      list: async (extra) => ({ resources: traces.list(ownerOf(extra)).map((id) => ({ uri: `weact://traces/${id}`, name: `trace ${id}`, mimeType: "application/json" })) }),
+      list: async (extra) => ({ resources: (await traces.list(ownerOf(extra))).map((id) => ({ uri: `weact://traces/${id}`, name: `trace ${id}`, mimeType: "application/json" })) }),
     }),
     { title: "Trace", description: "A run_task trajectory: every model call, tool call, adapter action and cache rebuild, with the time decomposition.", mimeType: "application/json" },
     async (uri, variables, extra) => {
-      const events = traces.read(ownerOf(extra), String(variables.trace_id));
+      const events = await traces.read(ownerOf(extra), String(variables.trace_id));
       if (!events) throw new McpError(ErrorCode.InvalidParams, `no trace "${String(variables.trace_id)}" for this client`);
       return json(uri.href, events);
     },

@@ -70,6 +70,7 @@ export class SessionService {
   /** Sessions being opened, per owner (counted against the limits). */
   private readonly opening = new Map<string, number>();
   private readonly queue: WorkQueue;
+  private readonly maxSlotsPerClient: number;
   private readonly sweeper: NodeJS.Timeout;
 
   constructor(
@@ -81,7 +82,10 @@ export class SessionService {
     private readonly stageBudget: (alias: string) => StageBudget = () => DEFAULT_STAGE_BUDGET,
     private readonly logger: Logger = runtime.logger,
   ) {
-    this.queue = new WorkQueue(config.maxQueuedGenerations);
+    const capacity = runtime.engine.capacity;
+    this.queue = new WorkQueue({ maxPending: config.maxQueuedGenerations, maxPendingPerClient: config.maxQueuedPerClient, concurrency: capacity.contexts });
+    // one below the engine's total: another client always finds a slot, and a lone client (stdio) keeps nearly all
+    this.maxSlotsPerClient = config.maxSlotsPerClient ?? Math.max(1, capacity.sessions - 1);
     this.sweeper = setInterval(() => void this.expireIdle(), Math.min(60_000, (config.idleMinutes * 60_000) / 4));
     this.sweeper.unref();
   }
@@ -90,8 +94,10 @@ export class SessionService {
     // sessions still being opened count too, so concurrent creates cannot pass the limits together
     const opening = this.opening.get(owner) ?? 0;
     const mine = [...this.sessions.values()].filter((s) => s.owner === owner).length + opening;
-    if (this.sessions.size + this.openingTotal() >= this.config.maxSessions) throw new LimitError(`the server holds its maximum of ${this.config.maxSessions} sessions; close one (close_session) or wait for idle ones to expire`);
-    if (mine >= this.config.maxSessionsPerClient) throw new LimitError(`this client holds its maximum of ${this.config.maxSessionsPerClient} sessions; close one with close_session`);
+    if (this.sessions.size + this.openingTotal() >= this.config.maxSessions) throw new LimitError(`the server holds its maximum of ${this.config.maxSessions} sessions (sessions.maxSessions); close one (close_session) or wait for idle ones to expire`);
+    if (mine >= this.config.maxSessionsPerClient) throw new LimitError(`this client holds its maximum of ${this.config.maxSessionsPerClient} sessions (sessions.maxSessionsPerClient); close one with close_session`);
+    // every session holds one of the engine's sequences while it is open
+    if (mine >= this.maxSlotsPerClient) throw new LimitError(`this client holds ${mine} of the engine's ${this.runtime.engine.capacity.sessions} session slots, its share (sessions.maxSlotsPerClient = ${this.maxSlotsPerClient}); close one with close_session`);
     const offered = this.externalTools();
     const unknown = (input.tools ?? []).filter((t) => !(t in offered));
     if (unknown.length) throw new LimitError(`tools: unknown external tool(s) ${unknown.join(", ")}; available: ${Object.keys(offered).join(", ") || "(none)"}`);
@@ -138,7 +144,7 @@ export class SessionService {
       const pending = session.pendingCalls();
       if (pending.length) throw new PendingCallsError(pending);
       const released = await this.enforceStageBudget(session);
-      const result = await this.queue.run(() =>
+      const result = await this.queue.run(session.owner, () =>
         session.engine.generate(session.conversation(), {
           callable: session.callable(),
           maxTokens: input.maxTokens ?? this.config.defaultMaxTokens,
@@ -221,7 +227,7 @@ export class SessionService {
    */
   private async switchWith(session: Session, target: string | null, exchange: HistoryMessage[]): Promise<SwitchReport> {
     const from = session.activeAdapter;
-    const report = await this.queue.run(() => session.engine.switchAdapter(target, session.conversation([...session.history, ...exchange])));
+    const report = await this.queue.run(session.owner, () => session.engine.switchAdapter(target, session.conversation([...session.history, ...exchange])));
     session.append(...exchange);
     session.stage = target === null ? undefined : new StageUsage(target);
     const { tokens, reused, restored, ms } = report.rebuild;

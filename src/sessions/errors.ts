@@ -33,7 +33,7 @@ export class LimitError extends SessionError {
 /** The model work queue is full; try again shortly. */
 export class BusyError extends SessionError {
   readonly code = "busy";
-  constructor(queued: number) {
-    super(`the model is busy (${queued} requests queued, the configured maximum); retry shortly`);
+  constructor(message: string) {
+    super(message);
   }
 }

@@ -1,100 +1,179 @@
 import { randomUUID } from "node:crypto";
 import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import type { Request, Response } from "express";
+import express, { type Request, type RequestHandler, type Response } from "express";
 import { requireBearerAuth } from "@modelcontextprotocol/sdk/server/auth/middleware/bearerAuth.js";
-import { createMcpExpressApp } from "@modelcontextprotocol/sdk/server/express.js";
+import { hostHeaderValidation } from "@modelcontextprotocol/sdk/server/middleware/hostHeaderValidation.js";
 import { SSEServerTransport } from "@modelcontextprotocol/sdk/server/sse.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
-import { isInitializeRequest } from "@modelcontextprotocol/sdk/types.js";
+import { isInitializeRequest, JSONRPCMessageSchema } from "@modelcontextprotocol/sdk/types.js";
+import { DEFAULT_MAX_BODY_BYTES } from "../config/config.js";
 import type { Logger } from "../log.js";
 import type { ServerContext } from "../server/context.js";
 import { createServer } from "../server/createServer.js";
 import { loadTokenVerifier } from "./auth.js";
+import { ConnectionRegistry, type Connection, type ConnectionKind, type ConnectionLimits } from "./connections.js";
+import { errorHandler, methodNotAllowed, notFound, requireJson, RPC, sendError } from "./httpErrors.js";
 
-export interface HttpOptions {
+export interface HttpOptions extends Partial<ConnectionLimits> {
   host: string;
   port: number;
   allowedHosts?: string[];
   tokenFile?: string;
   /** Tokens that may also change the adapter library (admin tools). */
   adminTokenFile?: string;
+  /** Largest JSON body read (after authentication). */
+  maxBodyBytes?: number;
 }
 
 const LOOPBACK = new Set(["127.0.0.1", "localhost", "::1"]);
+/** Loopback as the URL parser spells hostnames (IPv6 in brackets). */
+const LOOPBACK_HOSTNAMES = ["127.0.0.1", "localhost", "[::1]"];
+const DEFAULT_LIMITS: ConnectionLimits = { maxConnections: 256, maxConnectionsPerClient: 16, idleSeconds: 1800 };
 
 export class HttpConfigError extends Error {}
 
 /**
+ * Browsers send Origin; a page on another site must not drive this server (the MCP transport spec asks servers
+ * to check it). Requests without Origin (non-browser clients) pass; the Host check still applies to them.
+ */
+function originValidation(hostnames: readonly string[]): RequestHandler {
+  return (req, res, next) => {
+    const origin = req.headers.origin;
+    if (origin === undefined) return next();
+    let hostname: string | undefined;
+    try {
+      hostname = new URL(origin).hostname;
+    } catch {
+      hostname = undefined;
+    }
+    if (!hostname || !hostnames.includes(hostname)) return sendError(res, 403, "Origin not allowed (server.allowedHosts lists the accepted host names)");
+    next();
+  };
+}
+
+/** The identity a request's connection is bound to: its token's name, or none without tokens. */
+const identityOf = (req: Request): string | undefined => (req.auth?.clientId ? `token:${req.auth.clientId}` : undefined);
+
+/**
  * Streamable HTTP at /mcp (one MCP server object per client session) and the legacy HTTP+SSE pair
- * /sse + /messages, on one port. Host validation is always on; a bearer token is required off loopback.
+ * /sse + /messages, on one port. Before any body is read: the Host and Origin checks, then the bearer token.
+ * Every connection belongs to the identity that opened it; another identity's id is an unknown id.
  */
 export async function serveHttp(ctx: ServerContext, opts: HttpOptions, logger: Logger): Promise<{ url: string; close: () => Promise<void> }> {
   if (!LOOPBACK.has(opts.host) && !opts.tokenFile) {
     throw new HttpConfigError(`refusing to serve on ${opts.host} without authentication: give --token-file (server.tokenFile), or bind 127.0.0.1`);
   }
-  const allowedHosts = opts.allowedHosts ?? (LOOPBACK.has(opts.host) ? undefined : [opts.host]);
-  const app = createMcpExpressApp({ host: opts.host, ...(allowedHosts ? { allowedHosts: [...allowedHosts, ...[...LOOPBACK]] } : {}) });
   if (opts.adminTokenFile && !opts.tokenFile) throw new HttpConfigError("server.adminTokenFile needs server.tokenFile too (admin tokens are a kind of bearer token)");
+  const hostnames = [...(opts.allowedHosts ?? (LOOPBACK.has(opts.host) ? [] : [opts.host.includes(":") ? `[${opts.host}]` : opts.host])), ...LOOPBACK_HOSTNAMES];
+  const maxBodyBytes = opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+  const connections = new ConnectionRegistry(
+    { maxConnections: opts.maxConnections ?? DEFAULT_LIMITS.maxConnections, maxConnectionsPerClient: opts.maxConnectionsPerClient ?? DEFAULT_LIMITS.maxConnectionsPerClient, idleSeconds: opts.idleSeconds ?? DEFAULT_LIMITS.idleSeconds },
+    logger,
+  );
+
+  const app = express();
+  app.disable("x-powered-by");
+  app.use(hostHeaderValidation(hostnames));
+  app.use(originValidation(hostnames));
+  const routes = ["/mcp", "/sse", "/messages", "/health"];
   if (opts.tokenFile) {
     const { verifier, clients } = loadTokenVerifier([{ file: opts.tokenFile, scopes: [] }, ...(opts.adminTokenFile ? [{ file: opts.adminTokenFile, scopes: ["admin"] }] : [])]);
-    app.use(["/mcp", "/sse", "/messages"], requireBearerAuth({ verifier }));
+    app.use(routes, requireBearerAuth({ verifier }));
     logger.info({ clients }, "bearer-token authentication on");
   }
-
-  const streamable = new Map<string, StreamableHTTPServerTransport>();
-  const sse = new Map<string, SSEServerTransport>();
-  const closers = new Set<() => Promise<void>>();
+  app.use(["/mcp", "/messages"], requireJson, express.json({ limit: maxBodyBytes }));
 
   /** Connects a fresh server object; when the connection ends, the sessions it owned end with it. */
-  const connect = async (transport: StreamableHTTPServerTransport | SSEServerTransport, connectionId: () => string | undefined, forget: () => void) => {
+  const connect = async (transport: StreamableHTTPServerTransport | SSEServerTransport, kind: ConnectionKind, id: string, owner: string | undefined) => {
     const { server, cleanup } = createServer(ctx, (extra) => extra.authInfo?.scopes.includes("admin") ?? false);
+    let closed = false;
     const close = async () => {
-      if (!closers.delete(close)) return;
-      forget();
+      if (closed) return;
+      closed = true;
+      connections.delete(kind, id);
       // the server object first: that aborts the connection's requests in flight, which then end cleanly
       await cleanup();
-      const id = connectionId();
-      if (id) await ctx.sessions.closeOwnedBy(`connection:${id}`);
+      await ctx.sessions.closeOwnedBy(`connection:${id}`);
     };
-    closers.add(close);
+    const connection: Connection = { kind, id, owner, close: async () => { await transport.close(); await close(); } };
+    connections.add(connection);
     transport.onclose = () => void close(); // set before connect: the SDK chains its own handler after it
     await server.connect(transport);
+    return connection;
   };
+  /** Counts a request as activity on its connection until its response is finished. */
+  const inFlight = (connection: Connection, res: Response) => connections.busyUntil(connection, new Promise((resolve) => res.once("close", resolve)));
+  const transports = new Map<string, StreamableHTTPServerTransport | SSEServerTransport>();
 
   app.post("/mcp", async (req: Request, res: Response) => {
     const id = req.header("mcp-session-id");
-    const existing = id ? streamable.get(id) : undefined;
-    if (existing) return existing.handleRequest(req, res, req.body);
-    if (id || !isInitializeRequest(req.body)) {
-      return res.status(id ? 404 : 400).json({ jsonrpc: "2.0", error: { code: -32000, message: id ? "unknown or expired MCP session; initialize again" : "no MCP session: send initialize first" }, id: null });
+    const owner = identityOf(req);
+    if (id) {
+      const connection = connections.lookup("streamable", id, owner);
+      const transport = connection && (transports.get(id) as StreamableHTTPServerTransport | undefined);
+      if (!connection || !transport) return sendError(res, 404, "unknown or expired MCP session; initialize again");
+      inFlight(connection, res);
+      return transport.handleRequest(req, res, req.body);
     }
-    const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
-      sessionIdGenerator: () => randomUUID(),
-      onsessioninitialized: (sid) => void streamable.set(sid, transport),
-    });
-    await connect(transport, () => transport.sessionId, () => transport.sessionId && streamable.delete(transport.sessionId));
+    if (!isInitializeRequest(req.body)) return sendError(res, 400, "no MCP session: send initialize first", RPC.invalidRequest);
+    const refused = connections.refusal(owner);
+    if (refused) return sendError(res, 429, refused);
+    const sessionId = randomUUID();
+    const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({ sessionIdGenerator: () => sessionId });
+    transports.set(sessionId, transport);
+    const connection = await connect(transport, "streamable", sessionId, owner);
+    const forget = transport.onclose;
+    transport.onclose = () => {
+      transports.delete(sessionId);
+      forget?.();
+    };
+    inFlight(connection, res);
     await transport.handleRequest(req, res, req.body);
-    if (!transport.sessionId) await transport.close(); // an initialize that failed leaves nothing behind
+    if (!transport.sessionId) await connection.close(); // an initialize that failed leaves nothing behind
   });
   const bySession = async (req: Request, res: Response) => {
-    const transport = streamable.get(req.header("mcp-session-id") ?? "");
-    if (!transport) return res.status(404).json({ jsonrpc: "2.0", error: { code: -32000, message: "unknown or expired MCP session" }, id: null });
+    const id = req.header("mcp-session-id") ?? "";
+    const connection = connections.lookup("streamable", id, identityOf(req));
+    const transport = connection && (transports.get(id) as StreamableHTTPServerTransport | undefined);
+    if (!transport) return sendError(res, 404, "unknown or expired MCP session");
     await transport.handleRequest(req, res);
   };
   app.get("/mcp", bySession);
   app.delete("/mcp", bySession);
+  app.all("/mcp", methodNotAllowed("GET, POST, DELETE"));
 
-  app.get("/sse", async (_req: Request, res: Response) => {
+  app.get("/sse", async (req: Request, res: Response) => {
+    const owner = identityOf(req);
+    const refused = connections.refusal(owner);
+    if (refused) return sendError(res, 429, refused);
     const transport = new SSEServerTransport("/messages", res);
-    sse.set(transport.sessionId, transport);
-    await connect(transport, () => transport.sessionId, () => sse.delete(transport.sessionId));
+    transports.set(transport.sessionId, transport);
+    const forget = () => transports.delete(transport.sessionId);
+    await connect(transport, "sse", transport.sessionId, owner);
+    const chained = transport.onclose;
+    transport.onclose = () => {
+      forget();
+      chained?.();
+    };
   });
+  app.all("/sse", methodNotAllowed("GET"));
   app.post("/messages", async (req: Request, res: Response) => {
-    const transport = sse.get(String(req.query.sessionId ?? ""));
-    if (!transport) return res.status(404).json({ error: "unknown SSE session: open /sse first" });
+    const id = String(req.query.sessionId ?? "");
+    const connection = connections.lookup("sse", id, identityOf(req));
+    const transport = connection && (transports.get(id) as SSEServerTransport | undefined);
+    if (!connection || !transport) return sendError(res, 404, "unknown SSE session: open /sse first");
+    if (!JSONRPCMessageSchema.safeParse(req.body).success) return sendError(res, 400, "the body is not a JSON-RPC message", RPC.invalidRequest);
+    inFlight(connection, res);
     await transport.handlePostMessage(req, res, req.body);
   });
+  app.all("/messages", methodNotAllowed("POST"));
+
+  /** Liveness and the open-connection count (behind the token when there are tokens). */
+  app.get("/health", (_req: Request, res: Response) => void res.json({ status: "ok", connections: connections.size }));
+  app.all("/health", methodNotAllowed("GET"));
+  app.use(notFound);
+  app.use(errorHandler(logger, maxBodyBytes));
 
   const server: Server = await new Promise((resolve, reject) => {
     const s = app.listen(opts.port, opts.host, () => resolve(s));
@@ -107,7 +186,7 @@ export async function serveHttp(ctx: ServerContext, opts: HttpOptions, logger: L
     close: async () => {
       // stop accepting first, then end every MCP connection (aborting their requests in flight)
       const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
-      await Promise.all([...closers].map((c) => c()));
+      await connections.closeAll();
       server.closeAllConnections(); // open SSE streams would otherwise keep close() waiting forever
       await stopped;
     },

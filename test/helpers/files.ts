@@ -1,9 +1,10 @@
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { cpSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { writeGguf, gguf } from "../../native/gguf/writer.js";
 import { DEMO_DIMS, qwen3LoraFile, qwen3ModelFile, type Qwen3Dims } from "../../src/demo/qwen3.js";
 import { buildVocabulary } from "../../src/demo/vocabulary.js";
+import { PACKAGE_ROOT } from "../../src/paths.js";
 import { GgmlType } from "../../native/gguf/format.js";
 
 export function tempDir(prefix = "weact-test-"): string {
@@ -42,4 +43,11 @@ export function patchedCopy(file: string, dir: string, name: string, patch: (byt
   const path = join(dir, name);
   writeFileSync(path, bytes);
   return path;
+}
+
+/** A private copy of the repository's adapters/ (manifest and files): a server that may write it touches nothing shared. */
+export function privateAdapters(): { dir: string; manifest: string } {
+  const dir = tempDir("weact-adapters-");
+  cpSync(join(PACKAGE_ROOT, "adapters"), dir, { recursive: true });
+  return { dir, manifest: join(dir, "manifest.json") };
 }

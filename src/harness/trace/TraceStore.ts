@@ -1,40 +1,74 @@
-import { closeSync, existsSync, openSync, readdirSync, readFileSync, readSync } from "node:fs";
+import { open, readdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 
 const ID = /^t_[A-Za-z0-9_-]{8,64}$/;
+/** The first line (the run_start event, with the task) is read in full up to this size. */
+const MAX_FIRST_LINE_BYTES = 64 * 1024 * 1024;
+
+/** A line of a trace file that is not a JSON event (a crash mid-write leaves a torn last line). */
+export interface UnreadableLine {
+  type: "unreadable_line";
+  line: number;
+  bytes: number;
+  reason: string;
+}
 
 /** The trace files of a folder, readable by the client that ran them; earlier runs stay listed after a restart. */
 export class TraceStore {
   constructor(private readonly dir: string) {}
 
   /** Trace ids whose run belongs to `owner`, newest last. */
-  list(owner: string): string[] {
-    if (!existsSync(this.dir)) return [];
-    return readdirSync(this.dir)
-      .filter((f) => f.endsWith(".jsonl") && ID.test(f.slice(0, -6)))
-      .filter((f) => this.ownerOf(join(this.dir, f)) === owner)
-      .map((f) => f.slice(0, -6));
+  async list(owner: string): Promise<string[]> {
+    const names = await readdir(this.dir).catch(() => [] as string[]);
+    const ids = names.filter((f) => f.endsWith(".jsonl") && ID.test(f.slice(0, -6))).map((f) => f.slice(0, -6));
+    const owners = await Promise.all(ids.map((id) => this.ownerOf(join(this.dir, `${id}.jsonl`))));
+    return ids.filter((_, i) => owners[i] === owner);
   }
 
-  /** The events of a trace of `owner`, or undefined (unknown or someone else's look the same). */
-  read(owner: string, id: string): unknown[] | undefined {
+  /**
+   * The events of a trace of `owner`, or undefined (unknown or someone else's look the same). A line that is
+   * not JSON (a torn last line) does not hide the rest: it is skipped and reported as an `unreadable_line` event.
+   */
+  async read(owner: string, id: string): Promise<unknown[] | undefined> {
     if (!ID.test(id)) return undefined;
     const file = join(this.dir, `${id}.jsonl`);
-    if (!existsSync(file) || this.ownerOf(file) !== owner) return undefined;
-    return readFileSync(file, "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l));
+    if ((await this.ownerOf(file)) !== owner) return undefined;
+    const lines = (await readFile(file, "utf8")).split("\n");
+    const events: unknown[] = [];
+    lines.forEach((line, i) => {
+      if (!line) return;
+      try {
+        events.push(JSON.parse(line));
+      } catch {
+        const torn = i === lines.length - 1;
+        const reason = torn ? "the last line ends mid-event (the writer stopped while writing it); the events before it are complete" : "not a JSON event";
+        events.push({ type: "unreadable_line", line: i + 1, bytes: Buffer.byteLength(line), reason } satisfies UnreadableLine);
+      }
+    });
+    return events;
   }
 
-  private ownerOf(file: string): string | undefined {
-    const fd = openSync(file, "r");
+  /** The owner named by the first line, read in full however long (a long task makes it long). */
+  private async ownerOf(file: string): Promise<string | undefined> {
+    let handle;
     try {
-      const buf = Buffer.alloc(64 * 1024);
-      const n = readSync(fd, buf, 0, buf.length, 0);
-      const first = buf.subarray(0, n).toString("utf8").split("\n")[0];
+      handle = await open(file, "r");
+      const chunks: Buffer[] = [];
+      let read = 0;
+      for (;;) {
+        const chunk = Buffer.alloc(Math.min(1 << 20, MAX_FIRST_LINE_BYTES - read));
+        const { bytesRead } = await handle.read(chunk, 0, chunk.length, read);
+        const end = chunk.subarray(0, bytesRead).indexOf(0x0a);
+        chunks.push(chunk.subarray(0, end >= 0 ? end : bytesRead));
+        read += bytesRead;
+        if (end >= 0 || bytesRead === 0 || read >= MAX_FIRST_LINE_BYTES) break;
+      }
+      const first = Buffer.concat(chunks).toString("utf8");
       return first ? (JSON.parse(first) as { owner?: string }).owner : undefined;
     } catch {
       return undefined;
     } finally {
-      closeSync(fd);
+      await handle?.close();
     }
   }
 }

@@ -1,5 +1,6 @@
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { z } from "zod";
+import { LONG_TEXT_MAX } from "../../config/config.js";
 import { ownerOf, type ServerContext } from "../context.js";
 import { ok, toolCall } from "../toolResult.js";
 
@@ -8,10 +9,10 @@ export function registerCreateSessionTool(server: McpServer, ctx: ServerContext)
     "create_session",
     {
       title: "Create session",
-      description: "Open a session on the local model with a task. The session holds the shared history that every adapter reads and the active adapter (none = base model).",
+      description: `Open a session on the local model with a task. The session holds the shared history that every adapter reads and the active adapter (none = base model).${ctx.toolbox.withdrawn.map((t) => ` Not offered here: ${t.reason}`).join("")}`,
       inputSchema: {
-        task: z.string().min(1).max(100_000).describe("The user's task; becomes the first user message."),
-        system: z.string().min(1).max(100_000).optional().describe("System prompt (default: prompts/system.md)."),
+        task: z.string().min(1).max(LONG_TEXT_MAX).describe("The user's task; becomes the first user message."),
+        system: z.string().min(1).max(LONG_TEXT_MAX).optional().describe("System prompt (default: prompts/system.md)."),
         tools: z.array(z.string().min(1).max(64)).max(32).optional().describe("External tools the model may use in this session (default: all)."),
       },
       outputSchema: {

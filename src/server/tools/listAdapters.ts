@@ -27,6 +27,7 @@ export function registerListAdaptersTool(server: McpServer, ctx: ServerContext) 
         base_model: z.object({ file: z.string(), sha256: z.string(), architecture: z.string() }),
         retired_versions: z.array(z.object({ alias: z.string(), sha256: z.string() })).describe("Old versions still in memory because a session has them active."),
         rss_bytes: z.number().describe("The server's resident memory."),
+        withdrawn_tools: z.array(z.object({ name: z.string(), reason: z.string() })).describe("External tools this server could offer but does not here, and why."),
         adapters: z.array(
           z.object({
             alias: z.string(),
@@ -49,6 +50,7 @@ export function registerListAdaptersTool(server: McpServer, ctx: ServerContext) 
         adapters: adapterListing(ctx),
         retired_versions: ctx.runtime.library.retiredVersions().map((v) => ({ alias: v.alias, sha256: v.sha256 })),
         rss_bytes: process.memoryUsage().rss,
+        withdrawn_tools: [...ctx.toolbox.withdrawn],
       });
     },
   );

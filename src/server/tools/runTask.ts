@@ -1,5 +1,6 @@
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { z } from "zod";
+import { LONG_TEXT_MAX } from "../../config/config.js";
 import { SoftLimitsSchema, StageBudgetSchema } from "../../harness/budgets.js";
 import { InvalidPolicyError, runTask } from "../../harness/runTask.js";
 import { PolicySchema, SteeringSchema } from "../../harness/types.js";
@@ -14,7 +15,7 @@ export function registerRunTaskTool(server: McpServer, ctx: ServerContext) {
       description:
         "Solve a task with the local model under a policy: hard (the prescribed workflow, default plan -> search -> write), soft (the base model picks its adapters), or a comparison mode (base, single:<alias>, static). Reports progress per stage and turn; returns the answer and a trace summary (time by category, switches); the full trace is the resource weact://traces/{trace_id}.",
       inputSchema: {
-        task: z.string().min(1).max(100_000),
+        task: z.string().min(1).max(LONG_TEXT_MAX),
         policy: PolicySchema.default("hard"),
         workflow: z.array(z.string().min(1).max(64)).min(1).max(16).optional().describe("hard: the stages, in order (default from config)."),
         budgets: StageBudgetSchema.partial().optional().describe("Per-stage limits; override the manifest and config."),

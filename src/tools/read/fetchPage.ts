@@ -9,6 +9,8 @@ export interface FetchPolicy {
   timeoutMs: number;
   allowPrivateAddresses: boolean;
   maxRedirects: number;
+  /** Which addresses count as private (default: isPrivateAddress); applied to every hop, literal or resolved. */
+  isPrivate?: (address: string) => boolean;
 }
 
 /** The page was not fetched on purpose (scheme, address, size, type): the reason is for the caller. */
@@ -29,12 +31,12 @@ export interface FetchedPage {
  * Checks every address a hostname resolves to at connect time, so a DNS answer cannot swap a public
  * address for a private one between the check and the connection (rebinding).
  */
-function guardedLookup(allowPrivate: boolean): LookupFunction {
+function guardedLookup(allowPrivate: boolean, isPrivate: (address: string) => boolean): LookupFunction {
   return (hostname, options, callback) => {
     dnsLookup(hostname, { ...options, all: true }, (err, addresses) => {
       if (err) return callback(err, "", 0);
       const list = addresses as LookupAddress[];
-      const bad = list.find((a) => !allowPrivate && isPrivateAddress(a.address));
+      const bad = list.find((a) => !allowPrivate && isPrivate(a.address));
       if (bad) return callback(new ReadRefusedError(`${hostname} resolves to ${bad.address}, a private or loopback address (set tools.read.allowPrivateAddresses to allow)`), "", 0);
       if ((options as { all?: boolean }).all) return (callback as unknown as (e: null, a: LookupAddress[]) => void)(null, list);
       callback(null, list[0]!.address, list[0]!.family);
@@ -45,7 +47,7 @@ function guardedLookup(allowPrivate: boolean): LookupFunction {
 function get(url: URL, policy: FetchPolicy, signal: AbortSignal): Promise<IncomingMessage> {
   return new Promise((resolve, reject) => {
     const request = url.protocol === "https:" ? httpsRequest : httpRequest;
-    const req = request(url, { method: "GET", headers: { accept: "text/html,text/plain,text/markdown,application/json;q=0.9,*/*;q=0.1", "accept-encoding": "identity", "user-agent": "weact-mcp/0.1 (read tool)" }, lookup: guardedLookup(policy.allowPrivateAddresses), signal }, resolve);
+    const req = request(url, { method: "GET", headers: { accept: "text/html,text/plain,text/markdown,application/json;q=0.9,*/*;q=0.1", "accept-encoding": "identity", "user-agent": "weact-mcp/0.1 (read tool)" }, lookup: guardedLookup(policy.allowPrivateAddresses, policy.isPrivate ?? isPrivateAddress), signal }, resolve);
     req.once("error", reject);
     req.end();
   });
@@ -82,7 +84,7 @@ export async function fetchPage(raw: string, policy: FetchPolicy, outer?: AbortS
   for (let hop = 0; hop <= policy.maxRedirects; hop++) {
     if (url.protocol !== "http:" && url.protocol !== "https:") throw new ReadRefusedError(`only http and https URLs are read, not ${url.protocol}`);
     const literal = url.hostname.replace(/^\[|\]$/g, "");
-    if (isIP(literal) && !policy.allowPrivateAddresses && isPrivateAddress(literal)) {
+    if (isIP(literal) && !policy.allowPrivateAddresses && (policy.isPrivate ?? isPrivateAddress)(literal)) {
       throw new ReadRefusedError(`${literal} is a private or loopback address (set tools.read.allowPrivateAddresses to allow)`);
     }
     let res: IncomingMessage;

@@ -95,7 +95,9 @@ function jailArgs(jail: Jail, limits: ProcessLimits): string[] {
       ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
     : // a user namespace; its caps would otherwise widen the kernel surface the snippet can reach
       ["--unshare-all", "--cap-drop", "ALL"];
-  const args = [...namespaces, "--die-with-parent", "--new-session"];
+  // --as-pid-1: the snippet is the namespace's init, so its parent (pid 0) is outside and /proc shows no other
+  // process, not even bwrap's reaper and its command line; when it exits, the kernel kills everything it left
+  const args = [...namespaces, "--as-pid-1", "--die-with-parent", "--new-session"];
   for (const { path: link, target } of jail.symlinks) args.push("--symlink", target, link);
   const madeDirs = new Set<string>();
   for (const bound of jail.readOnlyPaths) {
@@ -108,6 +110,8 @@ function jailArgs(jail: Jail, limits: ProcessLimits): string[] {
     }
     args.push("--ro-bind", bound, bound);
   }
+  // after the binds, so the masks land on top of what a bound folder would show
+  for (const mask of jail.masks ?? []) args.push(...(mask.kind === "dir" ? ["--tmpfs", mask.path] : ["--ro-bind", "/dev/null", mask.path]));
   const tmpBytes = limits.maxFileMb * 1024 * 1024;
   args.push("--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", String(tmpBytes), "--tmpfs", "/tmp");
   return args;

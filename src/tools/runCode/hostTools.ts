@@ -3,12 +3,16 @@ import { constants } from "node:fs";
 import path from "node:path";
 import { execa } from "execa";
 
-/** System directories searched after the server's PATH: a service manager may start us with a bare PATH. */
+/** System directories searched when the server has no PATH at all (a service manager may start us without one). */
 const SYSTEM_BIN_DIRS = ["/usr/local/bin", "/usr/bin", "/bin", "/usr/sbin", "/sbin"];
 
-/** The real (symlink-free) path of an executable on PATH, or undefined. Real paths, because a jail binds them. */
+/**
+ * The real (symlink-free) path of an executable on PATH, or undefined. Real paths, because a jail binds them.
+ * Only PATH is searched when it is set: the operator decides which tools the server uses (and can withhold one).
+ */
 export async function findExecutable(name: string): Promise<string | undefined> {
-  const dirs = [...(process.env.PATH ?? "").split(path.delimiter).filter(Boolean), ...SYSTEM_BIN_DIRS];
+  const onPath = (process.env.PATH ?? "").split(path.delimiter).filter(Boolean);
+  const dirs = onPath.length ? onPath : SYSTEM_BIN_DIRS;
   for (const dir of dirs) {
     const candidate = path.join(dir, name);
     try {

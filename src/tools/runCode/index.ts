@@ -1,5 +1,6 @@
 export {
   detectIsolation,
+  hidingPaths,
   IsolationUnavailableError,
   type DetectIsolationOptions,
   type Enforcement,

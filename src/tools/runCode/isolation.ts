@@ -7,7 +7,7 @@ import { DEFAULT_RUN_CODE_LIMITS, runCode, type Language } from "./runCode.js";
  * How strongly a snippet is contained.
  *
  * - `bubblewrap`: a bwrap jail (own mount, pid, network, ipc and uts namespaces). Only the interpreters'
- *   install dirs and system dirs are visible, read-only; the workdir is the only writable place; there is no
+ *   install dirs and system dirs are visible, read-only, minus the server's own files among them (`hidingPaths`); the workdir is the only writable place; there is no
  *   network (an own, empty loopback); the whole process tree dies with the jail. Plus everything below.
  * - `rlimits`: no jail. prlimit limits (memory, CPU backstop, file size), a scrubbed environment, a temp
  *   workdir as cwd and a process-group kill. Reads and writes anywhere the server's user may, and the
@@ -36,6 +36,11 @@ export interface Jail {
    * real, unprivileged uid/gid, so the snippet is not root and RLIMIT_NPROC counts only sandboxes.
    */
   dropPrivileges?: { setpriv: string; uid: number; gid: number };
+  /**
+   * Server paths that a bound folder would otherwise show (the config, tokens, traces, manifest, the package):
+   * covered inside the jail by an empty tmpfs (folders) or /dev/null (files). See `hidingPaths`.
+   */
+  masks?: Array<{ path: string; kind: "dir" | "file" }>;
 }
 
 export interface IsolationInfo {
@@ -149,6 +154,25 @@ async function tryRlimits(host: Host, jailFailure: string): Promise<IsolationInf
   return candidate;
 }
 
+/**
+ * `isolation` with the server's own files hidden from the jail: each existing path under a folder the jail binds
+ * is masked. Paths outside every bound folder are invisible anyway (and masking them would show their names).
+ */
+export async function hidingPaths(isolation: IsolationInfo, paths: readonly string[]): Promise<IsolationInfo> {
+  const jail = isolation.jail;
+  if (!jail) return isolation;
+  const masks: NonNullable<Jail["masks"]> = [];
+  const reals = await Promise.all([...new Set(paths)].map((p) => realpath(p).catch(() => undefined)));
+  // outer folders first: what lies inside a masked folder is hidden with it
+  for (const real of reals.filter((r): r is string => Boolean(r) && r !== "/").sort((a, b) => a.length - b.length)) {
+    const under = (dir: string) => real === dir || real.startsWith(`${dir}/`);
+    if (!jail.readOnlyPaths.some(under) || masks.some((m) => under(m.path))) continue;
+    const stats = await lstat(real);
+    masks.push({ path: real, kind: stats.isDirectory() ? "dir" : "file" });
+  }
+  return { ...isolation, jail: { ...jail, masks } };
+}
+
 /** Run inside the candidate jail: who am I, and which network interfaces exist (an own netns has only lo). */
 const JAIL_PROBE = `console.log(JSON.stringify({ uid: process.getuid(), interfaces: Object.keys(require("node:os").networkInterfaces()) }))`;
 
@@ -212,7 +236,7 @@ async function systemSymlinks(): Promise<Jail["symlinks"]> {
 function bubblewrapDetail(info: IsolationInfo, pythonProblem: string | undefined): string {
   const drop = info.jail?.dropPrivileges;
   return [
-    "bubblewrap jail (own mount, pid, network, ipc and uts namespaces).",
+    "bubblewrap jail (own mount, pid, network, ipc and uts namespaces; the snippet is its pid namespace's init, so /proc shows no other process).",
     `Visible read-only: ${info.jail?.readOnlyPaths.join(", ")}; read-write: only the per-call workdir (at /sandbox);`,
     "/tmp is a small private tmpfs; no /etc, /home or other host files. No network (own loopback only).",
     drop

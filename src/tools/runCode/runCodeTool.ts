@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { LONG_TEXT_MAX } from "../../config/config.js";
 import type { ExternalTool } from "../ExternalTool.js";
 import type { IsolationInfo } from "./isolation.js";
 import { runCode, RunCodeUnavailableError, type RunCodeLimits } from "./runCode.js";
@@ -19,8 +20,8 @@ export function runCodeTool(isolation: IsolationInfo, limits: RunCodeLimits): Ex
     description: `Run a ${languages.join(" or ")} snippet in a fresh sandbox (isolation: ${isolation.level}; wall time up to ${limits.maxTimeoutS} s, ${limits.memoryMb} MB memory). Returns stdout, stderr and the exit code.`,
     input: {
       language: z.enum(LANGUAGES),
-      code: z.string().min(1).max(200_000),
-      stdin: z.string().max(1_000_000).optional(),
+      code: z.string().min(1).max(LONG_TEXT_MAX),
+      stdin: z.string().max(LONG_TEXT_MAX).optional(),
       timeout_s: z.number().positive().max(limits.maxTimeoutS).optional().describe(`Wall-time limit (default ${limits.defaultTimeoutS} s).`),
     },
     output: {

@@ -1,0 +1,105 @@
+import type { Logger } from "../log.js";
+
+export interface ConnectionLimits {
+  /** Open connections in all (the only cap without tokens). */
+  maxConnections: number;
+  /** Open connections per token identity. */
+  maxConnectionsPerClient: number;
+  /** A connection with no request in flight and none for this long is closed. */
+  idleSeconds: number;
+}
+
+export type ConnectionKind = "streamable" | "sse";
+
+/** One MCP connection (a Streamable HTTP session or a legacy SSE stream) and who opened it. */
+export interface Connection {
+  kind: ConnectionKind;
+  id: string;
+  /** The token identity that opened it; undefined without tokens (the id itself is then the only credential). */
+  owner: string | undefined;
+  close: () => Promise<void>;
+}
+
+interface Tracked extends Connection {
+  lastActive: number;
+  inFlight: number;
+}
+
+/**
+ * The open MCP connections: who owns each, how many each identity holds, and which have idled out.
+ * A lookup with another identity finds nothing, exactly as an unknown id (ids are no capability across tokens).
+ */
+export class ConnectionRegistry {
+  private readonly open = new Map<string, Tracked>();
+  private readonly sweeper: NodeJS.Timeout;
+
+  constructor(
+    private readonly limits: ConnectionLimits,
+    private readonly logger: Logger,
+  ) {
+    this.sweeper = setInterval(() => this.closeIdle(), Math.min(60_000, Math.max(100, (limits.idleSeconds * 1000) / 4)));
+    this.sweeper.unref();
+  }
+
+  get size(): number {
+    return this.open.size;
+  }
+
+  /** Why `owner` may not open another connection now, or undefined. */
+  refusal(owner: string | undefined): string | undefined {
+    if (owner !== undefined) {
+      const held = [...this.open.values()].filter((c) => c.owner === owner).length;
+      if (held >= this.limits.maxConnectionsPerClient) {
+        return `this client holds its maximum of ${this.limits.maxConnectionsPerClient} MCP connections (server.maxConnectionsPerClient); close one (DELETE /mcp) or let idle ones expire (server.connectionIdleSeconds)`;
+      }
+    }
+    if (this.open.size >= this.limits.maxConnections) {
+      return `the server holds its maximum of ${this.limits.maxConnections} MCP connections (server.maxConnections); retry after idle ones expire (server.connectionIdleSeconds)`;
+    }
+    return undefined;
+  }
+
+  add(connection: Connection): void {
+    this.open.set(key(connection.kind, connection.id), { ...connection, lastActive: Date.now(), inFlight: 0 });
+  }
+
+  delete(kind: ConnectionKind, id: string): void {
+    this.open.delete(key(kind, id));
+  }
+
+  /** The connection if it exists and `owner` opened it; someone else's is undefined like a missing one. */
+  lookup(kind: ConnectionKind, id: string, owner: string | undefined): Connection | undefined {
+    const connection = this.open.get(key(kind, id));
+    if (!connection || connection.owner !== owner) return undefined;
+    connection.lastActive = Date.now();
+    return connection;
+  }
+
+  /** A request on the connection is in flight until `done` settles: the connection is not idle meanwhile. */
+  busyUntil(connection: Connection, done: Promise<unknown>): void {
+    const tracked = this.open.get(key(connection.kind, connection.id));
+    if (!tracked) return;
+    tracked.inFlight++;
+    void done.finally(() => {
+      tracked.inFlight--;
+      tracked.lastActive = Date.now();
+    });
+  }
+
+  async closeAll(): Promise<void> {
+    clearInterval(this.sweeper);
+    await Promise.all([...this.open.values()].map((c) => c.close()));
+  }
+
+  private closeIdle(): void {
+    const cutoff = Date.now() - this.limits.idleSeconds * 1000;
+    for (const connection of [...this.open.values()]) {
+      if (connection.inFlight > 0 || connection.lastActive >= cutoff) continue;
+      this.logger.info({ kind: connection.kind, owner: connection.owner }, "MCP connection closed after idling");
+      this.open.delete(key(connection.kind, connection.id));
+      void connection.close().catch((err) => this.logger.error({ err }, "closing an idle MCP connection failed"));
+    }
+  }
+}
+
+const key = (kind: ConnectionKind, id: string) => `${kind}:${id}`;
