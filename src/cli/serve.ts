@@ -29,7 +29,7 @@ export async function serve(config: ResolvedConfig, mode: ServeMode, logger: Log
     void stdio.closed.then(() => shutdown("stdin closed"));
   } else {
     const { allowedHosts, tokenFile, adminTokenFile, maxBodyBytes, maxConnections, maxConnectionsPerClient, connectionIdleSeconds } = config.server;
-    const http = await serveHttp(services, { host: mode.host, port: mode.port, allowedHosts, tokenFile, adminTokenFile, maxBodyBytes, maxConnections, maxConnectionsPerClient, idleSeconds: connectionIdleSeconds }, logger);
+    const http = await serveHttp(services, { host: mode.host, port: mode.port, allowedHosts, tokenFile, adminTokenFile, maxBodyBytes, maxConnections, maxConnectionsPerClient, idleSeconds: connectionIdleSeconds, continuationSeconds: config.openai.continuationSeconds }, logger);
     closeTransport = http.close;
     process.stderr.write(connectionHelp(http.url));
   }
