@@ -83,7 +83,7 @@ export class ChatCompletions {
 
     const awaitClient = (calls: Parameters<NonNullable<Parameters<typeof runTask>[3]>["awaitClient"] & object>[0], signal: AbortSignal) =>
       new Promise<ClientResult[]>((resolve, reject) => {
-        const { id, message } = this.continuations.suspend(caller.identity, calls, messagesSoFar, null, {
+        const { id, message } = this.continuations.suspend(caller.identity, calls, messagesSoFar, run.responder.content || null, {
           resume: (results, next) => {
             messagesSoFar = next.request.messages;
             run.force = forcedCall(next.request);

@@ -31,8 +31,10 @@ export interface RunInfo {
 export class Responder {
   readonly id = `chatcmpl-${randomBytes(12).toString("base64url")}`;
   private readonly created = Math.floor(Date.now() / 1000);
-  private content = "";
+  private text_ = "";
   private started = false;
+  /** The last model turn stopped at its token limit: the answer is cut (finish_reason "length"). */
+  private cut = false;
   finished = false;
   private readonly usage: Usage = { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0, prompt_tokens_details: { cached_tokens: 0 }, weact: { switches: 0, rebuilt_tokens: 0, reused_tokens: 0, model_turns: 0 } };
 
@@ -43,6 +45,11 @@ export class Responder {
     private readonly includeUsage: boolean,
     private info: RunInfo,
   ) {}
+
+  /** The final stage's text this response carries so far. */
+  get content(): string {
+    return this.text_;
+  }
 
   /** The run started (its session exists): a stream can open now; errors before this are plain HTTP errors. */
   begin(info: RunInfo): void {
@@ -55,7 +62,7 @@ export class Responder {
 
   /** Text of the final stage: the content. */
   text(chunk: string): void {
-    this.content += chunk;
+    this.text_ += chunk;
     if (this.stream && chunk) this.chunk({ content: chunk }, null);
   }
 
@@ -74,6 +81,7 @@ export class Responder {
       u.completion_tokens += t.generated;
       u.total_tokens = u.prompt_tokens + u.completion_tokens;
       u.weact.model_turns++;
+      this.cut = e.finish === "length";
     } else if (e.type === "adapter_control" && e.ok) u.weact.switches++;
     else if (e.type === "cache_rebuild") {
       u.weact.rebuilt_tokens += Number(e.tokens ?? 0);
@@ -104,10 +112,11 @@ export class Responder {
     const ext = { ...this.info, stages: result.stages, answer: result.answer, marked: result.marked };
     if (this.stream) {
       // the final text was streamed as it was decoded; a run whose final text came from elsewhere sends it now
-      if (!this.content && result.text) this.text(result.text);
-      this.end("stop", ext);
+      if (!this.text_ && result.text) this.text(result.text);
+      this.end(this.cut ? "length" : "stop", ext);
     } else {
-      this.json({ role: "assistant", content: result.text, refusal: null }, "stop", ext);
+      // the same text a stream carries: what the final stage wrote in this response
+      this.json({ role: "assistant", content: this.text_ || result.text, refusal: null }, this.cut ? "length" : "stop", ext);
     }
   }
 
