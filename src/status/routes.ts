@@ -38,7 +38,8 @@ export function mountStatus(app: Express, r: StatusRoutes): void {
   const secure = (res: Response) => {
     res.setHeader("Content-Security-Policy", CSP);
     res.setHeader("X-Content-Type-Options", "nosniff");
-    res.setHeader("Referrer-Policy", "no-referrer");
+    // not no-referrer: under it Chromium sends "Origin: null" with the login form, which the Origin check refuses
+    res.setHeader("Referrer-Policy", "same-origin");
     res.setHeader("Cache-Control", "no-store");
   };
   const viewerOf = async (req: Request): Promise<Viewer | undefined> => {
@@ -58,10 +59,12 @@ export function mountStatus(app: Express, r: StatusRoutes): void {
     res.status(status).type("html").send(assets.login.replace("{{message}}", escapeHtml(message)));
   };
 
+  app.get("/favicon.ico", (_req, res) => void res.status(204).end());
   app.get("/status.js", (_req, res) => void (secure(res), res.type("text/javascript").send(assets.js)));
   app.get("/status.css", (_req, res) => void (secure(res), res.type("text/css").send(assets.css)));
   app.get("/status", async (req, res) => {
-    if (!(await viewerOf(req))) return loginPage(res, 401, "This server needs a token.");
+    // the form itself is a page, not a failure (200): browsers log failed loads as console errors
+    if (!(await viewerOf(req))) return loginPage(res, 200, "This server needs a token.");
     secure(res);
     res.type("html").send(assets.page);
   });

@@ -50,7 +50,12 @@ export function statusData(ctx: ServerContext, viewer: Viewer, extra: { connecti
         .filter((r) => mine(r.owner))
         .slice(-12)
         .reverse()
-        .map((r: RecentRun) => ({ trace_id: r.traceId, task: r.task.slice(0, 300), policy: r.policy, state: r.state, stage: r.stage ?? null, adapter: r.adapter ?? null, age_s: Math.round((now - r.startedAt) / 1000), wall_ms: r.wallMs ?? now - r.startedAt, segments: r.segments })),
+        .map((r: RecentRun) => {
+          const wall = r.wallMs ?? now - r.startedAt;
+          // a wait on the client still going on is drawn up to now
+          const waiting = r.waitingSinceMs === undefined ? [] : [{ kind: "client" as const, startMs: r.waitingSinceMs, ms: Math.max(0, wall - r.waitingSinceMs) }];
+          return { trace_id: r.traceId, task: r.task.slice(0, 300), policy: r.policy, state: r.state, stage: r.stage ?? null, adapter: r.adapter ?? null, age_s: Math.round((now - r.startedAt) / 1000), wall_ms: wall, segments: [...r.segments, ...waiting] };
+        }),
       others: countBy(runs.filter((r) => !mine(r.owner)), (r) => r.state),
     },
   };

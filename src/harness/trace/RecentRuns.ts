@@ -22,6 +22,8 @@ export interface RecentRun {
   adapter?: string;
   segments: TimelineSegment[];
   wallMs?: number;
+  /** Since when (ms into the run) it waits on the client, while it does. */
+  waitingSinceMs?: number;
 }
 
 const round = (n: number) => Number(n.toFixed(1));
@@ -40,7 +42,6 @@ export class RecentRuns {
     const run: RecentRun = { traceId, owner, task: task.slice(0, 500), policy, startedAt: Date.now(), state: "running", segments: [] };
     this.runs.push(run);
     if (this.runs.length > this.keep) this.runs.splice(0, this.runs.length - this.keep);
-    let clientSince: number | undefined;
     /** Calls the client answered: their wait is drawn as client time, not as a tool. */
     const clientCalls = new Set<string>();
     const segment = (kind: TimelineSegment["kind"], e: TraceEvent, route?: string) => {
@@ -49,6 +50,16 @@ export class RecentRuns {
       // the first timed work starts after the session was set up
       if (!run.segments.length && e.t - ms > 0) run.segments.push({ kind: "setup", startMs: 0, ms: round(e.t - ms) });
       run.segments.push({ kind, ...(route ? { route } : {}), startMs: round(e.t - ms), ms: round(ms) });
+    };
+    /** A switch's KV rebuild ran at its end, inside it: the switch's own control time came before. */
+    const rebuiltInLastSwitch = (e: TraceEvent) => {
+      const ms = Number(e.ms ?? 0);
+      const control = run.segments.at(-1);
+      if (ms <= 0 || control?.kind !== "control") return;
+      control.startMs = round(control.startMs - ms);
+      const setup = run.segments[0];
+      if (setup?.kind === "setup" && run.segments.length === 2) setup.ms = round(Math.max(0, control.startMs));
+      run.segments.push({ kind: "cache", startMs: round(control.startMs + control.ms), ms: round(ms) });
     };
     return (e) => {
       switch (e.type) {
@@ -67,19 +78,21 @@ export class RecentRuns {
           run.adapter = String(e.active ?? "base");
           break;
         case "cache_rebuild":
-          segment("cache", e);
+          rebuiltInLastSwitch(e);
           break;
         case "client_wait":
           run.state = "waiting_for_client";
-          clientSince = e.t;
+          run.waitingSinceMs = round(e.t);
           for (const c of (e.calls as { id: string }[] | undefined) ?? []) clientCalls.add(c.id);
           break;
         case "client_resume":
           run.state = "running";
-          if (clientSince !== undefined) run.segments.push({ kind: "client", startMs: round(clientSince), ms: round(e.t - clientSince) });
+          if (run.waitingSinceMs !== undefined) run.segments.push({ kind: "client", startMs: run.waitingSinceMs, ms: round(e.t - run.waitingSinceMs) });
+          run.waitingSinceMs = undefined;
           break;
         case "run_end":
           run.state = e.error === undefined ? "done" : e.cancelled ? "cancelled" : "error";
+          run.waitingSinceMs = undefined;
           run.wallMs = round(Number((e.time as { wallMs?: number } | undefined)?.wallMs ?? e.t));
           break;
       }

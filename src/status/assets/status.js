@@ -51,12 +51,15 @@ function timeline(run) {
     }
     return el("div", { class: "lane-row" }, el("span", { class: "lane-name" }, kind), lane);
   });
+  const routes = [...new Set(run.segments.filter((x) => x.kind === "model").map((x) => x.route))];
+  const models = el("ul", { class: "legend routes" }, ...routes.map((r) => el("li", {}, el("span", { class: `swatch ${colourOf(r)}` }), `model: ${r}`)));
   return el(
     "article",
     { class: "run" },
     el("p", { class: "run-head" }, el("strong", {}, run.policy), ` · ${run.state}`, run.stage ? ` · stage ${run.stage}` : "", ` · ${(run.wall_ms / 1000).toFixed(1)} s · ${age(run.age_s)} ago`),
     el("p", { class: "task" }, run.task),
     el("div", { class: "timeline" }, ...lanes),
+    models,
   );
 }
 
