@@ -1,4 +1,5 @@
 import type { Response } from "express";
+import { ZodError } from "zod";
 import { ContextOverflowError } from "../../native/index.js";
 import { InvalidPolicyError, runTask, type ClientResult, type HarnessDeps, type TaskResult } from "../harness/runTask.js";
 import type { Policy } from "../harness/types.js";
@@ -164,6 +165,8 @@ export function toOpenAIError(err: unknown, cancelled: boolean): OpenAIError {
     const param = err.message.startsWith("tools:") ? "tools" : null;
     return param ? new OpenAIError(400, err.message, "invalid_request_error", param, "invalid_value") : new OpenAIError(429, err.message, "rate_limit_error", null, "session_limit");
   }
+  // the harness's own argument checks (e.g. the task's length cap)
+  if (err instanceof ZodError) return new OpenAIError(400, `messages: ${err.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ")}`, "invalid_request_error", "messages", "invalid_value");
   if (err instanceof BusyError) return new OpenAIError(429, err.message, "rate_limit_error", null, "busy");
   if (err instanceof ContextOverflowError) return new OpenAIError(400, err.message, "invalid_request_error", "messages", "context_length_exceeded");
   if (cancelled) return new OpenAIError(499, "the run was cancelled (the client went away, or its continuation expired)", "invalid_request_error", null, "cancelled");
