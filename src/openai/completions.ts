@@ -1,6 +1,7 @@
 import type { Response } from "express";
 import { ZodError } from "zod";
 import { ContextOverflowError } from "../../native/index.js";
+import type { ModelCall } from "../harness/driver.js";
 import { InvalidPolicyError, runTask, type ClientResult, type HarnessDeps, type TaskResult } from "../harness/runTask.js";
 import type { Policy } from "../harness/types.js";
 import type { Logger } from "../log.js";
@@ -18,10 +19,9 @@ export interface Caller {
   owner: string;
 }
 
-/** A run in progress: its current responder (it changes with each continuation) and its cancel switch. */
+/** A run in progress: its current responder (it changes with each continuation). */
 interface ActiveRun {
   responder: Responder;
-  readonly controller: AbortController;
   /** A forced tool_choice applies to the first model turn of each request. */
   force: { name?: string } | undefined;
 }
@@ -62,11 +62,11 @@ export class ChatCompletions {
     await this.start(policy, request, caller, res);
   }
 
-  private responderFor(res: Response, request: ChatRequest, run: ActiveRun | undefined, info: { trace_id: string; policy: string; continued: boolean }): Responder {
+  private responderFor(res: Response, request: ChatRequest, controller: AbortController, info: { trace_id: string; policy: string; continued: boolean }): Responder {
     const responder = new Responder(res, request.model, Boolean(request.stream), Boolean(request.stream_options?.include_usage), info);
     // a client that goes away before its answer cancels the run: its slot is freed and its trace ends cancelled
     res.once("close", () => {
-      if (!responder.finished && run?.responder === responder) run.controller.abort();
+      if (!responder.finished) controller.abort();
     });
     return responder;
   }
@@ -76,25 +76,25 @@ export class ChatCompletions {
     const clientTools = request.tool_choice === "none" ? {} : toolSpecs(request.tools ?? []);
     const maxTokens = request.max_completion_tokens ?? request.max_tokens ?? undefined;
     const workflow = this.harness.config.workflow;
-    const run: ActiveRun = { controller: new AbortController(), force: forcedCall(request), responder: undefined as unknown as Responder };
-    run.responder = this.responderFor(res, request, run, { trace_id: "", policy, continued: false });
+    const controller = new AbortController();
+    const run: ActiveRun = { force: forcedCall(request), responder: this.responderFor(res, request, controller, { trace_id: "", policy, continued: false }) };
     let traceId = "";
     const isFinal = (stage: string) => (policy === "hard" ? stage === `${workflow.length}:${workflow.at(-1)}` : policy === "soft" ? stage.endsWith(":write") : true);
     let messagesSoFar = request.messages;
 
-    const awaitClient = (calls: Parameters<NonNullable<Parameters<typeof runTask>[3]>["awaitClient"] & object>[0], signal: AbortSignal) =>
+    const awaitClient = (calls: ModelCall[], signal: AbortSignal) =>
       new Promise<ClientResult[]>((resolve, reject) => {
         const { id, message } = this.continuations.suspend(caller.identity, calls, messagesSoFar, run.responder.content || null, {
           resume: (results, next) => {
             messagesSoFar = next.request.messages;
             run.force = forcedCall(next.request);
-            run.responder = this.responderFor(next.res, next.request, run, { trace_id: traceId, policy, continued: true });
+            run.responder = this.responderFor(next.res, next.request, controller, { trace_id: traceId, policy, continued: true });
             run.responder.begin({ trace_id: traceId, policy, continued: true });
             resolve(results);
           },
           expire: () => {
             this.logger.info({ trace: traceId, owner: caller.owner }, "a run waiting on the client's tools expired (openai.continuationSeconds)");
-            run.controller.abort();
+            controller.abort();
           },
         });
         signal.addEventListener("abort", () => reject(new Error("the run was cancelled while waiting on the client")), { once: true });
@@ -108,7 +108,7 @@ export class ChatCompletions {
         caller.owner,
         { task: conversation.task, policy, seed: request.seed ?? undefined, ...(maxTokens ? { budgets: { tokens: maxTokens }, soft: { tokens: maxTokens } } : {}) },
         {
-          signal: run.controller.signal,
+          signal: controller.signal,
           conversation,
           clientTools,
           awaitClient,
@@ -131,10 +131,8 @@ export class ChatCompletions {
         },
       );
     } catch (err) {
-      run.responder.fail(toOpenAIError(err, run.controller.signal.aborted));
+      run.responder.fail(toOpenAIError(err, controller.signal.aborted));
       return;
-    } finally {
-      run.controller.abort(); // nothing of the run may wait on after this
     }
     run.responder.answer(result);
   }

@@ -33,7 +33,9 @@ function colourOf(route) {
 
 function rows(table, items, cells) {
   const body = table.tBodies[0];
-  body.replaceChildren(...items.map((item) => el("tr", {}, ...cells(item).map((c) => el("td", {}, c)))));
+  const labels = [...table.tHead.rows[0].cells].map((th) => th.textContent);
+  // data-label: narrow screens show each row as a card of "label value" lines
+  body.replaceChildren(...items.map((item) => el("tr", {}, ...cells(item).map((c, i) => el("td", { "data-label": labels[i] }, c)))));
   if (!items.length) body.append(el("tr", {}, el("td", { colspan: String(table.tHead.rows[0].cells.length), class: "note" }, "none")));
 }
 
