@@ -12,19 +12,22 @@ const BOB = "bob-token-0123456789abcdef00";
 const dir = tempDir();
 const tokenFile = join(dir, "tokens");
 writeFileSync(tokenFile, `alice:${ALICE}\nbob:${BOB}\n`);
+const ADMIN = "root-token-0123456789abcdef0";
+const adminFile = join(dir, "admin");
+writeFileSync(adminFile, `root:${ADMIN}\n`);
 /** Debian's chromium (.ci/run installs it); override with WEACT_CHROMIUM. */
 const CHROMIUM = process.env.WEACT_CHROMIUM ?? "/usr/bin/chromium";
 /** Where the screenshots for the note go (default: a temporary folder; the path is logged). */
 const SHOTS = process.env.WEACT_SCREENSHOT_DIR ?? dir;
 const XSS = "<img src=x onerror=alert(1)>";
-const config = testConfig({ harness: { maxTokensPerTurn: 48, stage: { turns: 1 }, traceDir: join(dir, "traces") }, openai: { continuationSeconds: 2 } });
+const settings = { harness: { maxTokensPerTurn: 48, stage: { turns: 1 }, traceDir: join(dir, "traces") }, openai: { continuationSeconds: 2 } };
 
 let server: HttpServer;
 let alice: Connected;
 let bob: Connected;
 let browser: BrowserContext;
 beforeAll(async () => {
-  server = await startHttpServer(["--token-file", tokenFile], config);
+  server = await startHttpServer(["--token-file", tokenFile], testConfig({ ...settings, server: { adminTokenFile: adminFile } }));
   [alice, bob] = await Promise.all([connectClient("http", server, { authorization: `Bearer ${ALICE}` }), connectClient("http", server, { authorization: `Bearer ${BOB}` })]);
   // a fresh, empty profile; without the background-networking flags Chromium's own connections are refused on a closed network
   browser = await chromium.launchPersistentContext(mkdtempSync(join(tmpdir(), "weact-chromium-")), {
@@ -101,6 +104,12 @@ describe("status page", { timeout: 120_000 }, () => {
     console.log(`status page screenshots: ${join(SHOTS, "status-wide.png")}, ${join(SHOTS, "status-narrow.png")}`);
     expect(problems).toEqual([]);
     await page.close();
+
+    // an admin sees every identity's sessions, with their owners
+    const admin = (await (await fetch(`${server.url}/status.json`, { headers: { authorization: `Bearer ${ADMIN}` } })).json()) as { viewer: { admin: boolean }; sessions: { mine: { id: string; owner: string }[]; others: object } };
+    expect(admin.viewer.admin).toBe(true);
+    expect(admin.sessions.mine).toEqual(expect.arrayContaining([expect.objectContaining({ id: mine.session_id, owner: "token:alice" }), expect.objectContaining({ id: theirs.session_id, owner: "token:bob" })]));
+    expect(admin.sessions.others).toEqual({});
   });
 
   it("a run waiting on the client's tools expires: its slot is freed and its trace ends cancelled", async () => {

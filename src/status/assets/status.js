@@ -72,7 +72,7 @@ function render(d) {
   dl(document.getElementById("cache"), [["strategy", c.strategy], ["contexts", c.contexts], ["sequences", c.sequences], ["idle lanes", c.idleLanes], ["spilled lanes", c.spilledLanes], ["spilled", bytes(c.spilledBytes)], ["evictions", `${c.evictions.spilled} spilled, ${c.evictions.dropped} dropped`]]);
   dl(document.getElementById("work"), [["queued", `${d.queue.pending} of ${d.queue.maxPending}`], ["running", d.queue.running], ["connections", d.connections], ["waiting on clients", d.suspended_runs]]);
   rows(document.getElementById("adapters"), d.adapters, (a) => [a.alias, a.sha256 ? a.sha256.slice(0, 16) : "—", a.scale, a.resident ? "yes" : "no"]);
-  rows(document.getElementById("sessions"), d.sessions.mine, (s) => [s.id, s.task, s.adapter ?? "base", s.turns, age(s.age_s), s.state]);
+  rows(document.getElementById("sessions"), d.sessions.mine, (s) => [s.owner ? `${s.id} · ${s.owner}` : s.id, s.task, s.adapter ?? "base", s.turns, age(s.age_s), s.state]);
   document.getElementById("sessions-others").textContent = `Other clients' sessions: ${counts(d.sessions.others)}`;
   const runs = document.getElementById("runs");
   runs.replaceChildren(...d.runs.mine.map(timeline));
