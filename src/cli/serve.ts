@@ -12,6 +12,8 @@ function connectionHelp(url: string): string {
     `weact-mcp listening on ${url}`,
     `  Streamable HTTP:  ${url}/mcp`,
     `  legacy HTTP+SSE:  ${url}/sse`,
+    `  OpenAI API:       ${url}/v1  (models: GET ${url}/v1/models)`,
+    `  status page:      ${url}/status`,
     `  mcp.json entry:   ${entry}`,
     `  MCP Inspector:    npx @modelcontextprotocol/inspector  -> transport "Streamable HTTP", URL ${url}/mcp`,
     `  stdio instead:    node dist/src/cli/main.js --stdio   (see mcp.json)`,

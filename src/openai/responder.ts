@@ -124,24 +124,26 @@ export class Responder {
     if (this.finished) return;
     this.finished = true;
     if (!this.started) {
-      this.res.status(err.status).json(err.body);
+      if (!this.gone) this.res.status(err.status).json(err.body);
       return;
     }
     // mid-stream: an error event the OpenAI clients raise, then the end
-    this.res.write(`data: ${JSON.stringify(err.body)}\n\n`);
-    this.res.end();
+    this.write(err.body);
+    if (!this.gone) this.res.end();
   }
 
   private end(finish: string, ext: Record<string, unknown>): void {
     this.chunk({}, finish, ext);
     if (this.includeUsage) this.write({ ...this.base(), choices: [], usage: this.usage });
-    this.res.write("data: [DONE]\n\n");
     this.finished = true;
+    if (this.gone) return;
+    this.res.write("data: [DONE]\n\n");
     this.res.end();
   }
 
   private json(message: Record<string, unknown>, finish: string, ext: Record<string, unknown>): void {
     this.finished = true;
+    if (this.gone) return;
     this.res.json({ ...this.base("chat.completion"), choices: [{ index: 0, message, finish_reason: finish, logprobs: null }], usage: this.usage, weact: ext });
   }
 
@@ -149,8 +151,13 @@ export class Responder {
     this.write({ ...this.base(), choices: [{ index: 0, delta, finish_reason: finish, logprobs: null }], ...(weact ? { weact } : {}) });
   }
 
+  /** A client that went away gets nothing more (its run is being cancelled); writing to it would fail. */
+  private get gone(): boolean {
+    return this.res.writableEnded || this.res.destroyed;
+  }
+
   private write(body: Record<string, unknown>): void {
-    if (!this.res.writableEnded) this.res.write(`data: ${JSON.stringify(body)}\n\n`);
+    if (!this.gone) this.res.write(`data: ${JSON.stringify(body)}\n\n`);
   }
 
   private base(object = "chat.completion.chunk") {
