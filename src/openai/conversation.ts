@@ -43,6 +43,17 @@ export function mapConversation(messages: readonly ChatMessage[], defaultSystem:
       }
     }
   };
+  // the model cannot go on past a call nobody answered: each assistant's calls need their tool messages
+  messages.forEach((m, i) => {
+    if (m.role !== "assistant" || !m.tool_calls?.length) return;
+    const answered = new Set<string>();
+    for (const next of messages.slice(i + 1)) {
+      if (next.role !== "tool") break;
+      answered.add(next.tool_call_id);
+    }
+    const open = m.tool_calls.filter((c) => !answered.has(c.id));
+    if (open.length) throw invalid(`messages[${i}].tool_calls: ${open.map((c) => c.id).join(", ")} has no tool message answering it right after`, `messages[${i}].tool_calls`);
+  });
   const before = messages.slice(0, taskAt).flatMap((m, i) => convert(m, i));
   const after = messages.slice(taskAt + 1).flatMap((m, i) => convert(m, taskAt + 1 + i));
   return { task, ...(systems.length ? { system: `${defaultSystem}\n\n${systems.join("\n\n")}` } : {}), before, after };
