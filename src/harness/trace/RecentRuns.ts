@@ -55,7 +55,8 @@ export class RecentRuns {
     const rebuiltInLastSwitch = (e: TraceEvent) => {
       const ms = Number(e.ms ?? 0);
       const control = run.segments.at(-1);
-      if (ms <= 0 || control?.kind !== "control") return;
+      if (ms <= 0) return;
+      if (control?.kind !== "control") return segment("cache", e);
       control.startMs = round(control.startMs - ms);
       const setup = run.segments[0];
       if (setup?.kind === "setup" && run.segments.length === 2) setup.ms = round(Math.max(0, control.startMs));
