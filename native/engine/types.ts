@@ -128,6 +128,10 @@ export interface GenerateOptions {
   signal?: AbortSignal;
   /** Called as tokens are generated, with the count so far (for progress reporting). */
   onToken?: (generated: number) => void;
+  /** Called with each piece of the response's text as it is decoded (not the function calls' text): for streaming. */
+  onText?: (chunk: string) => void;
+  /** Texts that end the response when generated (not included in it). */
+  stop?: readonly string[];
 }
 
 export interface GeneratedCall {

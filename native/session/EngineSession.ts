@@ -318,6 +318,8 @@ export class EngineSession {
           signal: options.signal,
           stopOnAbortSignal: true,
           onToken: options.onToken && ((chunk) => options.onToken!((generated += chunk.length))),
+          onTextChunk: options.onText,
+          customStopTriggers: options.stop?.length ? options.stop : undefined,
           maxParallelFunctionCalls: 1,
         });
       } finally {

@@ -12,6 +12,8 @@ function connectionHelp(url: string): string {
     `weact-mcp listening on ${url}`,
     `  Streamable HTTP:  ${url}/mcp`,
     `  legacy HTTP+SSE:  ${url}/sse`,
+    `  OpenAI API:       ${url}/v1  (models: GET ${url}/v1/models)`,
+    `  status page:      ${url}/status`,
     `  mcp.json entry:   ${entry}`,
     `  MCP Inspector:    npx @modelcontextprotocol/inspector  -> transport "Streamable HTTP", URL ${url}/mcp`,
     `  stdio instead:    node dist/src/cli/main.js --stdio   (see mcp.json)`,
@@ -29,7 +31,7 @@ export async function serve(config: ResolvedConfig, mode: ServeMode, logger: Log
     void stdio.closed.then(() => shutdown("stdin closed"));
   } else {
     const { allowedHosts, tokenFile, adminTokenFile, maxBodyBytes, maxConnections, maxConnectionsPerClient, connectionIdleSeconds } = config.server;
-    const http = await serveHttp(services, { host: mode.host, port: mode.port, allowedHosts, tokenFile, adminTokenFile, maxBodyBytes, maxConnections, maxConnectionsPerClient, idleSeconds: connectionIdleSeconds }, logger);
+    const http = await serveHttp(services, { host: mode.host, port: mode.port, allowedHosts, tokenFile, adminTokenFile, maxBodyBytes, maxConnections, maxConnectionsPerClient, idleSeconds: connectionIdleSeconds, continuationSeconds: config.openai.continuationSeconds }, logger);
     closeTransport = http.close;
     process.stderr.write(connectionHelp(http.url));
   }

@@ -2,6 +2,7 @@ import { dirname, join } from "node:path";
 import type { ResolvedConfig } from "../config/config.js";
 import { DEFAULT_STAGE_BUDGET, layered } from "../harness/budgets.js";
 import type { HarnessDeps } from "../harness/runTask.js";
+import { RecentRuns } from "../harness/trace/RecentRuns.js";
 import type { Logger } from "../log.js";
 import { PACKAGE_ROOT, PROMPTS_DIR, STATE_DIR } from "../paths.js";
 import { PromptLibrary } from "../prompts/PromptLibrary.js";
@@ -31,7 +32,7 @@ export async function startServices(config: ResolvedConfig, logger: Logger, opti
   // precedence below run arguments: the adapter's manifest entry, then the config file, then the defaults
   const stageBudget = (alias: string) => layered(DEFAULT_STAGE_BUDGET, runtime.library.get(alias)?.entry.budget, config.harness.stage);
   const sessions = new SessionService(runtime, config.sessions, prompts.render("system") ?? "", () => toolbox.modelFunctions(), stageBudget);
-  const harness: HarnessDeps = { sessions, toolbox, library: runtime.library, config: config.harness, stageBudget, traceDir: config.harness.traceDir ?? join(STATE_DIR, "traces") };
+  const harness: HarnessDeps = { sessions, toolbox, library: runtime.library, config: config.harness, stageBudget, traceDir: config.harness.traceDir ?? join(STATE_DIR, "traces"), recent: new RecentRuns() };
   const manifestWatcher = runtime.library.watch(config.manifestPath);
   logger.info({ model: runtime.engine.model.filePath, adapters: runtime.library.aliases(), threads: runtime.engine.threads, demo: config.demo }, "engine ready");
   return {

@@ -143,6 +143,13 @@ export const ConfigSchema = z
       })
       .strict()
       .prefault({}),
+    openai: z
+      .object({
+        /** A chat completion that stopped on the client's tools keeps its run (and session slot) this long for the continuation. */
+        continuationSeconds: z.number().positive().max(24 * 3600).default(300),
+      })
+      .strict()
+      .prefault({}),
   })
   .strict();
 

@@ -27,6 +27,8 @@ export class RunContext {
   switches = 0;
   rebuiltTokens = 0;
   reusedTokens = 0;
+  /** Time spent waiting on the client (its own tools): not counted against stage and run time budgets. */
+  private waitedMs = 0;
 
   constructor(
     readonly driver: TrajectoryDriver,
@@ -37,8 +39,29 @@ export class RunContext {
       steering: readonly Steering[];
       signal: AbortSignal;
       onProgress?: (p: Progress) => void;
+      temperature?: number;
+      stop?: readonly string[];
+      /** The text of a model turn as it is decoded, with the stage and weights ("base" or an alias) serving it. */
+      onText?: (chunk: string, stage: string, route: string) => void;
+      /** Consulted before each model turn: a value steers that turn into a call (of `name`, when given). */
+      forceCall?: () => { name?: string } | undefined;
     },
   ) {}
+
+  /** The budgets' clock: wall time minus the time spent waiting on the client. */
+  now(): number {
+    return performance.now() - this.waitedMs;
+  }
+
+  /** Runs `fn` (a wait on the client) with its time left out of the budgets' clock; returns the time waited. */
+  async waitOutside<T>(fn: () => Promise<T>): Promise<{ value: T; ms: number }> {
+    const started = performance.now();
+    try {
+      return { value: await fn(), ms: performance.now() - started };
+    } finally {
+      this.waitedMs += performance.now() - started;
+    }
+  }
 
   get signal(): AbortSignal {
     return this.opts.signal;
@@ -62,7 +85,8 @@ export class RunContext {
     const route = this.route();
     const turn = (this.visitTurns.get(route) ?? 0) + 1;
     this.visitTurns.set(route, turn);
-    const steer = this.opts.steering.find((s) => s.turn === turn && (s.adapter === "*" || s.adapter === route));
+    const forced = this.opts.forceCall?.();
+    const steer = forced ? { tool: forced.name, bias: undefined } : this.opts.steering.find((s) => s.turn === turn && (s.adapter === "*" || s.adapter === route));
     this.opts.onProgress?.({ stage, turn: ++this.modelTurns, message: `${stage}: ${route} turn ${turn}` });
     const { value, ms } = await this.trace.measure(
       "model",
@@ -70,6 +94,9 @@ export class RunContext {
         this.driver.generate({
           maxTokens: Math.max(1, Math.min(maxTokens, this.opts.maxTokensPerTurn)),
           seed: this.opts.seed === undefined ? undefined : this.opts.seed + this.modelTurns,
+          temperature: this.opts.temperature,
+          stop: this.opts.stop,
+          onText: this.opts.onText && ((chunk: string) => this.opts.onText!(chunk, stage, route)),
           steer: steer ? { name: steer.tool } : undefined,
           tokenBias: steer?.bias,
           signal: this.opts.signal,

@@ -31,6 +31,9 @@ export interface WeightOutcome {
 export interface GenerateRequest {
   maxTokens: number;
   seed?: number;
+  temperature?: number;
+  stop?: readonly string[];
+  onText?: (chunk: string) => void;
   steer?: { name?: string };
   tokenBias?: Record<string, number>;
   signal?: AbortSignal;
@@ -78,6 +81,9 @@ export class SessionDriver implements TrajectoryDriver {
     const { result, calls } = await this.sessions.generate(this.owner, this.sessionId, {
       maxTokens: request.maxTokens,
       seed: request.seed,
+      temperature: request.temperature,
+      stop: request.stop,
+      onText: request.onText,
       steerToolCall: request.steer,
       tokenBias: request.tokenBias,
       signal: request.signal,

@@ -2,6 +2,8 @@ import { randomBytes } from "node:crypto";
 import { join } from "node:path";
 import type { Config } from "../config/config.js";
 import type { AdapterLibrary } from "../library/AdapterLibrary.js";
+import type { FunctionSpec } from "../../native/index.js";
+import type { HistoryMessage } from "../sessions/history.js";
 import type { SessionService } from "../sessions/SessionService.js";
 import { historyView } from "../sessions/view.js";
 import type { Toolbox } from "../tools/Toolbox.js";
@@ -12,7 +14,8 @@ import { runFixed } from "./policies/fixed.js";
 import { runHard, type PolicyResult } from "./policies/hard.js";
 import { runSoft } from "./policies/soft.js";
 import { RunContext, type Progress } from "./RunContext.js";
-import { Trace, type TimeBreakdown } from "./trace/Trace.js";
+import type { RecentRuns } from "./trace/RecentRuns.js";
+import { Trace, type TimeBreakdown, type TraceEvent } from "./trace/Trace.js";
 import { RunTaskInputSchema, type Owner, type Policy, type RunTaskInput } from "./types.js";
 
 export interface HarnessDeps {
@@ -23,8 +26,39 @@ export interface HarnessDeps {
   /** An adapter's stage budget from its manifest entry, the config and the defaults (run arguments go on top). */
   stageBudget: (alias: string) => StageBudget;
   traceDir: string;
+  /** Follows every run for the status page. */
+  recent?: RecentRuns;
 }
 
+/** A result the client sends back for a model call of one of its own tools. */
+export interface ClientResult {
+  callId: string;
+  content: string;
+}
+
+export interface RunOptions {
+  signal?: AbortSignal;
+  onProgress?: (p: Progress) => void;
+  expected?: string | string[];
+  /** A conversation that came before the task: the session's system prompt, messages before and after the task. */
+  conversation?: { system?: string; before?: HistoryMessage[]; after?: HistoryMessage[] };
+  /**
+   * Tools the client executes itself: the model may call them beside the server's tools. When it does, the run
+   * waits on `awaitClient` with every such call of that turn; the wait does not count against time budgets.
+   */
+  clientTools?: Readonly<Record<string, FunctionSpec>>;
+  awaitClient?: (calls: ModelCall[], signal: AbortSignal) => Promise<ClientResult[]>;
+  temperature?: number;
+  stop?: readonly string[];
+  /** Each model turn's text as it is decoded, with its stage and weights. */
+  onText?: (chunk: string, stage: string, route: string) => void;
+  /** Consulted before each model turn: a value steers it into a call (a client's forced `tool_choice`). */
+  forceCall?: () => { name?: string } | undefined;
+  /** Every trace event as it is recorded. */
+  onEvent?: (e: TraceEvent) => void;
+  /** The run's session exists: its trace and session ids. */
+  onStart?: (ids: { traceId: string; sessionId: string }) => void;
+}
 export interface TaskResult {
   traceId: string;
   traceFile: string;
@@ -51,18 +85,43 @@ export class InvalidPolicyError extends Error {}
  * Runs one task end to end under a policy on a fresh session: the same operations an MCP client uses,
  * driven by the harness, timed into a trace that is written as it goes.
  */
-export async function runTask(deps: HarnessDeps, owner: Owner, raw: RunTaskInput, opts: { signal?: AbortSignal; onProgress?: (p: Progress) => void; expected?: string | string[] } = {}): Promise<TaskResult> {
+export async function runTask(deps: HarnessDeps, owner: Owner, raw: RunTaskInput, opts: RunOptions = {}): Promise<TaskResult> {
   const input = RunTaskInputSchema.parse(raw);
   const traceId = `t_${randomBytes(12).toString("base64url")}`;
   const traceFile = join(deps.traceDir, `${traceId}.jsonl`);
   const trace = new Trace(traceId, traceFile);
   const policy = input.policy;
   const fixed = fixedAdapters(policy, deps.library);
+  if (deps.recent) trace.listeners.push(deps.recent.follow(traceId, owner, input.task, policy));
+  if (opts.onEvent) trace.listeners.push(opts.onEvent);
   trace.event("run_start", { owner, task: input.task, policy, workflow: input.workflow ?? deps.config.workflow, seed: input.seed, fixedAdapters: fixed });
 
-  const { value: session } = await trace.measure("orchestration", () => deps.sessions.create(owner, { task: input.task, fixedAdapters: fixed }));
-  const driver = new SessionDriver(deps.sessions, owner, session.id, deps.library.aliases(), (call: ModelCall, signal: AbortSignal) => runTool(deps, owner, session.id, call, signal));
+  const { value: session } = await trace.measure("orchestration", () => deps.sessions.create(owner, { task: input.task, fixedAdapters: fixed, clientTools: opts.clientTools, system: opts.conversation?.system, history: opts.conversation }));
+  opts.onStart?.({ traceId, sessionId: session.id });
+  const clientTools = new Set(Object.keys(opts.clientTools ?? {}));
+  const driver = new SessionDriver(deps.sessions, owner, session.id, deps.library.aliases(), (call: ModelCall, signal: AbortSignal) =>
+    clientTools.has(call.name) ? askClient(deps, owner, session.id, call, signal) : runTool(deps, owner, session.id, call, signal),
+  );
+  /**
+   * The first call of a turn to a client tool hands the client every such call of that turn at once (as an
+   * OpenAI response does); the others then find theirs answered.
+   */
+  const askClient = async (deps: HarnessDeps, owner: Owner, sessionId: string, call: ModelCall, signal: AbortSignal) => {
+    const batch = deps.sessions.get(owner, sessionId).pendingCalls().filter((c) => clientTools.has(c.name));
+    if (!batch.some((c) => c.id === call.id)) return { ok: true };
+    if (!opts.awaitClient) throw new Error("the run has client tools but no way to ask the client");
+    const calls = batch.map((c) => ({ id: c.id, name: c.name, arguments: c.arguments }));
+    trace.event("client_wait", { calls });
+    const { value: results, ms } = await ctx.waitOutside(() => opts.awaitClient!(calls, signal));
+    trace.event("client_resume", { ms: Number(ms.toFixed(3)) });
+    await deps.sessions.answerClientCalls(owner, sessionId, results, ms);
+    return { ok: true };
+  };
   const ctx = new RunContext(driver, trace, {
+    temperature: opts.temperature,
+    stop: opts.stop,
+    onText: opts.onText,
+    forceCall: opts.forceCall,
     maxTokensPerTurn: deps.config.maxTokensPerTurn,
     seed: input.seed,
     steering: input.steering ?? [],

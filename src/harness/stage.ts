@@ -20,13 +20,13 @@ export interface StageResult {
  * harness ends it, it records a synthetic offload saying why, so the next weights read what happened.
  */
 export async function runStage(ctx: RunContext, stage: string, budget: StageBudget): Promise<StageResult> {
-  const started = performance.now();
+  const started = ctx.now();
   const result: StageResult = { end: "budget:turns", lastText: "", turns: 0, tokens: 0, toolCalls: 0 };
   let noTool = 0;
   ctx.startVisit(ctx.route());
   ctx.trace.event("stage_start", { stage, adapter: ctx.route(), budget });
   loop: for (;;) {
-    const over = exhausted(result, budget, performance.now() - started);
+    const over = exhausted(result, budget, ctx.now() - started);
     if (over) {
       result.end = over;
       break;
@@ -68,7 +68,7 @@ export async function runStage(ctx: RunContext, stage: string, budget: StageBudg
     const handoff = result.lastText.slice(0, 2000) || undefined;
     await ctx.weightAction(stage, "offload", "harness", () => ctx.driver.offload({ handoff, reason: `stage ended by the harness: ${describeEnd(result.end, budget)}` }), { cause: result.end });
   }
-  ctx.trace.event("stage_end", { stage, end: result.end, turns: result.turns, tokens: result.tokens, toolCalls: result.toolCalls, ms: Number((performance.now() - started).toFixed(3)) });
+  ctx.trace.event("stage_end", { stage, end: result.end, turns: result.turns, tokens: result.tokens, toolCalls: result.toolCalls, ms: Number((ctx.now() - started).toFixed(3)) });
   return result;
 }
 

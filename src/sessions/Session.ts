@@ -31,12 +31,14 @@ export class Session {
     readonly externalTools: readonly string[],
     readonly settings: SessionSettings,
     system: string,
+    earlier: { before?: HistoryMessage[]; after?: HistoryMessage[]; clientTools?: readonly string[] } = {},
   ) {
-    this.messages = [
-      { role: "system", content: system },
-      { role: "user", content: task },
-    ];
+    this.clientTools = earlier.clientTools ?? [];
+    this.messages = [{ role: "system", content: system }, ...(earlier.before ?? []), { role: "user", content: task }, ...(earlier.after ?? [])];
   }
+
+  /** Functions the client executes itself (declared in its request); callable beside the server's tools. */
+  readonly clientTools: readonly string[];
 
   get history(): readonly HistoryMessage[] {
     return this.messages;
@@ -51,7 +53,8 @@ export class Session {
   }
 
   callable(): string[] {
-    return this.settings.weightActions ? callableFunctions(this.activeAdapter, this.externalTools) : [...this.externalTools];
+    const tools = [...this.externalTools, ...this.clientTools];
+    return this.settings.weightActions ? callableFunctions(this.activeAdapter, tools) : tools;
   }
 
   conversation(history: readonly HistoryMessage[] = this.messages): Conversation {

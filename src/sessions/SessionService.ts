@@ -24,6 +24,13 @@ export interface CreateSessionInput {
    * static merge). The weight actions are then neither documented nor callable.
    */
   fixedAdapters?: string[];
+  /**
+   * Functions the client declares and executes itself (an OpenAI request's `tools`): documented and callable
+   * beside the server's tools; their calls are answered with `answerClientCalls`.
+   */
+  clientTools?: Readonly<Record<string, FunctionSpec>>;
+  /** An earlier conversation: messages before the task, and after it (a request whose last user message is the task). */
+  history?: { before?: HistoryMessage[]; after?: HistoryMessage[] };
 }
 
 export interface GenerateInput {
@@ -35,6 +42,9 @@ export interface GenerateInput {
   steerToolCall?: { name?: string };
   signal?: AbortSignal;
   onProgress?: (generatedTokens: number) => void;
+  /** The response's text as it is decoded. */
+  onText?: (chunk: string) => void;
+  stop?: readonly string[];
 }
 
 export interface GenerateOutcome {
@@ -106,7 +116,10 @@ export class SessionService {
     const fixed = input.fixedAdapters;
     const unknownAdapters = (fixed ?? []).filter((a) => !this.runtime.library.get(a)?.info);
     if (unknownAdapters.length) throw new LimitError(`unknown adapter(s) ${unknownAdapters.join(", ")}; the library has: ${this.runtime.library.aliases().join(", ")}`);
-    const functions = fixed ? external : modelFunctions(this.runtime.library, external);
+    const clientTools = input.clientTools ?? {};
+    const clashing = Object.keys(clientTools).filter((t) => t in offered || WEIGHT_ACTIONS.has(t));
+    if (clashing.length) throw new LimitError(`tools: ${clashing.join(", ")} is a function of this server; name the client's tools differently`);
+    const functions = { ...(fixed ? external : modelFunctions(this.runtime.library, external)), ...clientTools };
     this.opening.set(owner, opening + 1);
     let engineSession: EngineSession;
     try {
@@ -116,7 +129,10 @@ export class SessionService {
       if (left > 0) this.opening.set(owner, left);
       else this.opening.delete(owner);
     }
-    const session = new Session(newId("s_", 18), owner, input.task, engineSession, functions, toolNames, { keepToolResults: this.config.keepToolResults, weightActions: !fixed }, input.system ?? this.defaultSystem);
+    const session = new Session(newId("s_", 18), owner, input.task, engineSession, functions, toolNames, { keepToolResults: this.config.keepToolResults, weightActions: !fixed }, input.system ?? this.defaultSystem, {
+      clientTools: Object.keys(clientTools),
+      ...input.history,
+    });
     this.sessions.set(session.id, session);
     this.logger.info({ session: session.id, owner, tools: toolNames }, "session created");
     return session;
@@ -155,6 +171,8 @@ export class SessionService {
           steerToolCall: input.steerToolCall,
           signal: input.signal,
           onToken: input.onProgress,
+          onText: input.onText,
+          stop: input.stop,
         }),
       );
       // A cancelled turn is not part of the trajectory: the history stays as it was.
@@ -233,6 +251,28 @@ export class SessionService {
     const { tokens, reused, restored, ms } = report.rebuild;
     this.logger.info({ session: session.id, from, to: target, cache: report.strategy, rebuiltTokens: tokens, reusedTokens: reused, restoredTokens: restored, rebuildMs: ms }, "weights switched");
     return report;
+  }
+
+  /**
+   * Records the client's results of the model's calls to client-declared tools. `waitedMs` (the time the
+   * client took) does not count against the active stage's time budget.
+   */
+  async answerClientCalls(owner: string, id: string, results: readonly { callId: string; content: string }[], waitedMs: number): Promise<void> {
+    const session = this.get(owner, id);
+    await session.lock.run(async () => {
+      session.touch();
+      const calls = results.map((r) => this.pendingCall(session, r.callId));
+      const foreign = calls.filter((c) => !session.clientTools.includes(c.name));
+      if (foreign.length) throw new UnknownCallError(`call(s) ${foreign.map((c) => c.id).join(", ")} are not calls of a client-declared tool`);
+      session.append(...calls.map((call, i): HistoryMessage => ({ role: "tool", callId: call.id, name: call.name, content: results[i]!.content, isError: false, internal: false })));
+      session.stage?.pause(waitedMs);
+      for (const _ of calls) session.stage?.recordToolCall();
+    });
+  }
+
+  /** Counts for the status page: sessions by state, the work queue. */
+  overview(): { sessions: Session[]; queue: { pending: number; running: number; maxPending: number } } {
+    return { sessions: [...this.sessions.values()], queue: this.queue.stats() };
   }
 
   /** Answers a pending model call with an error the model reads (a harness guard refusing it). */

@@ -3,7 +3,7 @@ import { describeEnd, type StageEnd } from "../harness/stage.js";
 
 /** Turns, tokens, tool calls and time one adapter stage has used, against its budget. */
 export class StageUsage {
-  private readonly started = Date.now();
+  private started = Date.now();
   private turns = 0;
   private tokens = 0;
   private toolCalls = 0;
@@ -15,6 +15,11 @@ export class StageUsage {
     this.turns++;
     this.tokens += generated;
     this.turnsWithoutTool = calledATool ? 0 : this.turnsWithoutTool + 1;
+  }
+
+  /** Time the stage spent waiting on something outside it (a client's tool) does not count against its seconds. */
+  pause(ms: number): void {
+    this.started += ms;
   }
 
   recordToolCall(): void {

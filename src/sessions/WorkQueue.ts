@@ -60,6 +60,11 @@ export class WorkQueue {
     }
   }
 
+  /** Calls waiting or running, running, and the bound: for the status page. */
+  stats(): { pending: number; running: number; maxPending: number } {
+    return { pending: this.pending, running: this.running, maxPending: this.limits.maxPending };
+  }
+
   private dispatch(): void {
     while (this.running < this.limits.concurrency && this.waiting.size > 0) {
       let next: string | undefined;

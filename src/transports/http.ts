@@ -11,6 +11,9 @@ import { DEFAULT_MAX_BODY_BYTES } from "../config/config.js";
 import type { Logger } from "../log.js";
 import type { ServerContext } from "../server/context.js";
 import { createServer } from "../server/createServer.js";
+import { ChatCompletions } from "../openai/completions.js";
+import { mountOpenAI } from "../openai/routes.js";
+import { mountStatus } from "../status/routes.js";
 import { loadTokenVerifier } from "./auth.js";
 import { ConnectionRegistry, type Connection, type ConnectionKind, type ConnectionLimits } from "./connections.js";
 import { errorHandler, methodNotAllowed, notFound, requireJson, RPC, sendError } from "./httpErrors.js";
@@ -24,6 +27,8 @@ export interface HttpOptions extends Partial<ConnectionLimits> {
   adminTokenFile?: string;
   /** Largest JSON body read (after authentication). */
   maxBodyBytes?: number;
+  /** How long a chat completion waiting on the client's tools keeps its run (openai.continuationSeconds). */
+  continuationSeconds?: number;
 }
 
 const LOOPBACK = new Set(["127.0.0.1", "localhost", "::1"]);
@@ -77,11 +82,15 @@ export async function serveHttp(ctx: ServerContext, opts: HttpOptions, logger: L
   app.use(hostHeaderValidation(hostnames));
   app.use(originValidation(hostnames));
   const routes = ["/mcp", "/sse", "/messages", "/health"];
-  if (opts.tokenFile) {
-    const { verifier, clients } = loadTokenVerifier([{ file: opts.tokenFile, scopes: [] }, ...(opts.adminTokenFile ? [{ file: opts.adminTokenFile, scopes: ["admin"] }] : [])]);
-    app.use(routes, requireBearerAuth({ verifier }));
-    logger.info({ clients }, "bearer-token authentication on");
+  const auth = opts.tokenFile ? loadTokenVerifier([{ file: opts.tokenFile, scopes: [] }, ...(opts.adminTokenFile ? [{ file: opts.adminTokenFile, scopes: ["admin"] }] : [])]) : undefined;
+  if (auth) {
+    app.use(routes, requireBearerAuth({ verifier: auth.verifier }));
+    logger.info({ clients: auth.clients }, "bearer-token authentication on");
   }
+  // the OpenAI-compatible API and the status page check the same tokens themselves (their own error shapes)
+  const chat = new ChatCompletions(ctx.harness, ctx.prompts.render("system") ?? "", logger, opts.continuationSeconds ?? 300);
+  mountOpenAI(app, { chat, library: ctx.runtime.library, verifier: auth?.verifier, maxBodyBytes, logger });
+  mountStatus(app, { ctx, chat, verifier: auth?.verifier, hostnames, logger, connections: () => connections.size });
   app.use(["/mcp", "/messages"], requireJson, express.json({ limit: maxBodyBytes }));
 
   /** Connects a fresh server object; when the connection ends, the sessions it owned end with it. */
@@ -187,6 +196,7 @@ export async function serveHttp(ctx: ServerContext, opts: HttpOptions, logger: L
       // stop accepting first, then end every MCP connection (aborting their requests in flight)
       const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
       await connections.closeAll();
+      chat.close();
       server.closeAllConnections(); // open SSE streams would otherwise keep close() waiting forever
       await stopped;
     },

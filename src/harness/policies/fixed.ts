@@ -7,10 +7,10 @@ import type { PolicyResult } from "./hard.js";
  * external tools until it answers without a call, or the run's limits end it.
  */
 export async function runFixed(ctx: RunContext, limits: SoftLimits, label: string): Promise<PolicyResult> {
-  const started = performance.now();
+  const started = ctx.now();
   let text = "";
   ctx.startVisit(ctx.route());
-  for (let turns = 0; turns < limits.turns && ctx.generatedTokens < limits.tokens && performance.now() - started < limits.seconds * 1000; turns++) {
+  for (let turns = 0; turns < limits.turns && ctx.generatedTokens < limits.tokens && ctx.now() - started < limits.seconds * 1000; turns++) {
     const turn = await ctx.modelTurn(label, limits.tokens - ctx.generatedTokens);
     if (turn.text.trim()) text = turn.text;
     if (!turn.calls.length) return { text, stages: [label] };

@@ -15,7 +15,7 @@ const WRITE = "write";
  * (turns, tokens, time), after which a final write stage is forced, or the base's text stands.
  */
 export async function runSoft(ctx: RunContext, limits: SoftLimits, budgetFor: (alias: string) => StageBudget): Promise<PolicyResult> {
-  const started = performance.now();
+  const started = ctx.now();
   const visits = new Map<string, number>();
   const stages: string[] = [];
   let lastReleased: string | undefined;
@@ -40,7 +40,7 @@ export async function runSoft(ctx: RunContext, limits: SoftLimits, budgetFor: (a
   };
 
   for (;;) {
-    const elapsed = performance.now() - started;
+    const elapsed = ctx.now() - started;
     const limit = baseTurns >= limits.turns ? "turns" : ctx.generatedTokens >= limits.tokens ? "tokens" : elapsed >= limits.seconds * 1000 ? "seconds" : undefined;
     if (limit) {
       ctx.trace.event("guard", { rule: "termination", limit, detail: `the run's ${limit} limit was reached` });

@@ -34,6 +34,8 @@ export class Trace {
   private readonly started = now();
   private ended: number | undefined;
   private readonly totals = new Map<string, number>();
+  /** Called with every event as it is recorded (streaming clients, the status page). */
+  readonly listeners: ((e: TraceEvent) => void)[] = [];
 
   constructor(
     readonly id: string,
@@ -48,6 +50,7 @@ export class Trace {
     const e: TraceEvent = { type, t: Number((start - this.started).toFixed(3)), ...fields };
     this.events.push(e);
     if (this.file) appendFileSync(this.file, JSON.stringify(e) + "\n");
+    for (const listener of this.listeners) listener(e);
     this.add("orchestration", now() - start);
     return e;
   }
