@@ -32,7 +32,7 @@ export interface Architecture {
   ropeFreqBase: number;
 }
 
-/** q, k, v, o and the gated MLP as separate matrices: llama, qwen2, qwen3, granite, gemma4, smollm3. */
+/** q, k, v, o and the gated MLP as separate matrices: llama, qwen2, qwen3, granite, gemma4. */
 function separateProjections(d: ModelDims): Projection[] {
   const q = d.nHead * d.headDim;
   const kv = d.nHeadKv * d.headDim;
@@ -64,7 +64,6 @@ const qkNorm = (d: ModelDims) => [
 
 export const ARCHITECTURES = {
   llama: plain("llama", 500_000),
-  smollm3: plain("smollm3", 5_000_000),
   qwen2: {
     ...plain("qwen2", 1_000_000),
     // Qwen2.5 has q/k/v biases
@@ -92,9 +91,10 @@ export const ARCHITECTURES = {
     // full-attention layers read proportional-rope factors; ones leave rope unchanged
     modelVectors: (d: ModelDims) => [{ name: "rope_freqs.weight", length: d.headDim / 2, value: 1 }],
     extraKeys: (d: ModelDims) => ({
-      // every layer full attention: the demo contexts are shorter than any sliding window would be
+      // sliding-window layers with a full one last, as Gemma's; the window spans the whole context, so a
+      // cache rolled back to a prefix keeps every token it needs (llama.cpp requires at least one SWA layer)
       "gemma4.attention.sliding_window": gguf.u32(d.contextLength),
-      "gemma4.attention.sliding_window_pattern": gguf.bools(new Array(d.nLayer).fill(false)),
+      "gemma4.attention.sliding_window_pattern": gguf.bools(Array.from({ length: d.nLayer }, (_, l) => l < d.nLayer - 1)),
       "gemma4.attention.key_length_swa": gguf.u32(d.headDim),
       "gemma4.attention.value_length_swa": gguf.u32(d.headDim),
       "gemma4.embedding_length_per_layer_input": gguf.u32(0),

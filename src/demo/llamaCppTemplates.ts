@@ -1,7 +1,7 @@
 import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
-import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
 
 /**
  * The real chat templates, read from the llama.cpp source node-llama-cpp ships (its git bundle's
@@ -17,8 +17,9 @@ export class TemplateSourceError extends Error {
 }
 
 export function llamaCppBundlePath(): string {
-  const pkg = createRequire(import.meta.url).resolve("node-llama-cpp/package.json");
-  return join(dirname(pkg), "llama", "gitRelease.bundle");
+  // the package's entry point is dist/index.js; its exports do not include package.json
+  const entry = fileURLToPath(import.meta.resolve("node-llama-cpp"));
+  return join(dirname(dirname(entry)), "llama", "gitRelease.bundle");
 }
 
 function git(args: string[]): string {
