@@ -4,7 +4,7 @@ import type { CacheReplay } from "../cache/DecodeLog.js";
 import { Lane } from "../cache/Lane.js";
 import { LanePool, type PoolStats } from "../cache/LanePool.js";
 import { SpillStore } from "../cache/SpillStore.js";
-import { functionCallSupport } from "../chat/functionCalls.js";
+import { functionCallProblem, wrapperFacts } from "../chat/functionCalls.js";
 import { renderConversation } from "../chat/render.js";
 import { EngineContext } from "../context/EngineContext.js";
 import { DuplicateAdapterError, ModelFileError, NoFunctionCallsError, UnknownAdapterError } from "../errors.js";
@@ -104,11 +104,11 @@ export class Engine {
     }
     assertLlamaInternals(llamaModel);
     const chatWrapper = resolveChatWrapper(llamaModel);
-    const calls = functionCallSupport(chatWrapper);
-    if (!calls.supported) {
+    const callProblem = functionCallProblem(wrapperFacts(chatWrapper));
+    if (callProblem) {
       await llamaModel.dispose();
       await llama.dispose();
-      throw new NoFunctionCallsError(options.modelPath, chatWrapper.wrapperName, calls.reason!);
+      throw new NoFunctionCallsError(options.modelPath, chatWrapper.wrapperName, callProblem);
     }
     const info: ModelInfo = {
       filePath: options.modelPath,

@@ -1,0 +1,105 @@
+import { dirname, join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Engine } from "../../native/index.js";
+import { ensureFamilySet, QUANT_NAMES, type QuantName } from "../../src/demo/familySets.js";
+import { PACKAGE_ROOT } from "../../src/paths.js";
+import { quietLogger, TEST_THREADS } from "./engine.js";
+import { tempDir } from "./files.js";
+import { call, connectClient, testConfig, type Connected } from "./server.js";
+
+/** The random demo models rarely end a string argument on their own; a bias on the quote token makes them. */
+const Q = { '"': 8 };
+const TOLERANCE = 1e-4;
+const LIBRARY = ["plan", "search", "write"];
+
+interface Generated {
+  tool_calls: { id: string; name: string; arguments: Record<string, unknown> }[];
+  finish_reason: string;
+  adapter: string | null;
+  logprobs?: { token: number; logprob: number }[];
+}
+
+/**
+ * One family's row of the matrix, a cell per quant type: a spawned server (stdio, one thread) serving the
+ * family's generated set, driven through MCP like any client: steered weight actions and an external tool
+ * call parsed by the family's chat wrapper and answered; after each switch the next-token log-probs equal
+ * a fresh context's on the same file; on F16 the hard harness completes a task.
+ */
+export function describeFamilyMatrix(family: string): void {
+  describe.each<QuantName>(QUANT_NAMES)(`${family} %s`, (quant) => {
+    let c: Connected;
+    let reference: Engine;
+    beforeAll(async () => {
+      const set = ensureFamilySet(PACKAGE_ROOT, family, quant);
+      const config = testConfig({
+        model: { path: set.model, contextSize: 8192, sequencesPerContext: 2, maxContexts: 1 },
+        adapters: { manifest: set.adapters },
+        harness: { maxTokensPerTurn: 48, traceDir: join(tempDir(), "traces"), stage: { turns: 2 } },
+      });
+      const load = async () => {
+        const engine = await Engine.load({ modelPath: set.model, gpu: false, threads: TEST_THREADS, contextSize: 8192, sequencesPerContext: 1, logger: quietLogger() });
+        for (const alias of LIBRARY) await engine.addAdapter({ alias, filePath: join(dirname(set.adapters), `${alias}.gguf`), scale: 1 });
+        return engine;
+      };
+      [c, reference] = await Promise.all([connectClient("stdio", undefined, {}, config), load()]);
+    });
+    afterAll(async () => {
+      await c?.close();
+      await reference?.dispose();
+    });
+
+    /** The session's next-token log-prob equals a fresh context's with `adapter` over the same prompt. */
+    async function expectExact(id: string, adapter: string | null) {
+      const { prompt_tokens } = await call<{ prompt_tokens: number[] }>(c.client, "get_session", { session_id: id, include_prompt_tokens: true });
+      const next = await call<Generated>(c.client, "generate", { session_id: id, max_tokens: 3, top_logprobs: 2 });
+      expect(next.adapter).toBe(adapter);
+      const want = await reference.referenceNextTokenLogProbs(adapter, prompt_tokens);
+      const got = next.logprobs![0]!;
+      expect(Math.abs(got.logprob - want.get(got.token)!)).toBeLessThanOrEqual(TOLERANCE);
+    }
+
+    const steered = (id: string, name: string) =>
+      call<Generated>(c.client, "generate", { session_id: id, max_tokens: 96, tool_call: { name }, seed: 1, token_bias: Q });
+
+    it("loads with the library resident; steered load_lora, search and offload_lora are parsed as calls and answered; log-probs exact after each switch", async () => {
+      const { session_id: id } = await call<{ session_id: string }>(c.client, "create_session", { task: "Which river flows through Paris?" });
+      const free = await call<Generated & { text: string }>(c.client, "generate", { session_id: id, max_tokens: 8 });
+      expect(free.adapter).toBeNull();
+
+      const load = await steered(id, "load_lora");
+      expect(load.finish_reason).toBe("tool_calls");
+      expect(load.tool_calls.map((t) => t.name)).toEqual(["load_lora"]);
+      const chosen = load.tool_calls[0]!.arguments.adapter as string;
+      expect(LIBRARY).toContain(chosen);
+      const loaded = await call<{ active_adapter: string }>(c.client, "load_lora", { session_id: id, call_id: load.tool_calls[0]!.id });
+      expect(loaded.active_adapter).toBe(chosen);
+      await expectExact(id, chosen);
+
+      const search = await steered(id, "search");
+      expect(search.tool_calls.map((t) => t.name)).toEqual(["search"]);
+      const query = search.tool_calls[0]!.arguments.query;
+      expect(typeof query).toBe("string");
+      // the quote bias may end the random model's string at once; the tool refuses an empty query
+      const answered = await call<{ call_id: string }>(c.client, "search", { session_id: id, call_id: search.tool_calls[0]!.id, query: (query as string).trim() || "Seine" });
+      expect(answered.call_id).toBe(search.tool_calls[0]!.id);
+
+      const offload = await steered(id, "offload_lora");
+      expect(offload.tool_calls.map((t) => t.name)).toEqual(["offload_lora"]);
+      const released = await call<{ active_adapter: string | null }>(c.client, "offload_lora", { session_id: id, call_id: offload.tool_calls[0]!.id });
+      expect(released.active_adapter).toBeNull();
+      await expectExact(id, null);
+      await call(c.client, "close_session", { session_id: id });
+    });
+
+    it.runIf(quant === "F16")("the hard harness completes a task (plan -> search -> write)", async () => {
+      const steering = [
+        { adapter: "plan", turn: 1, tool: "offload_lora", bias: Q },
+        { adapter: "search", turn: 1, tool: "search", bias: Q },
+        { adapter: "search", turn: 2, tool: "offload_lora", bias: Q },
+      ];
+      const r = await call<{ stages: string[]; answer: string }>(c.client, "run_task", { task: "Which river flows through Paris?", policy: "hard", steering, seed: 1, budgets: { noToolTurns: 1 } }, { timeout: 300_000 });
+      expect(r.stages).toEqual(["plan", "search", "write"]);
+      expect(typeof r.answer).toBe("string");
+    });
+  });
+}
