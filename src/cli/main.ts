@@ -7,6 +7,7 @@ import { generateDemoWeights } from "../demo/generate.js";
 import { createLogger } from "../log.js";
 import { PACKAGE_ROOT } from "../paths.js";
 import { evalCommand, exportCommand, generateFamilySets, importPeftCommand, runCommand, UsageError } from "./commands.js";
+import { doctor, formatChecks } from "./doctor.js";
 import { serve } from "./serve.js";
 
 const HELP = `weact-mcp: serve one GGUF base model with switchable LoRA capability adapters over MCP
@@ -22,6 +23,8 @@ Usage:
   weact-mcp export --capability ALIAS [--format axolotl|openai|trl] [--out F] [--from DIR] [--filter all|correct|IDS]
   weact-mcp export --stats [--capability ALIAS] [--from DIR] [--filter F]
                                       training data for one capability from recorded traces; --stats: sizes
+  weact-mcp doctor MODEL.gguf [--adapters MANIFEST] [--json]
+                                      will this set serve? a verdict per check; exit 0 when it will
   weact-mcp demo-weights [--seed N] [--big]    (re)generate the demo model and adapters
   weact-mcp demo-weights --family NAME|all [--quant F16|Q8_0|Q4_0|all] [--seed N]
                                       a model family's demo set (real chat template); one JSON line per set
@@ -83,6 +86,7 @@ async function main(argv: string[]) {
       big: { type: "boolean" },
       family: { type: "string" },
       quant: { type: "string" },
+      json: { type: "boolean" },
       help: { type: "boolean", short: "h" },
     },
   });
@@ -109,6 +113,16 @@ async function main(argv: string[]) {
   }
   if (command === "export") {
     await exportCommand(configFrom(values), logger, { capability: values.capability, from: values.from, filter: values.filter, format: values.format, out: values.out, stats: values.stats });
+    return;
+  }
+  if (command === "doctor") {
+    const model = positionals[1];
+    if (!model) fail("doctor needs the model: weact-mcp doctor MODEL.gguf [--adapters MANIFEST]");
+    const config = configFrom(values);
+    const checks = await doctor(resolve(model), values.adapters ? config.manifestPath : undefined, config);
+    const serves = checks.every((c) => c.ok);
+    process.stdout.write(values.json ? `${JSON.stringify({ serves, checks })}\n` : `${formatChecks(checks)}\n${serves ? "this set will serve" : "this set will NOT serve: fix the FAIL lines"}\n`);
+    process.exitCode = serves ? 0 : 1;
     return;
   }
   if (command === "demo-weights" && values.family !== undefined) {

@@ -59,9 +59,9 @@ export function describeFamilyMatrix(family: string): void {
     }
 
     const steered = (id: string, name: string) =>
-      call<Generated>(c.client, "generate", { session_id: id, max_tokens: 96, tool_call: { name }, seed: 1, token_bias: Q });
+      call<Generated>(c.client, "generate", { session_id: id, max_tokens: 160, tool_call: { name }, seed: 1, token_bias: Q });
 
-    it("loads with the library resident; steered load_lora, search and offload_lora are parsed as calls and answered; log-probs exact after each switch", async () => {
+    it("loads with the library resident; steered load_lora and search are parsed as calls and answered; log-probs exact after load and release", async () => {
       const { session_id: id } = await call<{ session_id: string }>(c.client, "create_session", { task: "Which river flows through Paris?" });
       const free = await call<Generated & { text: string }>(c.client, "generate", { session_id: id, max_tokens: 8 });
       expect(free.adapter).toBeNull();
@@ -83,9 +83,8 @@ export function describeFamilyMatrix(family: string): void {
       const answered = await call<{ call_id: string }>(c.client, "search", { session_id: id, call_id: search.tool_calls[0]!.id, query: (query as string).trim() || "Seine" });
       expect(answered.call_id).toBe(search.tool_calls[0]!.id);
 
-      const offload = await steered(id, "offload_lora");
-      expect(offload.tool_calls.map((t) => t.name)).toEqual(["offload_lora"]);
-      const released = await call<{ active_adapter: string | null }>(c.client, "offload_lora", { session_id: id, call_id: offload.tool_calls[0]!.id });
+      // a prescribed release (the model's own offload_lora is the harness test's)
+      const released = await call<{ active_adapter: string | null }>(c.client, "offload_lora", { session_id: id, handoff: "evidence found" });
       expect(released.active_adapter).toBeNull();
       await expectExact(id, null);
       await call(c.client, "close_session", { session_id: id });
