@@ -46,6 +46,8 @@ export interface ModelFileOptions {
   chatTemplate: string;
   seed: number;
   weightType: WeightType;
+  /** Scales every weight matrix's spread (default 1); below 1 the random model is less sensitive to rounding. */
+  gain?: number;
 }
 
 /**
@@ -57,7 +59,7 @@ export function modelFile(opts: ModelFileOptions): { metadata: Record<string, Gg
   const root = new SeededRandom(opts.seed);
   const nVocab = vocab.tokens.length;
   const weight = (name: string, nIn: number, nOut: number, gain = 1) =>
-    tensor(name, [nIn, nOut], weightType, () => gaussian(root.fork(name), nIn * nOut, gain / Math.sqrt(nIn)));
+    tensor(name, [nIn, nOut], weightType, () => gaussian(root.fork(name), nIn * nOut, (gain * (opts.gain ?? 1)) / Math.sqrt(nIn)));
 
   const tensors: GgufTensorSource[] = [
     tensor("token_embd.weight", [d.nEmbd, nVocab], weightType, () => gaussian(root.fork("token_embd"), d.nEmbd * nVocab, 1)),
