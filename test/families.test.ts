@@ -1,7 +1,12 @@
 import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
-import { Engine, NoFunctionCallsError } from "../native/index.js";
+import { Engine, ModelFileError, NoFunctionCallsError } from "../native/index.js";
+import { gguf, writeGguf } from "../native/gguf/writer.js";
+import { ARCHITECTURES } from "../src/demo/architectures.js";
+import { modelFile } from "../src/demo/model.js";
+import { DEMO_DIMS } from "../src/demo/qwen3.js";
+import { buildVocabulary } from "../src/demo/vocabulary.js";
 import { GgmlType } from "../native/gguf/format.js";
 import { metaString, readGgufHeader } from "../native/gguf/reader.js";
 import { dequantize, quantizeQ4_0, quantizeQ8_0 } from "../native/gguf/quantize.js";
@@ -44,6 +49,19 @@ describe("family demo sets", () => {
     if (!probe.ok) return;
     expect(probe.details.chatWrapper).toBe(wrapper);
     expect(!probe.details.genericCallSyntax).toBe(functionCalls);
+  });
+
+  it("a gemma4 file with no sliding-window layer (llama.cpp would abort the process) is refused before it loads", async () => {
+    const set = ensureFamilySet(PACKAGE_ROOT, "gemma4", "F16");
+    const header = readGgufHeader(set.model);
+    const spec = FAMILIES.find((f) => f.name === "gemma4")!;
+    const model = modelFile({ name: "no-swa", architecture: ARCHITECTURES.gemma4, dims: DEMO_DIMS, vocab: buildVocabulary(spec.specials), tokenizer: spec.tokenizer, chatTemplate: metaString(header, "tokenizer.chat_template")!, seed: 1, weightType: GgmlType.F16 });
+    model.metadata["gemma4.attention.sliding_window_pattern"] = gguf.bools(new Array(DEMO_DIMS.nLayer).fill(false));
+    const path = `${tempDir()}/no-swa.gguf`;
+    writeGguf(path, model.metadata, model.tensors);
+    const err = await Engine.load({ modelPath: path, gpu: false, threads: TEST_THREADS, contextSize: 1024, logger: quietLogger() }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ModelFileError);
+    expect((err as Error).message).toMatch(/gemma4\.attention\.sliding_window_pattern marks no layer as sliding-window/);
   });
 
   it("a family whose template has no tool-call syntax is refused at start-up, naming the problem and the fix", async () => {
