@@ -1,4 +1,6 @@
+import { execFile } from "node:child_process";
 import { createHash } from "node:crypto";
+import { promisify } from "node:util";
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { Engine, ModelFileError, NoFunctionCallsError } from "../native/index.js";
@@ -18,6 +20,7 @@ import { SeededRandom } from "../src/demo/random.js";
 import { PACKAGE_ROOT } from "../src/paths.js";
 import { conversation, quietLogger, TEST_THREADS } from "./helpers/engine.js";
 import { tempDir } from "./helpers/files.js";
+import { MAIN } from "./helpers/server.js";
 
 const sha = (p: string) => createHash("sha256").update(readFileSync(p)).digest("hex");
 
@@ -39,6 +42,18 @@ describe("family demo sets", () => {
       expect(header.tensors.find((t) => t.name === "blk.0.attn_q.weight")!.type).toBe(GgmlType.Q4_0);
       expect(header.tensors.find((t) => t.name === "blk.0.attn_norm.weight")!.type).toBe(GgmlType.F32);
     }
+  });
+
+  it("weact-mcp demo-weights --family NAME --quant all prints one JSON line per generated set", async () => {
+    const { stdout } = await promisify(execFile)(process.execPath, [MAIN, "demo-weights", "--family", "qwen2", "--quant", "all"], { env: { ...process.env, WEACT_LOG_LEVEL: "warn" } });
+    const sets = stdout.trim().split("\n").map((l) => JSON.parse(l) as { family: string; quant: string; model: string; adapters: string });
+    expect(sets.map((s) => [s.family, s.quant])).toEqual([["qwen2", "F16"], ["qwen2", "Q8_0"], ["qwen2", "Q4_0"]]);
+    for (const s of sets) {
+      expect(readGgufHeader(s.model).tensors.find((t) => t.name === "blk.0.attn_q.weight")!.type).toBe(GgmlType[s.quant as "F16"]);
+      expect((JSON.parse(readFileSync(s.adapters, "utf8")) as { adapters: { alias: string }[] }).adapters.map((a) => a.alias)).toEqual(["plan", "search", "write"]);
+    }
+    const bad = await promisify(execFile)(process.execPath, [MAIN, "demo-weights", "--family", "gpt-5"]).catch((e: { code: number; stderr: string }) => e);
+    expect(bad).toMatchObject({ code: 2, stderr: expect.stringMatching(/--family: "gpt-5" is not one of llama, qwen2, .* or all/) });
   });
 
   // node-llama-cpp resolves each family's wrapper from the template and the vocabulary, read in the probe's child process

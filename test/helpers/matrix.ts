@@ -60,7 +60,7 @@ export function describeFamilyMatrix(family: string): void {
       try {
         let steps = 1;
         await session.prefill(scriptedTrajectory(steps));
-        for (const adapter of ["plan", null, "search", null]) {
+        for (const adapter of ["plan", null, "search"]) {
           const conv = scriptedTrajectory(++steps);
           await session.switchAdapter(adapter, conv);
           const replay = session.cacheReplay();
