@@ -15,6 +15,14 @@ export class ModelFileError extends EngineError {
   }
 }
 
+/** The model's chat template has no tool-call syntax: weight actions, being tool calls, could never be parsed. */
+export class NoFunctionCallsError extends EngineError {
+  readonly code = "no_function_calls";
+  constructor(readonly file: string, readonly wrapper: string, readonly reason: string) {
+    super(`model ${file}: ${reason} (node-llama-cpp chat wrapper: ${wrapper}). Use the tool-calling (Instruct) variant of the model, or a GGUF whose tokenizer.chat_template documents tools; \`weact-mcp doctor ${file}\` checks a file before serving it`);
+  }
+}
+
 /** An adapter file is missing, unreadable, malformed, or llama.cpp refused it. */
 export class AdapterFileError extends EngineError {
   readonly code = "adapter_file";

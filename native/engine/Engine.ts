@@ -4,9 +4,10 @@ import type { CacheReplay } from "../cache/DecodeLog.js";
 import { Lane } from "../cache/Lane.js";
 import { LanePool, type PoolStats } from "../cache/LanePool.js";
 import { SpillStore } from "../cache/SpillStore.js";
+import { functionCallProblem, wrapperFacts } from "../chat/functionCalls.js";
 import { renderConversation } from "../chat/render.js";
 import { EngineContext } from "../context/EngineContext.js";
-import { DuplicateAdapterError, ModelFileError, UnknownAdapterError } from "../errors.js";
+import { DuplicateAdapterError, ModelFileError, NoFunctionCallsError, UnknownAdapterError } from "../errors.js";
 import { sha256File } from "../gguf/contentHash.js";
 import { GgufFormatError, metaString, readGgufHeaderAsync, type GgufFile } from "../gguf/reader.js";
 import { baseModelProblems } from "../gguf/validate.js";
@@ -103,6 +104,12 @@ export class Engine {
     }
     assertLlamaInternals(llamaModel);
     const chatWrapper = resolveChatWrapper(llamaModel);
+    const callProblem = functionCallProblem(wrapperFacts(chatWrapper));
+    if (callProblem) {
+      await llamaModel.dispose();
+      await llama.dispose();
+      throw new NoFunctionCallsError(options.modelPath, chatWrapper.wrapperName, callProblem);
+    }
     const info: ModelInfo = {
       filePath: options.modelPath,
       sha256: await sha256File(options.modelPath),

@@ -23,15 +23,48 @@ export enum GgufValueType {
 export enum GgmlType {
   F32 = 0,
   F16 = 1,
+  Q4_0 = 2,
+  Q8_0 = 8,
+  Q4_K = 12,
   BF16 = 30,
 }
 
-/** Bytes per element for the tensor types this project writes or checks by size. */
+/** Bytes per element for the unquantized tensor types this project writes or checks by size. */
 export const GGML_TYPE_SIZE: Partial<Record<GgmlType, number>> = {
   [GgmlType.F32]: 4,
   [GgmlType.F16]: 2,
   [GgmlType.BF16]: 2,
 };
+
+/**
+ * Block layout of every type the project knows (ggml-common.h): `elements` values along ne[0] stored in
+ * `bytes` bytes. Plain types are blocks of one.
+ */
+export const GGML_BLOCK: Readonly<Record<GgmlType, { elements: number; bytes: number }>> = {
+  [GgmlType.F32]: { elements: 1, bytes: 4 },
+  [GgmlType.F16]: { elements: 1, bytes: 2 },
+  [GgmlType.BF16]: { elements: 1, bytes: 2 },
+  [GgmlType.Q4_0]: { elements: 32, bytes: 2 + 16 }, // block_q4_0: f16 d, 16 bytes of nibbles
+  [GgmlType.Q8_0]: { elements: 32, bytes: 2 + 32 }, // block_q8_0: f16 d, 32 int8
+  [GgmlType.Q4_K]: { elements: 256, bytes: 2 + 2 + 12 + 128 }, // block_q4_K: f16 d, f16 dmin, 12 scale bytes, 128 nibble bytes
+};
+
+/** llama.cpp's `general.file_type` (llama_ftype) for a model whose big weights are of this type. */
+export const FILE_TYPE_OF: Readonly<Partial<Record<GgmlType, number>>> = {
+  [GgmlType.F32]: 0,
+  [GgmlType.F16]: 1,
+  [GgmlType.Q4_0]: 2,
+  [GgmlType.Q8_0]: 7,
+  [GgmlType.Q4_K]: 15, // MOSTLY_Q4_K_M
+  [GgmlType.BF16]: 32,
+};
+
+/** Bytes of a tensor of `shape` and `type`, or undefined for a type not tabulated (or a width not a whole number of blocks). */
+export function ggmlTensorBytes(shape: readonly number[], type: number): number | undefined {
+  const block = GGML_BLOCK[type as GgmlType];
+  if (!block || shape.length === 0 || shape[0]! % block.elements !== 0) return undefined;
+  return (shape.reduce((a, b) => a * b, 1) / block.elements) * block.bytes;
+}
 
 export type GgufScalar = number | bigint | boolean | string;
 export type GgufValue = GgufScalar | GgufArray;

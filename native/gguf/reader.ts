@@ -1,7 +1,7 @@
 import { closeSync, constants, fstatSync, openSync, readSync, type Stats } from "node:fs";
 import { open, type FileHandle } from "node:fs/promises";
 import {
-  GGML_TYPE_SIZE,
+  ggmlTensorBytes,
   GGUF_DEFAULT_ALIGNMENT,
   GGUF_MAGIC,
   GgufValueType,
@@ -239,9 +239,8 @@ function parseHeader(path: string, size: number, source: ByteSource): GgufFile {
   if (alignment <= 0 || (alignment & (alignment - 1)) !== 0) fail(`general.alignment ${alignment} is not a power of two`);
   const dataOffset = Math.ceil(r.pos / alignment) * alignment;
   for (const t of tensors) {
-    const elementSize = GGML_TYPE_SIZE[t.type as keyof typeof GGML_TYPE_SIZE];
-    // Quantized types have block sizes we do not tabulate; for those only the start offset is checked.
-    const bytes = elementSize === undefined ? 0 : t.shape.reduce((a, b) => a * b, 1) * elementSize;
+    // Types whose block sizes are not tabulated get only their start offset checked.
+    const bytes = ggmlTensorBytes(t.shape, t.type) ?? 0;
     if (BigInt(dataOffset) + t.offset + BigInt(bytes) > BigInt(size)) {
       fail(`tensor ${t.name} data (offset ${t.offset}, ${bytes} bytes) lies past the end of the file`);
     }

@@ -8,6 +8,8 @@ import { metaNumber, metaString, type GgufFile } from "./reader.js";
 
 /** Architectures whose llama.cpp loader reads `<arch>.feed_forward_length` unconditionally. */
 const DENSE_FFN_ARCHITECTURES = new Set(["llama", "qwen2", "qwen3", "mistral", "gemma", "gemma2", "gemma3", "phi3", "granite", "olmo2"]);
+/** Architectures llama.cpp always builds with a sliding-window KV cache. */
+const SWA_ARCHITECTURES = new Set(["gemma4", "gemma3n"]);
 const MAX_REASONABLE = { blocks: 1024, embedding: 1 << 17, heads: 1 << 12, context: 1 << 24 };
 
 export function baseModelProblems(file: GgufFile): string[] {
@@ -30,6 +32,13 @@ export function baseModelProblems(file: GgufFile): string[] {
     problems.push(`${arch}.attention.head_count_kv = ${kvHeads} does not divide head_count = ${heads}`);
   }
   if (DENSE_FFN_ARCHITECTURES.has(arch)) need(`${arch}.feed_forward_length`, 1 << 20);
+  if (SWA_ARCHITECTURES.has(arch)) {
+    // llama.cpp asserts (aborting the process) that a sliding-window model has at least one sliding-window layer
+    const pattern = file.metadata.get(`${arch}.attention.sliding_window_pattern`);
+    if (pattern && typeof pattern === "object" && "items" in pattern && !pattern.items.some(Boolean)) {
+      problems.push(`${arch}.attention.sliding_window_pattern marks no layer as sliding-window`);
+    }
+  }
   if (!metaString(file, "tokenizer.ggml.model")) problems.push("tokenizer.ggml.model is missing");
   const tokens = file.metadata.get("tokenizer.ggml.tokens");
   const vocab = tokens && typeof tokens === "object" && "items" in tokens ? tokens.items.length : 0;

@@ -1,6 +1,6 @@
 import { closeSync, openSync, writeSync } from "node:fs";
 import {
-  GGML_TYPE_SIZE,
+  ggmlTensorBytes,
   GGUF_DEFAULT_ALIGNMENT,
   GGUF_MAGIC,
   GGUF_VERSION,
@@ -22,21 +22,22 @@ export const gguf = {
   str: (value: string): GgufEntry => ({ type: GgufValueType.STRING, value }),
   strings: (items: readonly string[]): GgufEntry => ({ type: GgufValueType.ARRAY, itemType: GgufValueType.STRING, items }),
   i32s: (items: readonly number[]): GgufEntry => ({ type: GgufValueType.ARRAY, itemType: GgufValueType.INT32, items }),
+  bools: (items: readonly boolean[]): GgufEntry => ({ type: GgufValueType.ARRAY, itemType: GgufValueType.BOOL, items }),
 };
 
 export interface GgufTensorSource {
   readonly name: string;
   /** ggml order (ne[0] first). */
   readonly shape: readonly number[];
-  readonly type: GgmlType.F32 | GgmlType.F16;
+  readonly type: GgmlType;
   /** Produces the tensor bytes when written, so large models stream instead of sitting in memory. */
   readonly data: () => Uint8Array;
 }
 
 export function tensorByteSize(shape: readonly number[], type: GgmlType): number {
-  const elementSize = GGML_TYPE_SIZE[type];
-  if (elementSize === undefined) throw new Error(`no element size known for ggml type ${type}`);
-  return shape.reduce((a, b) => a * b, 1) * elementSize;
+  const bytes = ggmlTensorBytes(shape, type);
+  if (bytes === undefined) throw new Error(`ggml type ${type} cannot hold a tensor of shape [${shape}] (unknown type, or a width that is not a whole number of blocks)`);
+  return bytes;
 }
 
 const align = (n: number, a: number) => Math.ceil(n / a) * a;

@@ -455,7 +455,9 @@ export class EngineSession {
   }
 
   private steeringTokens(name: string | undefined): Token[] {
-    const prefix = LlamaText(this.host.chatWrapper.settings.functions.call.prefix);
+    // wrappers with a parallel-call section (Mistral's [TOOL_CALLS][) only parse calls that open it
+    const { call, parallelism } = this.host.chatWrapper.settings.functions;
+    const prefix = LlamaText([parallelism?.call.sectionPrefix ?? "", call.prefix]);
     const tokens = prefix.tokenize(this.host.model.tokenizer);
     return name ? [...tokens, ...this.host.model.tokenize(name)] : tokens;
   }

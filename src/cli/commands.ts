@@ -2,6 +2,8 @@ import { rmSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { readGgufHeader } from "../../native/gguf/reader.js";
 import { ensureDemoWeights } from "../demo/ensure.js";
+import { FAMILY_NAMES } from "../demo/families.js";
+import { generateFamilySet, QUANT_NAMES, type FamilySet, type QuantName } from "../demo/familySets.js";
 import { describeIssues, loadManifest, ManifestEntrySchema, saveManifest } from "../library/manifest.js";
 import { importPeft } from "../library/peft/index.js";
 import { parseExportCommand, runExport, type ExportCommandInput } from "../export/command.js";
@@ -74,6 +76,15 @@ export async function importPeftCommand(config: ResolvedConfig, logger: Logger, 
     throw err;
   }
   process.stdout.write(`imported ${dir} as "${opts.alias}": ${result.outFile} (rank ${result.rank}, alpha ${result.alpha}, ${result.targets} targets, sha256 ${result.sha256}); added to ${manifest}\n`);
+}
+
+/** `weact-mcp demo-weights --family NAME|all --quant Q|all`: the sets, in family then quant order. */
+export function generateFamilySets(root: string, family: string, quant: string, seed?: number): FamilySet[] {
+  const families = family === "all" ? FAMILY_NAMES : [family];
+  const quants = quant === "all" ? QUANT_NAMES : [quant];
+  for (const f of families) if (!FAMILY_NAMES.includes(f)) throw new UsageError(`--family: "${f}" is not one of ${FAMILY_NAMES.join(", ")} or all`);
+  for (const q of quants) if (!QUANT_NAMES.includes(q as QuantName)) throw new UsageError(`--quant: "${q}" is not one of ${QUANT_NAMES.join(", ")} or all`);
+  return families.flatMap((f) => quants.map((q) => generateFamilySet(root, f, q as QuantName, seed)));
 }
 
 /** `weact-mcp export`: one capability's training data from recorded traces, or (--stats) the stats table. */

@@ -6,7 +6,8 @@ import { loadConfigFile, resolveConfig, type ResolvedConfig } from "../config/co
 import { generateDemoWeights } from "../demo/generate.js";
 import { createLogger } from "../log.js";
 import { PACKAGE_ROOT } from "../paths.js";
-import { evalCommand, exportCommand, importPeftCommand, runCommand, UsageError } from "./commands.js";
+import { evalCommand, exportCommand, generateFamilySets, importPeftCommand, runCommand, UsageError } from "./commands.js";
+import { doctor, formatChecks } from "./doctor.js";
 import { serve } from "./serve.js";
 
 const HELP = `weact-mcp: serve one GGUF base model with switchable LoRA capability adapters over MCP
@@ -22,7 +23,11 @@ Usage:
   weact-mcp export --capability ALIAS [--format axolotl|openai|trl] [--out F] [--from DIR] [--filter all|correct|IDS]
   weact-mcp export --stats [--capability ALIAS] [--from DIR] [--filter F]
                                       training data for one capability from recorded traces; --stats: sizes
+  weact-mcp doctor MODEL.gguf [--adapters MANIFEST] [--json]
+                                      will this set serve? a verdict per check; exit 0 when it will
   weact-mcp demo-weights [--seed N] [--big]    (re)generate the demo model and adapters
+  weact-mcp demo-weights --family NAME|all [--quant F16|Q8_0|Q4_0|all] [--seed N]
+                                      a model family's demo set (real chat template); one JSON line per set
 
 Serving (default: HTTP on 127.0.0.1:7331, Streamable HTTP at /mcp and legacy SSE at /sse):
   --stdio            serve one client over stdin/stdout (what MCP clients spawn)
@@ -79,6 +84,9 @@ async function main(argv: string[]) {
       description: { type: "string" },
       scale: { type: "string" },
       big: { type: "boolean" },
+      family: { type: "string" },
+      quant: { type: "string" },
+      json: { type: "boolean" },
       help: { type: "boolean", short: "h" },
     },
   });
@@ -105,6 +113,25 @@ async function main(argv: string[]) {
   }
   if (command === "export") {
     await exportCommand(configFrom(values), logger, { capability: values.capability, from: values.from, filter: values.filter, format: values.format, out: values.out, stats: values.stats });
+    return;
+  }
+  if (command === "doctor") {
+    const model = positionals[1];
+    if (!model) fail("doctor needs the model: weact-mcp doctor MODEL.gguf [--adapters MANIFEST]");
+    const config = configFrom(values);
+    const checks = await doctor(resolve(model), values.adapters ? config.manifestPath : undefined, config);
+    const serves = checks.every((c) => c.ok);
+    process.stdout.write(values.json ? `${JSON.stringify({ serves, checks })}\n` : `${formatChecks(checks)}\n${serves ? "this set will serve" : "this set will NOT serve: fix the FAIL lines"}\n`);
+    process.exitCode = serves ? 0 : 1;
+    return;
+  }
+  if (command === "demo-weights" && values.family !== undefined) {
+    try {
+      for (const set of generateFamilySets(PACKAGE_ROOT, values.family, values.quant ?? "F16", seed)) process.stdout.write(`${JSON.stringify(set)}\n`);
+    } catch (err) {
+      if (err instanceof UsageError) fail(err.message);
+      throw err;
+    }
     return;
   }
   if (command === "demo-weights") {

@@ -1,5 +1,5 @@
 /**
- * A byte-level GPT-2 style BPE vocabulary: the 256 byte tokens, a few merges, and the Qwen chat special tokens.
+ * A byte-level GPT-2 style BPE vocabulary: the 256 byte tokens, a few merges, and a model family's special tokens.
  * llama.cpp's "gpt2" tokenizer accepts a short merge list, so text costs about one token per byte.
  */
 
@@ -40,14 +40,21 @@ export interface DemoVocabulary {
   idOf(text: string): number;
 }
 
-export function buildVocabulary(): DemoVocabulary {
+export interface SpecialToken {
+  readonly text: string;
+  /** llama_token_type: 3 control (never produced from plain text), 4 user-defined. */
+  readonly type: 3 | 4;
+}
+
+/** The byte-level vocabulary with `specials` appended (default: the Qwen chat tokens of the demo model). */
+export function buildVocabulary(specials: readonly SpecialToken[] = SPECIAL_TOKENS): DemoVocabulary {
   const tokens = byteToUnicode();
   const tokenTypes = tokens.map(() => 1);
   for (const merge of MERGES) {
     tokens.push(merge.replace(" ", ""));
     tokenTypes.push(1);
   }
-  for (const special of SPECIAL_TOKENS) {
+  for (const special of specials) {
     tokens.push(special.text);
     tokenTypes.push(special.type);
   }

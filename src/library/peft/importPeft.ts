@@ -9,7 +9,7 @@ import { gguf, writeGguf, type GgufEntry, type GgufTensorSource } from "../../..
 import { ALIAS_PATTERN } from "../manifest.js";
 import { ggufAlpha, readPeftConfig, type PeftConfig } from "./config.js";
 import { listSome, PeftImportError } from "./errors.js";
-import { bf16ToF32, bytesOf, viewAs } from "./halfFloat.js";
+import { bf16ToF32, bytesOf, viewAs } from "../../../native/gguf/halfFloat.js";
 import { mapPeftTensorName, permuteRowsForRope, PEFT_ARCHITECTURES, type MappedTensor } from "./mapping.js";
 import { SafetensorsFile, type SafetensorsTensor } from "./safetensors.js";
 
