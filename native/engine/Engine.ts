@@ -335,6 +335,7 @@ export class Engine {
     this.pool.dispose();
     await this.llamaModel.dispose();
     await this.llama.dispose();
+    this.logger.info({ model: this.model.filePath }, "base model freed");
   }
 
   /** Session contexts and reference contexts share these, so both evaluate with the same numerics. */

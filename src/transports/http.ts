@@ -110,6 +110,7 @@ export async function serveHttp(ctx: ServerContext, opts: HttpOptions, logger: L
       await Promise.all([...closers].map((c) => c()));
       server.closeAllConnections(); // open SSE streams would otherwise keep close() waiting forever
       await stopped;
+      logger.info({ url: `http://${hostForUrl}:${port}` }, "HTTP server closed: no new connections");
     },
   };
 }
