@@ -1,8 +1,9 @@
-import { existsSync, realpathSync, watch, type FSWatcher } from "node:fs";
-import { basename, dirname, resolve, sep } from "node:path";
+import { existsSync, watch, type FSWatcher } from "node:fs";
+import { basename, dirname, resolve } from "node:path";
 import { Mutex, sha256File, type AdapterInfo, type Engine } from "../../native/index.js";
 import type { Logger } from "../log.js";
 import { loadManifest, type LibraryEntry } from "./manifest.js";
+import { isInsideDirs } from "./confine.js";
 
 /** A manifest entry and what became of it: resident in the engine, or refused with a reason. */
 export interface LibraryAdapter {
@@ -194,12 +195,7 @@ export class AdapterLibrary {
 
   /** Adapter files must live in the configured folders (no `..` or symlink escape). */
   private confine(filePath: string): void {
-    const real = existsSync(filePath) ? realpathSync(filePath) : resolve(filePath);
-    const ok = this.allowedDirs.some((dir) => {
-      const root = existsSync(dir) ? realpathSync(dir) : resolve(dir);
-      return real === root || real.startsWith(root + sep);
-    });
-    if (!ok) throw new LibraryChangeError(`${filePath} is outside the adapter folders (${this.allowedDirs.join(", ")}); set adapters.allowedDirs to allow another folder`);
+    if (!isInsideDirs(filePath, this.allowedDirs)) throw new LibraryChangeError(`${filePath} is outside the adapter folders (${this.allowedDirs.join(", ")}); set adapters.allowedDirs to allow another folder`);
   }
 
   private async change<T>(fn: () => Promise<T>): Promise<T> {
