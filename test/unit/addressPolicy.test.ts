@@ -27,6 +27,8 @@ describe("read's address policy", () => {
     expect(isPrivateAddress("::ffff:127.0.0.1")).toBe(true);
     expect(isPrivateAddress("::FFFF:10.1.2.3")).toBe(true);
     expect(isPrivateAddress("::ffff:8.8.8.8")).toBe(false);
+    expect(isPrivateAddress("::ffff:7f00:1")).toBe(true); // 127.0.0.1 in hex form
+    expect(isPrivateAddress("::ffff:808:808")).toBe(false); // 8.8.8.8
     for (const a of ["", "localhost", "example.org", "999.1.1.1", "1.2.3"]) expect(isPrivateAddress(a), a).toBe(true);
   });
 });

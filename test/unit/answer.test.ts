@@ -24,12 +24,16 @@ describe("answer extraction", () => {
     expect(extractAnswer("\\boxed{a} then \\boxed{b}")).toEqual({ answer: "b", marked: true });
     expect(extractAnswer("x \\boxed{\\frac{1}{2}} y")).toEqual({ answer: "\\frac{1}{2}", marked: true });
     expect(extractAnswer("\\boxed{}")).toEqual({ answer: "", marked: true });
+    // the braces counted are the box's own, not any before it
+    expect(extractAnswer("x{\\boxed{a}}")).toEqual({ answer: "a", marked: true });
   });
 
   it("else the whole text, trimmed and unmarked (an unclosed box is not an answer)", () => {
     expect(extractAnswer("  just text \n")).toEqual({ answer: "just text", marked: false });
     expect(extractAnswer("open \\boxed{never closed")).toEqual({ answer: "open \\boxed{never closed", marked: false });
     expect(extractAnswer("\\boxed{a{b}")).toEqual({ answer: "\\boxed{a{b}", marked: false });
+    // braces without a box are no answer
+    expect(extractAnswer("abcdefg{x} y")).toEqual({ answer: "abcdefg{x} y", marked: false });
   });
 });
 

@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { DEFAULT_STAGE_BUDGET, layered, type StageBudget } from "../../src/harness/budgets.js";
+import { DEFAULT_SOFT_LIMITS, DEFAULT_STAGE_BUDGET, layered, SoftLimitsSchema, StageBudgetSchema, type StageBudget } from "../../src/harness/budgets.js";
 import { describeEnd } from "../../src/harness/stage.js";
 import { StageUsage } from "../../src/sessions/StageUsage.js";
 
@@ -97,5 +97,24 @@ describe("budget layers", () => {
     expect(layered(DEFAULT_STAGE_BUDGET, run, manifest, config)).toEqual({ ...DEFAULT_STAGE_BUDGET, turns: 2, tokens: 500, seconds: 70 });
     expect(layered(DEFAULT_STAGE_BUDGET, undefined, { turns: undefined }, { turns: 4 })).toEqual({ ...DEFAULT_STAGE_BUDGET, turns: 4 });
     expect(DEFAULT_STAGE_BUDGET).toEqual({ turns: 8, tokens: 2048, toolCalls: 6, seconds: 120, noToolTurns: 2 });
+  });
+});
+
+describe("budget schemas", () => {
+  it("accept the defaults and name a wrong field; unknown fields are refused", () => {
+    expect(StageBudgetSchema.parse(DEFAULT_STAGE_BUDGET)).toEqual(DEFAULT_STAGE_BUDGET);
+    expect(SoftLimitsSchema.parse(DEFAULT_SOFT_LIMITS)).toEqual(DEFAULT_SOFT_LIMITS);
+    expect(StageBudgetSchema.safeParse({ ...DEFAULT_STAGE_BUDGET, turns: 0 }).success).toBe(false);
+    expect(StageBudgetSchema.safeParse({ ...DEFAULT_STAGE_BUDGET, toolCalls: 0 }).success).toBe(true);
+    expect(StageBudgetSchema.safeParse({ ...DEFAULT_STAGE_BUDGET, tokens: 1.5 }).success).toBe(false);
+    expect(StageBudgetSchema.safeParse({ ...DEFAULT_STAGE_BUDGET, seconds: 0 }).success).toBe(false);
+    expect(StageBudgetSchema.safeParse({ ...DEFAULT_STAGE_BUDGET, noToolTurns: 0 }).success).toBe(false);
+    expect(StageBudgetSchema.safeParse({ ...DEFAULT_STAGE_BUDGET, turnz: 1 }).success).toBe(false);
+    expect(StageBudgetSchema.safeParse({ turns: 1 }).success).toBe(false);
+    expect(SoftLimitsSchema.safeParse({ ...DEFAULT_SOFT_LIMITS, switches: -1 }).success).toBe(false);
+    expect(SoftLimitsSchema.safeParse({ ...DEFAULT_SOFT_LIMITS, revisitsPerAdapter: 0, switches: 0 }).success).toBe(true);
+    expect(SoftLimitsSchema.safeParse({ ...DEFAULT_SOFT_LIMITS, turns: 0 }).success).toBe(false);
+    expect(SoftLimitsSchema.safeParse({ ...DEFAULT_SOFT_LIMITS, extra: 1 }).success).toBe(false);
+    expect(DEFAULT_SOFT_LIMITS).toEqual({ revisitsPerAdapter: 2, switches: 8, turns: 40, tokens: 8192, seconds: 600 });
   });
 });

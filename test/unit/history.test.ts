@@ -46,7 +46,7 @@ describe("keep_tool_result", () => {
       { role: "assistant", content: "done", adapter: null, author: "model", toolCalls: [] },
     ];
     const functions = { search: { description: "d" } };
-    expect(toConversation(h, functions, 5)).toEqual({
+    expect(toConversation(h, functions, 5)).toStrictEqual({
       turns: [
         { role: "system", text: "sys" },
         { role: "user", text: "task" },
@@ -62,6 +62,8 @@ describe("pending calls", () => {
   it("are the last assistant message's calls without a result", () => {
     expect(pendingCalls([])).toEqual([]);
     expect(pendingCalls([{ role: "user", content: "x" }])).toEqual([]);
+    expect(pendingCalls([assistant(call("z", "search"))])).toEqual([call("z", "search")]);
+    expect(pendingCalls([assistant(call("z", "search")), { role: "user", content: "go on" }])).toEqual([call("z", "search")]);
     const h = [assistant(call("a", "search")), result("a", "search", "r"), assistant(call("b", "search"), call("c", "read")), result("c", "read", "r")];
     expect(pendingCalls(h)).toEqual([call("b", "search")]);
     expect(pendingCalls([...h, result("b", "search", "r")])).toEqual([]);
