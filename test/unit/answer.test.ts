@@ -9,6 +9,7 @@ describe("answer extraction", () => {
     expect(extractAnswer("ANSWER : 42")).toEqual({ answer: "42", marked: true });
     expect(extractAnswer("line\r\nanswer:  x\r\n")).toEqual({ answer: "x", marked: true });
     expect(extractAnswer("Answer:")).toEqual({ answer: "", marked: true });
+    expect(extractAnswer("Answer:Paris")).toEqual({ answer: "Paris", marked: true });
   });
 
   it("only at the start of a line", () => {

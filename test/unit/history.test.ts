@@ -43,7 +43,8 @@ describe("keep_tool_result", () => {
       { role: "user", content: "task" },
       { role: "assistant", content: "thinking", adapter: "plan", author: "model", toolCalls: [{ id: "c1", name: "search", arguments: { q: 1 }, raw: "RAW" }] },
       result("c1", "search", "found"),
-      { role: "assistant", content: "done", adapter: null, author: "model", toolCalls: [] },
+      { role: "assistant", content: "done", adapter: null, author: "model", toolCalls: [{ id: "c2", name: "search", arguments: {} }] },
+      result("c2", "search", "again"),
     ];
     const functions = { search: { description: "d" } };
     expect(toConversation(h, functions, 5)).toStrictEqual({
@@ -51,7 +52,7 @@ describe("keep_tool_result", () => {
         { role: "system", text: "sys" },
         { role: "user", text: "task" },
         { role: "assistant", text: "thinking", calls: [{ name: "search", arguments: { q: 1 }, result: "found", raw: "RAW" }] },
-        { role: "assistant", text: "done", calls: [] },
+        { role: "assistant", text: "done", calls: [{ name: "search", arguments: {}, result: "again" }] },
       ],
       functions,
     });
