@@ -4,7 +4,10 @@ import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DEFAULT_CORPUS, PACKAGE_ROOT } from "../src/paths.js";
+import { resolveConfig } from "../src/config/config.js";
+import { createLogger } from "../src/log.js";
 import { detectIsolation } from "../src/tools/runCode/index.js";
+import { Toolbox } from "../src/tools/Toolbox.js";
 import { KNOWN_QUERIES } from "../src/tools/search/knownQueries.js";
 import { tempDir } from "./helpers/files.js";
 import { spawnHttpServer, type SpawnedHttpServer } from "../src/client/mcpClient.js";
@@ -238,14 +241,9 @@ describe("Brave backend against a local server speaking its web search format (t
   });
 
   it("refuses to start without the key, naming the variable and the config key", async () => {
-    const err = await spawnHttpServer(["--config", config()], { WEACT_TEST_BRAVE_KEY: "" }).then(
-      async (s) => {
-        await s.stop();
-        return "";
-      },
-      (e: Error) => e.message,
-    );
-    expect(err).toMatch(/environment variable WEACT_TEST_BRAVE_KEY \(tools\.search\.brave\.apiKeyEnv\) holds no API key/);
+    // the check the server makes at start-up, run in-process: a spawned server would load the model first
+    const { tools } = resolveConfig({ tools: { search: { backend: "brave", brave: { url: brave.url, apiKeyEnv: "WEACT_TEST_BRAVE_KEY_UNSET" } } } }, "test", tempDir());
+    await expect(Toolbox.create(tools, createLogger("silent"))).rejects.toThrow(/environment variable WEACT_TEST_BRAVE_KEY_UNSET \(tools\.search\.brave\.apiKeyEnv\) holds no API key/);
   });
 });
 
