@@ -8,9 +8,8 @@ for (const [net, prefix] of [
 ] as const) blocked.addSubnet(net, prefix, "ipv4");
 for (const [net, prefix] of [["::", 128], ["::1", 128], ["fc00::", 7], ["fe80::", 10], ["ff00::", 8]] as const) blocked.addSubnet(net, prefix, "ipv6");
 
+/** IPv4-mapped IPv6 addresses (::ffff:127.0.0.1, ::ffff:7f00:1) are checked by BlockList against the IPv4 ranges. */
 export function isPrivateAddress(address: string): boolean {
-  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address)?.[1];
-  if (mapped) return isPrivateAddress(mapped);
   const family = isIP(address);
   if (family === 0) return true; // not an address at all: refuse rather than guess
   return blocked.check(address, family === 4 ? "ipv4" : "ipv6");
