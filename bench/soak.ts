@@ -9,6 +9,10 @@ export interface SoakReport {
   errors: Record<string, number>;
   p50Ms: number;
   p95Ms: number;
+  /** Every client ran one cycle per adapter before the run ended: rssStartMb was measured then, not at the end. */
+  warmedUp: boolean;
+  /** Cycles completed after rssStartMb was measured: the work the memory growth is about. */
+  cyclesMeasured: number;
   rssStartMb: number;
   rssEndMb: number;
   leaks: number;
@@ -21,7 +25,11 @@ export interface SoakReport {
  */
 const ADAPTERS = ["plan", "search", "write"];
 
-export async function runSoak(url: string, opts: { clients: number; seconds: number }): Promise<SoakReport> {
+/**
+ * Runs for `seconds`, and on (for at most 90 s more) until `measuredCycles` cycles have completed after the
+ * warm-up, so a short run on a loaded machine still measures memory over real work instead of over nothing.
+ */
+export async function runSoak(url: string, opts: { clients: number; seconds: number; measuredCycles?: number }): Promise<SoakReport> {
   const latencies: number[] = [];
   const errors: Record<string, number> = {};
   let cycles = 0;
@@ -31,11 +39,15 @@ export async function runSoak(url: string, opts: { clients: number; seconds: num
 
   const probe = await connectClient("http", { url });
   let rssStartMb = 0;
-  let warm = 0;
+  let warmClients = 0;
+  let warmedUp = false;
+  let cyclesAtStart: number | undefined;
+  const measuring = () => cyclesAtStart === undefined || cycles - cyclesAtStart < (opts.measuredCycles ?? 0);
+  const running = () => Date.now() < deadline || (opts.measuredCycles !== undefined && Date.now() < deadline + 90_000 && measuring());
   let onWarm!: () => void;
   // memory is measured from when every client has run one cycle per adapter: by then every adapter set has been
   // applied (llama.cpp sizes its compute buffers per graph) and contexts and caches are allocated
-  const warmedUp = new Promise<void>((resolve) => (onWarm = resolve));
+  const warm = new Promise<void>((resolve) => (onWarm = resolve));
 
   const worker = async (index: number) => {
     const kind: TransportKind = index % 2 ? "sse" : "http";
@@ -53,7 +65,7 @@ export async function runSoak(url: string, opts: { clients: number; seconds: num
       }
     };
     try {
-      for (let i = 0; Date.now() < deadline; i++) {
+      for (let i = 0; running(); i++) {
         const marker = `client ${index} cycle ${i} ${Math.random().toString(36).slice(2)}`;
         try {
           const { session_id } = await timed<{ session_id: string }>("create_session", { task: `task of ${marker}` });
@@ -67,7 +79,7 @@ export async function runSoak(url: string, opts: { clients: number; seconds: num
           if (!mine) leaks++;
           await timed("close_session", { session_id });
           cycles++;
-          if (i === ADAPTERS.length - 1 && ++warm === opts.clients) onWarm();
+          if (i === ADAPTERS.length - 1 && ++warmClients === opts.clients) onWarm();
         } catch {
           // counted in errors; the next cycle starts clean
         }
@@ -77,8 +89,9 @@ export async function runSoak(url: string, opts: { clients: number; seconds: num
     }
   };
   const workers = Promise.all(Array.from({ length: opts.clients }, (_, i) => worker(i)));
-  await Promise.race([warmedUp, workers]);
+  await Promise.race([warm.then(() => (warmedUp = true)), workers]);
   rssStartMb = await rss(probe.client);
+  cyclesAtStart = cycles;
   await workers;
   const rssEndMb = await rss(probe.client);
   await probe.close();
@@ -90,6 +103,8 @@ export async function runSoak(url: string, opts: { clients: number; seconds: num
     errors,
     p50Ms: Number(quantile(latencies, 0.5).toFixed(1)),
     p95Ms: Number(quantile(latencies, 0.95).toFixed(1)),
+    warmedUp,
+    cyclesMeasured: cycles - (cyclesAtStart ?? cycles),
     rssStartMb: Number(rssStartMb.toFixed(1)),
     rssEndMb: Number(rssEndMb.toFixed(1)),
     leaks,

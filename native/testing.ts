@@ -18,3 +18,9 @@ export function openStaleSession(engine: Engine): Promise<EngineSession> {
 export function openAliasKeyedSession(engine: Engine): Promise<EngineSession> {
   return engine.openSessionWith("reuse", [], (versions) => versions.map(ResidentAdapters.aliasOf).sort().join("+") || "base");
 }
+
+/**
+ * The independent correctness reference (no engine code on its path): tests compare the engine's caches
+ * with it, given the base file and each adapter's own file and scale.
+ */
+export { PlainReference, type PlainAdapter, type PlainReferenceOptions } from "./reference/PlainReference.js";

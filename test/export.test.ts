@@ -1,5 +1,7 @@
+import { execFile } from "node:child_process";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { promisify } from "node:util";
 import { beforeAll, describe, expect, it } from "vitest";
 import { parseExportCommand, runExport, ExportUsageError } from "../src/export/command.js";
 import { toAxolotl, toOpenAI, toTrl, type ModelFunctions } from "../src/export/convert.js";
@@ -8,11 +10,13 @@ import { parseFilter } from "../src/export/filter.js";
 import { LINE_SCHEMAS, type AxolotlLine, type ChatMessage, type ExportFormat, type OpenAILine, type TrlLine } from "../src/export/formats.js";
 import { readTraces, TraceSourceError } from "../src/export/readTraces.js";
 import { segment, type StageSample } from "../src/export/segment.js";
-import { datasetStats, type TokenCounter } from "../src/export/stats.js";
+import { datasetStats, formatStats, type TokenCounter } from "../src/export/stats.js";
 import type { Trajectory } from "../src/export/trajectory.js";
 import { elisionMarker, toConversation, type AssistantMessage, type ToolMessage } from "../src/sessions/history.js";
+import { PlainReference } from "../native/testing.js";
+import { demo, TEST_THREADS } from "./helpers/engine.js";
 import { tempDir } from "./helpers/files.js";
-import { call, connectClient, testConfig } from "./helpers/server.js";
+import { call, connectClient, MAIN, testConfig } from "./helpers/server.js";
 
 /** The random demo model rarely ends a string argument on its own; a bias on the quote token makes it. */
 const Q = { '"': 8 };
@@ -295,5 +299,19 @@ describe("stats and the command", () => {
     expect(out.at(-1)).toMatch(/^capability\s+samples\s+context mean\s+context p95\s+target mean\s+target p95\n-+/);
     expect(out.at(-1)).toMatch(/^search\s+[1-9]/m);
     expect(err).toEqual([]);
+  });
+
+  it("the command counts tokens with the model's own tokenizer, not bytes", async () => {
+    const { stdout } = await promisify(execFile)(process.execPath, [MAIN, "export", "--stats", "--from", traceDir, "--config", testConfig()], { env: { ...process.env, WEACT_LOG_LEVEL: "warn" } });
+    // the tokenizer of the model file itself, loaded by plain node-llama-cpp (no weact code on that path)
+    const reference = await PlainReference.load({ modelPath: demo.model, threads: TEST_THREADS, contextSize: 512 });
+    try {
+      const trajectories = [hard, soft].map((r) => r.trajectory);
+      const tokens: TokenCounter = (text) => reference.tokenize(text).length;
+      expect(stdout).toBe(`${formatStats(datasetStats(trajectories, tokens))}\n`);
+      expect(stdout).not.toBe(`${formatStats(datasetStats(trajectories, countBytes))}\n`); // the demo vocabulary merges: fewer tokens than bytes
+    } finally {
+      await reference.dispose();
+    }
   });
 });

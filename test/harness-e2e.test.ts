@@ -84,21 +84,21 @@ describe("run_task on the demo model over MCP", () => {
   it("cancelling a run mid-way stops it, records where it stopped, and the server keeps serving", async () => {
     const controller = new AbortController();
     const running = c.client.callTool({ name: "run_task", arguments: { task: "cancel me", policy: "hard" } }, undefined, { signal: controller.signal, timeout: 300_000 });
-    await new Promise((r) => setTimeout(r, 1500));
+    /** The events of the "cancel me" run, once its trace exists. */
+    const cancelMe = async () => {
+      const { resources } = await c.client.listResources();
+      for (const t of resources.filter((x) => x.uri.startsWith("weact://traces/"))) {
+        const events = await readTrace(t.uri);
+        if ((events[0] as Event).task === "cancel me") return events;
+      }
+      return [];
+    };
+    // cancel once the run is under way: past its first model call
+    await expect.poll(async () => (await cancelMe()).some((e) => e.type === "model_call"), { timeout: 60_000, interval: 200 }).toBe(true);
     controller.abort();
     await expect(running).rejects.toThrow();
     // the trace of the cancelled run ends with a run_end that says so
-    let last: Event | undefined;
-    for (let i = 0; i < 100 && !last?.cancelled; i++) {
-      await new Promise((r) => setTimeout(r, 100));
-      const { resources } = await c.client.listResources();
-      const traces = resources.filter((x) => x.uri.startsWith("weact://traces/"));
-      for (const t of traces) {
-        const events = await readTrace(t.uri);
-        if ((events[0] as Event).task === "cancel me") last = events.at(-1);
-      }
-    }
-    expect(last).toMatchObject({ type: "run_end", cancelled: true });
+    await expect.poll(async () => (await cancelMe()).at(-1), { timeout: 10_000, interval: 100 }).toMatchObject({ type: "run_end", cancelled: true });
     const after = await call<RunResult>(c.client, "run_task", { task: "still alive?", policy: "base", soft: { turns: 1 } }, LONG);
     expect(after.stages).toEqual(["base"]);
   });

@@ -1,19 +1,31 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { CacheStrategy, Conversation, Engine, EngineSession, SwitchReport } from "../native/index.js";
-import { openAliasKeyedSession } from "../native/testing.js";
+import { openAliasKeyedSession, PlainReference } from "../native/testing.js";
 import { scriptedTrajectory } from "../src/demo/trajectory.js";
-import { demo, demoEngine, maxAbsDiff } from "./helpers/engine.js";
+import { demo, demoEngine, maxAbsDiff, TEST_THREADS } from "./helpers/engine.js";
 
-/** Correctness means: the next-token log-probs a fresh context computes with those weights over the same tokens, in the same batch split. */
+/**
+ * Correctness means: the next-token log-probs that a plain node-llama-cpp context computes over the same tokens,
+ * in the same batch split, with the base file and the adapter's own file at its scale (no engine code on that path).
+ */
 const TOLERANCE = 1e-4;
 
 const trajectory = (steps: number) => scriptedTrajectory(steps);
 
+let reference: PlainReference;
+beforeAll(async () => {
+  reference = await PlainReference.load({ modelPath: demo.model, threads: TEST_THREADS, contextSize: 4096 });
+});
+afterAll(async () => reference?.dispose());
+
+/** The file an alias should be serving: the demo adapter of that name unless the test refreshed it to another file. */
+const weightsOf = (adapter: string | null, file = adapter === null ? undefined : demo.adapters[adapter]) => (file ? [{ filePath: file, scale: 1 }] : []);
+
 /** The active cache gives exactly the reference's next-token distribution; returns the difference. */
-async function checkExact(engine: Engine, session: EngineSession, adapter: string | null, conv: Conversation): Promise<number> {
+async function checkExact(engine: Engine, session: EngineSession, adapter: string | null, conv: Conversation, file?: string): Promise<number> {
   const replay = session.cacheReplay();
   const got = await session.nextTokenLogProbs(conv);
-  const want = await engine.referenceNextTokenLogProbs(adapter, engine.renderTokens(conv), replay);
+  const want = await reference.nextTokenLogProbs(weightsOf(adapter, file), engine.renderTokens(conv), replay);
   return maxAbsDiff(want, got);
 }
 
@@ -68,7 +80,7 @@ describe.each<CacheStrategy>(["rebuild", "reuse"])("KV cache strategy %s", (stra
       const conv = trajectory(4);
       const report = await session.switchAdapter("write", conv);
       expect(report.rebuild.reused).toBe(0);
-      expect(await checkExact(engine, session, "write", conv)).toBeLessThanOrEqual(TOLERANCE);
+      expect(await checkExact(engine, session, "write", conv, demo.adapters["write-v2"])).toBeLessThanOrEqual(TOLERANCE);
     } finally {
       await session.close();
       await engine.refreshAdapter({ alias: "write", filePath: demo.adapters.write!, scale: 1 });
@@ -141,7 +153,7 @@ describe("KV lanes under pressure (reuse, one context of two sequences)", () => 
         await engine.refreshAdapter({ alias: "write", filePath: demo.adapters["write-v2"]!, scale: 1 });
         const conv = trajectory(4);
         const report = await s.switchAdapter("write", conv);
-        return { report, diff: await checkExact(engine, s, "write", conv) };
+        return { report, diff: await checkExact(engine, s, "write", conv, demo.adapters["write-v2"]) };
       } finally {
         await s.close();
         await other.close();
@@ -173,9 +185,9 @@ describe("KV lanes: what a refresh, a tight spill budget and racing calls leave 
       await s.switchAdapter(null, trajectory(2));
       expect(s.laneStates().map((l) => [l.weights, l.state])).toContainEqual(["write", "spilled"]);
       await engine.refreshAdapter({ alias: "write", filePath: demo.adapters["write-v2"]!, scale: 1 });
-      await new Promise((r) => setTimeout(r, 50)); // the engine collects unused versions in the background
-      expect(s.laneStates().map((l) => l.weights)).toEqual(["base"]);
-      expect(engine.residentVersions().filter((v) => v.alias === "write")).toHaveLength(1);
+      // the engine collects unused versions in the background
+      await expect.poll(() => s.laneStates().map((l) => l.weights)).toEqual(["base"]);
+      await expect.poll(() => engine.residentVersions().filter((v) => v.alias === "write")).toHaveLength(1);
     } finally {
       await s.close();
       await other.close();
@@ -228,6 +240,36 @@ describe("KV lanes without a spill store", () => {
       await b.close();
     } finally {
       await a.close();
+      await engine.dispose();
+    }
+  });
+});
+
+describe("adapters are told apart", () => {
+  it("two different adapters give different next-token log-probs at the same point, each its own file's", async () => {
+    const engine = await demoEngine();
+    try {
+      const conv = trajectory(2);
+      const tokens = engine.renderTokens(conv);
+      const dists = new Map<string | null, Map<number, number>>();
+      for (const adapter of [null, "plan", "search", "write"]) {
+        const session = await engine.openSession({ adapter });
+        try {
+          const got = await session.nextTokenLogProbs(conv);
+          expect(maxAbsDiff(await reference.nextTokenLogProbs(weightsOf(adapter), tokens), got), String(adapter)).toBeLessThanOrEqual(TOLERANCE);
+          dists.set(adapter, got);
+        } finally {
+          await session.close();
+        }
+      }
+      const weights = [...dists.keys()];
+      for (const [i, a] of weights.entries()) {
+        for (const b of weights.slice(i + 1)) expect(maxAbsDiff(dists.get(a)!, dists.get(b)!), `${a} vs ${b}`).toBeGreaterThan(0.1);
+      }
+      // the same file at another scale is other weights too
+      const half = await reference.nextTokenLogProbs([{ filePath: demo.adapters.plan!, scale: 0.5 }], tokens);
+      expect(maxAbsDiff(half, dists.get("plan")!)).toBeGreaterThan(0.1);
+    } finally {
       await engine.dispose();
     }
   });

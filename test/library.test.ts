@@ -1,20 +1,16 @@
-import { copyFileSync, readFileSync, writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Engine } from "../native/index.js";
 import { writeGguf } from "../native/gguf/writer.js";
 import { DEMO_DIMS, qwen3LoraFile } from "../src/demo/qwen3.js";
-import { DEFAULT_MANIFEST } from "../src/paths.js";
-import { demo, demoEngine, maxAbsDiff } from "./helpers/engine.js";
-import { tempDir, writeLoraVariant } from "./helpers/files.js";
+import { demoEngine, maxAbsDiff } from "./helpers/engine.js";
+import { tempDir, tempLibrary, writeLoraVariant } from "./helpers/files.js";
 import { call, callError, connectClient, testConfig, type Connected } from "./helpers/server.js";
 
 /** A private library folder: the manifest and copies of the demo adapters, so edits touch nothing shared. */
-const lib = tempDir("weact-lib-");
-for (const alias of ["plan", "search", "write", "code", "write-v2"]) copyFileSync(demo.adapters[alias]!, join(lib, `${alias}.gguf`));
-const manifest = join(lib, "manifest.json");
-writeFileSync(manifest, readFileSync(DEFAULT_MANIFEST, "utf8").replaceAll("demo/", ""));
+const { dir: lib, manifest } = tempLibrary();
 // a large version of write (rank 512, ~20 MB) so freeing it shows in RSS
 const bigWrite = qwen3LoraFile({ name: "write-big", dims: DEMO_DIMS, rank: 512, seed: 99, strength: 0.5 });
 writeGguf(join(lib, "write-big.gguf"), bigWrite.metadata, bigWrite.tensors);
@@ -123,7 +119,8 @@ describe("adapter library on a running server", () => {
   it("applies manifest edits (a malformed edit is rejected and the running library kept)", async () => {
     const before = await listing();
     writeFileSync(manifest, "{ not json");
-    await new Promise((r) => setTimeout(r, 600));
+    // the watcher has read the edit and said so: only then does "unchanged" mean it was rejected
+    await expect.poll(() => c.stderr(), { timeout: 5000 }).toMatch(/adapter manifest edit rejected; the running library is kept/);
     expect((await listing()).adapters).toEqual(before.adapters);
     const entries = before.adapters.filter((a) => a.alias !== "code").map((a) => ({ alias: a.alias, description: `the ${a.alias} capability`, file: `${a.alias === "write" ? "write-v2" : a.alias}.gguf` }));
     writeFileSync(manifest, JSON.stringify({ adapters: entries }));

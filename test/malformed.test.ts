@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AdapterFileError, AdapterIncompatibleError, Engine, ModelFileError } from "../native/index.js";
 import { readGgufHeader } from "../native/gguf/reader.js";
+import { baseModelProblems } from "../native/gguf/validate.js";
 import { gguf, writeGguf } from "../native/gguf/writer.js";
 import { GgmlType } from "../native/gguf/format.js";
 import { DEMO_DIMS, qwen3LoraFile, qwen3ModelFile } from "../src/demo/qwen3.js";
@@ -103,13 +104,23 @@ describe("malformed model files never take the process down", () => {
     console.log(`malformed adapters: ${ADAPTERS.length} tried, ${ADAPTERS.length} refused`);
   });
 
-  it("the pre-load validation reads every corpus file without throwing anything but a format error", () => {
-    for (const [, make] of MODELS) {
+  it("the pre-load validation refuses every corpus file before llama.cpp sees it, with nothing but a format error or named problems", () => {
+    const verdicts = MODELS.map(([name, make]) => {
+      let header: ReturnType<typeof readGgufHeader>;
       try {
-        readGgufHeader(make());
+        header = readGgufHeader(make());
       } catch (err) {
-        expect((err as Error).name).toBe("GgufFormatError");
+        expect((err as Error).name, name).toBe("GgufFormatError");
+        return [name, "format"];
       }
-    }
+      return [name, baseModelProblems(header).length ? "problems" : "valid"];
+    });
+    // broken structure is a format error; missing or absurd metadata (what aborts llama.cpp) is a named problem;
+    // only what takes llama.cpp's own judgement (the probe in a child process, tested above) passes this stage
+    const HEADER_BREAKAGES = 15; // the truncations and header-field patches, listed first in MODELS
+    const LEFT_TO_THE_PROBE = ["unknown architecture", "a missing attention tensor", "an attention tensor of the wrong shape"];
+    expect(Object.fromEntries(verdicts)).toEqual(
+      Object.fromEntries(MODELS.map(([name], i) => [name, i < HEADER_BREAKAGES ? "format" : LEFT_TO_THE_PROBE.includes(name) ? "valid" : "problems"])),
+    );
   });
 });

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { GgufFormatError, readGgufHeader } from "../native/gguf/reader.js";
 import { MAIN, spawnHttpServer } from "../src/client/mcpClient.js";
 import { DEFAULT_RUN_CODE_LIMITS, detectIsolation, hidingPaths, runCode } from "../src/tools/runCode/index.js";
-import { privateAdapters, tempDir } from "./helpers/files.js";
+import { tempDir, tempLibrary } from "./helpers/files.js";
 import { bwrapOnPath } from "./helpers/host.js";
 import { call, callError, connectClient, testConfig, type HttpServer } from "./helpers/server.js";
 
@@ -19,7 +19,7 @@ function teamServerFiles(runCode: Record<string, unknown> = {}) {
   const adminTokenFile = join(dir, "admin-tokens");
   writeFileSync(tokenFile, `carol:${USER}\n`);
   writeFileSync(adminTokenFile, `root:${ADMIN}\n`);
-  const { dir: adapterDir, manifest } = privateAdapters();
+  const { dir: adapterDir, manifest } = tempLibrary();
   const traceDir = join(dir, "traces");
   mkdirSync(traceDir);
   writeFileSync(join(traceDir, "t_someoneelse01.jsonl"), `${JSON.stringify({ owner: "token:dave", type: "run", task: "dave's private task" })}\n`);

@@ -4,10 +4,14 @@ import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DEFAULT_CORPUS, PACKAGE_ROOT } from "../src/paths.js";
+import { resolveConfig } from "../src/config/config.js";
+import { createLogger } from "../src/log.js";
 import { detectIsolation } from "../src/tools/runCode/index.js";
+import { Toolbox } from "../src/tools/Toolbox.js";
 import { KNOWN_QUERIES } from "../src/tools/search/knownQueries.js";
 import { tempDir } from "./helpers/files.js";
 import { bwrapOnPath } from "./helpers/host.js";
+import { spawnHttpServer, type SpawnedHttpServer } from "../src/client/mcpClient.js";
 import { call, callError, connectClient, startHttpServer, testConfig, type Connected, type HttpServer } from "./helpers/server.js";
 
 interface Hit {
@@ -60,6 +64,7 @@ function fakeWeb(): Promise<{ url: string; server: Server; hits: Record<string, 
       );
     }
     if (url.pathname === "/article") return res.writeHead(200, { "content-type": "text/html; charset=utf-8" }).end(ARTICLE);
+    if (url.pathname === "/long") return res.writeHead(200, { "content-type": "text/html" }).end(`<html><head><title>Long page</title></head><body>${"<p>The river keeps flowing past the old mill.</p>".repeat(60)}</body></html>`);
     if (url.pathname === "/huge") return res.writeHead(200, { "content-type": "text/plain" }).end("x".repeat(300_000));
     if (url.pathname === "/binary") return res.writeHead(200, { "content-type": "application/octet-stream" }).end(Buffer.alloc(64));
     if (url.pathname === "/to-file") return res.writeHead(302, { location: "file:///etc/passwd" }).end();
@@ -152,6 +157,16 @@ describe("read", () => {
     const page = await call<Read>(webClient.client, "read", { id_or_url: `${web.url}/article` });
     expect(page).toMatchObject({ title: "The Pont Neuf", source: "web" });
     expect(page.text).toContain("twelve arches");
+    // a page longer than maxChars (500) is cut there, with a marker saying how long it was
+    const long = await call<Read>(webClient.client, "read", { id_or_url: `${web.url}/long` });
+    expect(long).toMatchObject({ title: "Long page", truncated: true });
+    expect(long.chars).toBeGreaterThan(2_000);
+    const marker = `\n[... truncated at 500 of ${long.chars} characters ...]`;
+    expect(long.text.endsWith(marker)).toBe(true);
+    expect(long.text.slice(0, -marker.length)).toHaveLength(500);
+    expect(long.text.startsWith("The river keeps flowing")).toBe(true);
+    expect(page).toMatchObject({ truncated: false });
+    expect(page.text.length).toBe(page.chars);
     expect(await callError(webClient.client, "read", { id_or_url: `${web.url}/huge` })).toMatch(/exceeds the 100000-byte limit|over the 100000-byte limit/);
     expect(await callError(webClient.client, "read", { id_or_url: `${web.url}/binary` })).toMatch(/application\/octet-stream, not a text document/);
     expect(await callError(webClient.client, "read", { id_or_url: `${web.url}/to-file` })).toMatch(/not file:/);
@@ -177,6 +192,66 @@ describe("SearXNG backend against a local server speaking its JSON format", () =
   });
 });
 
+/** A stand-in for the Brave Search API on 127.0.0.1, speaking its web search format; it wants the key "brave-test-key". */
+function fakeBrave(): Promise<{ url: string; server: Server; requests: { q: string; count: string; token: string | undefined }[] }> {
+  const requests: { q: string; count: string; token: string | undefined }[] = [];
+  const server = createServer((req, res) => {
+    const url = new URL(req.url!, "http://x");
+    const q = url.searchParams.get("q") ?? "";
+    requests.push({ q, count: url.searchParams.get("count") ?? "", token: req.headers["x-subscription-token"] as string | undefined });
+    if (url.pathname !== "/res/v1/web/search") return res.writeHead(404).end();
+    if (req.headers["x-subscription-token"] !== "brave-test-key") return res.writeHead(401, { "content-type": "application/json" }).end('{"type":"ErrorResponse","error":{"code":"SUBSCRIPTION_TOKEN_INVALID"}}');
+    if (q === "rate limited" && requests.filter((r) => r.q === q).length === 1) return res.writeHead(429).end();
+    if (q === "not brave") return res.writeHead(200, { "content-type": "application/json" }).end('{"web":{"results":"nope"}}');
+    const results = [
+      { title: "Seine - Wikipedia", url: "https://en.wikipedia.org/wiki/Seine", description: "The <strong>Seine</strong> flows through <strong>Paris</strong>.", is_source_local: false, language: "en", profile: { name: "Wikipedia" } },
+      { title: "Paris rivers", url: "https://example.org/paris", description: "Rivers of Paris.", is_source_local: false, language: "en" },
+      { title: "Third", url: "https://example.org/third", description: "Third hit.", language: "en" },
+    ];
+    res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ type: "search", query: { original: q }, mixed: { type: "mixed", main: [] }, web: { type: "search", results } }));
+  });
+  return new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, server, requests })));
+}
+
+describe("Brave backend against a local server speaking its web search format (tools.search.brave.url)", () => {
+  let brave: Awaited<ReturnType<typeof fakeBrave>>;
+  let server: SpawnedHttpServer;
+  let client: Connected;
+  const config = () => testConfig({ tools: { search: { backend: "brave", brave: { url: brave.url, apiKeyEnv: "WEACT_TEST_BRAVE_KEY" }, timeoutMs: 2000, retries: 1 } } });
+  beforeAll(async () => {
+    brave = await fakeBrave();
+    server = await spawnHttpServer(["--config", config()], { WEACT_TEST_BRAVE_KEY: "brave-test-key" });
+    client = await connectClient("http", server);
+  });
+  afterAll(async () => {
+    await client?.close();
+    await server?.stop();
+    brave?.server.close();
+  });
+
+  it("sends the key from the configured environment variable and returns the ranked results, markup removed", async () => {
+    const { backend, results } = await search(client, "paris river", { top_k: 2 });
+    expect(backend).toBe("brave");
+    expect(results).toEqual([
+      { id: "https://en.wikipedia.org/wiki/Seine", url: "https://en.wikipedia.org/wiki/Seine", title: "Seine - Wikipedia", snippet: "The Seine flows through Paris.", score: 1 },
+      { id: "https://example.org/paris", url: "https://example.org/paris", title: "Paris rivers", snippet: "Rivers of Paris.", score: 0.5 },
+    ]);
+    expect(brave.requests.at(-1)).toEqual({ q: "paris river", count: "2", token: "brave-test-key" });
+  });
+
+  it("retries a 429, and names the backend when an answer is not in its format", async () => {
+    expect((await search(client, "rate limited")).results).toHaveLength(3);
+    expect(brave.requests.filter((r) => r.q === "rate limited")).toHaveLength(2);
+    expect(await callError(client.client, "search", { query: "not brave" })).toMatch(/search backend brave is unavailable: its answer is not the Brave web search format/);
+  });
+
+  it("refuses to start without the key, naming the variable and the config key", async () => {
+    // the check the server makes at start-up, run in-process: a spawned server would load the model first
+    const { tools } = resolveConfig({ tools: { search: { backend: "brave", brave: { url: brave.url, apiKeyEnv: "WEACT_TEST_BRAVE_KEY_UNSET" } } } }, "test", tempDir());
+    await expect(Toolbox.create(tools, createLogger("silent"))).rejects.toThrow(/environment variable WEACT_TEST_BRAVE_KEY_UNSET \(tools\.search\.brave\.apiKeyEnv\) holds no API key/);
+  });
+});
+
 describe("external tools in sessions", () => {
   it("records prescribed and model-called tool exchanges in the history", async () => {
     const { session_id } = await call<{ session_id: string; tools: string[] }>(local.client, "create_session", { task: "Which river flows through Paris?" });
@@ -199,9 +274,10 @@ describe("external tools in sessions", () => {
     const { session_id, tools } = await call<{ session_id: string; tools: string[] }>(local.client, "create_session", { task: "no search here", tools: ["read"] });
     expect(tools).toEqual(["read"]);
     expect(await callError(local.client, "search", { query: "Seine", session_id })).toMatch(/search is not enabled in this session \(its tools: read\)/);
-    // the grammar does not let the model call it either
-    const turn = await call<{ tool_calls: { name: string }[] }>(local.client, "generate", { session_id, max_tokens: 200, tool_call: {}, seed: 4, token_bias: CLOSE_STRINGS });
-    expect(turn.tool_calls.map((c) => c.name).filter((n) => n === "search")).toEqual([]);
+    // the grammar does not let the model call it either: steered towards search, the model calls what it may
+    const turn = await call<{ tool_calls: { name: string }[] }>(local.client, "generate", { session_id, max_tokens: 200, tool_call: { name: "search" }, seed: 4, token_bias: CLOSE_STRINGS });
+    expect(turn.tool_calls.length).toBeGreaterThan(0);
+    for (const c of turn.tool_calls) expect(["load_lora", "read"]).toContain(c.name);
     expect(await callError(local.client, "create_session", { task: "x", tools: ["teleport"] })).toMatch(/unknown external tool\(s\) teleport; available: search, read, run_code/);
   });
 

@@ -2,6 +2,7 @@ import { resolveChatWrapper, type ChatWrapper, type Llama, type LlamaModel, type
 import { ResidentAdapters } from "../adapters/ResidentAdapters.js";
 import type { CacheReplay } from "../cache/DecodeLog.js";
 import { Lane } from "../cache/Lane.js";
+import { laneKey } from "../cache/laneKey.js";
 import { LanePool, type PoolStats } from "../cache/LanePool.js";
 import { SpillStore } from "../cache/SpillStore.js";
 import { functionCallProblem, wrapperFacts } from "../chat/functionCalls.js";
@@ -280,7 +281,7 @@ export class Engine {
 
   /** A lane's identity: the base model and the exact adapter versions (content hash and scale), order-free. */
   private laneKey(versions: readonly string[]): string {
-    return `${this.model.sha256.slice(0, 16)}:${[...versions].sort().join("+") || "base"}`;
+    return laneKey(this.model.sha256, versions);
   }
 
   /** Sequences, idle and spilled lanes, evictions: what the cache is doing. */
@@ -347,6 +348,7 @@ export class Engine {
     this.pool.dispose();
     await this.llamaModel.dispose();
     await this.llama.dispose();
+    this.logger.info({ model: this.model.filePath }, "base model freed");
   }
 
   /** Session contexts and reference contexts share these, so both evaluate with the same numerics. */

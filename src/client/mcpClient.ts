@@ -60,13 +60,17 @@ export interface ConnectOptions {
   headers?: Record<string, string>;
 }
 
-export async function connectClient(kind: TransportKind, opts: ConnectOptions = {}): Promise<{ client: Client; close: () => Promise<void> }> {
+/** `stderr()` is what a spawned stdio server has logged so far (empty for http/sse: the server is not ours). */
+export async function connectClient(kind: TransportKind, opts: ConnectOptions = {}): Promise<{ client: Client; close: () => Promise<void>; stderr: () => string }> {
   const client = new Client({ name: "weact-client", version: "0.1.0" });
   const headers = opts.headers ?? {};
   if (kind === "stdio") {
     const transport = new StdioClientTransport({ command: process.execPath, args: [MAIN, "--stdio", ...(opts.serverArgs ?? [])], env: { ...process.env, WEACT_LOG_LEVEL: "warn" } as Record<string, string>, stderr: "pipe" });
+    let err = "";
+    // read as it comes: an unread pipe fills up and blocks the server's logging
+    transport.stderr?.on("data", (d: Buffer) => void (err = (err + d.toString()).slice(-100_000)));
     await client.connect(transport);
-    return { client, close: () => client.close() };
+    return { client, close: () => client.close(), stderr: () => err };
   }
   if (!opts.url) throw new Error("connecting over http or sse needs the server's url");
   const transport =
@@ -74,7 +78,7 @@ export async function connectClient(kind: TransportKind, opts: ConnectOptions = 
       ? new StreamableHTTPClientTransport(new URL(`${opts.url}/mcp`), { requestInit: { headers } })
       : new SSEClientTransport(new URL(`${opts.url}/sse`), { requestInit: { headers }, eventSourceInit: { fetch: (url, init) => fetch(url, { ...init, headers: { ...(init?.headers as Record<string, string>), ...headers } }) } });
   await client.connect(transport);
-  return { client, close: () => client.close() };
+  return { client, close: () => client.close(), stderr: () => "" };
 }
 
 /** Calls a tool and returns its structured result; an isError result throws with its text. */

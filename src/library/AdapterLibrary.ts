@@ -1,9 +1,10 @@
 import { watch, type FSWatcher } from "node:fs";
-import { realpath, stat } from "node:fs/promises";
-import { basename, dirname, resolve, sep } from "node:path";
+import { stat } from "node:fs/promises";
+import { basename, dirname, resolve } from "node:path";
 import { fileKind, Mutex, sha256File, type AdapterInfo, type Engine } from "../../native/index.js";
 import type { Logger } from "../log.js";
 import { loadManifest, type LibraryEntry } from "./manifest.js";
+import { isInsideDirs } from "./confine.js";
 
 /** A manifest entry and what became of it: resident in the engine, or refused with a reason. */
 export interface LibraryAdapter {
@@ -200,12 +201,10 @@ export class AdapterLibrary {
    * symlink escape, no FIFO or device that would block a read). Checked without opening the file.
    */
   private async confine(filePath: string): Promise<void> {
-    const real = await realpath(filePath).catch(() => resolve(filePath));
-    const roots = await Promise.all(this.allowedDirs.map((dir) => realpath(dir).catch(() => resolve(dir))));
-    if (!roots.some((root) => real === root || real.startsWith(root + sep))) {
+    if (!isInsideDirs(filePath, this.allowedDirs)) {
       throw new LibraryChangeError(`${filePath} is outside the adapter folders (${this.allowedDirs.join(", ")}); set adapters.allowedDirs to allow another folder`);
     }
-    const stats = await stat(real).catch(() => undefined);
+    const stats = await stat(filePath).catch(() => undefined);
     if (stats && !stats.isFile()) throw new LibraryChangeError(`${filePath} is ${fileKind(stats)}, not a regular file; an adapter must be a GGUF file`);
   }
 

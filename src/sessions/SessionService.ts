@@ -8,6 +8,7 @@ import { LimitError, PendingCallsError, SessionNotFoundError, UnknownCallError }
 import type { Author, HistoryMessage, ToolCallRecord } from "./history.js";
 import { DEFAULT_STAGE_BUDGET, type StageBudget } from "../harness/budgets.js";
 import { LOAD_LORA, modelFunctions, OFFLOAD_LORA, WEIGHT_ACTIONS } from "./modelFunctions.js";
+import { callMismatch, stateRuleProblem } from "./stateRule.js";
 import { StageUsage } from "./StageUsage.js";
 import { Session } from "./Session.js";
 import { WorkQueue } from "./WorkQueue.js";
@@ -329,7 +330,9 @@ export class SessionService {
       const args = { ...(call?.arguments ?? {}), ...(input.adapter !== undefined ? { adapter: input.adapter } : {}), ...(input.handoff !== undefined ? { handoff: input.handoff } : {}) };
       const active = session.activeAdapter;
       if (!session.settings.weightActions) throw new LimitError(`this session runs on fixed weights (${active ?? "base"}); ${action} is not available in it`);
-      const problem = this.callMismatch(action, call, input.adapter) ?? this.checkStateRule(session, action, active, args.adapter as string | undefined, call);
+      const problem =
+        callMismatch(action, call, input.adapter) ??
+        stateRuleProblem({ action, active, adapter: args.adapter as string | undefined, call, pending: session.pendingCalls(), resident: this.runtime.library.aliases() });
       if (problem) {
         if (call) session.append(toolResult(call, problem, true));
         return { ok: false, error: problem, recordedForCall: call?.id ?? null };
@@ -358,29 +361,6 @@ export class SessionService {
     const call = session.pendingCalls().find((c) => c.id === callId);
     if (!call) throw new UnknownCallError(`call_id "${callId}" is not an unanswered call of the model's last turn; pending: ${session.pendingCalls().map((c) => `${c.id} (${c.name})`).join(", ") || "(none)"}`);
     return call;
-  }
-
-  /** Answering a model call means executing exactly that call; anything else fails it (and the model reads why). */
-  private callMismatch(action: string, call: ToolCallRecord | undefined, adapter: string | undefined): string | undefined {
-    if (!call) return undefined;
-    if (call.name !== action) return `${action} refused: call ${call.id} is a ${call.name} call; it must be answered by ${call.name}`;
-    const asked = call.arguments.adapter;
-    if (action === LOAD_LORA && adapter !== undefined && asked !== undefined && asked !== adapter) return `load_lora refused: the model's call asks for "${String(asked)}", not "${adapter}"`;
-    return undefined;
-  }
-
-  private checkStateRule(session: Session, action: string, active: string | null, adapter: string | undefined, call: ToolCallRecord | undefined): string | undefined {
-    if (!call && session.pendingCalls().length) return `the model's last turn has unanswered calls (${session.pendingCalls().map((c) => c.id).join(", ")}); answer them before a prescribed ${action}`;
-    if (action === LOAD_LORA) {
-      if (active !== null) return `load_lora refused: adapter "${active}" is active; offload it first (adapters load only from the base model)`;
-      if (!adapter) return "load_lora refused: name the adapter to load (adapter)";
-      const entry = this.runtime.library.get(adapter);
-      if (!entry?.info) return `load_lora refused: unknown adapter "${adapter}"; the library has: ${this.runtime.library.aliases().join(", ")}`;
-      return undefined;
-    }
-    if (active === null) return "offload_lora refused: no adapter is active (the base model is serving)";
-    if (adapter !== undefined && adapter !== active) return `offload_lora refused: "${adapter}" is not the active adapter; "${active}" is`;
-    return undefined;
   }
 
   private exchangeMessage(action: string, alias: string): string {

@@ -199,6 +199,7 @@ export async function serveHttp(ctx: ServerContext, opts: HttpOptions, logger: L
       chat.close();
       server.closeAllConnections(); // open SSE streams would otherwise keep close() waiting forever
       await stopped;
+      logger.info({ url: `http://${hostForUrl}:${port}` }, "HTTP server closed: no new connections");
     },
   };
 }

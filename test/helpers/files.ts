@@ -1,11 +1,12 @@
-import { cpSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { copyFileSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { writeGguf, gguf } from "../../native/gguf/writer.js";
 import { DEMO_DIMS, qwen3LoraFile, qwen3ModelFile, type Qwen3Dims } from "../../src/demo/qwen3.js";
 import { buildVocabulary } from "../../src/demo/vocabulary.js";
-import { PACKAGE_ROOT } from "../../src/paths.js";
 import { GgmlType } from "../../native/gguf/format.js";
+import { demoWeightPaths } from "../../src/demo/generate.js";
+import { DEFAULT_MANIFEST, PACKAGE_ROOT } from "../../src/paths.js";
 
 export function tempDir(prefix = "weact-test-"): string {
   return mkdtempSync(join(tmpdir(), prefix));
@@ -45,9 +46,16 @@ export function patchedCopy(file: string, dir: string, name: string, patch: (byt
   return path;
 }
 
-/** A private copy of the repository's adapters/ (manifest and files): a server that may write it touches nothing shared. */
-export function privateAdapters(): { dir: string; manifest: string } {
-  const dir = tempDir("weact-adapters-");
-  cpSync(join(PACKAGE_ROOT, "adapters"), dir, { recursive: true });
-  return { dir, manifest: join(dir, "manifest.json") };
+/**
+ * A private adapter library: the shipped manifest and copies of the demo adapters (code and write-v2 too, for
+ * registering and refreshing) in a temporary folder, so an admin write or a manifest edit never touches the
+ * repository.
+ */
+export function tempLibrary(): { dir: string; manifest: string; file: (alias: string) => string } {
+  const dir = tempDir("weact-lib-");
+  const demo = demoWeightPaths(PACKAGE_ROOT);
+  for (const [alias, path] of Object.entries(demo.adapters)) copyFileSync(path, join(dir, `${alias}.gguf`));
+  const manifest = join(dir, "manifest.json");
+  writeFileSync(manifest, readFileSync(DEFAULT_MANIFEST, "utf8").replaceAll('"demo/', '"'));
+  return { dir, manifest, file: (alias) => join(dir, `${alias}.gguf`) };
 }

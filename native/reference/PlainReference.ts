@@ -1,0 +1,89 @@
+import { getLlama, LlamaLogLevel, type Llama, type LlamaModel, type Token } from "node-llama-cpp";
+import type { CacheReplay } from "../cache/DecodeLog.js";
+
+/** An adapter as the reference applies it: its own file and scale, never a version id of the engine's. */
+export interface PlainAdapter {
+  readonly filePath: string;
+  readonly scale: number;
+}
+
+export interface PlainReferenceOptions {
+  modelPath: string;
+  /** Same threads, context size and batch size as the engine under test: llama.cpp's numerics depend on them. */
+  threads: number;
+  contextSize: number;
+  batchSize?: number;
+}
+
+/**
+ * The correctness reference that shares no code with the engine: its own llama.cpp runtime and model loaded
+ * from the base file, and for every question a fresh context created by node-llama-cpp's public API with the
+ * adapters given by file path and scale. An alias resolving to the wrong version, a wrong scale or a wrong
+ * copy of a file in the engine then shows as a difference instead of being reproduced on both sides.
+ */
+export class PlainReference {
+  private constructor(
+    private readonly llama: Llama,
+    private readonly model: LlamaModel,
+    private readonly opts: Required<PlainReferenceOptions>,
+  ) {}
+
+  static async load(options: PlainReferenceOptions): Promise<PlainReference> {
+    const llama = await getLlama({
+      gpu: false,
+      build: "never",
+      skipDownload: true,
+      progressLogs: false,
+      maxThreads: 0, // every context runs with exactly `threads`, as the engine's do
+      logLevel: LlamaLogLevel.error,
+      logger: (_level, message) => void process.stderr.write(message.endsWith("\n") ? message : `${message}\n`),
+    });
+    const model = await llama.loadModel({ modelPath: options.modelPath, gpuLayers: 0 });
+    return new PlainReference(llama, model, { batchSize: 512, ...options });
+  }
+
+  tokenize(text: string): Token[] {
+    return this.model.tokenize(text, false);
+  }
+
+  /**
+   * Log-probs of the token after `tokens` under the base with `adapters` applied from the start. The batch
+   * split follows `replay` (a session's `cacheReplay()`: data, no engine code) when given, else all but the
+   * last token in one decode; then the rest; then the last token.
+   */
+  async nextTokenLogProbs(adapters: readonly PlainAdapter[], tokens: readonly Token[], replay?: CacheReplay): Promise<Map<number, number>> {
+    const context = await this.model.createContext({
+      contextSize: this.opts.contextSize,
+      batchSize: this.opts.batchSize,
+      threads: this.opts.threads,
+      sequences: 1,
+      lora: { adapters: adapters.map((a) => ({ filePath: a.filePath, scale: a.scale })) },
+    });
+    try {
+      const sequence = context.getSequence();
+      const erase = async (from: number) => {
+        if (sequence.nextTokenIndex > from) await sequence.eraseContextTokenRanges([{ start: from, end: sequence.nextTokenIndex }]);
+      };
+      for (const d of replay?.decodes ?? []) {
+        if (d.start > sequence.nextTokenIndex) throw new Error(`the replay has a gap before position ${d.start}`);
+        await erase(d.start);
+        await sequence.evaluateWithoutGeneratingNewTokens([...d.tokens]);
+      }
+      await erase(replay?.length ?? 0);
+      if (sequence.contextTokens.some((t, i) => t !== tokens[i])) throw new Error("the replayed cache is not a prefix of the reference tokens");
+      const rest = tokens.slice(sequence.nextTokenIndex, -1);
+      if (rest.length) await sequence.evaluateWithoutGeneratingNewTokens(rest);
+      const [result] = await sequence.controlledEvaluate([[tokens.at(-1)!, { generateNext: { probabilities: true } }]]);
+      const out = new Map<number, number>();
+      for (const [token, p] of result?.next?.probabilities ?? []) out.set(token, Math.log(p));
+      return out;
+    } finally {
+      await context.dispose();
+    }
+  }
+
+  async dispose(): Promise<void> {
+    await this.model.dispose();
+    await this.llama.dispose();
+  }
+}

@@ -1,0 +1,57 @@
+import { describe, expect, it } from "vitest";
+import { extractAnswer, judge, normalise } from "../../src/harness/answer.js";
+
+describe("answer extraction", () => {
+  it("takes the last line starting with Answer:, in any case, with markdown emphasis", () => {
+    expect(extractAnswer("Thinking.\nAnswer: Paris\nmore text")).toEqual({ answer: "Paris", marked: true });
+    expect(extractAnswer("Answer: first\nAnswer: second")).toEqual({ answer: "second", marked: true });
+    expect(extractAnswer("  **Answer**:   the Seine  ")).toEqual({ answer: "the Seine", marked: true });
+    expect(extractAnswer("ANSWER : 42")).toEqual({ answer: "42", marked: true });
+    expect(extractAnswer("line\r\nanswer:  x\r\n")).toEqual({ answer: "x", marked: true });
+    expect(extractAnswer("Answer:")).toEqual({ answer: "", marked: true });
+    expect(extractAnswer("Answer:Paris")).toEqual({ answer: "Paris", marked: true });
+  });
+
+  it("only at the start of a line", () => {
+    expect(extractAnswer("The Answer: no")).toEqual({ answer: "The Answer: no", marked: false });
+  });
+
+  it("an Answer: line wins over a boxed answer", () => {
+    expect(extractAnswer("\\boxed{1}\nAnswer: 2")).toEqual({ answer: "2", marked: true });
+  });
+
+  it("else the content of the last \\boxed{...}, braces nested", () => {
+    expect(extractAnswer("so \\boxed{ 12 } and")).toEqual({ answer: "12", marked: true });
+    expect(extractAnswer("\\boxed{a} then \\boxed{b}")).toEqual({ answer: "b", marked: true });
+    expect(extractAnswer("x \\boxed{\\frac{1}{2}} y")).toEqual({ answer: "\\frac{1}{2}", marked: true });
+    expect(extractAnswer("\\boxed{}")).toEqual({ answer: "", marked: true });
+    // the braces counted are the box's own, not any before it
+    expect(extractAnswer("x{\\boxed{a}}")).toEqual({ answer: "a", marked: true });
+  });
+
+  it("else the whole text, trimmed and unmarked (an unclosed box is not an answer)", () => {
+    expect(extractAnswer("  just text \n")).toEqual({ answer: "just text", marked: false });
+    expect(extractAnswer("open \\boxed{never closed")).toEqual({ answer: "open \\boxed{never closed", marked: false });
+    expect(extractAnswer("\\boxed{a{b}")).toEqual({ answer: "\\boxed{a{b}", marked: false });
+    // braces without a box are no answer
+    expect(extractAnswer("abcdefg{x} y")).toEqual({ answer: "abcdefg{x} y", marked: false });
+  });
+});
+
+describe("judging", () => {
+  it("normalises case, accents and punctuation", () => {
+    expect(normalise("  Île-de-France!  ")).toBe("ile de france");
+    expect(normalise("The SEINE.")).toBe("the seine");
+    expect(normalise("a__b")).toBe("a b");
+  });
+
+  it("exact is equality after normalising; contains is a non-empty normalised containment; lists take any", () => {
+    expect(judge("The Seine.", "the seine")).toEqual({ exact: true, contains: true });
+    expect(judge("It is the Seine river", "Seine")).toEqual({ exact: false, contains: true });
+    expect(judge("Rhine", "Seine")).toEqual({ exact: false, contains: false });
+    expect(judge("anything", "!!!")).toEqual({ exact: false, contains: false });
+    expect(judge("", "")).toEqual({ exact: true, contains: false });
+    expect(judge("Danube", ["Seine", "Danube"])).toEqual({ exact: true, contains: true });
+    expect(judge("the Danube", ["Seine", "danube"])).toEqual({ exact: false, contains: true });
+  });
+});
