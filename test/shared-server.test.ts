@@ -242,8 +242,8 @@ describe("the adapter library on a shared server", () => {
     try {
       const manifestBefore = readFileSync(files.manifest, "utf8");
       for (const [tool, args] of [
-        ["register_adapter", { alias: "extra", file: "demo/code.gguf", description: "more" }],
-        ["refresh_adapter", { alias: "plan", file: "demo/write-v2.gguf", description: "replaced" }],
+        ["register_adapter", { alias: "extra", file: "code.gguf", description: "more" }],
+        ["refresh_adapter", { alias: "plan", file: "write-v2.gguf", description: "replaced" }],
         ["unregister_adapter", { alias: "plan" }],
       ] as const) {
         expect(await callError(user.client, tool, args)).toMatch(/needs an admin token \(server\.adminTokenFile\)/);
@@ -251,7 +251,7 @@ describe("the adapter library on a shared server", () => {
       expect(readFileSync(files.manifest, "utf8")).toBe(manifestBefore);
       const aliases = async () => ((await user.client.callTool({ name: "list_adapters", arguments: {} })).structuredContent as { adapters: { alias: string }[] }).adapters.map((a) => a.alias);
       expect(await aliases()).toEqual(["plan", "search", "write"]);
-      await call(admin.client, "register_adapter", { alias: "extra", file: "demo/code.gguf", description: "more" });
+      await call(admin.client, "register_adapter", { alias: "extra", file: "code.gguf", description: "more" });
       expect(await aliases()).toContain("extra");
       expect(readFileSync(files.manifest, "utf8")).toMatch(/"extra"/);
     } finally {
