@@ -49,7 +49,7 @@ export class DuplicateAdapterError extends EngineError {
 export class EngineCapacityError extends EngineError {
   readonly code = "engine_capacity";
   constructor(readonly maxSessions: number) {
-    super(`all ${maxSessions} engine session slots are in use; close a session or raise engine.maxContexts / engine.sequencesPerContext`);
+    super(`all ${maxSessions} engine session slots are in use; close a session or raise model.maxContexts / model.sequencesPerContext`);
   }
 }
 
@@ -69,6 +69,6 @@ export class SessionClosedError extends EngineError {
 export class ContextOverflowError extends EngineError {
   readonly code = "context_overflow";
   constructor(readonly tokens: number, readonly contextSize: number) {
-    super(`the conversation needs ${tokens} tokens but the session's context holds ${contextSize}; shorten the history or raise engine.contextSize`);
+    super(`the conversation needs ${tokens} tokens but the session's context holds ${contextSize}; shorten the history or raise model.contextSize`);
   }
 }

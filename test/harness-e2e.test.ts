@@ -130,7 +130,7 @@ describe("eval", () => {
     const out = join(tempDir(), "eval");
     const tasks = join(PACKAGE_ROOT, "src", "harness", "eval", "demo-tasks.jsonl");
     const { stdout } = await promisify(execFile)(process.execPath, [MAIN, "eval", tasks, "--policy", "hard,base", "--out", out, "--config", config, "--seed", "1"], { env: { ...process.env, WEACT_LOG_LEVEL: "warn" }, timeout: 300_000 });
-    expect(stdout).toMatch(/^policy\s+tasks\s+errors\s+exact\s+contains\s+mean s\s+p95 s\s+switches/m);
+    expect(stdout).toMatch(/^policy\s+tasks\s+errors\s+context\s+exact\s+contains\s+mean s\s+p95 s\s+switches/m);
     expect(stdout).toMatch(/^hard\s+3\s+0\s/m);
     expect(stdout).toMatch(/^base\s+3\s+0\s/m);
     const report = JSON.parse(readFileSync(join(out, "report.json"), "utf8"));

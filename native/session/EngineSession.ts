@@ -47,6 +47,9 @@ export type LaneKeyOf = (versions: readonly string[]) => string;
 
 const now = () => performance.now();
 
+/** Tokens before a steered turn's limit from which its call's arguments are closed (the rest of the call fits in them). */
+const CLOSING_MARGIN = 48;
+
 /** null for the base, else the adapters' aliases joined with "+" (read from the version ids: valid even once a version is freed). */
 const label = (versions: readonly string[]): string | null => (versions.length ? versions.map(ResidentAdapters.aliasOf).join("+") : null);
 
@@ -304,17 +307,20 @@ export class EngineSession {
       const decodeStart = now();
       const chat = new LlamaChat({ contextSequence: sequence, chatWrapper: wrapper, autoDisposeSequence: false });
       const steerTokens = options.steerToolCall ? this.steeringTokens(options.steerToolCall.name) : undefined;
+      const steering = steerTokens && { tokens: steerTokens, sequence, promptLength: tokens.length, closeAfter: Math.max(steerTokens.length, maxTokens - CLOSING_MARGIN), closers: this.closerTokens() };
       let response;
       let generated = 0;
       try {
         response = await chat.generateResponse(history, {
           functions: toChatModelFunctions(conversation.functions, options.callable),
-          maxTokens,
+          // node-llama-cpp counts the call prefix once though the sequence may hold it twice over a detection:
+          // the limit leaves that room, so the tokens the turn adds never exceed maxTokens
+          maxTokens: Math.max(1, maxTokens - this.callPrefixLength() - 1),
           temperature: options.temperature ?? 0,
           seed: options.seed,
           topK: options.topK,
           topP: options.topP,
-          tokenBias: generationBias(this.host.model, options.tokenBias, steerTokens && { tokens: steerTokens, sequence, promptLength: tokens.length }),
+          tokenBias: generationBias(this.host.model, options.tokenBias, steering),
           signal: options.signal,
           stopOnAbortSignal: true,
           onToken: options.onToken && ((chunk) => options.onToken!((generated += chunk.length))),
@@ -340,6 +346,7 @@ export class EngineSession {
           evaluated: tokens.length - prefill.reused,
           generated: generatedTokens.length,
         },
+        contextRemaining: this.contextSize - tokens.length - generatedTokens.length,
         timings: { queueMs, adapterSetMs, prefillMs: prefill.ms, decodeMs, logprobsMs, totalMs: now() - started },
         ...(logprobs ? { logprobs } : {}),
       };
@@ -394,6 +401,11 @@ export class EngineSession {
       if (ran) return result as T;
       this.ensureOpen();
     }
+  }
+
+  /** Tokens of the conversation's prompt as the model would read it now (what the window must hold). */
+  promptTokens(conversation: Conversation): number {
+    return this.render(conversation).length;
   }
 
   private render(conversation: Conversation): Token[] {
@@ -456,6 +468,16 @@ export class EngineSession {
     const prefix = LlamaText(this.host.chatWrapper.settings.functions.call.prefix);
     const tokens = prefix.tokenize(this.host.model.tokenizer);
     return name ? [...tokens, ...this.host.model.tokenize(name)] : tokens;
+  }
+
+  private callPrefixLength(): number {
+    return LlamaText(this.host.chatWrapper.settings.functions.call.prefix).tokenize(this.host.model.tokenizer).length;
+  }
+
+  /** The tokens that end a JSON string, object or array: forced near a steered turn's limit so its call completes. */
+  private closerTokens(): Record<'"' | "}" | "]", Token> {
+    const token = (c: string) => this.host.model.tokenize(c)[0]!;
+    return { '"': token('"'), "}": token("}"), "]": token("]") };
   }
 
   private ensureOpen() {

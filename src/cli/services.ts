@@ -1,6 +1,6 @@
 import { join } from "node:path";
 import type { ResolvedConfig } from "../config/config.js";
-import { DEFAULT_STAGE_BUDGET, layered } from "../harness/budgets.js";
+import { DEFAULT_STAGE_BUDGET, layered } from "../budgets/budgets.js";
 import type { HarnessDeps } from "../harness/runTask.js";
 import type { Logger } from "../log.js";
 import { PROMPTS_DIR, STATE_DIR } from "../paths.js";

@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { z } from "zod";
-import { SoftLimitsSchema, StageBudgetSchema } from "../harness/budgets.js";
+import { SoftLimitsSchema, StageBudgetSchema } from "../budgets/budgets.js";
 import { describeIssues } from "../library/manifest.js";
 import { DEFAULT_MANIFEST } from "../paths.js";
 
@@ -106,6 +106,8 @@ export const ConfigSchema = z
         stage: StageBudgetSchema.partial().default({}),
         soft: SoftLimitsSchema.partial().default({}),
         maxTokensPerTurn: z.number().int().positive().max(1 << 20).default(512),
+        /** Tokens of the context window a stage keeps free for its release exchange (hard: also one per later stage). */
+        contextReserveTokens: z.number().int().min(0).max(1 << 20).default(256),
         /** Where trajectory traces (JSONL) are written (default: .weact/traces). */
         traceDir: z.string().min(1).optional(),
       })

@@ -8,6 +8,11 @@ export interface Progress {
   message: string;
 }
 
+/** A turn with less room than this is not worth generating: the stage ends on the window instead. */
+export const MIN_TURN_TOKENS = 16;
+/** Characters of a harness-written handoff at most (what the stage last wrote). */
+const MAX_HANDOFF_CHARS = 2000;
+
 export class RunCancelledError extends Error {
   constructor() {
     super("the run was cancelled");
@@ -33,12 +38,59 @@ export class RunContext {
     readonly trace: Trace,
     private readonly opts: {
       maxTokensPerTurn: number;
+      /** Tokens kept free for the release exchange (harness.contextReserveTokens). */
+      contextReserve: number;
       seed?: number;
       steering: readonly Steering[];
       signal: AbortSignal;
       onProgress?: (p: Progress) => void;
     },
   ) {}
+
+  get contextReserve(): number {
+    return this.opts.contextReserve;
+  }
+
+  /** The window ended a stage or a turn of this run (its finish is then `context`). */
+  windowEnded = false;
+
+  /**
+   * Tokens the next turn may generate, keeping `reserve` free, or undefined when not even MIN_TURN_TOKENS
+   * fit. Before giving up, older external tool results are elided (keep_tool_result's marker) and the trace
+   * says which.
+   */
+  async roomForTurn(stage: string, reserve: number): Promise<number | undefined> {
+    const free = async () => {
+      const { size, used } = await this.driver.room();
+      return size - used - reserve;
+    };
+    let room = await free();
+    if (room < MIN_TURN_TOKENS) {
+      const elided = await this.orchestrate(() => this.driver.elide(MIN_TURN_TOKENS - room));
+      if (elided.elided > 0) {
+        this.trace.event("elision", { stage, adapter: this.route(), results: elided.elided, callIds: elided.callIds, freedTokens: elided.freedTokens, reason: "context window" });
+        room = await free();
+      }
+    }
+    if (room >= MIN_TURN_TOKENS) return room;
+    this.windowEnded = true;
+    this.trace.event("context_full", { stage, adapter: this.route(), room: room + reserve, reserve });
+    return undefined;
+  }
+
+  /**
+   * The harness releases the active adapter (a synthetic offload saying why, with what the stage last wrote as
+   * its handoff, cut to the room the window has). True when the base is active afterwards.
+   */
+  async release(stage: string, reason: string, lastText: string, reserve: number, detail: Record<string, unknown> = {}): Promise<boolean> {
+    const { size, used } = await this.driver.room();
+    // chars, not tokens: half the room beyond the reserve holds that many characters on any tokenizer we serve
+    const handoff = lastText.slice(0, Math.max(0, Math.min(MAX_HANDOFF_CHARS, Math.floor((size - used - reserve) / 2)))) || undefined;
+    let done = await this.weightAction(stage, "offload", "harness", () => this.driver.offload({ handoff, reason }), detail);
+    // without a handoff the exchange is as short as it gets: the reserve is sized for it
+    if (!done.ok && handoff) done = await this.weightAction(stage, "offload", "harness", () => this.driver.offload({ reason }), detail);
+    return done.ok && this.driver.active() === null;
+  }
 
   get signal(): AbortSignal {
     return this.opts.signal;

@@ -1,6 +1,6 @@
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { z } from "zod";
-import { SoftLimitsSchema, StageBudgetSchema } from "../../harness/budgets.js";
+import { SoftLimitsSchema, StageBudgetSchema } from "../../budgets/budgets.js";
 import { InvalidPolicyError, runTask } from "../../harness/runTask.js";
 import { PolicySchema, SteeringSchema } from "../../harness/types.js";
 import { ownerOf, type ServerContext } from "../context.js";
@@ -27,6 +27,7 @@ export function registerRunTaskTool(server: McpServer, ctx: ServerContext) {
         trace_id: z.string(),
         trace_uri: z.string(),
         policy: z.string(),
+        finish: z.enum(["answer", "context", "budget", "cancelled", "error"]).describe("How the run ended: answer; context (the window ended a stage or turn: the answer is the best the run had, possibly empty); budget; error (the session could not return to the base)."),
         answer: z.string(),
         marked: z.boolean(),
         stages: z.array(z.string()),
@@ -58,6 +59,7 @@ export function registerRunTaskTool(server: McpServer, ctx: ServerContext) {
             trace_id: r.traceId,
             trace_uri: `weact://traces/${r.traceId}`,
             policy: r.policy,
+            finish: r.finish,
             answer: r.answer,
             marked: r.marked,
             stages: r.stages,
