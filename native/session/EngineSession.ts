@@ -1,4 +1,4 @@
-import { LlamaChat, LlamaText, type ChatWrapper, type LlamaContextSequence, type LlamaModel, type Token } from "node-llama-cpp";
+import { LlamaChat, LlamaText, TokenBias, type ChatWrapper, type LlamaContextSequence, type LlamaModel, type Token } from "node-llama-cpp";
 import { renderConversation, toChatModelFunctions } from "../chat/render.js";
 import { generationBias } from "../chat/bias.js";
 import { ResidentAdapters } from "../adapters/ResidentAdapters.js";
@@ -308,20 +308,20 @@ export class EngineSession {
       const chat = new LlamaChat({ contextSequence: sequence, chatWrapper: wrapper, autoDisposeSequence: false });
       const steerTokens = options.steerToolCall ? this.steeringTokens(options.steerToolCall.name) : undefined;
       const steering = steerTokens && { tokens: steerTokens, sequence, promptLength: tokens.length, closeAfter: Math.max(steerTokens.length, maxTokens - CLOSING_MARGIN), closers: this.closerTokens() };
+      // node-llama-cpp does not count a function call's prefix against maxTokens: the turn's own count stops it
+      const limit = new AbortController();
       let response;
       let generated = 0;
       try {
         response = await chat.generateResponse(history, {
           functions: toChatModelFunctions(conversation.functions, options.callable),
-          // node-llama-cpp counts the call prefix once though the sequence may hold it twice over a detection:
-          // the limit leaves that room, so the tokens the turn adds never exceed maxTokens
-          maxTokens: Math.max(1, maxTokens - this.callPrefixLength() - 1),
+          maxTokens,
           temperature: options.temperature ?? 0,
           seed: options.seed,
           topK: options.topK,
           topP: options.topP,
-          tokenBias: generationBias(this.host.model, options.tokenBias, steering),
-          signal: options.signal,
+          tokenBias: limited(this.host.model, generationBias(this.host.model, options.tokenBias, steering), () => sequence.contextTokens.length - tokens.length >= maxTokens - 1, () => limit.abort()),
+          signal: options.signal ? AbortSignal.any([options.signal, limit.signal]) : limit.signal,
           stopOnAbortSignal: true,
           onToken: options.onToken && ((chunk) => options.onToken!((generated += chunk.length))),
           maxParallelFunctionCalls: 1,
@@ -338,7 +338,7 @@ export class EngineSession {
       return {
         text: response.response,
         calls,
-        finishReason: finishReason(response.metadata.stopReason, calls.length),
+        finishReason: limit.signal.aborted && !options.signal?.aborted ? "length" : finishReason(response.metadata.stopReason, calls.length),
         adapter: label(lane.versions),
         tokens: {
           prompt: tokens.length,
@@ -470,10 +470,6 @@ export class EngineSession {
     return name ? [...tokens, ...this.host.model.tokenize(name)] : tokens;
   }
 
-  private callPrefixLength(): number {
-    return LlamaText(this.host.chatWrapper.settings.functions.call.prefix).tokenize(this.host.model.tokenizer).length;
-  }
-
   /** The tokens that end a JSON string, object or array: forced near a steered turn's limit so its call completes. */
   private closerTokens(): Record<'"' | "}" | "]", Token> {
     const token = (c: string) => this.host.model.tokenize(c)[0]!;
@@ -507,6 +503,22 @@ async function syncPrefix(sequence: LlamaContextSequence, tokens: readonly Token
   const rest = target.slice(reused);
   if (rest.length) await sequence.evaluateWithoutGeneratingNewTokens(rest);
   return { reused, evaluated: rest.length, ms: now() - started };
+}
+
+/**
+ * A bias that also ends the generation once `full()` holds: checked as each token is sampled, the stop deferred
+ * out of the native sampling callback (which must never throw), so it lands before the next token.
+ */
+function limited(model: LlamaModel, bias: TokenBias | (() => TokenBias) | undefined, full: () => boolean, stop: () => void): () => TokenBias {
+  let stopping = false;
+  const none = new TokenBias(model.tokenizer);
+  return () => {
+    if (!stopping && full()) {
+      stopping = true;
+      queueMicrotask(stop);
+    }
+    return (typeof bias === "function" ? bias() : bias) ?? none;
+  };
 }
 
 export function toLogProbs(probabilities: Map<Token, number> | undefined): LogProbs {

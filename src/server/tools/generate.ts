@@ -2,6 +2,7 @@ import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { z } from "zod";
 import { ownerOf, type ServerContext } from "../context.js";
 import { sessionId, switchShape, switchView } from "../schemas.js";
+import { progressFor } from "../progress.js";
 import { fail, ok, toolCall } from "../toolResult.js";
 
 const PROGRESS_EVERY_TOKENS = 16;
@@ -46,25 +47,24 @@ export function registerGenerateTool(server: McpServer, ctx: ServerContext) {
     },
     (args, extra) =>
       toolCall(async () => {
-        const progressToken = extra._meta?.progressToken;
+        const progress = progressFor(extra, "waiting for the model (queued or prefilling the prompt)");
         let lastReported = 0;
-        const outcome = await ctx.sessions.generate(ownerOf(extra), args.session_id, {
-          maxTokens: args.max_tokens,
-          temperature: args.temperature,
-          seed: args.seed,
-          topLogprobs: args.top_logprobs,
-          tokenBias: args.token_bias,
-          steerToolCall: args.tool_call,
-          signal: extra.signal,
-          onProgress:
-            progressToken === undefined
-              ? undefined
-              : (generated) => {
-                  if (generated - lastReported < PROGRESS_EVERY_TOKENS) return;
-                  lastReported = generated;
-                  void extra.sendNotification({ method: "notifications/progress", params: { progressToken, progress: generated, message: `${generated} tokens generated` } });
-                },
-        });
+        const outcome = await progress.run(() =>
+          ctx.sessions.generate(ownerOf(extra), args.session_id, {
+            maxTokens: args.max_tokens,
+            temperature: args.temperature,
+            seed: args.seed,
+            topLogprobs: args.top_logprobs,
+            tokenBias: args.token_bias,
+            steerToolCall: args.tool_call,
+            signal: extra.signal,
+            onProgress: (generated) => {
+              if (generated - lastReported < PROGRESS_EVERY_TOKENS) return;
+              lastReported = generated;
+              progress.report(`decoding: ${generated} tokens generated`);
+            },
+          }),
+        );
         if (!outcome.recorded) return fail("generation cancelled; the session's history is unchanged");
         const r = outcome.result;
         return ok({

@@ -4,6 +4,7 @@ import { SoftLimitsSchema, StageBudgetSchema } from "../../budgets/budgets.js";
 import { InvalidPolicyError, runTask } from "../../harness/runTask.js";
 import { PolicySchema, SteeringSchema } from "../../harness/types.js";
 import { ownerOf, type ServerContext } from "../context.js";
+import { progressFor } from "../progress.js";
 import { fail, ok, toolCall } from "../toolResult.js";
 
 export function registerRunTaskTool(server: McpServer, ctx: ServerContext) {
@@ -41,20 +42,17 @@ export function registerRunTaskTool(server: McpServer, ctx: ServerContext) {
     },
     (args, extra) =>
       toolCall(async () => {
-        const progressToken = extra._meta?.progressToken;
-        let n = 0;
+        const progress = progressFor(extra, "starting the run");
         try {
-          const r = await runTask(
+          const r = await progress.run(() => runTask(
             ctx.harness,
             ownerOf(extra),
             { task: args.task, policy: args.policy, workflow: args.workflow, budgets: args.budgets, soft: args.soft, seed: args.seed, steering: args.steering, expectedStages: args.expected_stages },
             {
               signal: extra.signal,
-              onProgress: (p) => {
-                if (progressToken !== undefined) void extra.sendNotification({ method: "notifications/progress", params: { progressToken, progress: ++n, message: p.message } });
-              },
+              onProgress: (p) => progress.report(p.message),
             },
-          );
+          ));
           return ok({
             trace_id: r.traceId,
             trace_uri: `weact://traces/${r.traceId}`,

@@ -1,0 +1,90 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { call, callError, connectClient, testConfig, type Connected } from "./helpers/server.js";
+
+/** Every pending call can be answered, and steering yields a call of the named tool within max_tokens. */
+let c: Connected;
+const LONG = { timeout: 300_000 };
+
+beforeAll(async () => {
+  c = await connectClient("stdio", undefined, {}, testConfig({ model: { contextSize: 4096 } }));
+});
+afterAll(async () => c?.close());
+
+interface Turn {
+  tool_calls: { id: string; name: string; arguments: Record<string, unknown> }[];
+  finish_reason: string;
+  tokens: { generated: number };
+}
+
+async function steeredCall(tool: string, adapter: string | null, maxTokens = 96) {
+  const { session_id } = await call<{ session_id: string }>(c.client, "create_session", { task: "Which river flows through Paris?" });
+  if (adapter) await call(c.client, "load_lora", { session_id, adapter });
+  const turn = await call<Turn>(c.client, "generate", { session_id, tool_call: { name: tool }, max_tokens: maxTokens, seed: 1 }, LONG);
+  return { session_id, turn };
+}
+
+describe("steering", () => {
+  it.each([
+    ["search", "search"],
+    ["offload_lora", "write"],
+    ["load_lora", null],
+  ] as const)("tool_call {name: %s} under %s yields a parsed call of it, with no token_bias, within max_tokens", async (tool, adapter) => {
+    const { session_id, turn } = await steeredCall(tool, adapter);
+    expect(turn.finish_reason).toBe("tool_calls");
+    expect(turn.tool_calls.map((t) => t.name)).toEqual([tool]);
+    expect(turn.tokens.generated).toBeLessThanOrEqual(96);
+    await call(c.client, "close_session", { session_id });
+  });
+});
+
+describe("answering calls", () => {
+  it("a call answered with arguments the tool rejects records the validation error as its result; the model reads it and the session goes on", async () => {
+    const { session_id, turn } = await steeredCall("search", "search");
+    const callId = turn.tool_calls[0]!.id;
+    for (const bad of [{ query: "" }, { top_k: 10_000 }]) {
+      // the first answer records the error; a second one finds no pending call
+      const error = await callError(c.client, "search", { session_id, call_id: callId, ...bad });
+      if ("query" in bad) {
+        expect(error).toMatch(/search refused: invalid arguments .*query: .*recorded as the result of call/);
+      } else {
+        expect(error).toMatch(/is not an unanswered call/);
+      }
+    }
+    const { history, pending_calls } = await call<{ history: { role: string; call_id?: string; content: string; is_error?: boolean }[]; pending_calls: unknown[] }>(c.client, "get_session", { session_id });
+    expect(pending_calls).toEqual([]);
+    const result = history.find((m) => m.role === "tool" && m.call_id === callId)!;
+    expect(result).toMatchObject({ is_error: true });
+    expect(result.content).toMatch(/query/);
+    // the next prompt holds the error text, and the session generates again
+    const { prompt_tokens } = await call<{ prompt_tokens: number[] }>(c.client, "get_session", { session_id, include_prompt_tokens: true });
+    expect(prompt_tokens.length).toBeGreaterThan(0);
+    const next = await call<Turn>(c.client, "generate", { session_id, max_tokens: 4 }, LONG);
+    expect(next.tokens.generated).toBeGreaterThan(0);
+    await call(c.client, "close_session", { session_id });
+  });
+
+  it("top_k beyond the tool's maximum is recorded as the call's error result too", async () => {
+    const { session_id, turn } = await steeredCall("search", "search");
+    const callId = turn.tool_calls[0]!.id;
+    const error = await callError(c.client, "search", { session_id, call_id: callId, top_k: 10_000 });
+    expect(error).toMatch(/top_k: .*recorded as the result of call/);
+    const next = await call<Turn>(c.client, "generate", { session_id, max_tokens: 4 }, LONG);
+    expect(next.tokens.generated).toBeGreaterThan(0);
+    await call(c.client, "close_session", { session_id });
+  });
+
+  it("answer_call answers any pending call with the client's own error; generate is refused until then, and works after", async () => {
+    const { session_id, turn } = await steeredCall("offload_lora", "plan");
+    const callId = turn.tool_calls[0]!.id;
+    expect(await callError(c.client, "generate", { session_id })).toMatch(/unanswered calls: offload_lora .*answer_call/);
+    const answered = await call<{ call_id: string; name: string }>(c.client, "answer_call", { session_id, call_id: callId, error: "not now: keep planning" });
+    expect(answered).toMatchObject({ call_id: callId, name: "offload_lora" });
+    const { history, active_adapter } = await call<{ history: { role: string; call_id?: string; content: string; is_error?: boolean }[]; active_adapter: string | null }>(c.client, "get_session", { session_id });
+    expect(history.find((m) => m.role === "tool" && m.call_id === callId)).toMatchObject({ content: "not now: keep planning", is_error: true });
+    expect(active_adapter).toBe("plan");
+    expect(await callError(c.client, "answer_call", { session_id, call_id: callId, error: "again" })).toMatch(/is not an unanswered call/);
+    const next = await call<Turn>(c.client, "generate", { session_id, max_tokens: 4 }, LONG);
+    expect(next.tokens.generated).toBeGreaterThan(0);
+    await call(c.client, "close_session", { session_id });
+  });
+});
