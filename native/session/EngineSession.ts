@@ -326,6 +326,9 @@ export class EngineSession {
           onToken: options.onToken && ((chunk) => options.onToken!((generated += chunk.length))),
           maxParallelFunctionCalls: 1,
         });
+      } catch (err) {
+        // the turn's own limit can land where node-llama-cpp throws on an abort rather than returning
+        if (!limit.signal.aborted || options.signal?.aborted) throw err;
       } finally {
         chat.dispose({ disposeSequence: false });
       }
@@ -334,11 +337,11 @@ export class EngineSession {
       const logprobsStart = now();
       const logprobs = options.topLogprobs ? await this.teacherForcedLogprobs(sequence, tokens, generatedTokens, options.topLogprobs) : undefined;
       const logprobsMs = options.topLogprobs ? now() - logprobsStart : 0;
-      const calls: GeneratedCall[] = (response.functionCalls ?? []).map((c) => ({ name: c.functionName, arguments: c.params, raw: c.raw }));
+      const calls: GeneratedCall[] = (response?.functionCalls ?? []).map((c) => ({ name: c.functionName, arguments: c.params, raw: c.raw }));
       return {
-        text: response.response,
+        text: response?.response ?? this.host.model.detokenize(generatedTokens),
         calls,
-        finishReason: limit.signal.aborted && !options.signal?.aborted ? "length" : finishReason(response.metadata.stopReason, calls.length),
+        finishReason: limit.signal.aborted && !options.signal?.aborted ? "length" : finishReason(response!.metadata.stopReason, calls.length),
         adapter: label(lane.versions),
         tokens: {
           prompt: tokens.length,

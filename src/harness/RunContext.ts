@@ -87,8 +87,12 @@ export class RunContext {
     // chars, not tokens: half the room beyond the reserve holds that many characters on any tokenizer we serve
     const handoff = lastText.slice(0, Math.max(0, Math.min(MAX_HANDOFF_CHARS, Math.floor((size - used - reserve) / 2)))) || undefined;
     let done = await this.weightAction(stage, "offload", "harness", () => this.driver.offload({ handoff, reason }), detail);
-    // without a handoff the exchange is as short as it gets: the reserve is sized for it
-    if (!done.ok && handoff) done = await this.weightAction(stage, "offload", "harness", () => this.driver.offload({ reason }), detail);
+    if (!done.ok) {
+      // without a handoff, and with older tool results elided, the exchange is as short as it gets
+      const elided = await this.orchestrate(() => this.driver.elide(this.opts.contextReserve));
+      if (elided.elided > 0) this.trace.event("elision", { stage, adapter: this.route(), results: elided.elided, callIds: elided.callIds, freedTokens: elided.freedTokens, reason: "room for the release exchange" });
+      if (handoff || elided.elided > 0) done = await this.weightAction(stage, "offload", "harness", () => this.driver.offload({ reason }), detail);
+    }
     return done.ok && this.driver.active() === null;
   }
 

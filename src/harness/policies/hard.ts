@@ -28,18 +28,23 @@ export async function runHard(ctx: RunContext, workflow: readonly string[], budg
   for (const [i, alias] of workflow.entries()) {
     const final = i === workflow.length - 1;
     const stage = `${i + 1}:${alias}`;
-    const reserve = ctx.contextReserve * (workflow.length - i);
+    // its own release, and a load and a release for every later stage
+    const reserve = ctx.contextReserve * (1 + 2 * (workflow.length - 1 - i));
     // an earlier release failed: nothing may run before the session is back on the base
     if (ctx.driver.active() !== null && !(await ctx.release(stage, `the previous stage's release failed; the harness releases ${ctx.route()} before stage ${i + 1}`, "", reserve))) {
       ctx.trace.event("fallback", { stage, adapter: alias, reason: `the session could not return to the base model; ${ctx.route()} stays active and the run stops here` });
       return { text: last?.lastText ?? "", stages, stopped: true };
     }
     let onAdapter = ctx.driver.adapters.includes(alias);
-    if (onAdapter) {
+    const { size, used } = await ctx.driver.room();
+    if (onAdapter && size - used < reserve + ctx.contextReserve) {
+      onAdapter = false;
+      ctx.trace.event("fallback", { stage, adapter: alias, runsOn: ctx.route(), reason: "the context window has no room for this stage's load and release exchanges; the base model runs it" });
+    } else if (onAdapter) {
       const loaded = await ctx.weightAction(stage, "load", "harness", () => ctx.driver.load(alias, { reason: `stage ${i + 1} of the prescribed workflow ${workflow.join(" -> ")}` }));
       onAdapter = loaded.ok;
       if (!loaded.ok) ctx.trace.event("fallback", { stage, adapter: alias, runsOn: ctx.route(), reason: `load failed: ${loaded.error}` });
-    } else {
+    } else if (!ctx.driver.adapters.includes(alias)) {
       ctx.trace.event("fallback", { stage, adapter: alias, runsOn: ctx.route(), reason: "the library has no such adapter; the base model runs this stage" });
     }
     try {
