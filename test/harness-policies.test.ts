@@ -57,13 +57,20 @@ class ScriptedDriver implements TrajectoryDriver {
   async note(text: string) {
     this.log.push(`note:${text}`);
   }
+  /** A window that never fills (the context exit is proven on the real engine, in context-window.test.ts). */
+  async room() {
+    return { size: 1e9, used: 0 };
+  }
+  async elide() {
+    return { elided: 0, callIds: [], freedTokens: 0 };
+  }
 }
 
 const work = (ms: number) => (ms ? new Promise((r) => setTimeout(r, ms)) : Promise.resolve());
 const budget = (b: Partial<StageBudget> = {}) => () => layered(DEFAULT_STAGE_BUDGET, b);
 const context = (driver: TrajectoryDriver) => {
   const trace = new Trace("t_test", undefined);
-  return { ctx: new RunContext(driver, trace, { maxTokensPerTurn: 64, steering: [], signal: new AbortController().signal }), trace };
+  return { ctx: new RunContext(driver, trace, { maxTokensPerTurn: 64, contextReserve: 256, steering: [], signal: new AbortController().signal }), trace };
 };
 const offload = (handoff = "done") => ({ name: "offload_lora", arguments: { handoff } });
 const search = { name: "search", arguments: { query: "q" } };
