@@ -133,8 +133,8 @@ export type Config = z.infer<typeof ConfigSchema>;
 export type ConfigInput = z.input<typeof ConfigSchema>;
 
 export class ConfigError extends Error {
-  constructor(readonly source: string, readonly issues: readonly string[]) {
-    super(`configuration ${source} is invalid: ${issues.join("; ")}`);
+  constructor(readonly source: string, readonly issues: readonly string[], what = "is invalid") {
+    super(`configuration ${source} ${what}: ${issues.join("; ")}`);
     this.name = "ConfigError";
   }
 }
@@ -169,9 +169,17 @@ export function resolveConfig(input: unknown, source: string, baseDir: string): 
 }
 
 export function loadConfigFile(file: string): ResolvedConfig {
+  let text: string;
+  try {
+    text = readFileSync(file, "utf8");
+  } catch (err) {
+    const missing = (err as NodeJS.ErrnoException).code === "ENOENT";
+    if (missing) throw new ConfigError(file, [`no such file (${resolve(file)}); create it (README "Configuration") or drop --config to use the defaults`], "is missing");
+    throw new ConfigError(file, [`cannot read it: ${(err as Error).message}`], "is unreadable");
+  }
   let raw: unknown;
   try {
-    raw = JSON.parse(readFileSync(file, "utf8"));
+    raw = JSON.parse(text);
   } catch (err) {
     throw new ConfigError(file, [`cannot read it as JSON: ${(err as Error).message}`]);
   }
