@@ -59,7 +59,7 @@ class ScriptedDriver implements TrajectoryDriver {
   }
   /** A window that never fills (the context exit is proven on the real engine, in context-window.test.ts). */
   async room() {
-    return { size: 1e9, used: 0 };
+    return { size: 1e9, used: 0, release: 0 };
   }
   async elide() {
     return { elided: 0, callIds: [], freedTokens: 0 };

@@ -10,6 +10,8 @@ export interface Progress {
 
 /** A turn with less room than this is not worth generating: the stage ends on the window instead. */
 export const MIN_TURN_TOKENS = 16;
+/** Tokens a turn adds around its text (end of turn, the next turn's opening) that its own limit does not count. */
+const TURN_OVERHEAD_TOKENS = 32;
 /** Characters of a harness-written handoff at most (what the stage last wrote). */
 const MAX_HANDOFF_CHARS = 2000;
 
@@ -60,9 +62,10 @@ export class RunContext {
    * says which.
    */
   async roomForTurn(stage: string, reserve: number): Promise<number | undefined> {
+    // the reserve, and never less than what this release exchange measures (the closing of the turn too)
     const free = async () => {
-      const { size, used } = await this.driver.room();
-      return size - used - reserve;
+      const { size, used, release } = await this.driver.room();
+      return size - used - Math.max(reserve, release + TURN_OVERHEAD_TOKENS);
     };
     let room = await free();
     if (room < MIN_TURN_TOKENS) {
@@ -74,7 +77,7 @@ export class RunContext {
     }
     if (room >= MIN_TURN_TOKENS) return room;
     this.windowEnded = true;
-    this.trace.event("context_full", { stage, adapter: this.route(), room: room + reserve, reserve });
+    this.trace.event("context_full", { stage, adapter: this.route(), roomBeyondReserve: room, reserve });
     return undefined;
   }
 

@@ -54,8 +54,8 @@ export interface TrajectoryDriver {
   reject(callId: string, message: string): Promise<void>;
   /** A user-role note from the harness. */
   note(text: string): Promise<void>;
-  /** The context window: its size and the tokens the history takes as the model reads it now. */
-  room(): Promise<{ size: number; used: number }>;
+  /** The context window: its size, the tokens the history takes as the model reads it now, and what releasing the active adapter would add. */
+  room(): Promise<{ size: number; used: number; release: number }>;
   /** Elides the oldest external tool results read in full until `needed` tokens are free (or none is left). */
   elide(needed: number): Promise<{ elided: number; callIds: string[]; freedTokens: number }>;
 }

@@ -217,10 +217,21 @@ export class SessionService {
     });
   }
 
-  /** The session's context window: its size and the tokens its history takes as the model reads it now. */
-  contextUsage(owner: string, id: string): { size: number; used: number } {
+  /**
+   * The session's context window: its size, the tokens its history takes as the model reads it now, and what
+   * releasing the active adapter would add (a harness-made release exchange; 0 on the base).
+   */
+  contextUsage(owner: string, id: string): { size: number; used: number; release: number } {
     const session = this.get(owner, id);
-    return { size: session.engine.contextSize, used: session.engine.promptTokens(session.conversation()) };
+    const used = session.engine.promptTokens(session.conversation());
+    const active = session.activeAdapter;
+    if (active === null || !session.settings.weightActions) return { size: session.engine.contextSize, used, release: 0 };
+    const call: ToolCallRecord = { id: "call_measure", name: OFFLOAD_LORA, arguments: {} };
+    const exchange: HistoryMessage[] = [
+      { role: "assistant", content: "", adapter: active, author: "harness", toolCalls: [call] },
+      toolResult(call, `${this.exchangeMessage(OFFLOAD_LORA, active)} [stage ended by the harness: the context window is full]`, false),
+    ];
+    return { size: session.engine.contextSize, used, release: session.engine.promptTokens(session.conversation([...session.history, ...exchange])) - used };
   }
 
   /**
