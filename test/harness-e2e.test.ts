@@ -10,7 +10,7 @@ import { call, connectClient, MAIN, testConfig, type Connected } from "./helpers
 /** The random demo model rarely ends a string argument on its own; a bias on the quote token makes it. */
 const Q = { '"': 8 };
 const traceDir = join(tempDir(), "traces");
-const config = testConfig({ model: { gpu: false, contextSize: 8192 }, harness: { maxTokensPerTurn: 64, traceDir, stage: { turns: 3 } } });
+const config = testConfig({ model: { gpu: false, contextSize: 8192 }, harness: { maxTokensPerTurn: 96, traceDir, stage: { turns: 3 } } });
 let c: Connected;
 
 interface Event {
