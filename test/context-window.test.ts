@@ -80,3 +80,23 @@ describe("client-driven generate in a small window", () => {
     await call(c.client, "close_session", { session_id });
   });
 });
+
+describe("a 2048-token window, smaller than the demo's prompt", () => {
+  it("hard and soft runs, seeds 1 to 3, end with finish: context and no error; nothing runs under weights it could not release", async () => {
+    const tiny = await connectClient("stdio", undefined, {}, testConfig({ model: { contextSize: 2048 }, harness: { traceDir } }));
+    try {
+      for (const policy of ["hard", "soft"]) {
+        for (const seed of [1, 2, 3]) {
+          const r = await call<RunResult>(tiny.client, "run_task", { task: "Which river flows through Paris?", policy, seed, steering: [{ adapter: "base", turn: 1, tool: "load_lora" }] }, LONG);
+          expect(r.finish, `${policy} seed ${seed}`).toBe("context");
+          const events = JSON.parse(((await tiny.client.readResource({ uri: r.trace_uri })).contents[0] as { text: string }).text) as Event[];
+          expect(events.filter((e) => e.type === "model_call")).toEqual([]);
+          expect(events.filter((e) => e.type === "adapter_control" && e.ok)).toEqual([]);
+          expect(events.at(-1)).toMatchObject({ type: "run_end", finish: "context" });
+        }
+      }
+    } finally {
+      await tiny.close();
+    }
+  });
+});
