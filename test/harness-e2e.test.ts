@@ -139,5 +139,5 @@ describe("eval", () => {
     expect(report.policies[0].selectionAccuracy).toBe(1);
     expect(existsSync(join(out, "chart.svg"))).toBe(true);
     expect(readFileSync(join(out, "chart.svg"), "utf8")).toMatch(/^<svg[\s\S]*hard[\s\S]*base[\s\S]*<\/svg>\s*$/);
-  });
+  }, LONG.timeout);
 });
