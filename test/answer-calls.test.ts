@@ -82,3 +82,53 @@ describe("answering calls", () => {
     await call(c.client, "close_session", { session_id });
   });
 });
+
+describe("generate: progress and cancellation", () => {
+  it("reports progress while decoding; a cancelled generate leaves the history unchanged and the session usable", async () => {
+    const { session_id } = await call<{ session_id: string }>(c.client, "create_session", { task: "Which river flows through Paris?" });
+    const seen: { progress: number; message?: string }[] = [];
+    const done = await c.client.callTool({ name: "generate", arguments: { session_id, max_tokens: 64 } }, undefined, { timeout: 300_000, onprogress: (p) => void seen.push(p) });
+    expect(done.isError).toBeFalsy();
+    expect(seen.some((p) => /tokens generated/.test(p.message ?? ""))).toBe(true);
+    expect(seen.map((p) => p.progress)).toEqual([...seen.map((p) => p.progress)].sort((a, b) => a - b));
+
+    const before = await call<{ history: unknown[] }>(c.client, "get_session", { session_id });
+    const controller = new AbortController();
+    const cancelled = c.client.callTool({ name: "generate", arguments: { session_id, max_tokens: 2000 } }, undefined, {
+      timeout: 300_000,
+      signal: controller.signal,
+      onprogress: (p) => {
+        if (/tokens generated/.test(p.message ?? "")) controller.abort();
+      },
+    });
+    await expect(cancelled).rejects.toThrow();
+    // the server sees the cancellation, stops decoding and records nothing
+    let after = await call<{ history: unknown[] }>(c.client, "get_session", { session_id });
+    for (let i = 0; i < 50 && JSON.stringify(after.history) !== JSON.stringify(before.history); i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      after = await call<{ history: unknown[] }>(c.client, "get_session", { session_id });
+    }
+    expect(after.history).toEqual(before.history);
+    const next = await call<Turn>(c.client, "generate", { session_id, max_tokens: 4 }, LONG);
+    expect(next.tokens.generated).toBeGreaterThan(0);
+    expect((await call<{ history: unknown[] }>(c.client, "get_session", { session_id })).history).toHaveLength(before.history.length + 1);
+    await call(c.client, "close_session", { session_id });
+  });
+});
+
+describe("the static policy", () => {
+  it("runs every adapter applied together for the whole run: no weight actions, every turn under plan+search+write", async () => {
+    const r = await call<{ trace_uri: string; stages: string[]; finish: string; switches: number }>(c.client, "run_task", { task: "Which river flows through Paris?", policy: "static", seed: 1, soft: { turns: 2 } }, LONG);
+    expect(r.stages).toEqual(["static"]);
+    expect(r.switches).toBe(0);
+    expect(["answer", "budget"]).toContain(r.finish);
+    const events = JSON.parse(((await c.client.readResource({ uri: r.trace_uri })).contents[0] as { text: string }).text) as { type: string; [k: string]: unknown }[];
+    expect(events.find((e) => e.type === "run_start")).toMatchObject({ fixedAdapters: ["plan", "search", "write"] });
+    const turns = events.filter((e) => e.type === "model_call");
+    expect(turns.length).toBeGreaterThan(0);
+    for (const t of turns) expect(t.adapter).toBe("plan+search+write");
+    expect(events.filter((e) => e.type === "adapter_control")).toEqual([]);
+    const history = events.find((e) => e.type === "history")!.messages as { role: string; name?: string }[];
+    expect(history.filter((m) => m.role === "tool" && (m.name === "load_lora" || m.name === "offload_lora"))).toEqual([]);
+  });
+});
