@@ -53,7 +53,8 @@ for (const window of windows) {
 }
 
 // steering: every tool the state allows, under every demo adapter and the base
-const c = await server(Math.max(...windows));
+// steering needs room for the prompt and a call: the default window at least
+const c = await server(Math.max(8192, ...windows));
 const probe = await callTool<{ session_id: string; tools: string[] }>(c.client, "create_session", { task: "probe" });
 await callTool(c.client, "close_session", { session_id: probe.session_id });
 const tools = probe.tools;
