@@ -75,7 +75,9 @@ export class RunContext {
         room = await free();
       }
     }
-    if (room >= MIN_TURN_TOKENS) return room;
+    // half of it: a turn's text can re-render longer than the tokens it generated (invalid UTF-8 byte runs
+    // come back as replacement characters), and the release must still fit after it
+    if (room >= MIN_TURN_TOKENS) return Math.floor(room / 2);
     this.windowEnded = true;
     this.trace.event("context_full", { stage, adapter: this.route(), roomBeyondReserve: room, reserve });
     return undefined;
