@@ -77,6 +77,6 @@ export class SessionClosedError extends EngineError {
 export class ContextOverflowError extends EngineError {
   readonly code = "context_overflow";
   constructor(readonly tokens: number, readonly contextSize: number) {
-    super(`the conversation needs ${tokens} tokens but the session's context holds ${contextSize}; shorten the history or raise engine.contextSize`);
+    super(`the conversation needs ${tokens} tokens but the session's context holds ${contextSize}; shorten the history or raise model.contextSize`);
   }
 }

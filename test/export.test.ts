@@ -50,7 +50,7 @@ const writeEvents = (file: string, events: Event[]) => writeFileSync(file, event
 
 beforeAll(async () => {
   // keep_tool_result 1: the search stage's second result turns the first into a marker mid-stage
-  const config = testConfig({ model: { gpu: false, contextSize: 8192 }, sessions: { keepToolResults: 1 }, harness: { maxTokensPerTurn: 48, traceDir, stage: { turns: 3 } } });
+  const config = testConfig({ model: { gpu: false, contextSize: 8192 }, sessions: { keepToolResults: 1 }, harness: { maxTokensPerTurn: 96, traceDir, stage: { turns: 3 } } });
   const c = await connectClient("stdio", undefined, {}, config);
   const ids: string[] = [];
   try {

@@ -10,7 +10,7 @@ import { call, connectClient, MAIN, testConfig, type Connected } from "./helpers
 /** The random demo model rarely ends a string argument on its own; a bias on the quote token makes it. */
 const Q = { '"': 8 };
 const traceDir = join(tempDir(), "traces");
-const config = testConfig({ model: { gpu: false, contextSize: 8192 }, harness: { maxTokensPerTurn: 64, traceDir, stage: { turns: 3 } } });
+const config = testConfig({ model: { gpu: false, contextSize: 8192 }, harness: { maxTokensPerTurn: 96, traceDir, stage: { turns: 3 } } });
 let c: Connected;
 
 interface Event {
@@ -130,7 +130,7 @@ describe("eval", () => {
     const out = join(tempDir(), "eval");
     const tasks = join(PACKAGE_ROOT, "src", "harness", "eval", "demo-tasks.jsonl");
     const { stdout } = await promisify(execFile)(process.execPath, [MAIN, "eval", tasks, "--policy", "hard,base", "--out", out, "--config", config, "--seed", "1"], { env: { ...process.env, WEACT_LOG_LEVEL: "warn" }, timeout: 300_000 });
-    expect(stdout).toMatch(/^policy\s+tasks\s+errors\s+exact\s+contains\s+mean s\s+p95 s\s+switches/m);
+    expect(stdout).toMatch(/^policy\s+tasks\s+errors\s+context\s+exact\s+contains\s+mean s\s+p95 s\s+switches/m);
     expect(stdout).toMatch(/^hard\s+3\s+0\s/m);
     expect(stdout).toMatch(/^base\s+3\s+0\s/m);
     const report = JSON.parse(readFileSync(join(out, "report.json"), "utf8"));
@@ -139,5 +139,5 @@ describe("eval", () => {
     expect(report.policies[0].selectionAccuracy).toBe(1);
     expect(existsSync(join(out, "chart.svg"))).toBe(true);
     expect(readFileSync(join(out, "chart.svg"), "utf8")).toMatch(/^<svg[\s\S]*hard[\s\S]*base[\s\S]*<\/svg>\s*$/);
-  });
+  }, LONG.timeout);
 });

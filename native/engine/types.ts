@@ -165,6 +165,8 @@ export interface GenerateResult {
   finishReason: FinishReason;
   adapter: string | null;
   tokens: TokenAccounting;
+  /** Tokens of the session's context window still free after this turn. */
+  contextRemaining: number;
   timings: {
     /** Waiting for the context lock (other sessions' work). */
     queueMs: number;

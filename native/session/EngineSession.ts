@@ -1,4 +1,4 @@
-import { LlamaChat, LlamaText, type ChatWrapper, type LlamaContextSequence, type LlamaModel, type Token } from "node-llama-cpp";
+import { LlamaChat, LlamaText, TokenBias, type ChatWrapper, type LlamaContextSequence, type LlamaModel, type Token } from "node-llama-cpp";
 import { renderConversation, toChatModelFunctions } from "../chat/render.js";
 import { generationBias } from "../chat/bias.js";
 import { ResidentAdapters } from "../adapters/ResidentAdapters.js";
@@ -46,6 +46,9 @@ export type SwitchCachePolicy = CacheStrategy | "keep-stale";
 export type LaneKeyOf = (versions: readonly string[]) => string;
 
 const now = () => performance.now();
+
+/** Tokens before a steered turn's limit from which its call's arguments are closed (the rest of the call fits in them). */
+const CLOSING_MARGIN = 48;
 
 /** null for the base, else the adapters' aliases joined with "+" (read from the version ids: valid even once a version is freed). */
 const label = (versions: readonly string[]): string | null => (versions.length ? versions.map(ResidentAdapters.aliasOf).join("+") : null);
@@ -304,6 +307,9 @@ export class EngineSession {
       const decodeStart = now();
       const chat = new LlamaChat({ contextSequence: sequence, chatWrapper: wrapper, autoDisposeSequence: false });
       const steerTokens = options.steerToolCall ? this.steeringTokens(options.steerToolCall.name) : undefined;
+      const steering = steerTokens && { tokens: steerTokens, sequence, promptLength: tokens.length, closeAfter: Math.max(steerTokens.length, maxTokens - CLOSING_MARGIN), closers: this.closerTokens() };
+      // node-llama-cpp does not count a function call's prefix against maxTokens: the turn's own count stops it
+      const limit = new AbortController();
       let response;
       let generated = 0;
       try {
@@ -314,14 +320,17 @@ export class EngineSession {
           seed: options.seed,
           topK: options.topK,
           topP: options.topP,
-          tokenBias: generationBias(this.host.model, options.tokenBias, steerTokens && { tokens: steerTokens, sequence, promptLength: tokens.length }),
-          signal: options.signal,
+          tokenBias: limited(this.host.model, generationBias(this.host.model, options.tokenBias, steering), () => sequence.contextTokens.length - tokens.length >= maxTokens - 1, () => limit.abort()),
+          signal: options.signal ? AbortSignal.any([options.signal, limit.signal]) : limit.signal,
           stopOnAbortSignal: true,
           onToken: options.onToken && ((chunk) => options.onToken!((generated += chunk.length))),
           onTextChunk: options.onText,
           customStopTriggers: options.stop?.length ? options.stop : undefined,
           maxParallelFunctionCalls: 1,
         });
+      } catch (err) {
+        // the turn's own limit can land where node-llama-cpp throws on an abort rather than returning
+        if (!limit.signal.aborted || options.signal?.aborted) throw err;
       } finally {
         chat.dispose({ disposeSequence: false });
       }
@@ -330,11 +339,11 @@ export class EngineSession {
       const logprobsStart = now();
       const logprobs = options.topLogprobs ? await this.teacherForcedLogprobs(sequence, tokens, generatedTokens, options.topLogprobs) : undefined;
       const logprobsMs = options.topLogprobs ? now() - logprobsStart : 0;
-      const calls: GeneratedCall[] = (response.functionCalls ?? []).map((c) => ({ name: c.functionName, arguments: c.params, raw: c.raw }));
+      const calls: GeneratedCall[] = (response?.functionCalls ?? []).map((c) => ({ name: c.functionName, arguments: c.params, raw: c.raw }));
       return {
-        text: response.response,
+        text: response?.response ?? this.host.model.detokenize(generatedTokens),
         calls,
-        finishReason: finishReason(response.metadata.stopReason, calls.length),
+        finishReason: limit.signal.aborted && !options.signal?.aborted ? "length" : finishReason(response!.metadata.stopReason, calls.length),
         adapter: label(lane.versions),
         tokens: {
           prompt: tokens.length,
@@ -342,6 +351,7 @@ export class EngineSession {
           evaluated: tokens.length - prefill.reused,
           generated: generatedTokens.length,
         },
+        contextRemaining: this.contextSize - tokens.length - generatedTokens.length,
         timings: { queueMs, adapterSetMs, prefillMs: prefill.ms, decodeMs, logprobsMs, totalMs: now() - started },
         ...(logprobs ? { logprobs } : {}),
       };
@@ -396,6 +406,11 @@ export class EngineSession {
       if (ran) return result as T;
       this.ensureOpen();
     }
+  }
+
+  /** Tokens of the conversation's prompt as the model would read it now (what the window must hold). */
+  promptTokens(conversation: Conversation): number {
+    return this.render(conversation).length;
   }
 
   private render(conversation: Conversation): Token[] {
@@ -462,6 +477,12 @@ export class EngineSession {
     return name ? [...tokens, ...this.host.model.tokenize(name)] : tokens;
   }
 
+  /** The tokens that end a JSON string, object or array: forced near a steered turn's limit so its call completes. */
+  private closerTokens(): Record<'"' | "}" | "]", Token> {
+    const token = (c: string) => this.host.model.tokenize(c)[0]!;
+    return { '"': token('"'), "}": token("}"), "]": token("]") };
+  }
+
   private ensureOpen() {
     if (this.closed) throw new SessionClosedError();
   }
@@ -489,6 +510,22 @@ async function syncPrefix(sequence: LlamaContextSequence, tokens: readonly Token
   const rest = target.slice(reused);
   if (rest.length) await sequence.evaluateWithoutGeneratingNewTokens(rest);
   return { reused, evaluated: rest.length, ms: now() - started };
+}
+
+/**
+ * A bias that also ends the generation once `full()` holds: checked as each token is sampled, the stop deferred
+ * out of the native sampling callback (which must never throw), so it lands before the next token.
+ */
+function limited(model: LlamaModel, bias: TokenBias | (() => TokenBias) | undefined, full: () => boolean, stop: () => void): () => TokenBias {
+  let stopping = false;
+  const none = new TokenBias(model.tokenizer);
+  return () => {
+    if (!stopping && full()) {
+      stopping = true;
+      queueMicrotask(stop);
+    }
+    return (typeof bias === "function" ? bias() : bias) ?? none;
+  };
 }
 
 export function toLogProbs(probabilities: Map<Token, number> | undefined): LogProbs {

@@ -34,7 +34,7 @@ export async function runCommand(config: ResolvedConfig, logger: Logger, task: s
   try {
     const r = await runTask(services.harness, "cli", { task, policy, seed: opts.seed, workflow: opts.workflow?.split(",") }, { onProgress: (p) => process.stderr.write(`[${p.turn}] ${p.message}\n`) });
     const t = r.time;
-    process.stderr.write(`stages: ${r.stages.join(" -> ")}; ${r.switches} switches; ${(t.wallMs / 1000).toFixed(2)} s (model ${Object.entries(t.model).map(([k, v]) => `${k} ${(v / 1000).toFixed(2)}`).join(", ")}; tools ${(t.externalTool / 1000).toFixed(2)}; control ${(t.adapterControl / 1000).toFixed(3)}; cache ${(t.cacheRebuild / 1000).toFixed(2)}; unattributed ${(t.unattributedShare * 100).toFixed(2)}%)\ntrace: ${r.traceFile}\n`);
+    process.stderr.write(`finish: ${r.finish}; stages: ${r.stages.join(" -> ")}; ${r.switches} switches; ${(t.wallMs / 1000).toFixed(2)} s (model ${Object.entries(t.model).map(([k, v]) => `${k} ${(v / 1000).toFixed(2)}`).join(", ")}; tools ${(t.externalTool / 1000).toFixed(2)}; control ${(t.adapterControl / 1000).toFixed(3)}; cache ${(t.cacheRebuild / 1000).toFixed(2)}; unattributed ${(t.unattributedShare * 100).toFixed(2)}%)\ntrace: ${r.traceFile}\n`);
     process.stdout.write(`${r.answer}\n`);
   } finally {
     await services.dispose();
@@ -50,7 +50,7 @@ export async function evalCommand(config: ResolvedConfig, logger: Logger, file: 
     const report = await runEval(services.harness, tasks, list, {
       tasksFile: file,
       seed: opts.seed,
-      onRun: (task, policy, r) => process.stderr.write(`${policy} ${task}: ${r instanceof Error ? `error: ${r.message}` : `${(r.time.wallMs / 1000).toFixed(2)} s, ${r.correct?.contains ? "correct" : "wrong"}`}\n`),
+      onRun: (task, policy, r) => process.stderr.write(`${policy} ${task}: ${r instanceof Error ? `error: ${r.message}` : `${(r.time.wallMs / 1000).toFixed(2)} s, ${r.correct?.contains ? "correct" : "wrong"}, finish ${r.finish}`}\n`),
     });
     const out = writeReport(report, opts.out ?? join(STATE_DIR, "eval", new Date().toISOString().replace(/[:.]/g, "-")));
     process.stdout.write(`${formatTable(report)}\n\nreport: ${out.json}\nchart:  ${out.chart}\n`);

@@ -6,9 +6,10 @@ import { loadConfigFile, resolveConfig, type ResolvedConfig } from "../config/co
 import { generateDemoWeights } from "../demo/generate.js";
 import { createLogger } from "../log.js";
 import { PACKAGE_ROOT } from "../paths.js";
+import { clientConfig, CLIENTS, type ClientKind } from "./clientConfig.js";
 import { evalCommand, exportCommand, generateFamilySets, importPeftCommand, runCommand, UsageError } from "./commands.js";
 import { doctor, formatChecks } from "./doctor.js";
-import { serve } from "./serve.js";
+import { assertPortFree, serve } from "./serve.js";
 
 const HELP = `weact-mcp: serve one GGUF base model with switchable LoRA capability adapters over MCP
 
@@ -28,6 +29,8 @@ Usage:
   weact-mcp demo-weights [--seed N] [--big]    (re)generate the demo model and adapters
   weact-mcp demo-weights --family NAME|all [--quant F16|Q8_0|Q4_0|all] [--seed N]
                                       a model family's demo set (real chat template); one JSON line per set
+  weact-mcp client-config [--client claude-desktop|claude-code|cursor] [--config F]
+                                      a ready client entry (absolute paths) that starts this server over stdio
 
 Serving (default: HTTP on 127.0.0.1:7331, Streamable HTTP at /mcp and legacy SSE at /sse):
   --stdio            serve one client over stdin/stdout (what MCP clients spawn)
@@ -87,6 +90,7 @@ async function main(argv: string[]) {
       family: { type: "string" },
       quant: { type: "string" },
       json: { type: "boolean" },
+      client: { type: "string" },
       help: { type: "boolean", short: "h" },
     },
   });
@@ -134,6 +138,14 @@ async function main(argv: string[]) {
     }
     return;
   }
+  if (command === "client-config") {
+    const client = (values.client ?? "claude-desktop") as ClientKind;
+    if (!CLIENTS.includes(client)) fail(`--client: "${client}" is not one of ${CLIENTS.join(", ")}`);
+    const out = clientConfig(client, values.config && resolve(values.config));
+    process.stderr.write(`${out.hint}:\n`);
+    process.stdout.write(out.text);
+    return;
+  }
   if (command === "demo-weights") {
     const paths = generateDemoWeights(PACKAGE_ROOT, { seed, big: values.big });
     logger.info(paths, "demo weights written");
@@ -145,6 +157,8 @@ async function main(argv: string[]) {
   const config = configFrom(values);
   const port = values.http === undefined ? config.server.port : Number(values.http);
   if (!Number.isInteger(port) || port < 0 || port > 65535) fail("--http takes a port number (0-65535)");
+  // before the model loads: a taken port is reported in a second, not after the load
+  if (!values.stdio) await assertPortFree(config.server.host, port).catch((err: Error) => fail(err.message));
   await serve(config, values.stdio ? { kind: "stdio" } : { kind: "http", host: config.server.host, port }, logger);
 }
 

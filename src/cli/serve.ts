@@ -1,3 +1,4 @@
+import { createServer } from "node:net";
 import type { ResolvedConfig } from "../config/config.js";
 import type { Logger } from "../log.js";
 import { serveHttp } from "../transports/http.js";
@@ -16,7 +17,7 @@ function connectionHelp(url: string): string {
     `  status page:      ${url}/status`,
     `  mcp.json entry:   ${entry}`,
     `  MCP Inspector:    npx @modelcontextprotocol/inspector  -> transport "Streamable HTTP", URL ${url}/mcp`,
-    `  stdio instead:    node dist/src/cli/main.js --stdio   (see mcp.json)`,
+    `  stdio instead:    weact-mcp client-config [--client claude-desktop|claude-code|cursor]   (a ready entry with absolute paths)`,
     "",
   ].join("\n");
 }
@@ -53,4 +54,16 @@ export async function serve(config: ResolvedConfig, mode: ServeMode, logger: Log
   }
   process.on("SIGINT", () => void shutdown("SIGINT"));
   process.on("SIGTERM", () => void shutdown("SIGTERM"));
+}
+
+/** Fails with a plain message when `port` is taken on `host` (checked before the model loads). */
+export async function assertPortFree(host: string, port: number): Promise<void> {
+  if (port === 0) return;
+  await new Promise<void>((resolve, reject) => {
+    const probe = createServer();
+    probe.once("error", (err: NodeJS.ErrnoException) =>
+      reject(new Error(err.code === "EADDRINUSE" ? `port ${port} on ${host} is already in use (EADDRINUSE): stop what holds it, or choose another port with --http PORT or server.port` : `cannot listen on ${host}:${port}: ${err.message}`)),
+    );
+    probe.listen(port, host, () => probe.close(() => resolve()));
+  });
 }

@@ -1,6 +1,6 @@
 import { dirname, join } from "node:path";
 import type { ResolvedConfig } from "../config/config.js";
-import { DEFAULT_STAGE_BUDGET, layered } from "../harness/budgets.js";
+import { DEFAULT_STAGE_BUDGET, layered } from "../budgets/budgets.js";
 import type { HarnessDeps } from "../harness/runTask.js";
 import { RecentRuns } from "../harness/trace/RecentRuns.js";
 import type { Logger } from "../log.js";

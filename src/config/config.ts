@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { z } from "zod";
-import { SoftLimitsSchema, StageBudgetSchema } from "../harness/budgets.js";
+import { SoftLimitsSchema, StageBudgetSchema } from "../budgets/budgets.js";
 import { describeIssues } from "../library/manifest.js";
 import { DEFAULT_MANIFEST } from "../paths.js";
 
@@ -117,6 +117,8 @@ export const ConfigSchema = z
         stage: StageBudgetSchema.partial().default({}),
         soft: SoftLimitsSchema.partial().default({}),
         maxTokensPerTurn: z.number().int().positive().max(1 << 20).default(512),
+        /** Tokens of the context window a stage keeps free for its release exchange (hard: also one per later stage). */
+        contextReserveTokens: z.number().int().min(0).max(1 << 20).default(256),
         /** Where trajectory traces (JSONL) are written (default: .weact/traces). */
         traceDir: z.string().min(1).optional(),
       })
@@ -157,8 +159,8 @@ export type Config = z.infer<typeof ConfigSchema>;
 export type ConfigInput = z.input<typeof ConfigSchema>;
 
 export class ConfigError extends Error {
-  constructor(readonly source: string, readonly issues: readonly string[]) {
-    super(`configuration ${source} is invalid: ${issues.join("; ")}`);
+  constructor(readonly source: string, readonly issues: readonly string[], what = "is invalid") {
+    super(`configuration ${source} ${what}: ${issues.join("; ")}`);
     this.name = "ConfigError";
   }
 }
@@ -195,9 +197,17 @@ export function resolveConfig(input: unknown, source: string, baseDir: string): 
 }
 
 export function loadConfigFile(file: string): ResolvedConfig {
+  let text: string;
+  try {
+    text = readFileSync(file, "utf8");
+  } catch (err) {
+    const missing = (err as NodeJS.ErrnoException).code === "ENOENT";
+    if (missing) throw new ConfigError(file, [`no such file (${resolve(file)}); create it (README "Configuration") or drop --config to use the defaults`], "is missing");
+    throw new ConfigError(file, [`cannot read it: ${(err as Error).message}`], "is unreadable");
+  }
   let raw: unknown;
   try {
-    raw = JSON.parse(readFileSync(file, "utf8"));
+    raw = JSON.parse(text);
   } catch (err) {
     throw new ConfigError(file, [`cannot read it as JSON: ${(err as Error).message}`]);
   }

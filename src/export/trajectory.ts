@@ -23,6 +23,8 @@ const ViewMessageSchema = z.discriminatedUnion("role", [
     is_error: z.boolean(),
     /** Weight actions and rejected calls: never elided, never counted by keep_tool_result. */
     internal: z.boolean(),
+    /** Elided to make room in the context window (read as the marker from then on). */
+    elided: z.boolean().optional(),
   }),
 ]);
 type ViewMessage = z.infer<typeof ViewMessageSchema>;
@@ -57,7 +59,7 @@ export function fromView(m: ViewMessage): HistoryMessage {
     case "assistant":
       return { role: "assistant", content: m.content, adapter: m.adapter, author: m.author, toolCalls: m.tool_calls.map((c) => ({ id: c.id, name: c.name, arguments: c.arguments })) };
     case "tool":
-      return { role: "tool", callId: m.call_id, name: m.name, content: m.content, isError: m.is_error, internal: m.internal };
+      return { role: "tool", callId: m.call_id, name: m.name, content: m.content, isError: m.is_error, internal: m.internal, ...(m.elided ? { elided: true } : {}) };
     default:
       return { role: m.role, content: m.content };
   }

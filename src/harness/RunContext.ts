@@ -8,6 +8,13 @@ export interface Progress {
   message: string;
 }
 
+/** A turn with less room than this is not worth generating: the stage ends on the window instead. */
+export const MIN_TURN_TOKENS = 16;
+/** Tokens a turn adds around its text (end of turn, the next turn's opening) that its own limit does not count. */
+const TURN_OVERHEAD_TOKENS = 32;
+/** Characters of a harness-written handoff at most (what the stage last wrote). */
+const MAX_HANDOFF_CHARS = 2000;
+
 export class RunCancelledError extends Error {
   constructor() {
     super("the run was cancelled");
@@ -35,6 +42,8 @@ export class RunContext {
     readonly trace: Trace,
     private readonly opts: {
       maxTokensPerTurn: number;
+      /** Tokens kept free for the release exchange (harness.contextReserveTokens). */
+      contextReserve: number;
       seed?: number;
       steering: readonly Steering[];
       signal: AbortSignal;
@@ -61,6 +70,58 @@ export class RunContext {
     } finally {
       this.waitedMs += performance.now() - started;
     }
+  }
+
+  get contextReserve(): number {
+    return this.opts.contextReserve;
+  }
+
+  /** The window ended a stage or a turn of this run (its finish is then `context`). */
+  windowEnded = false;
+
+  /**
+   * Tokens the next turn may generate, keeping `reserve` free, or undefined when not even MIN_TURN_TOKENS
+   * fit. Before giving up, older external tool results are elided (keep_tool_result's marker) and the trace
+   * says which.
+   */
+  async roomForTurn(stage: string, reserve: number): Promise<number | undefined> {
+    // the reserve, and never less than what this release exchange measures (the closing of the turn too)
+    const free = async () => {
+      const { size, used, release } = await this.driver.room();
+      return size - used - Math.max(reserve, release + TURN_OVERHEAD_TOKENS);
+    };
+    let room = await free();
+    if (room < MIN_TURN_TOKENS) {
+      const elided = await this.orchestrate(() => this.driver.elide(MIN_TURN_TOKENS - room));
+      if (elided.elided > 0) {
+        this.trace.event("elision", { stage, adapter: this.route(), results: elided.elided, callIds: elided.callIds, freedTokens: elided.freedTokens, reason: "context window" });
+        room = await free();
+      }
+    }
+    // half of it: a turn's text can re-render longer than the tokens it generated (invalid UTF-8 byte runs
+    // come back as replacement characters), and the release must still fit after it
+    if (room >= MIN_TURN_TOKENS) return Math.floor(room / 2);
+    this.windowEnded = true;
+    this.trace.event("context_full", { stage, adapter: this.route(), roomBeyondReserve: room, reserve });
+    return undefined;
+  }
+
+  /**
+   * The harness releases the active adapter (a synthetic offload saying why, with what the stage last wrote as
+   * its handoff, cut to the room the window has). True when the base is active afterwards.
+   */
+  async release(stage: string, reason: string, lastText: string, reserve: number, detail: Record<string, unknown> = {}): Promise<boolean> {
+    const { size, used } = await this.driver.room();
+    // chars, not tokens: half the room beyond the reserve holds that many characters on any tokenizer we serve
+    const handoff = lastText.slice(0, Math.max(0, Math.min(MAX_HANDOFF_CHARS, Math.floor((size - used - reserve) / 2)))) || undefined;
+    let done = await this.weightAction(stage, "offload", "harness", () => this.driver.offload({ handoff, reason }), detail);
+    if (!done.ok) {
+      // without a handoff, and with older tool results elided, the exchange is as short as it gets
+      const elided = await this.orchestrate(() => this.driver.elide(this.opts.contextReserve));
+      if (elided.elided > 0) this.trace.event("elision", { stage, adapter: this.route(), results: elided.elided, callIds: elided.callIds, freedTokens: elided.freedTokens, reason: "room for the release exchange" });
+      if (handoff || elided.elided > 0) done = await this.weightAction(stage, "offload", "harness", () => this.driver.offload({ reason }), detail);
+    }
+    return done.ok && this.driver.active() === null;
   }
 
   get signal(): AbortSignal {

@@ -57,6 +57,10 @@ export interface TrajectoryDriver {
   reject(callId: string, message: string): Promise<void>;
   /** A user-role note from the harness. */
   note(text: string): Promise<void>;
+  /** The context window: its size, the tokens the history takes as the model reads it now, and what releasing the active adapter would add. */
+  room(): Promise<{ size: number; used: number; release: number }>;
+  /** Elides the oldest external tool results read in full until `needed` tokens are free (or none is left). */
+  elide(needed: number): Promise<{ elided: number; callIds: string[]; freedTokens: number }>;
 }
 
 /** The driver over a live server session. */
@@ -117,6 +121,14 @@ export class SessionDriver implements TrajectoryDriver {
 
   note(text: string): Promise<void> {
     return this.sessions.addNote(this.owner, this.sessionId, text);
+  }
+
+  async room() {
+    return this.sessions.contextUsage(this.owner, this.sessionId);
+  }
+
+  elide(needed: number) {
+    return this.sessions.elideToolResults(this.owner, this.sessionId, needed);
   }
 }
 

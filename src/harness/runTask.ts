@@ -8,10 +8,10 @@ import type { SessionService } from "../sessions/SessionService.js";
 import { historyView } from "../sessions/view.js";
 import type { Toolbox } from "../tools/Toolbox.js";
 import { extractAnswer, judge } from "./answer.js";
-import { DEFAULT_SOFT_LIMITS, layered, type SoftLimits, type StageBudget } from "./budgets.js";
+import { DEFAULT_SOFT_LIMITS, layered, type SoftLimits, type StageBudget } from "../budgets/budgets.js";
 import { SessionDriver, type ModelCall } from "./driver.js";
 import { runFixed } from "./policies/fixed.js";
-import { runHard, type PolicyResult } from "./policies/hard.js";
+import { runHard, type Finish, type PolicyResult } from "./policies/hard.js";
 import { runSoft } from "./policies/soft.js";
 import { RunContext, type Progress } from "./RunContext.js";
 import type { RecentRuns } from "./trace/RecentRuns.js";
@@ -63,6 +63,8 @@ export interface TaskResult {
   traceId: string;
   traceFile: string;
   policy: Policy;
+  /** How the run ended: an answer, the context window, a budget (the answer is the best the run had). */
+  finish: Finish;
   answer: string;
   /** The answer was marked ("Answer: ..." or \boxed{...}). */
   marked: boolean;
@@ -96,7 +98,7 @@ export async function runTask(deps: HarnessDeps, owner: Owner, raw: RunTaskInput
   if (opts.onEvent) trace.listeners.push(opts.onEvent);
   trace.event("run_start", { owner, task: input.task, policy, workflow: input.workflow ?? deps.config.workflow, seed: input.seed, fixedAdapters: fixed });
 
-  const { value: session } = await trace.measure("orchestration", () => deps.sessions.create(owner, { task: input.task, fixedAdapters: fixed, clientTools: opts.clientTools, system: opts.conversation?.system, history: opts.conversation }));
+  const { value: session } = await trace.measure("orchestration", () => deps.sessions.create(owner, { task: input.task, fixedAdapters: fixed, clientTools: opts.clientTools, system: opts.conversation?.system, history: opts.conversation, stageBudget: input.budgets }));
   opts.onStart?.({ traceId, sessionId: session.id });
   const clientTools = new Set(Object.keys(opts.clientTools ?? {}));
   const driver = new SessionDriver(deps.sessions, owner, session.id, deps.library.aliases(), (call: ModelCall, signal: AbortSignal) =>
@@ -123,6 +125,7 @@ export async function runTask(deps: HarnessDeps, owner: Owner, raw: RunTaskInput
     onText: opts.onText,
     forceCall: opts.forceCall,
     maxTokensPerTurn: deps.config.maxTokensPerTurn,
+    contextReserve: deps.config.contextReserveTokens,
     seed: input.seed,
     steering: input.steering ?? [],
     signal: opts.signal ?? new AbortController().signal,
@@ -135,17 +138,19 @@ export async function runTask(deps: HarnessDeps, owner: Owner, raw: RunTaskInput
     if (policy === "hard") result = await runHard(ctx, input.workflow ?? deps.config.workflow, budgetFor);
     else if (policy === "soft") result = await runSoft(ctx, limits, budgetFor);
     else result = await runFixed(ctx, limits, policy);
+    const finish: Finish = ctx.windowEnded ? "context" : result.stopped ? "error" : result.budgetEnded ? "budget" : "answer";
     const { value: extracted } = await trace.measure("answer_extraction", async () => extractAnswer(result.text));
     const correct = opts.expected === undefined ? undefined : judge(extracted.answer, opts.expected);
     const selectionAccuracy = input.expectedStages ? stageAccuracy(result.stages, input.expectedStages) : undefined;
-    trace.event("answer", { answer: extracted.answer, marked: extracted.marked, text: result.text.slice(0, 4000), stages: result.stages, ...(correct ? { correct } : {}), ...(selectionAccuracy !== undefined ? { selectionAccuracy } : {}) });
+    trace.event("answer", { finish, answer: extracted.answer, marked: extracted.marked, text: result.text.slice(0, 4000), stages: result.stages, ...(correct ? { correct } : {}), ...(selectionAccuracy !== undefined ? { selectionAccuracy } : {}) });
     await trace.measure("orchestration", async () => trace.event("history", { sessionId: session.id, keepToolResult: session.settings.keepToolResults, messages: historyView(session, { elide: false }) }));
     const time = trace.end();
-    trace.event("run_end", { time, switches: ctx.switches, rebuiltTokens: ctx.rebuiltTokens, reusedTokens: ctx.reusedTokens, generatedTokens: ctx.generatedTokens });
+    trace.event("run_end", { finish, time, switches: ctx.switches, rebuiltTokens: ctx.rebuiltTokens, reusedTokens: ctx.reusedTokens, generatedTokens: ctx.generatedTokens });
     return {
       traceId,
       traceFile,
       policy,
+      finish,
       answer: extracted.answer,
       marked: extracted.marked,
       text: result.text,
@@ -162,7 +167,7 @@ export async function runTask(deps: HarnessDeps, owner: Owner, raw: RunTaskInput
     trace.event("history", { sessionId: session.id, keepToolResult: session.settings.keepToolResults, messages: historyView(session, { elide: false }) });
     // whatever the last step reported, a run whose signal fired was cancelled (e.g. by a shutdown)
     const cancelled = (err as Error).name === "RunCancelledError" || Boolean(opts.signal?.aborted);
-    trace.event("run_end", { error: (err as Error).message, cancelled, time: trace.end() });
+    trace.event("run_end", { finish: cancelled ? "cancelled" : "error", error: (err as Error).message, cancelled, time: trace.end() });
     throw err;
   } finally {
     await deps.sessions.close(owner, session.id).catch(() => undefined);

@@ -1,8 +1,8 @@
-import type { StageBudget } from "./budgets.js";
+import { describeEnd, stageSpent, type StageBudget, type StageEnd } from "../budgets/budgets.js";
 import type { RunContext } from "./RunContext.js";
 import { LOAD_LORA, OFFLOAD_LORA } from "../sessions/modelFunctions.js";
 
-export type StageEnd = "exit_call" | "budget:turns" | "budget:tokens" | "budget:tool_calls" | "budget:seconds" | "no_tool" | "error";
+export type { StageEnd };
 
 export interface StageResult {
   end: StageEnd;
@@ -12,34 +12,40 @@ export interface StageResult {
   tokens: number;
   toolCalls: number;
   handoff?: string;
+  /** The stage ended with its adapter still active: its release failed (the trace says why). */
+  stuck?: boolean;
 }
 
 /**
  * One stage under the active weights (an adapter, or the base as a fallback). It ends when the model emits
- * offload_lora (its exit call), a budget runs out, or `noToolTurns` turns pass without a tool call. When the
- * harness ends it, it records a synthetic offload saying why, so the next weights read what happened.
+ * offload_lora (its exit call), a budget runs out (`budgets.stageSpent`, the rule the server applies to
+ * client-driven sessions too), `noToolTurns` turns pass without a tool call, or the context window has no
+ * room for another turn beyond `reserve` (what later exchanges and stages need). When the harness ends it,
+ * it records a synthetic offload saying why, so the next weights read what happened.
  */
-export async function runStage(ctx: RunContext, stage: string, budget: StageBudget): Promise<StageResult> {
+export async function runStage(ctx: RunContext, stage: string, budget: StageBudget, reserve = ctx.contextReserve): Promise<StageResult> {
   const started = ctx.now();
   const result: StageResult = { end: "budget:turns", lastText: "", turns: 0, tokens: 0, toolCalls: 0 };
   let noTool = 0;
   ctx.startVisit(ctx.route());
-  ctx.trace.event("stage_start", { stage, adapter: ctx.route(), budget });
+  ctx.trace.event("stage_start", { stage, adapter: ctx.route(), budget, reserve });
   loop: for (;;) {
-    const over = exhausted(result, budget, ctx.now() - started);
+    const over = stageSpent({ turns: result.turns, tokens: result.tokens, toolCalls: result.toolCalls, turnsWithoutTool: noTool, elapsedMs: ctx.now() - started }, budget);
     if (over) {
       result.end = over;
       break;
     }
-    const turn = await ctx.modelTurn(stage, budget.tokens - result.tokens);
+    const room = await ctx.roomForTurn(stage, reserve);
+    if (room === undefined) {
+      result.end = "context";
+      break;
+    }
+    const turn = await ctx.modelTurn(stage, Math.min(budget.tokens - result.tokens, room));
     result.turns++;
     result.tokens += turn.generated;
     if (turn.text.trim()) result.lastText = turn.text;
     if (!turn.calls.length) {
-      if (++noTool >= budget.noToolTurns) {
-        result.end = "no_tool";
-        break;
-      }
+      noTool++;
       continue;
     }
     noTool = 0;
@@ -65,28 +71,9 @@ export async function runStage(ctx: RunContext, stage: string, budget: StageBudg
     }
   }
   if (result.end !== "exit_call" && ctx.driver.active() !== null) {
-    const handoff = result.lastText.slice(0, 2000) || undefined;
-    await ctx.weightAction(stage, "offload", "harness", () => ctx.driver.offload({ handoff, reason: `stage ended by the harness: ${describeEnd(result.end, budget)}` }), { cause: result.end });
+    const released = await ctx.release(stage, `stage ended by the harness: ${describeEnd(result.end, budget)}`, result.lastText, reserve, { cause: result.end });
+    result.stuck = !released;
   }
-  ctx.trace.event("stage_end", { stage, end: result.end, turns: result.turns, tokens: result.tokens, toolCalls: result.toolCalls, ms: Number((ctx.now() - started).toFixed(3)) });
+  ctx.trace.event("stage_end", { stage, end: result.end, turns: result.turns, tokens: result.tokens, toolCalls: result.toolCalls, active: ctx.driver.active(), ms: Number((ctx.now() - started).toFixed(3)) });
   return result;
-}
-
-function exhausted(r: StageResult, b: StageBudget, elapsedMs: number): StageEnd | undefined {
-  if (r.turns >= b.turns) return "budget:turns";
-  if (r.tokens >= b.tokens) return "budget:tokens";
-  if (elapsedMs >= b.seconds * 1000) return "budget:seconds";
-  return undefined;
-}
-
-export function describeEnd(end: StageEnd, b: StageBudget): string {
-  switch (end) {
-    case "budget:turns": return `turn budget (${b.turns}) spent`;
-    case "budget:tokens": return `token budget (${b.tokens}) spent`;
-    case "budget:tool_calls": return `tool-call budget (${b.toolCalls}) spent`;
-    case "budget:seconds": return `time budget (${b.seconds} s) spent`;
-    case "no_tool": return `${b.noToolTurns} turns without a tool call`;
-    case "error": return "the stage failed";
-    case "exit_call": return "the adapter released itself";
-  }
 }

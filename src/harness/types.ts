@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { SoftLimitsSchema, StageBudgetSchema } from "./budgets.js";
+import { SoftLimitsSchema, StageBudgetSchema } from "../budgets/budgets.js";
 
 export type Owner = string;
 

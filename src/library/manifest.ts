@@ -1,7 +1,7 @@
 import { readFileSync, renameSync, writeFileSync } from "node:fs";
 import { dirname, relative, resolve } from "node:path";
 import { z } from "zod";
-import { StageBudgetSchema } from "../harness/budgets.js";
+import { StageBudgetSchema } from "../budgets/budgets.js";
 
 export const ALIAS_PATTERN = /^[a-z][a-z0-9_-]{0,31}$/;
 

@@ -3,6 +3,7 @@ import type { ServerContext } from "./context.js";
 import { registerPrompts } from "./prompts.js";
 import { registerResources } from "./resources.js";
 import { registerAdminAdapterTools, type AdminGate } from "./tools/adminAdapters.js";
+import { registerAnswerCallTool } from "./tools/answerCall.js";
 import { registerCloseSessionTool } from "./tools/closeSession.js";
 import { registerCreateSessionTool } from "./tools/createSession.js";
 import { registerExternalTool } from "./tools/externalTool.js";
@@ -16,7 +17,7 @@ import { registerRunTaskTool } from "./tools/runTask.js";
 export const SERVER_INFO = { name: "weact-mcp", version: "0.1.0" };
 
 const INSTRUCTIONS =
-  "weact-mcp serves a local model whose capability adapters (LoRA) switch as actions. create_session with a task, then loop: generate; for each tool call in the result, answer it by its call_id (load_lora, offload_lora, or the external tool); generate again. list_adapters shows the library.";
+  "weact-mcp serves a local model whose capability adapters (LoRA) switch as actions. create_session with a task, then loop: generate; for each tool call in the result, answer it by its call_id (load_lora, offload_lora, or the external tool; answer_call to answer it with an error instead); generate again. list_adapters shows the library.";
 
 /** One MCP server object per client connection, all sharing the engine and the sessions. */
 export function createServer(ctx: ServerContext, isAdmin: AdminGate): { server: McpServer; cleanup: () => Promise<void> } {
@@ -34,6 +35,7 @@ export function createServer(ctx: ServerContext, isAdmin: AdminGate): { server: 
     refreshOffload();
   });
   registerAdminAdapterTools(server, ctx, isAdmin);
+  registerAnswerCallTool(server, ctx);
   registerListAdaptersTool(server, ctx);
   registerGetSessionTool(server, ctx);
   registerCloseSessionTool(server, ctx);

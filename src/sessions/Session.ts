@@ -1,5 +1,6 @@
 import { Mutex, type Conversation, type EngineSession, type FunctionSpec } from "../../native/index.js";
-import { pendingCalls, toConversation, type HistoryMessage } from "./history.js";
+import type { StageBudget } from "../budgets/budgets.js";
+import { elidedResults, pendingCalls, toConversation, type HistoryMessage, type ToolMessage } from "./history.js";
 import { callableFunctions } from "./modelFunctions.js";
 import type { StageUsage } from "./StageUsage.js";
 
@@ -7,6 +8,8 @@ export interface SessionSettings {
   keepToolResults: number;
   /** false for fixed-weight sessions (comparison modes): no load_lora/offload_lora. */
   weightActions: boolean;
+  /** A run's own stage budgets (run_task's `budgets`): above the manifest and config ones in the server-side release. */
+  stageBudget?: Partial<StageBudget>;
 }
 
 /**
@@ -59,6 +62,17 @@ export class Session {
 
   conversation(history: readonly HistoryMessage[] = this.messages): Conversation {
     return toConversation(history, this.functions, this.settings.keepToolResults);
+  }
+
+  /** The oldest external tool result the model still reads in full, if any. */
+  oldestVerbatimResult(): ToolMessage | undefined {
+    const elided = elidedResults(this.messages, this.settings.keepToolResults);
+    return this.messages.find((m): m is ToolMessage => m.role === "tool" && !m.internal && !elided.has(m));
+  }
+
+  /** From now on the model reads `result` as the keep_tool_result marker (the history keeps it in full). */
+  elide(result: ToolMessage): void {
+    this.messages = this.messages.map((m) => (m === result ? { ...result, elided: true } : m));
   }
 
   /** Commits messages once the work they describe has succeeded. */

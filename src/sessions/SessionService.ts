@@ -3,10 +3,10 @@ import { EngineError, type EngineSession, type FunctionSpec, type GenerateResult
 import type { Config } from "../config/config.js";
 import type { Logger } from "../log.js";
 import type { Runtime } from "../runtime/startRuntime.js";
-import type { ExternalTool, ToolOutcome } from "../tools/ExternalTool.js";
-import { LimitError, PendingCallsError, SessionNotFoundError, UnknownCallError } from "./errors.js";
+import { parseArguments, type ExternalTool, type ToolOutcome } from "../tools/ExternalTool.js";
+import { InvalidArgumentsError, LimitError, PendingCallsError, SessionNotFoundError, UnknownCallError } from "./errors.js";
 import type { Author, HistoryMessage, ToolCallRecord } from "./history.js";
-import { DEFAULT_STAGE_BUDGET, type StageBudget } from "../harness/budgets.js";
+import { DEFAULT_STAGE_BUDGET, layered, type StageBudget } from "../budgets/budgets.js";
 import { LOAD_LORA, modelFunctions, OFFLOAD_LORA, WEIGHT_ACTIONS } from "./modelFunctions.js";
 import { callMismatch, stateRuleProblem } from "./stateRule.js";
 import { StageUsage } from "./StageUsage.js";
@@ -32,6 +32,8 @@ export interface CreateSessionInput {
   clientTools?: Readonly<Record<string, FunctionSpec>>;
   /** An earlier conversation: messages before the task, and after it (a request whose last user message is the task). */
   history?: { before?: HistoryMessage[]; after?: HistoryMessage[] };
+  /** A run's own stage budgets: the server-side release follows them too (over the manifest and config). */
+  stageBudget?: Partial<StageBudget>;
 }
 
 export interface GenerateInput {
@@ -130,7 +132,7 @@ export class SessionService {
       if (left > 0) this.opening.set(owner, left);
       else this.opening.delete(owner);
     }
-    const session = new Session(newId("s_", 18), owner, input.task, engineSession, functions, toolNames, { keepToolResults: this.config.keepToolResults, weightActions: !fixed }, input.system ?? this.defaultSystem, {
+    const session = new Session(newId("s_", 18), owner, input.task, engineSession, functions, toolNames, { keepToolResults: this.config.keepToolResults, weightActions: !fixed, ...(input.stageBudget ? { stageBudget: input.stageBudget } : {}) }, input.system ?? this.defaultSystem, {
       clientTools: Object.keys(clientTools),
       ...input.history,
     });
@@ -202,20 +204,78 @@ export class SessionService {
     const session = this.get(owner, id);
     return session.lock.run(async () => {
       session.touch();
-      const { tool, args } = input;
+      const { tool } = input;
       if (!session.externalTools.includes(tool.name)) throw new LimitError(`${tool.name} is not enabled in this session (its tools: ${session.externalTools.join(", ") || "none"})`);
       const call = input.callId ? this.pendingCall(session, input.callId) : undefined;
       if (!call && session.pendingCalls().length) throw new PendingCallsError(session.pendingCalls());
+      // answering a call executes the model's own arguments; any the client passes override them
+      const args = call ? { ...call.arguments, ...input.args } : input.args;
+      const parsed = parseArguments(tool, args);
+      // a prescribed call with bad arguments is the client's to fix: nothing is recorded
+      if (!parsed.ok && !call) throw new InvalidArgumentsError(parsed.error);
       const answered = call ?? { id: newId("call_", 9), name: tool.name, arguments: args };
       const outcome: ToolOutcome =
         call && call.name !== tool.name
           ? { ok: false, error: `${tool.name} refused: call ${call.id} is a ${call.name} call; it must be answered by ${call.name}` }
-          : await runWithTimeout(tool, args, input.signal);
+          : !parsed.ok
+            ? parsed
+            : await runWithTimeout(tool, parsed.args, input.signal);
       const result: HistoryMessage = { role: "tool", callId: answered.id, name: answered.name, content: outcome.ok ? outcome.forModel : outcome.error, isError: !outcome.ok, internal: false };
       if (call) session.append(result);
       else session.append({ role: "assistant", content: "", adapter: session.activeAdapter, author: "client", toolCalls: [answered] }, result);
       session.stage?.recordToolCall();
       return { ...outcome, callId: answered.id };
+    });
+  }
+
+  /**
+   * Answers a pending call of the model with an error of the client's own (the model reads it next turn):
+   * any call can be answered, whatever its name or arguments.
+   */
+  async answerCall(owner: string, id: string, callId: string, error: string): Promise<{ callId: string; name: string }> {
+    const session = this.get(owner, id);
+    return session.lock.run(async () => {
+      session.touch();
+      const call = this.pendingCall(session, callId);
+      session.append({ role: "tool", callId: call.id, name: call.name, content: error, isError: true, internal: WEIGHT_ACTIONS.has(call.name) });
+      return { callId: call.id, name: call.name };
+    });
+  }
+
+  /**
+   * The session's context window: its size, the tokens its history takes as the model reads it now, and what
+   * releasing the active adapter would add (a harness-made release exchange; 0 on the base).
+   */
+  contextUsage(owner: string, id: string): { size: number; used: number; release: number } {
+    const session = this.get(owner, id);
+    const used = session.engine.promptTokens(session.conversation());
+    const active = session.activeAdapter;
+    if (active === null || !session.settings.weightActions) return { size: session.engine.contextSize, used, release: 0 };
+    const call: ToolCallRecord = { id: "call_measure", name: OFFLOAD_LORA, arguments: {} };
+    const exchange: HistoryMessage[] = [
+      { role: "assistant", content: "", adapter: active, author: "harness", toolCalls: [call] },
+      toolResult(call, `${this.exchangeMessage(OFFLOAD_LORA, active)} [stage ended by the harness: the context window is full]`, false),
+    ];
+    return { size: session.engine.contextSize, used, release: session.engine.promptTokens(session.conversation([...session.history, ...exchange])) - used };
+  }
+
+  /**
+   * Makes room in the window: the oldest external tool results still read in full become the
+   * keep_tool_result marker, one at a time, until `needed` tokens are freed or none is left.
+   */
+  async elideToolResults(owner: string, id: string, needed: number): Promise<{ elided: number; callIds: string[]; freedTokens: number }> {
+    const session = this.get(owner, id);
+    return session.lock.run(async () => {
+      const before = session.engine.promptTokens(session.conversation());
+      const callIds: string[] = [];
+      let freed = 0;
+      for (let result = session.oldestVerbatimResult(); result && freed < needed; result = session.oldestVerbatimResult()) {
+        session.elide(result);
+        callIds.push(result.callId);
+        freed = before - session.engine.promptTokens(session.conversation());
+      }
+      if (callIds.length) this.logger.info({ session: session.id, results: callIds.length, freedTokens: freed }, "older tool results elided to make room in the context window");
+      return { elided: callIds.length, callIds, freedTokens: freed };
     });
   }
 
@@ -227,7 +287,7 @@ export class SessionService {
   private async enforceStageBudget(session: Session): Promise<GenerateOutcome["released"]> {
     const stage = session.stage;
     if (!stage || !session.settings.weightActions) return undefined;
-    const reason = stage.exhausted(this.stageBudget(stage.adapter));
+    const reason = stage.exhausted(layered(this.stageBudget(stage.adapter), session.settings.stageBudget));
     if (!reason) return undefined;
     const answered: ToolCallRecord = { id: newId("call_", 9), name: OFFLOAD_LORA, arguments: {} };
     const message = `${this.exchangeMessage(OFFLOAD_LORA, stage.adapter)} [stage ended by the server: ${reason}]`;

@@ -1,7 +1,6 @@
-import type { StageBudget } from "../harness/budgets.js";
-import { describeEnd, type StageEnd } from "../harness/stage.js";
+import { describeEnd, stageSpent, type StageBudget } from "../budgets/budgets.js";
 
-/** Turns, tokens, tool calls and time one adapter stage has used, against its budget. */
+/** Turns, tokens, tool calls and time one adapter stage of a client-driven session has used. */
 export class StageUsage {
   private started = Date.now();
   private turns = 0;
@@ -26,15 +25,9 @@ export class StageUsage {
     this.toolCalls++;
   }
 
-  /** Why the stage must end now, or undefined. */
+  /** Why the stage must end now, or undefined: the same rule the harness applies. */
   exhausted(b: StageBudget): string | undefined {
-    const end: StageEnd | undefined =
-      this.turns >= b.turns ? "budget:turns"
-      : this.tokens >= b.tokens ? "budget:tokens"
-      : this.toolCalls >= b.toolCalls ? "budget:tool_calls"
-      : Date.now() - this.started >= b.seconds * 1000 ? "budget:seconds"
-      : this.turnsWithoutTool >= b.noToolTurns ? "no_tool"
-      : undefined;
+    const end = stageSpent({ turns: this.turns, tokens: this.tokens, toolCalls: this.toolCalls, turnsWithoutTool: this.turnsWithoutTool, elapsedMs: Date.now() - this.started }, b);
     return end && describeEnd(end, b);
   }
 }

@@ -18,7 +18,7 @@ export class SessionNotFoundError extends SessionError {
 export class PendingCallsError extends SessionError {
   readonly code = "pending_calls";
   constructor(calls: readonly { id: string; name: string }[]) {
-    super(`the model's last turn has unanswered calls: ${calls.map((c) => `${c.name} (call_id ${c.id})`).join(", ")}; answer each (load_lora/offload_lora or the external tool, with its call_id) before generate`);
+    super(`the model's last turn has unanswered calls: ${calls.map((c) => `${c.name} (call_id ${c.id})`).join(", ")}; answer each (load_lora/offload_lora or the external tool with its call_id, or answer_call with an error) before generate`);
   }
 }
 
@@ -36,4 +36,9 @@ export class BusyError extends SessionError {
   constructor(message: string) {
     super(message);
   }
+}
+
+/** A prescribed tool call whose arguments fail the tool's input schema (nothing was recorded). */
+export class InvalidArgumentsError extends SessionError {
+  readonly code = "invalid_arguments";
 }

@@ -15,7 +15,16 @@ export type HistoryMessage =
   | { role: "system"; content: string }
   | { role: "user"; content: string }
   | { role: "assistant"; content: string; adapter: string | null; author: Author; toolCalls: ToolCallRecord[] }
-  | { role: "tool"; callId: string; name: string; content: string; isError: boolean; internal: boolean };
+  | {
+      role: "tool";
+      callId: string;
+      name: string;
+      content: string;
+      isError: boolean;
+      internal: boolean;
+      /** Read as the keep_tool_result marker from now on, whatever `keep` says: elided to make room in the window. */
+      elided?: boolean;
+    };
 
 export type AssistantMessage = Extract<HistoryMessage, { role: "assistant" }>;
 export type ToolMessage = Extract<HistoryMessage, { role: "tool" }>;
@@ -29,10 +38,13 @@ export function pendingCalls(history: readonly HistoryMessage[]): ToolCallRecord
   return message.toolCalls.filter((c) => !answered.has(c.id));
 }
 
-/** The external tool results the model reads as a marker: all but the last `keep` (weight-action results always stay). */
-export function elidedResults<T extends { role: string; internal?: boolean }>(messages: readonly T[], keep: number): Set<T> {
+/**
+ * The external tool results the model reads as a marker: all but the last `keep`, and any elided to make room
+ * in the context window (weight-action results always stay).
+ */
+export function elidedResults<T extends { role: string; internal?: boolean; elided?: boolean }>(messages: readonly T[], keep: number): Set<T> {
   const external = messages.filter((m) => m.role === "tool" && !m.internal);
-  return new Set(external.slice(0, Math.max(0, external.length - keep)));
+  return new Set([...external.slice(0, Math.max(0, external.length - keep)), ...external.filter((m) => m.elided)]);
 }
 
 export const elisionMarker = (m: { name: string; content: string }, keep: number) =>

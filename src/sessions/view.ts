@@ -14,7 +14,7 @@ export function historyView(session: Session, opts: { elide: boolean } = { elide
       case "assistant":
         return { role: m.role, content: m.content, adapter: m.adapter, author: m.author, tool_calls: m.toolCalls.map((c) => ({ id: c.id, name: c.name, arguments: c.arguments })) };
       case "tool":
-        return { role: m.role, call_id: m.callId, name: m.name, content: elided.has(m) ? elisionMarker(m, keep) : m.content, is_error: m.isError, internal: m.internal };
+        return { role: m.role, call_id: m.callId, name: m.name, content: elided.has(m) ? elisionMarker(m, keep) : m.content, is_error: m.isError, internal: m.internal, ...(m.elided ? { elided: true } : {}) };
       default:
         return { role: m.role, content: m.content };
     }

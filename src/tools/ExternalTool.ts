@@ -1,4 +1,4 @@
-import type { ZodRawShape } from "zod";
+import { z, type ZodRawShape } from "zod";
 import type { JsonSchemaObject } from "../../native/index.js";
 
 export type ToolOutcome =
@@ -21,4 +21,12 @@ export interface ExternalTool {
   readonly modelParameters: JsonSchemaObject;
   readonly timeoutMs: number;
   run(args: Record<string, unknown>, signal: AbortSignal): Promise<ToolOutcome>;
+}
+
+/** `args` checked against the tool's own input schema (defaults applied), or why they fail it, each field named. */
+export function parseArguments(tool: ExternalTool, args: Record<string, unknown>): { ok: true; args: Record<string, unknown> } | { ok: false; error: string } {
+  const parsed = z.object(tool.input).strict().safeParse(args);
+  if (parsed.success) return { ok: true, args: parsed.data };
+  const issues = parsed.error.issues.map((i) => `${i.path.join(".") || "(arguments)"}: ${i.message}`);
+  return { ok: false, error: `${tool.name} refused: invalid arguments ${JSON.stringify(args)}: ${issues.join("; ")}` };
 }

@@ -9,6 +9,8 @@ export interface PolicySummary {
   policy: Policy;
   tasks: number;
   errors: number;
+  /** Runs the context window ended (a result, not an error: the answer is the best the run had). */
+  context: number;
   exact: number;
   contains: number;
   meanSeconds: number;
@@ -61,6 +63,7 @@ function summarise(policy: Policy, runs: EvalReport["runs"]): PolicySummary {
     policy,
     tasks: runs.length,
     errors: runs.length - ok.length,
+    context: ok.filter((r) => r.finish === "context").length,
     exact: round(ok.filter((r) => r.correct?.exact).length / Math.max(runs.length, 1), 4),
     contains: round(ok.filter((r) => r.correct?.contains).length / Math.max(runs.length, 1), 4),
     meanSeconds: round(mean(seconds)),
@@ -77,11 +80,11 @@ function summarise(policy: Policy, runs: EvalReport["runs"]): PolicySummary {
 /** The comparison table as text. */
 export function formatTable(report: EvalReport): string {
   const rows = report.policies.map((p) => [
-    p.policy, String(p.tasks), String(p.errors), pct(p.exact), pct(p.contains), p.meanSeconds.toFixed(2), p.p95Seconds.toFixed(2),
+    p.policy, String(p.tasks), String(p.errors), String(p.context), pct(p.exact), pct(p.contains), p.meanSeconds.toFixed(2), p.p95Seconds.toFixed(2),
     p.meanSwitches.toFixed(1), p.meanRebuiltTokens.toFixed(0), p.meanReusedTokens.toFixed(0), p.selectionAccuracy === null ? "-" : pct(p.selectionAccuracy),
     pct(p.shares.model!), pct(p.shares.externalTool!), pct(p.shares.adapterControl!), pct(p.shares.cacheRebuild!),
   ]);
-  const head = ["policy", "tasks", "errors", "exact", "contains", "mean s", "p95 s", "switches", "rebuilt tok", "reused tok", "selection", "model", "tools", "control", "cache"];
+  const head = ["policy", "tasks", "errors", "context", "exact", "contains", "mean s", "p95 s", "switches", "rebuilt tok", "reused tok", "selection", "model", "tools", "control", "cache"];
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
   const line = (cells: string[]) => cells.map((c, i) => c.padEnd(widths[i]!)).join("  ");
   return [line(head), line(widths.map((w) => "-".repeat(w))), ...rows.map(line)].join("\n");

@@ -1,4 +1,4 @@
-import type { SoftLimits, StageBudget } from "../budgets.js";
+import type { SoftLimits, StageBudget } from "../../budgets/budgets.js";
 import type { ModelCall } from "../driver.js";
 import type { RunContext } from "../RunContext.js";
 import { runStage } from "../stage.js";
@@ -24,6 +24,8 @@ export async function runSoft(ctx: RunContext, limits: SoftLimits, budgetFor: (a
   let baseText = "";
   let baseTurns = 0;
   const hasWrite = ctx.driver.adapters.includes(WRITE);
+  // the base and every other stage keep room for a release and for the final write stage
+  const reserve = ctx.contextReserve * (hasWrite ? 2 : 1);
   ctx.startVisit("base");
 
   const runAdapter = async (alias: string, call?: ModelCall) => {
@@ -32,7 +34,7 @@ export async function runSoft(ctx: RunContext, limits: SoftLimits, budgetFor: (a
     if (!loaded.ok) return undefined;
     visits.set(alias, (visits.get(alias) ?? 0) + 1);
     stages.push(alias);
-    const result = await runStage(ctx, stage, budgetFor(alias));
+    const result = await runStage(ctx, stage, budgetFor(alias), alias === WRITE ? ctx.contextReserve : reserve);
     lastReleased = alias;
     toolResultsSinceRelease = 0;
     ctx.startVisit("base");
@@ -41,16 +43,18 @@ export async function runSoft(ctx: RunContext, limits: SoftLimits, budgetFor: (a
 
   for (;;) {
     const elapsed = ctx.now() - started;
-    const limit = baseTurns >= limits.turns ? "turns" : ctx.generatedTokens >= limits.tokens ? "tokens" : elapsed >= limits.seconds * 1000 ? "seconds" : undefined;
+    const budgetLimit = baseTurns >= limits.turns ? "turns" : ctx.generatedTokens >= limits.tokens ? "tokens" : elapsed >= limits.seconds * 1000 ? "seconds" : undefined;
+    const room = budgetLimit ? undefined : await ctx.roomForTurn("base", reserve);
+    const limit = budgetLimit ?? (room === undefined ? "context" : undefined);
     if (limit) {
-      ctx.trace.event("guard", { rule: "termination", limit, detail: `the run's ${limit} limit was reached` });
+      ctx.trace.event("guard", { rule: "termination", limit, detail: limit === "context" ? "the context window has no room for another base turn" : `the run's ${limit} limit was reached` });
       if (hasWrite && ctx.driver.active() === null) {
         const forced = await runAdapter(WRITE);
-        if (forced) return { text: forced.lastText || baseText, stages };
+        if (forced) return { text: forced.lastText || baseText, stages, budgetEnded: limit !== "context", stopped: forced.stuck };
       }
-      return { text: baseText, stages: [...stages, "base"] };
+      return { text: baseText, stages: [...stages, "base"], budgetEnded: limit !== "context" };
     }
-    const turn = await ctx.modelTurn("base", limits.tokens - ctx.generatedTokens);
+    const turn = await ctx.modelTurn("base", Math.min(limits.tokens - ctx.generatedTokens, room!));
     baseTurns++;
     if (turn.text.trim()) baseText = turn.text;
     if (!turn.calls.length) {
@@ -76,7 +80,8 @@ export async function runSoft(ctx: RunContext, limits: SoftLimits, budgetFor: (a
         continue;
       }
       const result = await runAdapter(alias, call);
-      if (result && alias === WRITE) return { text: result.lastText, stages };
+      if (result?.stuck) return { text: result.lastText || baseText, stages, stopped: true };
+      if (result && alias === WRITE) return { text: result.lastText, stages, budgetEnded: result.end.startsWith("budget:") };
     }
   }
 }

@@ -1,6 +1,6 @@
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
-import { z } from "zod";
-import type { ExternalTool } from "../../tools/ExternalTool.js";
+import { z, type ZodRawShape } from "zod";
+import { parseArguments, type ExternalTool } from "../../tools/ExternalTool.js";
 import { ownerOf, type ServerContext } from "../context.js";
 import { callId, sessionId } from "../schemas.js";
 import { fail, ok, toolCall } from "../toolResult.js";
@@ -14,9 +14,9 @@ export function registerExternalTool(server: McpServer, ctx: ServerContext, tool
     tool.name,
     {
       title: tool.title,
-      description: `${tool.description} With session_id, the exchange is recorded in that session's history; with call_id it answers the model's own call.`,
+      description: `${tool.description} With session_id, the exchange is recorded in that session's history; with call_id it answers the model's own call with the call's own arguments (any given here override them), and arguments that fail this schema are recorded as the call's error result.`,
       inputSchema: {
-        ...tool.input,
+        ...documentedOnly(tool.input),
         session_id: sessionId.optional(),
         call_id: callId.optional(),
       },
@@ -27,11 +27,27 @@ export function registerExternalTool(server: McpServer, ctx: ServerContext, tool
         const { session_id, call_id, ...toolArgs } = args as Record<string, unknown> & { session_id?: string; call_id?: string };
         if (call_id && !session_id) return fail("call_id needs the session_id of the session whose call it answers");
         if (!session_id) {
-          const outcome = await tool.run(toolArgs, AbortSignal.any([extra.signal, AbortSignal.timeout(tool.timeoutMs)]));
+          const parsed = parseArguments(tool, toolArgs);
+          if (!parsed.ok) return fail(parsed.error);
+          const outcome = await tool.run(parsed.args, AbortSignal.any([extra.signal, AbortSignal.timeout(tool.timeoutMs)]));
           return outcome.ok ? ok(outcome.structured) : fail(outcome.error);
         }
         const outcome = await ctx.sessions.runExternalTool(ownerOf(extra), session_id, { tool, args: toolArgs, callId: call_id, signal: extra.signal });
         return outcome.ok ? ok({ ...outcome.structured, call_id: outcome.callId }) : fail(`${outcome.error} (recorded as the result of call ${outcome.callId})`);
       }),
+  );
+}
+
+/**
+ * The tool's arguments as MCP documents them, checked by the session layer instead of the SDK: answering a
+ * model call needs no arguments (the call has them), and a call whose arguments fail the schema must still
+ * be answered (by the validation error) rather than refused before it reaches the session.
+ */
+function documentedOnly(shape: ZodRawShape): ZodRawShape {
+  return Object.fromEntries(
+    Object.entries(shape).map(([key, field]) => {
+      const { $schema: _, ...documented } = z.toJSONSchema(field, { io: "input", unrepresentable: "any" }) as Record<string, unknown>;
+      return [key, z.unknown().optional().meta(documented)];
+    }),
   );
 }

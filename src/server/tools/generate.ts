@@ -2,6 +2,7 @@ import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { z } from "zod";
 import { ownerOf, type ServerContext } from "../context.js";
 import { sessionId, switchShape, switchView } from "../schemas.js";
+import { progressFor } from "../progress.js";
 import { fail, ok, toolCall } from "../toolResult.js";
 
 const PROGRESS_EVERY_TOKENS = 16;
@@ -16,7 +17,7 @@ export function registerGenerateTool(server: McpServer, ctx: ServerContext) {
         "Let the local model write its next assistant turn under the session's active adapter. Returns its text and parsed tool calls; answer each call (load_lora/offload_lora/an external tool, with its call_id) before the next generate.",
       inputSchema: {
         session_id: sessionId,
-        max_tokens: z.number().int().min(1).max(maxTokens).optional(),
+        max_tokens: z.number().int().min(1).max(maxTokens).optional().describe("At most this many tokens (forced steering tokens included); clamped to the room left in the context window (then finish_reason is length)."),
         temperature: z.number().min(0).max(2).optional().describe("0 (default) = greedy."),
         seed: z.number().int().min(0).max(2 ** 32 - 1).optional(),
         top_logprobs: z.number().int().min(1).max(20).optional().describe("Return the k most likely tokens and their log-probs at each generated position."),
@@ -33,6 +34,7 @@ export function registerGenerateTool(server: McpServer, ctx: ServerContext) {
         finish_reason: z.enum(["stop", "tool_calls", "length", "cancelled"]),
         adapter: z.string().nullable(),
         tokens: z.object({ prompt: z.number(), cached: z.number(), evaluated: z.number(), generated: z.number() }),
+        context_remaining: z.number().describe("Tokens of the session's context window (model.contextSize) still free after this turn; a turn is clamped to them."),
         timings: z.record(z.string(), z.number()),
         released: z
           .object({ adapter: z.string(), reason: z.string(), switch: z.object(switchShape) })
@@ -45,25 +47,24 @@ export function registerGenerateTool(server: McpServer, ctx: ServerContext) {
     },
     (args, extra) =>
       toolCall(async () => {
-        const progressToken = extra._meta?.progressToken;
+        const progress = progressFor(extra, "waiting for the model (queued or prefilling the prompt)");
         let lastReported = 0;
-        const outcome = await ctx.sessions.generate(ownerOf(extra), args.session_id, {
-          maxTokens: args.max_tokens,
-          temperature: args.temperature,
-          seed: args.seed,
-          topLogprobs: args.top_logprobs,
-          tokenBias: args.token_bias,
-          steerToolCall: args.tool_call,
-          signal: extra.signal,
-          onProgress:
-            progressToken === undefined
-              ? undefined
-              : (generated) => {
-                  if (generated - lastReported < PROGRESS_EVERY_TOKENS) return;
-                  lastReported = generated;
-                  void extra.sendNotification({ method: "notifications/progress", params: { progressToken, progress: generated, message: `${generated} tokens generated` } });
-                },
-        });
+        const outcome = await progress.run(() =>
+          ctx.sessions.generate(ownerOf(extra), args.session_id, {
+            maxTokens: args.max_tokens,
+            temperature: args.temperature,
+            seed: args.seed,
+            topLogprobs: args.top_logprobs,
+            tokenBias: args.token_bias,
+            steerToolCall: args.tool_call,
+            signal: extra.signal,
+            onProgress: (generated) => {
+              if (generated - lastReported < PROGRESS_EVERY_TOKENS) return;
+              lastReported = generated;
+              progress.report(`decoding: ${generated} tokens generated`);
+            },
+          }),
+        );
         if (!outcome.recorded) return fail("generation cancelled; the session's history is unchanged");
         const r = outcome.result;
         return ok({
@@ -72,6 +73,7 @@ export function registerGenerateTool(server: McpServer, ctx: ServerContext) {
           finish_reason: r.finishReason,
           adapter: r.adapter,
           tokens: r.tokens,
+          context_remaining: r.contextRemaining,
           timings: r.timings,
           ...(r.logprobs ? { logprobs: r.logprobs } : {}),
           ...(outcome.released ? { released: { adapter: outcome.released.adapter, reason: outcome.released.reason, switch: switchView(outcome.released.switch) } } : {}),

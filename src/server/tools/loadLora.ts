@@ -2,6 +2,7 @@ import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { z } from "zod";
 import { ownerOf, type ServerContext } from "../context.js";
 import { callId, sessionId, weightActionOutput } from "../schemas.js";
+import { progressFor } from "../progress.js";
 import { toolCall } from "../toolResult.js";
 import { weightActionResult } from "./weightActionResult.js";
 
@@ -36,7 +37,7 @@ export function registerLoadLoraTool(server: McpServer, ctx: ServerContext): () 
     },
     (args, extra) =>
       toolCall(async () =>
-        weightActionResult(await ctx.sessions.loadLora(ownerOf(extra), args.session_id, { adapter: args.adapter, callId: args.call_id })),
+        weightActionResult(await progressFor(extra, "switching weights (queued, or rebuilding the KV cache)").run(() => ctx.sessions.loadLora(ownerOf(extra), args.session_id, { adapter: args.adapter, callId: args.call_id }))),
       ),
   );
   return () => tool.update({ paramsSchema: loadLoraInput(ctx) });

@@ -2,6 +2,7 @@ import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { z } from "zod";
 import { ownerOf, type ServerContext } from "../context.js";
 import { callId, sessionId, weightActionOutput } from "../schemas.js";
+import { progressFor } from "../progress.js";
 import { toolCall } from "../toolResult.js";
 import { adapterArgument } from "./loadLora.js";
 import { weightActionResult } from "./weightActionResult.js";
@@ -27,7 +28,7 @@ export function registerOffloadLoraTool(server: McpServer, ctx: ServerContext): 
     (args, extra) =>
       toolCall(async () =>
         weightActionResult(
-          await ctx.sessions.offloadLora(ownerOf(extra), args.session_id, { adapter: args.adapter, callId: args.call_id, handoff: args.handoff }),
+          await progressFor(extra, "switching weights (queued, or rebuilding the KV cache)").run(() => ctx.sessions.offloadLora(ownerOf(extra), args.session_id, { adapter: args.adapter, callId: args.call_id, handoff: args.handoff })),
         ),
       ),
   );

@@ -1,10 +1,11 @@
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { z } from "zod";
 import { LONG_TEXT_MAX } from "../../config/config.js";
-import { SoftLimitsSchema, StageBudgetSchema } from "../../harness/budgets.js";
+import { SoftLimitsSchema, StageBudgetSchema } from "../../budgets/budgets.js";
 import { InvalidPolicyError, runTask } from "../../harness/runTask.js";
 import { PolicySchema, SteeringSchema } from "../../harness/types.js";
 import { ownerOf, type ServerContext } from "../context.js";
+import { progressFor } from "../progress.js";
 import { fail, ok, toolCall } from "../toolResult.js";
 
 export function registerRunTaskTool(server: McpServer, ctx: ServerContext) {
@@ -28,6 +29,7 @@ export function registerRunTaskTool(server: McpServer, ctx: ServerContext) {
         trace_id: z.string(),
         trace_uri: z.string(),
         policy: z.string(),
+        finish: z.enum(["answer", "context", "budget", "cancelled", "error"]).describe("How the run ended: answer; context (the window ended a stage or turn: the answer is the best the run had, possibly empty); budget; error (the session could not return to the base)."),
         answer: z.string(),
         marked: z.boolean(),
         stages: z.array(z.string()),
@@ -41,24 +43,22 @@ export function registerRunTaskTool(server: McpServer, ctx: ServerContext) {
     },
     (args, extra) =>
       toolCall(async () => {
-        const progressToken = extra._meta?.progressToken;
-        let n = 0;
+        const progress = progressFor(extra, "starting the run");
         try {
-          const r = await runTask(
+          const r = await progress.run(() => runTask(
             ctx.harness,
             ownerOf(extra),
             { task: args.task, policy: args.policy, workflow: args.workflow, budgets: args.budgets, soft: args.soft, seed: args.seed, steering: args.steering, expectedStages: args.expected_stages },
             {
               signal: extra.signal,
-              onProgress: (p) => {
-                if (progressToken !== undefined) void extra.sendNotification({ method: "notifications/progress", params: { progressToken, progress: ++n, message: p.message } });
-              },
+              onProgress: (p) => progress.report(p.message),
             },
-          );
+          ));
           return ok({
             trace_id: r.traceId,
             trace_uri: `weact://traces/${r.traceId}`,
             policy: r.policy,
+            finish: r.finish,
             answer: r.answer,
             marked: r.marked,
             stages: r.stages,

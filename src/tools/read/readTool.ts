@@ -17,7 +17,7 @@ export function readTool(opts: ReadOptions): ExternalTool {
     description: "Read a search result by its id, or an http(s) URL, as clean text (truncated with a marker when long).",
     input: { id_or_url: z.string().min(1).max(4096).describe("A document id from search, or an http(s) URL.") },
     output: { id: z.string(), title: z.string(), text: z.string(), url: z.string().optional(), source: z.enum(["corpus", "web"]), truncated: z.boolean(), chars: z.number() },
-    modelParameters: { type: "object", properties: { id_or_url: { type: "string" } } },
+    modelParameters: { type: "object", properties: { id_or_url: { type: "string", minLength: 1 } } },
     timeoutMs: opts.timeoutMs + 1000,
     async run(args, signal) {
       const target = String(args.id_or_url);

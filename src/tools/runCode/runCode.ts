@@ -14,7 +14,7 @@ export interface RunCodeRequest {
   language: Language;
   code: string;
   stdin?: string;
-  /** Wall-clock limit; defaults to `limits.defaultTimeoutS`, clamped to `limits.maxTimeoutS`. */
+  /** Wall-clock limit; defaults to `tools.runCode.defaultTimeoutS`, clamped to `tools.runCode.maxTimeoutS`. */
   timeoutS?: number;
 }
 

@@ -34,7 +34,7 @@ export function runCodeTool(isolation: IsolationInfo, limits: RunCodeLimits): Ex
       truncated: z.object({ stdout: z.boolean(), stderr: z.boolean() }),
       isolation: z.string(),
     },
-    modelParameters: { type: "object", properties: { language: { type: "string", enum: languages }, code: { type: "string" } } },
+    modelParameters: { type: "object", properties: { language: { type: "string", enum: languages }, code: { type: "string", minLength: 1 } } },
     // the snippet's own limit, plus start-up and clean-up
     timeoutMs: (limits.maxTimeoutS + 10) * 1000,
     async run(args) {

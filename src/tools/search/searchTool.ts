@@ -16,7 +16,8 @@ export function searchTool(backend: SearchBackend, opts: { defaultTopK: number; 
       results: z.array(z.object({ id: z.string(), title: z.string(), snippet: z.string(), score: z.number(), url: z.string().optional() })),
     },
     // no maxLength: node-llama-cpp expands it into a grammar that slows sampling several-fold
-    modelParameters: { type: "object", properties: { query: { type: "string" } } },
+    // minLength: the grammar never writes a query the tool refuses (an empty one)
+    modelParameters: { type: "object", properties: { query: { type: "string", minLength: 1 } } },
     // the tool's own limit covers every attempt and the backoff between them
     timeoutMs: (opts.retries + 1) * opts.timeoutMs + 200 * 2 ** opts.retries + 1000,
     async run(args, signal) {
