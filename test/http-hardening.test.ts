@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { spawnHttpServer } from "../src/client/mcpClient.js";
 import { PACKAGE_ROOT } from "../src/paths.js";
 import { tempDir } from "./helpers/files.js";
+import { bwrapOnPath } from "./helpers/host.js";
 import { call, connectClient, testConfig, type HttpServer } from "./helpers/server.js";
 
 const ALICE = "alice-token-0123456789abcdef";
@@ -194,6 +195,19 @@ describe("connection caps and idle expiry", () => {
     // nobody uses them: after the idle time they are closed and forgotten
     await expect.poll(count, { timeout: 6_000, interval: 250 }).toBe(baseline);
     expect((await open(ALICE)).status).toBe(200);
+  });
+
+  it("keeps a legacy SSE connection open while a call on it runs longer than the idle time (the answer comes over the stream)", async ({ skip }) => {
+    if (!bwrapOnPath()) return skip(); // run_code is offered on a server with tokens only inside a jail
+    await expect.poll(count, { timeout: 6_000, interval: 250 }).toBe(0);
+    const alice = await connectClient("sse", capped, bearer(ALICE));
+    try {
+      // the POST is answered 202 at once; the 3 s call is three idle periods (1 s) long
+      const ran = await call<{ stdout: string }>(alice.client, "run_code", { language: "python", code: "import time\ntime.sleep(3)\nprint('done')" }, { timeout: 15_000 });
+      expect(ran.stdout).toBe("done\n");
+    } finally {
+      await alice.close();
+    }
   });
 });
 
