@@ -85,6 +85,9 @@ describe("HTTP errors before and after authentication", () => {
     expectCleanJson(await raw(server.url, { path: "/messages?sessionId=nope", headers: json, body: "{}" }), 404);
     expectCleanJson(await raw(server.url, { path: "/mcp", headers: { ...json, host: "evil.example.com" }, body: INITIALIZE }), 403);
     expectCleanJson(await raw(server.url, { path: "/mcp", headers: { ...json, origin: "http://evil.example.com" }, body: INITIALIZE }), 403);
+    // a page on another port of a loopback name is another origin (another local app): refused too
+    expectCleanJson(await raw(server.url, { path: "/mcp", headers: { ...json, origin: "http://localhost:9999" }, body: INITIALIZE }), 403);
+    expectCleanJson(await raw(server.url, { path: "/mcp", headers: { ...json, origin: server.url.replace("http:", "ftp:") }, body: INITIALIZE }), 403);
     // a browser page on the server's own origin is fine
     expect((await raw(server.url, { path: "/mcp", headers: { ...json, origin: server.url }, body: INITIALIZE })).status).toBe(200);
   });

@@ -16,6 +16,7 @@ import { mountOpenAI } from "../openai/routes.js";
 import { mountStatus } from "../status/routes.js";
 import { loadTokenVerifier } from "./auth.js";
 import { ConnectionRegistry, type Connection, type ConnectionKind, type ConnectionLimits } from "./connections.js";
+import { isOwnOrigin } from "./origin.js";
 import { errorHandler, methodNotAllowed, notFound, requireJson, RPC, sendError } from "./httpErrors.js";
 
 export interface HttpOptions extends Partial<ConnectionLimits> {
@@ -44,15 +45,9 @@ export class HttpConfigError extends Error {}
  */
 function originValidation(hostnames: readonly string[]): RequestHandler {
   return (req, res, next) => {
-    const origin = req.headers.origin;
+    const { origin, host } = req.headers;
     if (origin === undefined) return next();
-    let hostname: string | undefined;
-    try {
-      hostname = new URL(origin).hostname;
-    } catch {
-      hostname = undefined;
-    }
-    if (!hostname || !hostnames.includes(hostname)) return sendError(res, 403, "Origin not allowed (server.allowedHosts lists the accepted host names)");
+    if (!isOwnOrigin(origin, host, hostnames)) return sendError(res, 403, "Origin not allowed: only pages of this server itself (its host names, server.allowedHosts, and its port)");
     next();
   };
 }
