@@ -100,6 +100,11 @@ describe("HTTP errors before and after authentication", () => {
       const { session_id } = await call<{ session_id: string }>(alice.client, "create_session", { task });
       expect(session_id).toMatch(/^s_/);
       await call(alice.client, "close_session", { session_id });
+      // run_task takes it too: the harness validates with the MCP schema's limit, not a smaller one of its own; the
+      // test server's 4096-token context then refuses it with its own clear error, which proves it got that far
+      const run = await alice.client.callTool({ name: "run_task", arguments: { task, policy: "base", budgets: { turns: 1, tokens: 4 } } });
+      expect(JSON.stringify(run.content)).not.toMatch(/too_big|100000/i);
+      expect(JSON.stringify(run.content)).toMatch(/context_overflow.*engine\.contextSize/);
     } finally {
       await alice.close();
     }
