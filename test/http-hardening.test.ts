@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import { request } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { writeFileSync } from "node:fs";
+import { existsSync, readdirSync, writeFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { spawnHttpServer } from "../src/client/mcpClient.js";
 import { PACKAGE_ROOT } from "../src/paths.js";
@@ -100,11 +100,11 @@ describe("HTTP errors before and after authentication", () => {
       const { session_id } = await call<{ session_id: string }>(alice.client, "create_session", { task });
       expect(session_id).toMatch(/^s_/);
       await call(alice.client, "close_session", { session_id });
-      // run_task takes it too: the harness validates with the MCP schema's limit, not a smaller one of its own; the
-      // test server's 4096-token context then refuses it with its own clear error, which proves it got that far
-      const run = await alice.client.callTool({ name: "run_task", arguments: { task, policy: "base", budgets: { turns: 1, tokens: 4 } } });
+      // run_task takes it too: the harness validates with the MCP schema's limit, not a smaller one of its own; an
+      // unknown adapter then refuses it with its own error, which proves it got past validation (and leaves no trace)
+      const run = await alice.client.callTool({ name: "run_task", arguments: { task, policy: "single:nosuchadapter" } });
       expect(JSON.stringify(run.content)).not.toMatch(/too_big|100000/i);
-      expect(JSON.stringify(run.content)).toMatch(/engine\.contextSize \[context_overflow\]/);
+      expect(JSON.stringify(run.content)).toMatch(/no adapter \\"nosuchadapter\\"/);
     } finally {
       await alice.close();
     }
@@ -220,6 +220,26 @@ describe("connection caps and idle expiry", () => {
 });
 
 describe("traces", () => {
+  it("a run_task refused before it had a session writes no trace and takes no row of the status page", async () => {
+    const traceDir = join(tempDir(), "traces");
+    const small = await spawnHttpServer(["--config", testConfig({ sessions: { maxSessionsPerClient: 1 }, harness: { traceDir } }), "--token-file", tokenFile]);
+    const alice = await connectClient("http", small, bearer(ALICE));
+    try {
+      await call(alice.client, "create_session", { task: "holds the one session alice may have" });
+      for (let i = 0; i < 3; i++) {
+        const refused = await alice.client.callTool({ name: "run_task", arguments: { task: "no room", policy: "base" } });
+        expect(refused.isError).toBe(true);
+        expect(JSON.stringify(refused.content)).toMatch(/maxSessionsPerClient/);
+      }
+      expect(existsSync(traceDir) ? readdirSync(traceDir) : []).toEqual([]);
+      const status = (await (await fetch(`${small.url}/status.json`, { headers: bearer(ALICE) })).json()) as { runs: { mine: unknown[] } };
+      expect(status.runs.mine).toEqual([]);
+    } finally {
+      await alice.close();
+      await small.stop();
+    }
+  });
+
   it("lists and reads its owner's traces with a first line of any length, and reads a torn trace up to the torn line, reporting it", async () => {
     const alice = await connectClient("http", server, bearer(ALICE));
     const bob = await connectClient("http", server, bearer(BOB));

@@ -92,11 +92,11 @@ export async function runTask(deps: HarnessDeps, owner: Owner, raw: RunTaskInput
   const trace = new Trace(traceId, traceFile);
   const policy = input.policy;
   const fixed = fixedAdapters(policy, deps.library);
+  const { value: session } = await trace.measure("orchestration", () => deps.sessions.create(owner, { task: input.task, fixedAdapters: fixed, clientTools: opts.clientTools, system: opts.conversation?.system, history: opts.conversation }));
+  // only a run that got a session is a run: a refused request leaves no trace file and no row on the status page
   if (deps.recent) trace.listeners.push(deps.recent.follow(traceId, owner, input.task, policy));
   if (opts.onEvent) trace.listeners.push(opts.onEvent);
   trace.event("run_start", { owner, task: input.task, policy, workflow: input.workflow ?? deps.config.workflow, seed: input.seed, fixedAdapters: fixed });
-
-  const { value: session } = await trace.measure("orchestration", () => deps.sessions.create(owner, { task: input.task, fixedAdapters: fixed, clientTools: opts.clientTools, system: opts.conversation?.system, history: opts.conversation }));
   opts.onStart?.({ traceId, sessionId: session.id });
   const clientTools = new Set(Object.keys(opts.clientTools ?? {}));
   const driver = new SessionDriver(deps.sessions, owner, session.id, deps.library.aliases(), (call: ModelCall, signal: AbortSignal) =>
