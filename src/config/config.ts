@@ -119,6 +119,8 @@ export const ConfigSchema = z
         maxTokensPerTurn: z.number().int().positive().max(1 << 20).default(512),
         /** Where trajectory traces (JSONL) are written (default: .weact/traces). */
         traceDir: z.string().min(1).optional(),
+        /** Trace files kept in traceDir; past it the least recently written are deleted as new runs start. */
+        maxTraceFiles: z.number().int().positive().max(10_000_000).default(1000),
       })
       .strict()
       .prefault({}),

@@ -16,6 +16,7 @@ import { runSoft } from "./policies/soft.js";
 import { RunContext, type Progress } from "./RunContext.js";
 import type { RecentRuns } from "./trace/RecentRuns.js";
 import { Trace, type TimeBreakdown, type TraceEvent } from "./trace/Trace.js";
+import { TraceStore } from "./trace/TraceStore.js";
 import { RunTaskInputSchema, type Owner, type Policy, type RunTaskInput } from "./types.js";
 
 export interface HarnessDeps {
@@ -97,6 +98,7 @@ export async function runTask(deps: HarnessDeps, owner: Owner, raw: RunTaskInput
   if (deps.recent) trace.listeners.push(deps.recent.follow(traceId, owner, input.task, policy));
   if (opts.onEvent) trace.listeners.push(opts.onEvent);
   trace.event("run_start", { owner, task: input.task, policy, workflow: input.workflow ?? deps.config.workflow, seed: input.seed, fixedAdapters: fixed });
+  void new TraceStore(deps.traceDir).prune(deps.config.maxTraceFiles).catch(() => undefined);
   opts.onStart?.({ traceId, sessionId: session.id });
   const clientTools = new Set(Object.keys(opts.clientTools ?? {}));
   const driver = new SessionDriver(deps.sessions, owner, session.id, deps.library.aliases(), (call: ModelCall, signal: AbortSignal) =>
