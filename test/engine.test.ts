@@ -106,6 +106,21 @@ describe("engine on the demo model", () => {
     }
   });
 
+  it("drops a call whose caller gave up while it waited: no weights applied, nothing evaluated, nothing generated", async () => {
+    const session = await engine.openSession();
+    try {
+      await session.switchAdapter("plan", conv);
+      const gaveUp = new AbortController();
+      gaveUp.abort();
+      const result = await session.generate(conversation("A question asked and abandoned while it queued."), { maxTokens: 32, signal: gaveUp.signal });
+      expect(result).toMatchObject({ finishReason: "cancelled", text: "", calls: [] });
+      expect(result.tokens).toMatchObject({ evaluated: 0, generated: 0 });
+      expect(result.timings).toMatchObject({ adapterSetMs: 0, prefillMs: 0, decodeMs: 0 });
+    } finally {
+      await session.close();
+    }
+  });
+
   it("steered into a tool call, the demo model emits a complete, parseable load_lora call", async () => {
     const session = await engine.openSession();
     try {

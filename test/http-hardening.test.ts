@@ -2,11 +2,12 @@ import { randomUUID } from "node:crypto";
 import { request } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { writeFileSync } from "node:fs";
+import { existsSync, readdirSync, writeFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { spawnHttpServer } from "../src/client/mcpClient.js";
 import { PACKAGE_ROOT } from "../src/paths.js";
 import { tempDir } from "./helpers/files.js";
+import { bwrapOnPath } from "./helpers/host.js";
 import { call, connectClient, testConfig, type HttpServer } from "./helpers/server.js";
 
 const ALICE = "alice-token-0123456789abcdef";
@@ -84,6 +85,9 @@ describe("HTTP errors before and after authentication", () => {
     expectCleanJson(await raw(server.url, { path: "/messages?sessionId=nope", headers: json, body: "{}" }), 404);
     expectCleanJson(await raw(server.url, { path: "/mcp", headers: { ...json, host: "evil.example.com" }, body: INITIALIZE }), 403);
     expectCleanJson(await raw(server.url, { path: "/mcp", headers: { ...json, origin: "http://evil.example.com" }, body: INITIALIZE }), 403);
+    // a page on another port of a loopback name is another origin (another local app): refused too
+    expectCleanJson(await raw(server.url, { path: "/mcp", headers: { ...json, origin: "http://localhost:9999" }, body: INITIALIZE }), 403);
+    expectCleanJson(await raw(server.url, { path: "/mcp", headers: { ...json, origin: server.url.replace("http:", "ftp:") }, body: INITIALIZE }), 403);
     // a browser page on the server's own origin is fine
     expect((await raw(server.url, { path: "/mcp", headers: { ...json, origin: server.url }, body: INITIALIZE })).status).toBe(200);
   });
@@ -96,6 +100,11 @@ describe("HTTP errors before and after authentication", () => {
       const { session_id } = await call<{ session_id: string }>(alice.client, "create_session", { task });
       expect(session_id).toMatch(/^s_/);
       await call(alice.client, "close_session", { session_id });
+      // run_task takes it too: the harness validates with the MCP schema's limit, not a smaller one of its own; an
+      // unknown adapter then refuses it with its own error, which proves it got past validation (and leaves no trace)
+      const run = await alice.client.callTool({ name: "run_task", arguments: { task, policy: "single:nosuchadapter" } });
+      expect(JSON.stringify(run.content)).not.toMatch(/too_big|100000/i);
+      expect(JSON.stringify(run.content)).toMatch(/no adapter \\"nosuchadapter\\"/);
     } finally {
       await alice.close();
     }
@@ -195,9 +204,42 @@ describe("connection caps and idle expiry", () => {
     await expect.poll(count, { timeout: 6_000, interval: 250 }).toBe(baseline);
     expect((await open(ALICE)).status).toBe(200);
   });
+
+  it("keeps a legacy SSE connection open while a call on it runs longer than the idle time (the answer comes over the stream)", async ({ skip }) => {
+    if (!bwrapOnPath()) return skip(); // run_code is offered on a server with tokens only inside a jail
+    await expect.poll(count, { timeout: 6_000, interval: 250 }).toBe(0);
+    const alice = await connectClient("sse", capped, bearer(ALICE));
+    try {
+      // the POST is answered 202 at once; the 3 s call is three idle periods (1 s) long
+      const ran = await call<{ stdout: string }>(alice.client, "run_code", { language: "python", code: "import time\ntime.sleep(3)\nprint('done')" }, { timeout: 15_000 });
+      expect(ran.stdout).toBe("done\n");
+    } finally {
+      await alice.close();
+    }
+  });
 });
 
 describe("traces", () => {
+  it("a run_task refused before it had a session writes no trace and takes no row of the status page", async () => {
+    const traceDir = join(tempDir(), "traces");
+    const small = await spawnHttpServer(["--config", testConfig({ sessions: { maxSessionsPerClient: 1 }, harness: { traceDir } }), "--token-file", tokenFile]);
+    const alice = await connectClient("http", small, bearer(ALICE));
+    try {
+      await call(alice.client, "create_session", { task: "holds the one session alice may have" });
+      for (let i = 0; i < 3; i++) {
+        const refused = await alice.client.callTool({ name: "run_task", arguments: { task: "no room", policy: "base" } });
+        expect(refused.isError).toBe(true);
+        expect(JSON.stringify(refused.content)).toMatch(/maxSessionsPerClient/);
+      }
+      expect(existsSync(traceDir) ? readdirSync(traceDir) : []).toEqual([]);
+      const status = (await (await fetch(`${small.url}/status.json`, { headers: bearer(ALICE) })).json()) as { runs: { mine: unknown[] } };
+      expect(status.runs.mine).toEqual([]);
+    } finally {
+      await alice.close();
+      await small.stop();
+    }
+  });
+
   it("lists and reads its owner's traces with a first line of any length, and reads a torn trace up to the torn line, reporting it", async () => {
     const alice = await connectClient("http", server, bearer(ALICE));
     const bob = await connectClient("http", server, bearer(BOB));

@@ -39,4 +39,15 @@ describe("recent runs", () => {
     for (const id of ["a", "b", "c"]) runs.follow(id, "o", "t", "base")({ type: "run_end", t: 1, error: "x", cancelled: id === "c" });
     expect(runs.list().map((r) => `${r.traceId}:${r.state}`)).toEqual(["b:error", "c:cancelled"]);
   });
+
+  it("bounds the runs per owner, so one client's flood leaves another's runs on the page", () => {
+    const runs = new RecentRuns(3, 5);
+    runs.follow("alice-1", "token:alice", "t", "base");
+    for (let i = 1; i <= 50; i++) runs.follow(`mallory-${i}`, "token:mallory", "t", "base");
+    runs.follow("alice-2", "token:alice", "t", "base");
+    expect(runs.list().map((r) => r.traceId)).toEqual(["alice-1", "mallory-48", "mallory-49", "mallory-50", "alice-2"]);
+    // past the total, the owner holding most gives up its oldest
+    runs.follow("bob-1", "token:bob", "t", "base");
+    expect(runs.list().map((r) => r.traceId)).toEqual(["alice-1", "mallory-49", "mallory-50", "alice-2", "bob-1"]);
+  });
 });

@@ -277,3 +277,37 @@ describe("the adapter library on a shared server", () => {
     expect(err).toMatch(/not a regular file \(a FIFO\)/);
   });
 });
+
+describe("run_code when the server dies mid-run", () => {
+  it("leaves no snippet process behind and removes its workdir", async ({ skip }) => {
+    if (!bwrapOnPath()) return skip();
+    const team = teamServerFiles();
+    const TMPDIR = tempDir("weact-tmp-");
+    const marker = `weact-orphan-${process.pid}-${Date.now()}`;
+    // exec in place, so the snippet's own process carries the marker on its command line
+    const code = `import os, sys\nos.execv(sys.executable, [sys.executable, "-c", "import time; time.sleep(45)", "${marker}"])`;
+    const dying = await spawnHttpServer(team.args, { TMPDIR });
+    const carol = await connectClient("http", dying, { authorization: `Bearer ${USER}` });
+    const pending = carol.client.callTool({ name: "run_code", arguments: { language: "python", code, timeoutS: 45 } }).catch(() => undefined);
+    const workdirs = () => readdirSync(TMPDIR).filter((name) => name.startsWith("weact-run-"));
+    const waitFor = async (done: () => boolean, what: string) => {
+      for (const until = Date.now() + 10_000; !done(); ) {
+        if (Date.now() > until) throw new Error(`timed out waiting until ${what}`);
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+    };
+    try {
+      await waitFor(() => processesWith(marker).length > 0, "the snippet runs");
+      expect(workdirs()).toHaveLength(1);
+      dying.process.kill("SIGKILL");
+      await waitFor(() => processesWith(marker).length === 0, "no process of the snippet is left");
+      await waitFor(() => workdirs().length === 0, "the workdir is removed");
+    } finally {
+      for (const pid of processesWith(marker)) process.kill(Number(pid), "SIGKILL");
+      dying.process.kill("SIGKILL");
+      // the server is gone: the call's outcome no longer matters, only that nothing waits on it
+      void pending;
+      void carol.close().catch(() => undefined);
+    }
+  }, 60_000);
+});

@@ -48,6 +48,9 @@ describe("status page", { timeout: 120_000 }, () => {
   it("the login form needs this server's Origin and sets an HttpOnly, SameSite=Strict cookie; /status.json needs a token or that cookie", async () => {
     const post = (headers: Record<string, string>, token = ALICE) => fetch(`${server.url}/status/login`, { method: "POST", redirect: "manual", headers: { "content-type": "application/x-www-form-urlencoded", ...headers }, body: `token=${token}` });
     expect((await post({ origin: "http://evil.example" })).status).toBe(403);
+    // the same host name on another port is another site (login CSRF from any other local web app)
+    expect((await post({ origin: "http://localhost:9999" })).status).toBe(403);
+    expect((await post({ origin: `http://localhost:${Number(new URL(server.url).port) + 1}` })).status).toBe(403);
     expect((await post({})).status).toBe(403);
     expect((await post({ origin: server.url }, "wrong-token-0000000000000")).status).toBe(401);
     const ok = await post({ origin: server.url });

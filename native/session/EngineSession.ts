@@ -302,6 +302,12 @@ export class EngineSession {
     return this.withActiveLane(async (lane, sequence) => {
       const started = now();
       const queueMs = started - queued;
+      // the caller gave up while this call waited for the context: no weights to apply, nothing to evaluate for it
+      if (options.signal?.aborted) {
+        const tokenCounts = { prompt: tokens.length, cached: 0, evaluated: 0, generated: 0 };
+        const timings = { queueMs, adapterSetMs: 0, prefillMs: 0, decodeMs: 0, logprobsMs: 0, totalMs: 0 };
+        return { text: "", calls: [], finishReason: "cancelled" as const, adapter: label(lane.versions), tokens: tokenCounts, timings, contextRemaining: this.contextSize - tokens.length };
+      }
       const adapterSetMs = await this.timed(() => this.applyWeights(lane));
       const prefill = await syncPrefix(sequence, tokens);
       const decodeStart = now();

@@ -121,6 +121,8 @@ export const ConfigSchema = z
         contextReserveTokens: z.number().int().min(0).max(1 << 20).default(256),
         /** Where trajectory traces (JSONL) are written (default: .weact/traces). */
         traceDir: z.string().min(1).optional(),
+        /** Trace files kept in traceDir; past it the least recently written are deleted as new runs start. */
+        maxTraceFiles: z.number().int().positive().max(10_000_000).default(1000),
       })
       .strict()
       .prefault({}),

@@ -16,6 +16,7 @@ import { runSoft } from "./policies/soft.js";
 import { RunContext, type Progress } from "./RunContext.js";
 import type { RecentRuns } from "./trace/RecentRuns.js";
 import { Trace, type TimeBreakdown, type TraceEvent } from "./trace/Trace.js";
+import { TraceStore } from "./trace/TraceStore.js";
 import { RunTaskInputSchema, type Owner, type Policy, type RunTaskInput } from "./types.js";
 
 export interface HarnessDeps {
@@ -94,11 +95,12 @@ export async function runTask(deps: HarnessDeps, owner: Owner, raw: RunTaskInput
   const trace = new Trace(traceId, traceFile);
   const policy = input.policy;
   const fixed = fixedAdapters(policy, deps.library);
+  const { value: session } = await trace.measure("orchestration", () => deps.sessions.create(owner, { task: input.task, fixedAdapters: fixed, clientTools: opts.clientTools, system: opts.conversation?.system, history: opts.conversation, stageBudget: input.budgets }));
+  // only a run that got a session is a run: a refused request leaves no trace file and no row on the status page
   if (deps.recent) trace.listeners.push(deps.recent.follow(traceId, owner, input.task, policy));
   if (opts.onEvent) trace.listeners.push(opts.onEvent);
   trace.event("run_start", { owner, task: input.task, policy, workflow: input.workflow ?? deps.config.workflow, seed: input.seed, fixedAdapters: fixed });
-
-  const { value: session } = await trace.measure("orchestration", () => deps.sessions.create(owner, { task: input.task, fixedAdapters: fixed, clientTools: opts.clientTools, system: opts.conversation?.system, history: opts.conversation, stageBudget: input.budgets }));
+  void new TraceStore(deps.traceDir).prune(deps.config.maxTraceFiles).catch(() => undefined);
   opts.onStart?.({ traceId, sessionId: session.id });
   const clientTools = new Set(Object.keys(opts.clientTools ?? {}));
   const driver = new SessionDriver(deps.sessions, owner, session.id, deps.library.aliases(), (call: ModelCall, signal: AbortSignal) =>

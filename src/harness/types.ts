@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { LONG_TEXT_MAX } from "../config/config.js";
 import { SoftLimitsSchema, StageBudgetSchema } from "../budgets/budgets.js";
 
 export type Owner = string;
@@ -26,7 +27,7 @@ export const SteeringSchema = z
 export type Steering = z.infer<typeof SteeringSchema>;
 
 export const RunTaskInputSchema = z.object({
-  task: z.string().min(1).max(100_000),
+  task: z.string().min(1).max(LONG_TEXT_MAX),
   policy: PolicySchema.default("hard"),
   workflow: z.array(z.string().min(1).max(64)).min(1).max(16).optional(),
   budgets: StageBudgetSchema.partial().optional(),

@@ -7,13 +7,14 @@ import type { ChatCompletions } from "../openai/completions.js";
 import type { Logger } from "../log.js";
 import { PACKAGE_ROOT } from "../paths.js";
 import type { ServerContext } from "../server/context.js";
+import { isOwnOrigin } from "../transports/origin.js";
 import { statusData, type Viewer } from "./statusData.js";
 
 export interface StatusRoutes {
   ctx: ServerContext;
   chat: ChatCompletions;
   verifier: OAuthTokenVerifier | undefined;
-  /** Host names the Origin of the login form must have (the server's own). */
+  /** Host names the Origin of the login form must have (the server's own; its port must be the one addressed). */
   hostnames: readonly string[];
   connections: () => number;
   logger: Logger;
@@ -78,15 +79,8 @@ export function mountStatus(app: Express, r: StatusRoutes): void {
     res.json(statusData(r.ctx, viewer, { connections: r.connections(), suspendedRuns: r.chat.suspended }));
   });
   app.post("/status/login", (req: Request, res: Response, next: NextFunction) => {
-    // a browser sends Origin with every form post; the global check refused foreign ones, this one refuses none at all
-    const origin = req.headers.origin;
-    let host: string | undefined;
-    try {
-      host = origin ? new URL(origin).hostname : undefined;
-    } catch {
-      host = undefined;
-    }
-    if (!host || !r.hostnames.includes(host)) return loginPage(res, 403, "The login form must be posted from this server's own page.");
+    // a browser sends Origin with every form post; the global check refused foreign ones, this one also a missing one
+    if (!isOwnOrigin(req.headers.origin, req.headers.host, r.hostnames)) return loginPage(res, 403, "The login form must be posted from this server's own page.");
     if (!req.is("application/x-www-form-urlencoded")) return loginPage(res, 415, "The login form posts application/x-www-form-urlencoded.");
     next();
   });

@@ -6,7 +6,7 @@ import { requireBearerAuth } from "@modelcontextprotocol/sdk/server/auth/middlew
 import { hostHeaderValidation } from "@modelcontextprotocol/sdk/server/middleware/hostHeaderValidation.js";
 import { SSEServerTransport } from "@modelcontextprotocol/sdk/server/sse.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
-import { isInitializeRequest, JSONRPCMessageSchema } from "@modelcontextprotocol/sdk/types.js";
+import { isInitializeRequest, isJSONRPCErrorResponse, isJSONRPCRequest, isJSONRPCResponse, JSONRPCMessageSchema, type JSONRPCMessage, type RequestId } from "@modelcontextprotocol/sdk/types.js";
 import { DEFAULT_MAX_BODY_BYTES } from "../config/config.js";
 import type { Logger } from "../log.js";
 import type { ServerContext } from "../server/context.js";
@@ -16,6 +16,7 @@ import { mountOpenAI } from "../openai/routes.js";
 import { mountStatus } from "../status/routes.js";
 import { loadTokenVerifier } from "./auth.js";
 import { ConnectionRegistry, type Connection, type ConnectionKind, type ConnectionLimits } from "./connections.js";
+import { isOwnOrigin } from "./origin.js";
 import { errorHandler, methodNotAllowed, notFound, requireJson, RPC, sendError } from "./httpErrors.js";
 
 export interface HttpOptions extends Partial<ConnectionLimits> {
@@ -44,15 +45,9 @@ export class HttpConfigError extends Error {}
  */
 function originValidation(hostnames: readonly string[]): RequestHandler {
   return (req, res, next) => {
-    const origin = req.headers.origin;
+    const { origin, host } = req.headers;
     if (origin === undefined) return next();
-    let hostname: string | undefined;
-    try {
-      hostname = new URL(origin).hostname;
-    } catch {
-      hostname = undefined;
-    }
-    if (!hostname || !hostnames.includes(hostname)) return sendError(res, 403, "Origin not allowed (server.allowedHosts lists the accepted host names)");
+    if (!isOwnOrigin(origin, host, hostnames)) return sendError(res, 403, "Origin not allowed: only pages of this server itself (its host names, server.allowedHosts, and its port)");
     next();
   };
 }
@@ -107,13 +102,21 @@ export async function serveHttp(ctx: ServerContext, opts: HttpOptions, logger: L
     };
     const connection: Connection = { kind, id, owner, close: async () => { await transport.close(); await close(); } };
     connections.add(connection);
-    transport.onclose = () => void close(); // set before connect: the SDK chains its own handler after it
+    const earlier = transport.onclose; // the caller's own bookkeeping, if any
+    transport.onclose = () => {
+      earlier?.();
+      void close();
+    }; // set before connect: the SDK chains its own handler after it
     await server.connect(transport);
     return connection;
   };
   /** Counts a request as activity on its connection until its response is finished. */
   const inFlight = (connection: Connection, res: Response) => connections.busyUntil(connection, new Promise((resolve) => res.once("close", resolve)));
   const transports = new Map<string, StreamableHTTPServerTransport | SSEServerTransport>();
+  const answered = (pending: Map<RequestId, () => void>, id: RequestId) => {
+    pending.get(id)?.();
+    pending.delete(id);
+  };
 
   app.post("/mcp", async (req: Request, res: Response) => {
     const id = req.header("mcp-session-id");
@@ -152,19 +155,31 @@ export async function serveHttp(ctx: ServerContext, opts: HttpOptions, logger: L
   app.delete("/mcp", bySession);
   app.all("/mcp", methodNotAllowed("GET, POST, DELETE"));
 
+  /** Legacy SSE: per stream, the requests whose answer is still to be sent over it (the POST ends with its 202). */
+  const unanswered = new Map<string, Map<RequestId, () => void>>();
   app.get("/sse", async (req: Request, res: Response) => {
     const owner = identityOf(req);
     const refused = connections.refusal(owner);
     if (refused) return sendError(res, 429, refused);
     const transport = new SSEServerTransport("/messages", res);
-    transports.set(transport.sessionId, transport);
-    const forget = () => transports.delete(transport.sessionId);
-    await connect(transport, "sse", transport.sessionId, owner);
-    const chained = transport.onclose;
-    transport.onclose = () => {
-      forget();
-      chained?.();
+    const { sessionId } = transport;
+    const pending = new Map<RequestId, () => void>();
+    transports.set(sessionId, transport);
+    unanswered.set(sessionId, pending);
+    const send = transport.send.bind(transport);
+    transport.send = async (message: JSONRPCMessage) => {
+      if ((isJSONRPCResponse(message) || isJSONRPCErrorResponse(message)) && message.id !== undefined) answered(pending, message.id);
+      return send(message);
     };
+    // before connect, so a client that leaves while it runs leaves no entry behind (connect chains its own handler)
+    transport.onclose = () => {
+      transports.delete(sessionId);
+      unanswered.delete(sessionId);
+      for (const id of [...pending.keys()]) answered(pending, id);
+    };
+    const connection = await connect(transport, "sse", sessionId, owner);
+    // a client gone before the stream started listening for its close would otherwise stay registered
+    if (res.destroyed) await connection.close();
   });
   app.all("/sse", methodNotAllowed("GET"));
   app.post("/messages", async (req: Request, res: Response) => {
@@ -174,6 +189,11 @@ export async function serveHttp(ctx: ServerContext, opts: HttpOptions, logger: L
     if (!connection || !transport) return sendError(res, 404, "unknown SSE session: open /sse first");
     if (!JSONRPCMessageSchema.safeParse(req.body).success) return sendError(res, 400, "the body is not a JSON-RPC message", RPC.invalidRequest);
     inFlight(connection, res);
+    const pending = unanswered.get(id);
+    if (isJSONRPCRequest(req.body) && pending && !pending.has(req.body.id)) {
+      const requestId = req.body.id;
+      connections.busyUntil(connection, new Promise<void>((resolve) => pending.set(requestId, resolve)));
+    }
     await transport.handlePostMessage(req, res, req.body);
   });
   app.all("/messages", methodNotAllowed("POST"));

@@ -30,18 +30,23 @@ const round = (n: number) => Number(n.toFixed(1));
 
 /**
  * The last runs of this server process and where their time went, built from their trace events as they are
- * recorded: what the status page draws. Kept in memory (bounded); the traces on disk stay the record.
+ * recorded: what the status page draws. Kept in memory, bounded per owner so that one client's flood of runs
+ * cannot push another's off the page, and in all (then the owner holding most loses its oldest); the traces on
+ * disk stay the record.
  */
 export class RecentRuns {
   private readonly runs: RecentRun[] = [];
 
-  constructor(private readonly keep = 50) {}
+  constructor(
+    private readonly perOwner = 20,
+    private readonly total = 200,
+  ) {}
 
   /** Starts following a run; returns the listener to attach to its trace. */
   follow(traceId: string, owner: string, task: string, policy: Policy): (e: TraceEvent) => void {
     const run: RecentRun = { traceId, owner, task: task.slice(0, 500), policy, startedAt: Date.now(), state: "running", segments: [] };
     this.runs.push(run);
-    if (this.runs.length > this.keep) this.runs.splice(0, this.runs.length - this.keep);
+    this.evict(owner);
     /** Calls the client answered: their wait is drawn as client time, not as a tool. */
     const clientCalls = new Set<string>();
     const segment = (kind: TimelineSegment["kind"], e: TraceEvent, route?: string) => {
@@ -102,5 +107,15 @@ export class RecentRuns {
 
   list(): readonly RecentRun[] {
     return this.runs;
+  }
+
+  private evict(owner: string): void {
+    const held = (who: string) => this.runs.filter((r) => r.owner === who).length;
+    if (held(owner) > this.perOwner) this.runs.splice(this.runs.findIndex((r) => r.owner === owner), 1);
+    if (this.runs.length <= this.total) return;
+    const counts = new Map<string, number>();
+    for (const r of this.runs) counts.set(r.owner, (counts.get(r.owner) ?? 0) + 1);
+    const most = [...counts].reduce((a, b) => (b[1] > a[1] ? b : a))[0];
+    this.runs.splice(this.runs.findIndex((r) => r.owner === most), 1);
   }
 }

@@ -1,9 +1,11 @@
-import { open, readdir, readFile } from "node:fs/promises";
+import { open, readdir, readFile, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
 
 const ID = /^t_[A-Za-z0-9_-]{8,64}$/;
 /** The first line (the run_start event, with the task) is read in full up to this size. */
 const MAX_FIRST_LINE_BYTES = 64 * 1024 * 1024;
+/** Trace files opened at once while listing: a folder of many traces must not exhaust the open-file limit. */
+const OPEN_AT_ONCE = 16;
 
 /** A line of a trace file that is not a JSON event (a crash mid-write leaves a torn last line). */
 export interface UnreadableLine {
@@ -19,10 +21,27 @@ export class TraceStore {
 
   /** Trace ids whose run belongs to `owner`, newest last. */
   async list(owner: string): Promise<string[]> {
-    const names = await readdir(this.dir).catch(() => [] as string[]);
-    const ids = names.filter((f) => f.endsWith(".jsonl") && ID.test(f.slice(0, -6))).map((f) => f.slice(0, -6));
-    const owners = await Promise.all(ids.map((id) => this.ownerOf(join(this.dir, `${id}.jsonl`))));
+    const ids = await this.ids();
+    const owners = await mapLimited(ids, OPEN_AT_ONCE, (id) => this.ownerOf(this.file(id)));
     return ids.filter((_, i) => owners[i] === owner);
+  }
+
+  /** Deletes the least recently written traces beyond the newest `keep` (harness.maxTraceFiles). */
+  async prune(keep: number): Promise<void> {
+    const ids = await this.ids();
+    if (ids.length <= keep) return;
+    const written = await mapLimited(ids, OPEN_AT_ONCE, async (id) => (await stat(this.file(id)).catch(() => undefined))?.mtimeMs ?? 0);
+    const oldestFirst = ids.map((id, i) => ({ id, at: written[i]! })).sort((a, b) => a.at - b.at);
+    await mapLimited(oldestFirst.slice(0, ids.length - keep), OPEN_AT_ONCE, ({ id }) => rm(this.file(id), { force: true }));
+  }
+
+  private async ids(): Promise<string[]> {
+    const names = await readdir(this.dir).catch(() => [] as string[]);
+    return names.filter((f) => f.endsWith(".jsonl") && ID.test(f.slice(0, -6))).map((f) => f.slice(0, -6));
+  }
+
+  private file(id: string): string {
+    return join(this.dir, `${id}.jsonl`);
   }
 
   /**
@@ -31,7 +50,7 @@ export class TraceStore {
    */
   async read(owner: string, id: string): Promise<unknown[] | undefined> {
     if (!ID.test(id)) return undefined;
-    const file = join(this.dir, `${id}.jsonl`);
+    const file = this.file(id);
     if ((await this.ownerOf(file)) !== owner) return undefined;
     const lines = (await readFile(file, "utf8")).split("\n");
     const events: unknown[] = [];
@@ -71,4 +90,18 @@ export class TraceStore {
       await handle?.close();
     }
   }
+}
+
+/** `fn` over `items`, at most `limit` at a time, results in order. */
+async function mapLimited<T, R>(items: readonly T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
+  const results: R[] = new Array(items.length);
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const i = next++;
+      results[i] = await fn(items[i]!);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  return results;
 }

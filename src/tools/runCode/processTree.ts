@@ -14,12 +14,13 @@ export function killProcessGroup(pgid: number): void {
  * set up there is no init yet, so the outer bwrap's group is killed.
  */
 export async function killJail(bwrapPid: number): Promise<void> {
-  const inits = await childrenOf(bwrapPid);
+  const inits = await jailInits(bwrapPid);
   if (inits.length === 0) killProcessGroup(bwrapPid);
   for (const pid of inits) killQuietly(pid);
 }
 
-async function childrenOf(parent: number): Promise<number[]> {
+/** The jail's pid-namespace init(s): the children of the outer bwrap. */
+export async function jailInits(parent: number): Promise<number[]> {
   const children: number[] = [];
   for (const pid of await pidsOnHost()) {
     try {

@@ -5,6 +5,7 @@ import path from "node:path";
 import { execa, type Result } from "execa";
 import { buildCommand, RUN_MARKER_VAR, scriptName, type Language, type SandboxCommand } from "./command.js";
 import type { IsolationInfo, IsolationLevel } from "./isolation.js";
+import { JailReaper } from "./jailReaper.js";
 import { CappedOutput } from "./output.js";
 import { killJail, killProcessGroup, killTagged } from "./processTree.js";
 
@@ -102,7 +103,7 @@ export async function runCode(request: RunCodeRequest, options: RunCodeOptions):
     }
     const runId = randomUUID();
     const command = buildCommand(isolation, request.language, interpreter, { ...limits, timeoutS }, workdir, runId);
-    return await execute(command, request.stdin, timeoutS, limits.maxOutputBytes, isolation, runId);
+    return await execute(command, request.stdin, timeoutS, limits.maxOutputBytes, isolation, runId, workdir);
   } finally {
     await removeWorkdir(workdir);
   }
@@ -123,6 +124,7 @@ async function execute(
   maxOutputBytes: number,
   isolation: IsolationInfo,
   runId: string,
+  workdir: string,
 ): Promise<RunCodeResult> {
   const stdout = new CappedOutput(maxOutputBytes);
   const stderr = new CappedOutput(maxOutputBytes);
@@ -143,6 +145,8 @@ async function execute(
 
   const pgid = subprocess.pid;
   if (pgid !== undefined) liveGroups.add(pgid);
+  const reaped = pgid !== undefined && isolation.jail?.dropPrivileges !== undefined;
+  if (reaped) jailReaper.track(pgid, workdir);
   let timedOut = false;
   let lastResort: NodeJS.Timeout | undefined;
   const timer = setTimeout(() => {
@@ -175,6 +179,7 @@ async function execute(
     clearTimeout(lastResort);
     clearTimeout(pipeGrace);
     if (pgid !== undefined) liveGroups.delete(pgid);
+    if (reaped) jailReaper.release(pgid);
     if (!isolation.jail) await killTagged(RUN_MARKER_VAR, runId);
   }
   const durationMs = Math.round(performance.now() - started);
@@ -213,6 +218,9 @@ function jailStatus(result: Result): { exitCode: number | null; signal: string |
     code !== null && code > 128 ? Object.entries(osConstants.signals).find(([, number]) => number === code - 128)?.[0] : undefined;
   return signal ? { exitCode: null, signal } : { exitCode: code, signal: null };
 }
+
+/** Ends root's jails should the server die mid-run, however it dies (see jailReaper.ts). */
+const jailReaper = new JailReaper();
 
 /** Process groups of runs in flight: killed if the server exits mid-run (execa's cleanup skips detached children). */
 const liveGroups = new Set<number>();

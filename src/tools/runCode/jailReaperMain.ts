@@ -1,0 +1,44 @@
+import { rm } from "node:fs/promises";
+import { createInterface } from "node:readline";
+import { jailInits, killJail } from "./processTree.js";
+
+/**
+ * The watcher of jailReaper.ts: reads `+<bwrap pid> <workdir>` and `-<bwrap pid>` lines from the server; at
+ * end of input, ends every jail still tracked and removes its workdir.
+ */
+const live = new Map<number, { workdir: string; inits: Set<number> }>();
+
+async function learnInits(bwrapPid: number): Promise<void> {
+  // the init appears a few milliseconds after bwrap starts; learnt early, it is still known once bwrap is gone
+  for (let attempt = 0; attempt < 40 && live.has(bwrapPid); attempt += 1) {
+    const run = live.get(bwrapPid)!;
+    for (const pid of await jailInits(bwrapPid)) run.inits.add(pid);
+    if (run.inits.size > 0) return;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+const lines = createInterface({ input: process.stdin });
+lines.on("line", (line) => {
+  const pid = Number.parseInt(line.slice(1), 10);
+  if (line.startsWith("+")) {
+    live.set(pid, { workdir: line.slice(line.indexOf(" ") + 1), inits: new Set() });
+    void learnInits(pid);
+  } else {
+    live.delete(pid);
+  }
+});
+lines.on("close", async () => {
+  for (const [bwrapPid, { workdir, inits }] of live) {
+    for (const pid of inits) {
+      try {
+        process.kill(pid, "SIGKILL");
+      } catch {
+        // already gone
+      }
+    }
+    await killJail(bwrapPid);
+    await rm(workdir, { recursive: true, force: true }).catch(() => undefined);
+  }
+  process.exit(0);
+});
