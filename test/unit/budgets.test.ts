@@ -1,6 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { DEFAULT_SOFT_LIMITS, DEFAULT_STAGE_BUDGET, layered, SoftLimitsSchema, StageBudgetSchema, type StageBudget } from "../../src/harness/budgets.js";
-import { describeEnd } from "../../src/harness/stage.js";
+import { DEFAULT_SOFT_LIMITS, DEFAULT_STAGE_BUDGET, describeEnd, layered, SoftLimitsSchema, StageBudgetSchema, type StageBudget } from "../../src/budgets/budgets.js";
 import { StageUsage } from "../../src/sessions/StageUsage.js";
 
 const budget: StageBudget = { turns: 3, tokens: 100, toolCalls: 2, seconds: 10, noToolTurns: 2 };
@@ -61,17 +60,19 @@ describe("stage budgets of client-driven generate (StageUsage)", () => {
     expect(u.exhausted(wide)).toBe("2 turns without a tool call");
   });
 
-  it("reports the first budget in order: turns, tokens, tool calls, seconds, then no tool", () => {
+  it("reports the first budget in order: no tool, turns, tokens, tool calls, then seconds", () => {
     const u = new StageUsage("plan");
     for (let i = 0; i < 3; i++) u.recordTurn(50, false);
     u.recordToolCall();
     u.recordToolCall();
     vi.advanceTimersByTime(20_000);
-    expect(u.exhausted(budget)).toBe("turn budget (3) spent");
-    expect(u.exhausted({ ...budget, turns: 9 })).toBe("token budget (100) spent");
-    expect(u.exhausted({ ...budget, turns: 9, tokens: 999 })).toBe("tool-call budget (2) spent");
-    expect(u.exhausted({ ...budget, turns: 9, tokens: 999, toolCalls: 9 })).toBe("time budget (10 s) spent");
-    expect(u.exhausted({ ...budget, turns: 9, tokens: 999, toolCalls: 9, seconds: 99 })).toBe("2 turns without a tool call");
+    expect(u.exhausted(budget)).toBe("2 turns without a tool call");
+    const wideNoTool = { ...budget, noToolTurns: 9 };
+    expect(u.exhausted(wideNoTool)).toBe("turn budget (3) spent");
+    expect(u.exhausted({ ...wideNoTool, turns: 9 })).toBe("token budget (100) spent");
+    expect(u.exhausted({ ...wideNoTool, turns: 9, tokens: 999 })).toBe("tool-call budget (2) spent");
+    expect(u.exhausted({ ...wideNoTool, turns: 9, tokens: 999, toolCalls: 9 })).toBe("time budget (10 s) spent");
+    expect(u.exhausted({ ...wideNoTool, turns: 9, tokens: 999, toolCalls: 9, seconds: 99 })).toBeUndefined();
     expect(u.adapter).toBe("plan");
   });
 });

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
-import type { StageBudget } from "../../src/harness/budgets.js";
+import type { StageBudget } from "../../src/budgets/budgets.js";
 import type { ModelCall, ModelTurn, WeightOutcome } from "../../src/harness/driver.js";
-import type { RunContext } from "../../src/harness/RunContext.js";
+import { RunContext } from "../../src/harness/RunContext.js";
 import { runStage } from "../../src/harness/stage.js";
 
 type Planned = { text?: string; calls?: { name: string; arguments?: Record<string, unknown> }[]; tokens?: number };
@@ -21,6 +21,11 @@ function fakeContext(turns: Planned[], opts: { active?: string | null; offloadOk
   const ctx = {
     route: () => active ?? "base",
     now: () => performance.now(),
+    // the window is never the limit here: the real room and release logic run over a window this big
+    opts: { contextReserve: 0 },
+    contextReserve: 0,
+    roomForTurn: RunContext.prototype.roomForTurn,
+    release: RunContext.prototype.release,
     startVisit: (route: string) => log.push(`visit:${route}`),
     trace: { event: (type: string, data: Record<string, unknown>) => events.push({ type, data }) },
     modelTurn: async (_stage: string, max: number): Promise<ModelTurn> => {
@@ -41,6 +46,8 @@ function fakeContext(turns: Planned[], opts: { active?: string | null; offloadOk
     },
     driver: {
       active: () => active,
+      room: async () => ({ size: 1_000_000_000, used: 0, release: 0 }),
+      elide: async () => ({ elided: 0, callIds: [], freedTokens: 0 }),
       offload: async (o: Record<string, unknown>) => {
         offloads.push(o);
         const done = opts.offloadOk ?? true;
@@ -66,7 +73,7 @@ describe("one stage", () => {
     expect(f.offloads).toEqual([{ callId: "c2" }]);
     expect(f.maxTokens).toEqual([100, 90]); // each turn may use what is left of the token budget
     expect(f.events.map((e) => e.type)).toEqual(["stage_start", "stage_end"]);
-    expect(f.events[0]!.data).toEqual({ stage: "1:plan", adapter: "plan", budget });
+    expect(f.events[0]!.data).toEqual({ stage: "1:plan", adapter: "plan", budget, reserve: 0 });
     expect(f.events[1]!.data).toMatchObject({ stage: "1:plan", end: "exit_call", turns: 2, tokens: 20, toolCalls: 1 });
     expect(f.events[1]!.data.ms).toBeGreaterThanOrEqual(0);
     expect(f.events[1]!.data.ms).toBeLessThan(10_000); // the stage's own duration, not a clock reading
@@ -124,10 +131,10 @@ describe("one stage", () => {
     expect(r).toMatchObject({ end: "budget:tokens", turns: 2, tokens: 100 });
   });
 
-  it("refuses the tool call over the tool-call budget and ends the stage", async () => {
-    const f = fakeContext([{ calls: [{ name: "search" }, { name: "read" }] }, { calls: [{ name: "search" }] }]);
+  it("refuses the tool call over the tool-call budget and ends the stage before another turn", async () => {
+    const f = fakeContext([{ calls: [{ name: "search" }, { name: "read" }, { name: "search" }] }, { calls: [{ name: "search" }] }]);
     const r = await runStage(f.ctx, "1:plan", budget);
-    expect(r).toMatchObject({ end: "budget:tool_calls", toolCalls: 2, turns: 2 });
+    expect(r).toMatchObject({ end: "budget:tool_calls", toolCalls: 2, turns: 1 });
     expect(f.log).toContain("reject:c3:search refused: this stage's budget of 2 tool calls is spent");
     expect(f.log.filter((l) => l.startsWith("tool:"))).toEqual(["tool:search", "tool:read"]);
   });
