@@ -14,7 +14,7 @@ writeFileSync(tokenFile, `alice:${ALICE}\nbob:${BOB}\n`);
 const traceDir = join(dir, "traces");
 /** Two short stages, and a 5 s run limit for the fixed policies: the round trip below waits longer than that on purpose. */
 const config = testConfig({
-  harness: { maxTokensPerTurn: 48, traceDir, workflow: ["plan", "write"], stage: { turns: 1 }, soft: { seconds: 5 } },
+  harness: { maxTokensPerTurn: 96, traceDir, workflow: ["plan", "write"], stage: { turns: 1 }, soft: { seconds: 5 } },
   sessions: { maxSlotsPerClient: 1 },
   openai: { continuationSeconds: 60 },
 });

@@ -20,7 +20,7 @@ const CHROMIUM = process.env.WEACT_CHROMIUM ?? "/usr/bin/chromium";
 /** Where the screenshots for the note go (default: a temporary folder; the path is logged). */
 const SHOTS = process.env.WEACT_SCREENSHOT_DIR ?? dir;
 const XSS = "<img src=x onerror=alert(1)>";
-const settings = { harness: { maxTokensPerTurn: 48, workflow: ["plan", "write"], stage: { turns: 1 }, traceDir: join(dir, "traces") }, openai: { continuationSeconds: 2 } };
+const settings = { harness: { maxTokensPerTurn: 96, workflow: ["plan", "write"], stage: { turns: 1 }, traceDir: join(dir, "traces") }, openai: { continuationSeconds: 2 } };
 
 let server: HttpServer;
 let alice: Connected;
