@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Builds llama.cpp targets (llama-server, the training examples, ...) from the source node-llama-cpp ships
+# (node_modules/node-llama-cpp/llama/gitRelease.bundle), once per machine: the build lives outside the
+# repository, keyed by the bundle's commit (and by the patch set, when one is given), so later runs and
+# later clones skip it. A lock makes concurrent callers (CI, a test's setup, `npm run train-demo`) wait
+# for one build instead of racing in the same folder.
+#
+#   scripts/llama-cpp-build.sh [--patches DIR] TARGET...
+#
+# Prints the folder holding the built binaries on its last line of stdout; build logs go to stderr.
+# WEACT_LLAMA_CPP_CACHE overrides the cache folder (default: $XDG_CACHE_HOME or ~/.cache, /weact-mcp/llama.cpp).
+set -euo pipefail
+
+patches=""
+if [ "${1:-}" = "--patches" ]; then
+  patches="$(cd "$2" && pwd)"
+  shift 2
+fi
+if [ $# -eq 0 ]; then
+  echo "usage: $0 [--patches DIR] TARGET..." >&2
+  exit 2
+fi
+
+root="$(cd "$(dirname "$0")/.." && pwd)"
+bundle="$root/node_modules/node-llama-cpp/llama/gitRelease.bundle"
+[ -f "$bundle" ] || { echo "$bundle is missing: run npm ci first" >&2; exit 1; }
+for tool in git cmake g++; do
+  command -v "$tool" >/dev/null 2>&1 || { echo "$tool is required to build llama.cpp (apt-get install git cmake g++)" >&2; exit 1; }
+done
+
+commit="$(git bundle list-heads "$bundle" | awk '$2 == "HEAD" { print $1 }' | head -n1)"
+[ -n "$commit" ] || commit="$(git bundle list-heads "$bundle" | awk 'NR == 1 { print $1 }')"
+key="$commit"
+if [ -n "$patches" ]; then
+  key="$commit-$(cat "$patches"/*.patch | sha256sum | cut -c1-12)"
+fi
+cache="${WEACT_LLAMA_CPP_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/weact-mcp/llama.cpp}"
+dir="$cache/$key"
+mkdir -p "$cache"
+
+exec 9>"$cache/$key.lock"
+flock 9
+
+if [ ! -f "$dir/.source-ready" ]; then
+  rm -rf "$dir"
+  git clone -q "$bundle" "$dir/src" >&2
+  if [ -n "$patches" ]; then
+    for p in "$patches"/*.patch; do git -C "$dir/src" apply "$p" >&2; done
+  fi
+  touch "$dir/.source-ready"
+fi
+
+jobs="$(nproc 2>/dev/null || echo 2)"
+if [ ! -f "$dir/build/CMakeCache.txt" ]; then
+  # static libraries: the binaries run from any folder, and a trainer linked against libllama needs no rpath
+  cmake -S "$dir/src" -B "$dir/build" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF -DLLAMA_CURL=OFF \
+    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_SERVER=ON >&2
+fi
+missing=()
+for t in "$@"; do
+  [ -x "$dir/build/bin/$t" ] || missing+=("$t")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "building ${missing[*]} from llama.cpp $commit in $dir (about 12 minutes on 2 cores, once per machine)" >&2
+  cmake --build "$dir/build" --target "${missing[@]}" -j"$jobs" >&2
+fi
+echo "$dir/build/bin"
