@@ -2,13 +2,13 @@ import { copyFileSync, mkdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import type { LlamaModel } from "node-llama-cpp";
-import { AdapterFileError, AdapterIncompatibleError, UnknownAdapterError } from "../errors.js";
+import { AdapterFileError, AdapterIncompatibleError, UnknownAdapterError } from "../../src/engine/errors.js";
 import { sha256File } from "../gguf/contentHash.js";
 import { GgufFormatError, readGgufHeaderAsync, type GgufFile } from "../gguf/reader.js";
 import { loraProblems } from "../gguf/validate.js";
 import { freeResidentLora, loadResidentLora, type AdapterWeight } from "../llama/internals.js";
 import type { LlamaLogTail } from "../llama/runtime.js";
-import type { AdapterInfo, AdapterSpec } from "../engine/types.js";
+import { AdapterVersion, type AdapterInfo, type AdapterSpec } from "../../src/engine/index.js";
 
 let copies = 0;
 
@@ -79,6 +79,7 @@ export class ResidentAdapters {
       throw new AdapterFileError(filePath, `llama.cpp refused it: ${(err as Error).message}${detail ? ` (${detail})` : ""}`);
     }
     const info: AdapterInfo = {
+      version: AdapterVersion.of(spec.alias, sha256, spec.scale),
       id,
       alias: spec.alias,
       filePath,

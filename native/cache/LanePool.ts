@@ -1,7 +1,7 @@
 import { EngineContext } from "../context/EngineContext.js";
 import { Mutex } from "../context/Mutex.js";
-import { EngineCapacityError } from "../errors.js";
-import type { EngineLogger } from "../logger.js";
+import { EngineCapacityError } from "../../src/engine/errors.js";
+import type { EngineLogger } from "../../src/engine/index.js";
 import type { Lane, Slot } from "./Lane.js";
 import type { SpilledState, SpillStore } from "./SpillStore.js";
 

@@ -7,8 +7,8 @@ import type {
   LlamaModel,
   Token,
 } from "node-llama-cpp";
-import { InvalidConversationError } from "../errors.js";
-import type { Conversation, FunctionSpec } from "../engine/types.js";
+import { InvalidConversationError } from "../../src/engine/errors.js";
+import type { Conversation, FunctionSpec } from "../../src/engine/index.js";
 
 export function toChatModelFunctions(functions: Readonly<Record<string, FunctionSpec>>, only?: readonly string[]): ChatModelFunctions {
   const out: Record<string, { description: string; params?: unknown }> = {};

@@ -1,6 +1,6 @@
 import { availableParallelism } from "node:os";
 import { getLlama, LlamaLogLevel, type Llama } from "node-llama-cpp";
-import type { EngineLogger } from "../logger.js";
+import type { EngineLogger } from "../../src/engine/index.js";
 
 export type GpuSetting = "auto" | "cuda" | "vulkan" | "metal" | false;
 

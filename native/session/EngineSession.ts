@@ -6,7 +6,7 @@ import type { CacheReplay } from "../cache/DecodeLog.js";
 import { Mutex } from "../context/Mutex.js";
 import { Lane, type Slot } from "../cache/Lane.js";
 import type { LanePool } from "../cache/LanePool.js";
-import { ContextOverflowError, EngineCapacityError, SessionClosedError, UnknownAdapterError } from "../errors.js";
+import { ContextOverflowError, EngineCapacityError, SessionClosedError, UnknownAdapterError } from "../../src/engine/errors.js";
 import type { AdapterWeight } from "../llama/internals.js";
 import type {
   CacheStrategy,
@@ -17,7 +17,7 @@ import type {
   GeneratedCall,
   SwitchReport,
   TokenLogprob,
-} from "../engine/types.js";
+} from "../../src/engine/index.js";
 
 /** What a session needs from its engine. */
 export interface SessionHost {

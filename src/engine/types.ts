@@ -1,33 +1,17 @@
-import type { EngineLogger } from "../logger.js";
-import type { GpuSetting } from "../llama/runtime.js";
+import type { AdapterVersion } from "./AdapterVersion.js";
 
-export interface EngineOptions {
-  modelPath: string;
-  /** "auto" lets node-llama-cpp pick CUDA, Vulkan or Metal when present; false forces CPU. */
-  gpu?: GpuSetting;
-  /** Layers to offload to the GPU ("auto" fits what the VRAM holds). */
-  gpuLayers?: number | "auto" | "max";
-  /** Evaluation threads; defaults to the machine's cores. */
-  threads?: number;
-  /** Tokens of context per session (per sequence). */
-  contextSize?: number;
-  /**
-   * Sequences per llama.cpp context. A session's active lane holds one; under `reuse`, idle lanes (a
-   * session's caches under weights it left) hold the rest until somebody needs them.
-   */
-  sequencesPerContext?: number;
-  /** Contexts the engine may create; sessions beyond contexts x sequences are refused. */
-  maxContexts?: number;
-  /** What a weight switch does with the KV cache. */
-  cache?: CacheOptions;
-  /** Tokens per decode batch. */
-  batchSize?: number;
-  /**
-   * Read the model's metadata in a child process before loading it (default true): a file that would abort
-   * llama.cpp then kills only the probe. Costs a fraction of a second (vocabulary only, no weights).
-   */
-  probe?: boolean;
-  logger: EngineLogger;
+/** A token of the base model's vocabulary. */
+export type TokenId = number;
+
+/** Next-token log-probs (natural log), by token id: the full distribution over the vocabulary. */
+export type LogProbs = Map<TokenId, number>;
+
+/** The logging surface an engine needs; a pino logger satisfies it. */
+export interface EngineLogger {
+  debug(obj: object, msg?: string): void;
+  info(obj: object, msg?: string): void;
+  warn(obj: object, msg?: string): void;
+  error(obj: object, msg?: string): void;
 }
 
 /**
@@ -37,22 +21,16 @@ export interface EngineOptions {
  */
 export type CacheStrategy = "rebuild" | "reuse";
 
-export interface CacheOptions {
-  /** Default "reuse". */
-  strategy?: CacheStrategy;
-  /** Where idle lanes are saved when their sequence is needed; null keeps no spilled states (they are dropped). Default: a private temporary folder. */
-  spillDir?: string | null;
-  /** Disk budget for spilled states; the oldest go first. Default 512 MiB. */
-  spillBytes?: number;
-}
-
+/** The base model an engine serves. */
 export interface ModelInfo {
+  /** Where the weights are: a file path for a local engine, the model's name or address for a remote one. */
   filePath: string;
   sha256: string;
   architecture: string;
   name: string | undefined;
   trainContextSize: number;
   sizeBytes: number;
+  /** The name of the chat format the engine renders conversations with. */
   chatWrapper: string;
 }
 
@@ -65,7 +43,9 @@ export interface AdapterSpec {
 
 /** A resident adapter version. Its identity everywhere (caches, traces, listings) is (alias, sha256, scale). */
 export interface AdapterInfo {
-  /** "alias@sha256xscale": the version's identity. */
+  /** The version's identity. */
+  version: AdapterVersion;
+  /** `version.toString()` ("alias@sha256xscale"): the same identity as a string, for listings and maps. */
   id: string;
   alias: string;
   filePath: string;
@@ -77,7 +57,7 @@ export interface AdapterInfo {
   sizeBytes: number;
 }
 
-/** A JSON schema object describing a function's parameters (the subset node-llama-cpp's grammar supports). */
+/** A JSON schema object describing a function's parameters (the subset the engine's function-calling grammar supports). */
 export type JsonSchemaObject = Readonly<Record<string, unknown>>;
 
 export interface FunctionSpec {

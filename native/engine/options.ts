@@ -1,0 +1,42 @@
+import type { CacheStrategy, EngineLogger } from "../../src/engine/index.js";
+import type { GpuSetting } from "../llama/runtime.js";
+
+/** How the local engine (node-llama-cpp in this process) loads its base model. */
+export interface LocalEngineOptions {
+  modelPath: string;
+  /** "auto" lets node-llama-cpp pick CUDA, Vulkan or Metal when present; false forces CPU. */
+  gpu?: GpuSetting;
+  /** Layers to offload to the GPU ("auto" fits what the VRAM holds). */
+  gpuLayers?: number | "auto" | "max";
+  /** Evaluation threads; defaults to the machine's cores. */
+  threads?: number;
+  /** Tokens of context per session (per sequence). */
+  contextSize?: number;
+  /**
+   * Sequences per llama.cpp context. A session's active lane holds one; under `reuse`, idle lanes (a
+   * session's caches under weights it left) hold the rest until somebody needs them.
+   */
+  sequencesPerContext?: number;
+  /** Contexts the engine may create; sessions beyond contexts x sequences are refused. */
+  maxContexts?: number;
+  /** What a weight switch does with the KV cache. */
+  cache?: CacheOptions;
+  /** Tokens per decode batch. */
+  batchSize?: number;
+  /**
+   * Read the model's metadata in a child process before loading it (default true): a file that would abort
+   * llama.cpp then kills only the probe. Costs a fraction of a second (vocabulary only, no weights).
+   */
+  probe?: boolean;
+  logger: EngineLogger;
+}
+
+
+export interface CacheOptions {
+  /** Default "reuse". */
+  strategy?: CacheStrategy;
+  /** Where idle lanes are saved when their sequence is needed; null keeps no spilled states (they are dropped). Default: a private temporary folder. */
+  spillDir?: string | null;
+  /** Disk budget for spilled states; the oldest go first. Default 512 MiB. */
+  spillBytes?: number;
+}

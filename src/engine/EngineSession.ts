@@ -1,0 +1,60 @@
+import type { AdapterVersion } from "./AdapterVersion.js";
+import type { Conversation, GenerateOptions, GenerateResult, LogProbs, SwitchReport } from "./types.js";
+
+/** One KV cache a session holds: under the weights it has active, or idle under weights it left. */
+export interface LaneState {
+  /** "base", or the adapters' aliases joined with "+". */
+  weights: string;
+  active: boolean;
+  /** `live` in the engine's memory, `spilled` saved aside (restored on return). */
+  state: "live" | "spilled";
+  tokens: number;
+}
+
+/** What bringing a cache up to a prompt cost: tokens kept from the cache, tokens evaluated. */
+export interface PrefillReport {
+  reused: number;
+  evaluated: number;
+  ms: number;
+}
+
+/**
+ * One conversation on an engine: its KV cache(s) and its active adapter set. The session keeps no history:
+ * every call brings the whole conversation, and the engine keeps its cache a correct one for it under the
+ * session's weights (never a cache computed under other weights).
+ */
+export interface EngineSession {
+  readonly id: number;
+  /** Tokens the session's context window holds. */
+  readonly contextSize: number;
+  /** null for the base, the alias for one adapter, "a+b" for several applied together. */
+  readonly activeAdapter: string | null;
+  /** The exact adapter versions in use: a session keeps the version it loaded even after its alias is refreshed. */
+  readonly activeVersions: readonly AdapterVersion[];
+  /** Tokens whose KV the active cache holds now. */
+  readonly cachedTokens: number;
+  /** Every cache this session holds (the active one first or not: see `active`). */
+  laneStates(): LaneState[];
+
+  /**
+   * Makes `to` (an alias, or null for the base) the active adapter, with a cache correct for the new weights
+   * over the whole conversation. Validates everything first: a refused switch changes nothing.
+   */
+  switchAdapter(to: string | null, conversation: Conversation): Promise<SwitchReport>;
+  /** As switchAdapter, for a set of adapters applied together (none = the base). */
+  switchAdapters(aliases: readonly string[], conversation: Conversation): Promise<SwitchReport>;
+
+  /** The assistant's next turn under the session's weights (function calls returned, not executed). */
+  generate(conversation: Conversation, options?: GenerateOptions): Promise<GenerateResult>;
+  /** The full next-token distribution after the conversation's prompt, under the session's weights. */
+  nextTokenLogProbs(conversation: Conversation): Promise<LogProbs>;
+  /** Evaluates what the cache lacks of the conversation's prompt (a warm-up). */
+  prefill(conversation: Conversation): Promise<PrefillReport>;
+  /** Drops the active cache; the next call evaluates the prompt from the start. */
+  clearCache(): Promise<void>;
+  /** Tokens of the conversation's prompt as the model would read it now (what the window must hold). */
+  promptTokens(conversation: Conversation): number;
+
+  /** Frees the session's caches and slot; later calls throw SessionClosedError. */
+  close(): Promise<void>;
+}

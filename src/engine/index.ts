@@ -1,0 +1,11 @@
+/**
+ * The engine interface: what sessions, harness, tools and the HTTP layers know of the engine that serves
+ * the model. Types, the identity values and the errors; no backend. `native/` implements it on llama.cpp
+ * (through node-llama-cpp); the composition root (src/runtime) is the one place that picks a backend.
+ */
+export type { Engine, CacheStats, OpenSessionOptions } from "./Engine.js";
+export type { EngineSession, LaneState, PrefillReport } from "./EngineSession.js";
+export type { EngineCapabilities, EngineCapacity } from "./capabilities.js";
+export type * from "./types.js";
+export { AdapterVersion } from "./AdapterVersion.js";
+export * from "./errors.js";
