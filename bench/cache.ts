@@ -1,7 +1,7 @@
 import { execFile } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
-import type { CacheStrategy, Conversation, Engine, EngineSession } from "../native/index.js";
+import type { CacheStrategy, Conversation, Engine, EngineSession } from "../src/engine/index.js";
 import { conversationOf } from "./engine.js";
 import { fmt, median } from "./stats.js";
 

@@ -2,7 +2,8 @@
  * One replayed soft trajectory under one cache strategy, in its own process; prints its figures as JSON.
  * node dist/bench/cacheTrajectory.js rebuild|reuse MODEL '{"plan":PATH,"search":PATH,"write":PATH}'
  */
-import { Engine, type CacheStrategy } from "../native/index.js";
+import { LocalEngine } from "../native/index.js";
+import type { CacheStrategy } from "../src/engine/index.js";
 import { scriptedTrajectory } from "../src/demo/trajectory.js";
 import { createLogger } from "../src/log.js";
 import type { TrajectoryFigures } from "./cache.js";
@@ -13,7 +14,7 @@ const SCRIPT: (string | null)[] = ["plan", null, "search", null, "search", null,
 async function main() {
   const [strategy, modelPath, adapters] = process.argv.slice(2) as [CacheStrategy, string, string];
   const logger = createLogger(process.env.WEACT_LOG_LEVEL ?? "warn");
-  const engine = await Engine.load({ modelPath, gpu: false, logger, cache: { strategy } });
+  const engine = await LocalEngine.load({ modelPath, gpu: false, logger, cache: { strategy } });
   for (const [alias, filePath] of Object.entries(JSON.parse(adapters) as Record<string, string>)) await engine.addAdapter({ alias, filePath, scale: 1 });
   const session = await engine.openSession();
   const started = performance.now();

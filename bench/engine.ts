@@ -1,4 +1,4 @@
-import type { Conversation, Engine, EngineSession } from "../native/index.js";
+import type { Conversation, Engine, EngineSession } from "../src/engine/index.js";
 import { fmt, median } from "./stats.js";
 
 // No functions: their documentation alone renders to ~600 tokens, longer than the shortest history measured.

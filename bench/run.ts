@@ -3,7 +3,8 @@
  * Every figure is measured side by side in this one run and printed as a ratio to its baseline.
  */
 import { parseArgs } from "node:util";
-import { Engine, type CacheStrategy } from "../native/index.js";
+import { LocalEngine } from "../native/index.js";
+import type { CacheStrategy } from "../src/engine/index.js";
 import { returnSwitch, STRATEGIES, trajectoryComparison } from "./cache.js";
 import { ensureDemoWeights } from "../src/demo/ensure.js";
 import { demoWeightsExist, demoWeightPaths, generateDemoWeights } from "../src/demo/generate.js";
@@ -37,8 +38,8 @@ const DEMO_SIZES: Sizes = { s1: [256, 1024, 4096], s1Reps: 15, s2History: 4096 }
 /** A 0.6B model prefills ~80 tokens a second on two cores: the same scenarios, shorter. */
 const BIG_SIZES: Sizes = { s1: [256, 1024], s1Reps: 1, s2History: 1024 };
 
-async function withEngine<T>(modelPath: string, adapters: Record<string, string>, strategy: CacheStrategy, fn: (e: Engine) => Promise<T>): Promise<T> {
-  const engine = await Engine.load({ modelPath, gpu: false, logger, contextSize: 8192, sequencesPerContext: 2, maxContexts: 2, cache: { strategy } });
+async function withEngine<T>(modelPath: string, adapters: Record<string, string>, strategy: CacheStrategy, fn: (e: LocalEngine) => Promise<T>): Promise<T> {
+  const engine = await LocalEngine.load({ modelPath, gpu: false, logger, contextSize: 8192, sequencesPerContext: 2, maxContexts: 2, cache: { strategy } });
   try {
     for (const [alias, filePath] of Object.entries(adapters)) await engine.addAdapter({ alias, filePath, scale: 1 });
     return await fn(engine);

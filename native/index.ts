@@ -1,15 +1,12 @@
 /**
- * The engine seam: the only module of weact-mcp that reaches llama.cpp (through node-llama-cpp).
- * Everything else imports from here.
+ * The local engine: the only module of weact-mcp that reaches llama.cpp (through node-llama-cpp). It
+ * implements the engine interface (src/engine); the composition root (src/runtime) creates it here, and the
+ * rest of src/ sees only the interface. `doctor` also reads its llama.cpp-specific checks from here.
  */
-export { Engine } from "./engine/Engine.js";
-export type { EngineSession, LogProbs } from "./session/EngineSession.js";
-export type { LocalEngineOptions, CacheOptions } from "./engine/options.js";
-export type * from "../src/engine/index.js";
+export { LocalEngine } from "./engine/LocalEngine.js";
+export type { LocalEngineSession } from "./session/LocalEngineSession.js";
+export type { CacheOptions, LocalEngineOptions } from "./engine/options.js";
 export type { GpuSetting } from "./llama/runtime.js";
-export * from "../src/engine/errors.js";
-export { fileKind, GgufFormatError } from "./gguf/reader.js";
-/** The FIFO async lock the engine uses per context; sessions reuse it to order their own operations. */
-export { Mutex } from "./context/Mutex.js";
-/** Content identity of model and adapter files. */
-export { sha256File } from "./gguf/contentHash.js";
+/** What doctor checks before a model serves: whether its chat template parses calls, and the probe's own view. */
+export { functionCallProblem } from "./chat/functionCalls.js";
+export { probeModelDetailsInChild } from "./llama/probe.js";

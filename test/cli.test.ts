@@ -3,7 +3,7 @@ import { copyFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
-import { sha256File } from "../native/index.js";
+import { sha256File } from "../src/gguf/index.js";
 import { demo } from "./helpers/engine.js";
 import { tempDir, tempLibrary } from "./helpers/files.js";
 import { connectClient } from "../src/client/mcpClient.js";

@@ -2,7 +2,7 @@ import { createHash } from "node:crypto";
 import { readFileSync, statSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { DEMO_SEED, demoWeightPaths, generateDemoWeights } from "../src/demo/generate.js";
-import { readGgufHeader, metaString } from "../native/gguf/reader.js";
+import { readGgufHeader, metaString } from "../src/gguf/index.js";
 import { tempDir } from "./helpers/files.js";
 
 const digest = (paths: string[]) => paths.map((p) => createHash("sha256").update(readFileSync(p)).digest("hex"));

@@ -8,7 +8,7 @@ import { FAMILIES } from "../src/demo/families.js";
 import { ensureFamilySet } from "../src/demo/familySets.js";
 import { loraFile } from "../src/demo/model.js";
 import { DEMO_DIMS } from "../src/demo/qwen3.js";
-import { writeGguf } from "../native/gguf/writer.js";
+import { writeGguf } from "../src/gguf/index.js";
 import { PACKAGE_ROOT } from "../src/paths.js";
 import { tempDir, truncatedCopy } from "./helpers/files.js";
 import { MAIN } from "./helpers/server.js";

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Engine } from "../native/index.js";
+import type { LocalEngine } from "../native/index.js";
 import { Session } from "../src/sessions/Session.js";
 import type { HistoryMessage } from "../src/sessions/history.js";
 import { demoEngine, maxAbsDiff, WEIGHT_FUNCTIONS } from "./helpers/engine.js";
@@ -10,7 +10,7 @@ import { demoEngine, maxAbsDiff, WEIGHT_FUNCTIONS } from "./helpers/engine.js";
  */
 const TOLERANCE = 1e-4;
 const FUNCTIONS = { ...WEIGHT_FUNCTIONS, search: { description: "Search the corpus.", parameters: { type: "object", properties: { query: { type: "string" } } } } };
-let engine: Engine;
+let engine: LocalEngine;
 
 beforeAll(async () => {
   engine = await demoEngine({ cache: { strategy: "reuse" } });

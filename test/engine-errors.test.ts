@@ -1,11 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Engine, AdapterFileError, AdapterIncompatibleError, DuplicateAdapterError, EngineCapacityError, ModelFileError, UnknownAdapterError } from "../native/index.js";
+import { LocalEngine } from "../native/index.js";
+import { AdapterFileError, AdapterIncompatibleError, DuplicateAdapterError, EngineCapacityError, ModelFileError, UnknownAdapterError } from "../src/engine/index.js";
 import { QWEN3_0_6B_DIMS } from "../src/demo/qwen3.js";
 import { conversation, demo, demoEngine, quietLogger, TEST_THREADS } from "./helpers/engine.js";
 import { patchedCopy, tempDir, truncatedCopy, writeLoraVariant, writeModelVariant } from "./helpers/files.js";
 
 const dir = tempDir();
-let engine: Engine;
+let engine: LocalEngine;
 
 beforeAll(async () => {
   engine = await demoEngine({ adapters: ["plan"] });
@@ -23,7 +24,7 @@ async function expectEngineStillServes() {
 }
 
 describe("model file errors: refused with the file and the reason, before llama.cpp can abort the process", () => {
-  const load = (modelPath: string) => Engine.load({ modelPath, gpu: false, threads: TEST_THREADS, logger: quietLogger() });
+  const load = (modelPath: string) => LocalEngine.load({ modelPath, gpu: false, threads: TEST_THREADS, logger: quietLogger() });
 
   it("missing file", async () => {
     const err = await load(`${dir}/nope.gguf`).catch((e) => e);
@@ -117,7 +118,7 @@ describe("adapter errors: typed, naming the file, and the engine keeps serving",
   });
 
   it("refuses sessions beyond its capacity with a clear error, and frees the slot on close", async () => {
-    const small = await Engine.load({ modelPath: demo.model, gpu: false, threads: TEST_THREADS, logger: quietLogger(), sequencesPerContext: 2, maxContexts: 1, contextSize: 1024 });
+    const small = await LocalEngine.load({ modelPath: demo.model, gpu: false, threads: TEST_THREADS, logger: quietLogger(), sequencesPerContext: 2, maxContexts: 1, contextSize: 1024 });
     try {
       const a = await small.openSession();
       const b = await small.openSession();

@@ -1,10 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LlamaContext, LlamaContextSequence, LlamaModel } from "node-llama-cpp";
-import type { Engine, Conversation } from "../native/index.js";
+import type { LocalEngine } from "../native/index.js";
+import type { Conversation } from "../src/engine/index.js";
 import { openStaleSession } from "../native/testing.js";
 import { conversation, demoEngine, demo, maxAbsDiff } from "./helpers/engine.js";
 
-let engine: Engine;
+let engine: LocalEngine;
 const conv = conversation("Which river flows through Paris, and how long is it?");
 
 beforeAll(async () => {

@@ -3,16 +3,14 @@ import { createHash } from "node:crypto";
 import { promisify } from "node:util";
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
-import { Engine, ModelFileError, NoFunctionCallsError } from "../native/index.js";
-import { gguf, writeGguf } from "../native/gguf/writer.js";
+import { LocalEngine } from "../native/index.js";
+import { ModelFileError, NoFunctionCallsError } from "../src/engine/index.js";
+import { gguf, writeGguf, GgmlType, metaString, readGgufHeader, dequantize, quantizeQ4_0, quantizeQ8_0 } from "../src/gguf/index.js";
 import { ARCHITECTURES } from "../src/demo/architectures.js";
 import { modelFile } from "../src/demo/model.js";
 import { DEMO_DIMS } from "../src/demo/qwen3.js";
 import { buildVocabulary } from "../src/demo/vocabulary.js";
-import { GgmlType } from "../native/gguf/format.js";
-import { metaString, readGgufHeader } from "../native/gguf/reader.js";
-import { dequantize, quantizeQ4_0, quantizeQ8_0 } from "../native/gguf/quantize.js";
-import { probeModelDetailsInChild } from "../native/llama/probe.js";
+import { probeModelDetailsInChild } from "../native/index.js";
 import { FAMILIES } from "../src/demo/families.js";
 import { ensureFamilySet, generateFamilySet, QUANT_NAMES } from "../src/demo/familySets.js";
 import { llamaCppTemplates } from "../src/demo/llamaCppTemplates.js";
@@ -74,14 +72,14 @@ describe("family demo sets", () => {
     model.metadata["gemma4.attention.sliding_window_pattern"] = gguf.bools(new Array(DEMO_DIMS.nLayer).fill(false));
     const path = `${tempDir()}/no-swa.gguf`;
     writeGguf(path, model.metadata, model.tensors);
-    const err = await Engine.load({ modelPath: path, gpu: false, threads: TEST_THREADS, contextSize: 1024, logger: quietLogger() }).catch((e: unknown) => e);
+    const err = await LocalEngine.load({ modelPath: path, gpu: false, threads: TEST_THREADS, contextSize: 1024, logger: quietLogger() }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ModelFileError);
     expect((err as Error).message).toMatch(/gemma4\.attention\.sliding_window_pattern marks no layer as sliding-window/);
   });
 
   it("a family whose template has no tool-call syntax is refused at start-up, naming the problem and the fix", async () => {
     const set = ensureFamilySet(PACKAGE_ROOT, "phi3", "F16");
-    const err = await Engine.load({ modelPath: set.model, gpu: false, threads: TEST_THREADS, contextSize: 1024, logger: quietLogger() }).catch((e: unknown) => e);
+    const err = await LocalEngine.load({ modelPath: set.model, gpu: false, threads: TEST_THREADS, contextSize: 1024, logger: quietLogger() }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(NoFunctionCallsError);
     expect((err as Error).message).toMatch(/no tool-call syntax.*load_lora.*JinjaTemplate.*tool-calling \(Instruct\) variant.*weact-mcp doctor/);
   });
@@ -119,7 +117,7 @@ describe("Q8_0 and Q4_0 blocks (ggml's reference quantizers)", () => {
       const probs: Map<number, number>[] = [];
       for (const quant of QUANT_NAMES) {
         const set = ensureFamilySet(PACKAGE_ROOT, family, quant);
-        const engine = await Engine.load({ modelPath: set.model, gpu: false, threads: TEST_THREADS, contextSize: 8192, sequencesPerContext: 1, logger: quietLogger() });
+        const engine = await LocalEngine.load({ modelPath: set.model, gpu: false, threads: TEST_THREADS, contextSize: 8192, sequencesPerContext: 1, logger: quietLogger() });
         try {
           probs.push(await engine.referenceNextTokenLogProbs(null, engine.renderTokens(conversation("Which river flows through Paris?"))));
         } finally {

@@ -1,8 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { join } from "node:path";
-import { GgmlType } from "../native/gguf/format.js";
-import { GgufFormatError, readGgufHeader, readGgufHeaderAsync } from "../native/gguf/reader.js";
-import { gguf, writeGguf } from "../native/gguf/writer.js";
+import { GgmlType, GgufFormatError, readGgufHeader, readGgufHeaderAsync, gguf, writeGguf } from "../src/gguf/index.js";
 import { demo } from "./helpers/engine.js";
 import { patchedCopy, tempDir, truncatedCopy } from "./helpers/files.js";
 

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { CacheStrategy, Conversation, Engine, EngineSession, SwitchReport } from "../native/index.js";
+import type { LocalEngine, LocalEngineSession } from "../native/index.js";
+import type { CacheStrategy, Conversation, SwitchReport } from "../src/engine/index.js";
 import { openAliasKeyedSession, PlainReference } from "../native/testing.js";
 import { scriptedTrajectory } from "../src/demo/trajectory.js";
 import { demo, demoEngine, maxAbsDiff, TEST_THREADS } from "./helpers/engine.js";
@@ -22,7 +23,7 @@ afterAll(async () => reference?.dispose());
 const weightsOf = (adapter: string | null, file = adapter === null ? undefined : demo.adapters[adapter]) => (file ? [{ filePath: file, scale: 1 }] : []);
 
 /** The active cache gives exactly the reference's next-token distribution; returns the difference. */
-async function checkExact(engine: Engine, session: EngineSession, adapter: string | null, conv: Conversation, file?: string): Promise<number> {
+async function checkExact(engine: LocalEngine, session: LocalEngineSession, adapter: string | null, conv: Conversation, file?: string): Promise<number> {
   const replay = session.cacheReplay();
   const got = await session.nextTokenLogProbs(conv);
   const want = await reference.nextTokenLogProbs(weightsOf(adapter, file), engine.renderTokens(conv), replay);
@@ -33,7 +34,7 @@ async function checkExact(engine: Engine, session: EngineSession, adapter: strin
 const SCRIPT: (string | null)[] = ["plan", null, "search", null, "search", null, "write", null];
 
 describe.each<CacheStrategy>(["rebuild", "reuse"])("KV cache strategy %s", (strategy) => {
-  let engine: Engine;
+  let engine: LocalEngine;
   beforeAll(async () => {
     engine = await demoEngine({ cache: { strategy } });
   });
@@ -104,7 +105,7 @@ describe.each<CacheStrategy>(["rebuild", "reuse"])("KV cache strategy %s", (stra
 });
 
 describe("KV lanes under pressure (reuse, one context of two sequences)", () => {
-  let engine: Engine;
+  let engine: LocalEngine;
   beforeAll(async () => {
     engine = await demoEngine({ sequencesPerContext: 2, maxContexts: 1, cache: { strategy: "reuse" } });
   });
@@ -112,7 +113,7 @@ describe("KV lanes under pressure (reuse, one context of two sequences)", () => 
 
   it("an idle lane evicted by another session is spilled, and a return restores it and evaluates only what is new", async () => {
     const a = await engine.openSession();
-    let b: EngineSession | undefined;
+    let b: LocalEngineSession | undefined;
     try {
       await a.prefill(trajectory(1));
       await a.switchAdapter("plan", trajectory(3)); // the base lane is now idle, holding the second sequence
@@ -142,7 +143,7 @@ describe("KV lanes under pressure (reuse, one context of two sequences)", () => 
   });
 
   it("the planted bug: lanes keyed without the adapter's content hash continue a stale cache after a refresh", async () => {
-    const keyed = async (open: () => Promise<EngineSession>) => {
+    const keyed = async (open: () => Promise<LocalEngineSession>) => {
       const s = await open();
       const other = await engine.openSession();
       try {
@@ -170,7 +171,7 @@ describe("KV lanes under pressure (reuse, one context of two sequences)", () => 
 });
 
 describe("KV lanes: what a refresh, a tight spill budget and racing calls leave behind (reuse, one context of two sequences)", () => {
-  let engine: Engine;
+  let engine: LocalEngine;
   beforeAll(async () => {
     engine = await demoEngine({ sequencesPerContext: 2, maxContexts: 1, cache: { strategy: "reuse", spillBytes: 1.5 * 2 ** 20 } });
   });
@@ -197,7 +198,7 @@ describe("KV lanes: what a refresh, a tight spill budget and racing calls leave 
 
   it("a state larger than the spill budget is dropped, never kept over budget", async () => {
     const s = await engine.openSession();
-    let other: EngineSession | undefined;
+    let other: LocalEngineSession | undefined;
     try {
       await s.switchAdapter("plan", trajectory(6)); // ~2.3k tokens: ~2.3 MiB of KV, over the budget
       await s.switchAdapter(null, trajectory(7));

@@ -2,8 +2,8 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Engine } from "../native/index.js";
-import { writeGguf } from "../native/gguf/writer.js";
+import type { LocalEngine } from "../native/index.js";
+import { writeGguf } from "../src/gguf/index.js";
 import { DEMO_DIMS, qwen3LoraFile } from "../src/demo/qwen3.js";
 import { demoEngine, maxAbsDiff } from "./helpers/engine.js";
 import { tempDir, tempLibrary, writeLoraVariant } from "./helpers/files.js";
@@ -16,7 +16,7 @@ const bigWrite = qwen3LoraFile({ name: "write-big", dims: DEMO_DIMS, rank: 512, 
 writeGguf(join(lib, "write-big.gguf"), bigWrite.metadata, bigWrite.tensors);
 
 let c: Connected;
-let reference: Engine;
+let reference: LocalEngine;
 let listChanged = 0;
 
 interface Listing {

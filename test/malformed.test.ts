@@ -1,10 +1,8 @@
 import { readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { AdapterFileError, AdapterIncompatibleError, Engine, ModelFileError } from "../native/index.js";
-import { readGgufHeader } from "../native/gguf/reader.js";
-import { baseModelProblems } from "../native/gguf/validate.js";
-import { gguf, writeGguf } from "../native/gguf/writer.js";
-import { GgmlType } from "../native/gguf/format.js";
+import { LocalEngine } from "../native/index.js";
+import { AdapterFileError, AdapterIncompatibleError, ModelFileError } from "../src/engine/index.js";
+import { readGgufHeader, baseModelProblems, gguf, writeGguf, GgmlType } from "../src/gguf/index.js";
 import { DEMO_DIMS, qwen3LoraFile, qwen3ModelFile } from "../src/demo/qwen3.js";
 import { buildVocabulary } from "../src/demo/vocabulary.js";
 import { demo, demoEngine, quietLogger, TEST_THREADS } from "./helpers/engine.js";
@@ -64,7 +62,7 @@ const ADAPTERS: [string, () => string, typeof AdapterFileError | typeof AdapterI
   ["the base model given as an adapter", () => demo.model, AdapterFileError],
 ];
 
-let engine: Engine;
+let engine: LocalEngine;
 beforeAll(async () => {
   engine = await demoEngine({ adapters: [] });
 });
@@ -75,7 +73,7 @@ describe("malformed model files never take the process down", () => {
     const results: string[] = [];
     for (const [name, make] of MODELS) {
       const path = make();
-      const err = await Engine.load({ modelPath: path, gpu: false, threads: TEST_THREADS, logger: quietLogger() }).then(
+      const err = await LocalEngine.load({ modelPath: path, gpu: false, threads: TEST_THREADS, logger: quietLogger() }).then(
         async (e) => {
           await e.dispose();
           return undefined;

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Engine } from "../native/index.js";
+import type { LocalEngine } from "../native/index.js";
 import { demoEngine } from "./helpers/engine.js";
 import { call, callError, connectClient, startHttpServer, type Connected, type HttpServer, type TransportKind } from "./helpers/server.js";
 
@@ -20,7 +20,7 @@ interface SessionState {
 }
 
 let http: HttpServer;
-let reference: Engine;
+let reference: LocalEngine;
 
 beforeAll(async () => {
   [http, reference] = await Promise.all([startHttpServer(), demoEngine()]);

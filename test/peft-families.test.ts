@@ -1,10 +1,8 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
-import { Engine } from "../native/index.js";
-import { GgmlType } from "../native/gguf/format.js";
-import { readGgufHeader } from "../native/gguf/reader.js";
-import { gguf, writeGguf, type GgufTensorSource } from "../native/gguf/writer.js";
+import { LocalEngine } from "../native/index.js";
+import { GgmlType, readGgufHeader, gguf, writeGguf, type GgufTensorSource } from "../src/gguf/index.js";
 import { ARCHITECTURES } from "../src/demo/architectures.js";
 import { familyNamed } from "../src/demo/families.js";
 import { llamaCppTemplates } from "../src/demo/llamaCppTemplates.js";
@@ -49,12 +47,12 @@ function product(b: Float32Array, a: Float32Array, out: number): Float32Array {
   return r;
 }
 
-const engines: Engine[] = [];
+const engines: LocalEngine[] = [];
 afterEach(async () => {
   for (const e of engines.splice(0)) await e.dispose();
 });
 const load = async (modelPath: string, lora?: string) => {
-  const engine = await Engine.load({ modelPath, gpu: false, threads: TEST_THREADS, contextSize: 8192, sequencesPerContext: 1, logger: quietLogger() });
+  const engine = await LocalEngine.load({ modelPath, gpu: false, threads: TEST_THREADS, contextSize: 8192, sequencesPerContext: 1, logger: quietLogger() });
   engines.push(engine);
   if (lora) await engine.addAdapter({ alias: "imported", filePath: lora, scale: 1 });
   return engine;

@@ -2,9 +2,8 @@ import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, tr
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Engine } from "../native/index.js";
-import { GgmlType } from "../native/gguf/format.js";
-import { metaNumber, readGgufHeader, type GgufFile } from "../native/gguf/reader.js";
+import type { LocalEngine } from "../native/index.js";
+import { GgmlType, metaNumber, readGgufHeader, type GgufFile } from "../src/gguf/index.js";
 import { DEMO_DIMS, loraTargets } from "../src/demo/qwen3.js";
 import {
   bf16ToF32,
@@ -145,12 +144,12 @@ describe("PEFT pieces", () => {
 });
 
 describe("importPeft on the demo model and the real engine", () => {
-  let engine: Engine;
+  let engine: LocalEngine;
   const conv = conversation("Which river flows through Paris, and how long is it?", [
     { role: "assistant", text: "The Seine; I will check its length." },
     { role: "user", text: "Give the length in km." },
   ]);
-  let tokens: ReturnType<Engine["renderTokens"]>;
+  let tokens: ReturnType<LocalEngine["renderTokens"]>;
   let native: Map<number, number>;
   /** Largest |delta log-prob| of the next token after the conversation, against the native search adapter, both directions. */
   async function diff(alias: string): Promise<number> {

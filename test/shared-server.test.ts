@@ -2,7 +2,7 @@ import { execFileSync, spawn } from "node:child_process";
 import { mkdirSync, readdirSync, readFileSync, realpathSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { GgufFormatError, readGgufHeader } from "../native/gguf/reader.js";
+import { GgufFormatError, readGgufHeader } from "../src/gguf/index.js";
 import { MAIN, spawnHttpServer } from "../src/client/mcpClient.js";
 import { DEFAULT_RUN_CODE_LIMITS, detectIsolation, hidingPaths, runCode } from "../src/tools/runCode/index.js";
 import { tempDir, tempLibrary } from "./helpers/files.js";

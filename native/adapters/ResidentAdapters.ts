@@ -3,9 +3,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import type { LlamaModel } from "node-llama-cpp";
 import { AdapterFileError, AdapterIncompatibleError, UnknownAdapterError } from "../../src/engine/errors.js";
-import { sha256File } from "../gguf/contentHash.js";
-import { GgufFormatError, readGgufHeaderAsync, type GgufFile } from "../gguf/reader.js";
-import { loraProblems } from "../gguf/validate.js";
+import { sha256File, GgufFormatError, readGgufHeaderAsync, type GgufFile, loraProblems } from "../../src/gguf/index.js";
 import { freeResidentLora, loadResidentLora, type AdapterWeight } from "../llama/internals.js";
 import type { LlamaLogTail } from "../llama/runtime.js";
 import { AdapterVersion, type AdapterInfo, type AdapterSpec } from "../../src/engine/index.js";
@@ -34,15 +32,6 @@ export class ResidentAdapters {
     private readonly llamaErrors: LlamaLogTail,
   ) {}
 
-  static idOf(alias: string, sha256: string, scale: number): string {
-    return `${alias}@${sha256}x${scale}`;
-  }
-
-  /** The alias a version id was made for (readable even after the version was freed). */
-  static aliasOf(id: string): string {
-    return id.slice(0, id.lastIndexOf("@"));
-  }
-
   /** Validates and loads a version (or returns it if those bytes at that scale are already resident). */
   async load(spec: AdapterSpec): Promise<AdapterInfo> {
     const filePath = resolve(spec.filePath);
@@ -57,7 +46,8 @@ export class ResidentAdapters {
     if (check.incompatible) throw new AdapterIncompatibleError(filePath, check.problems);
     if (check.problems.length || !check.shape) throw new AdapterFileError(filePath, check.problems.join("; "));
     const sha256 = await sha256File(filePath);
-    const id = ResidentAdapters.idOf(spec.alias, sha256, spec.scale);
+    const version = AdapterVersion.of(spec.alias, sha256, spec.scale);
+    const id = version.toString();
     const existing = this.versions.get(id);
     if (existing) return existing.info;
 
@@ -79,7 +69,7 @@ export class ResidentAdapters {
       throw new AdapterFileError(filePath, `llama.cpp refused it: ${(err as Error).message}${detail ? ` (${detail})` : ""}`);
     }
     const info: AdapterInfo = {
-      version: AdapterVersion.of(spec.alias, sha256, spec.scale),
+      version,
       id,
       alias: spec.alias,
       filePath,
@@ -94,32 +84,36 @@ export class ResidentAdapters {
     return info;
   }
 
-  get(id: string): AdapterInfo {
-    const v = this.versions.get(id);
-    if (!v) throw new UnknownAdapterError(id, [...this.versions.keys()]);
-    return v.info;
+  get(version: AdapterVersion): AdapterInfo {
+    return this.entry(version).info;
   }
 
-  has(id: string): boolean {
-    return this.versions.has(id);
+  /** The resident version a version id names ("alias@sha256xscale"), if any. */
+  find(id: string): AdapterVersion | undefined {
+    return this.versions.get(id)?.info.version;
   }
 
   list(): AdapterInfo[] {
     return [...this.versions.values()].map((v) => v.info);
   }
 
-  weight(id: string): AdapterWeight {
-    const v = this.versions.get(id);
-    if (!v) throw new UnknownAdapterError(id, [...this.versions.keys()]);
+  weight(version: AdapterVersion): AdapterWeight {
+    const v = this.entry(version);
     return { filePath: v.loadPath, scale: v.info.scale };
   }
 
   /** Frees a version's memory. The caller has detached it from every context first. */
-  async free(id: string): Promise<void> {
-    const v = this.versions.get(id);
+  async free(version: AdapterVersion): Promise<void> {
+    const v = this.versions.get(version.toString());
     if (!v) return;
-    this.versions.delete(id);
+    this.versions.delete(version.toString());
     await freeResidentLora(this.model, v.loadPath);
     if (v.copied) rmSync(v.loadPath, { force: true });
+  }
+
+  private entry(version: AdapterVersion): Version {
+    const v = this.versions.get(version.toString());
+    if (!v) throw new UnknownAdapterError(version.toString(), [...this.versions.keys()]);
+    return v;
   }
 }

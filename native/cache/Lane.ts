@@ -1,7 +1,9 @@
 import type { LlamaContextSequence } from "node-llama-cpp";
+import type { AdapterVersion } from "../../src/engine/index.js";
 import type { EngineContext } from "../context/EngineContext.js";
 import { onSequenceDecode } from "../llama/internals.js";
 import { DecodeLog, type CacheReplay } from "./DecodeLog.js";
+import type { LaneKey } from "./LaneKey.js";
 import type { SpilledState } from "./SpillStore.js";
 
 /** A sequence of a shared context, with the context whose lock guards it. */
@@ -20,13 +22,11 @@ export class Lane {
   private live: Slot | undefined;
   spilled: SpilledState | undefined;
   private readonly log = new DecodeLog();
-  /** Pool clock tick of its last use, for the LRU. */
-  lastUsed = 0;
 
   constructor(
     readonly owner: number,
-    public key: string,
-    public versions: readonly string[],
+    public key: LaneKey,
+    public versions: readonly AdapterVersion[],
   ) {}
 
   get slot(): Slot | undefined {

@@ -1,7 +1,8 @@
+import { LRUCache } from "lru-cache";
+import type { CacheStats, EngineLogger } from "../../src/engine/index.js";
+import { EngineCapacityError } from "../../src/engine/index.js";
 import { EngineContext } from "../context/EngineContext.js";
-import { Mutex } from "../context/Mutex.js";
-import { EngineCapacityError } from "../../src/engine/errors.js";
-import type { EngineLogger } from "../../src/engine/index.js";
+import { Mutex } from "../../src/mutex.js";
 import type { Lane, Slot } from "./Lane.js";
 import type { SpilledState, SpillStore } from "./SpillStore.js";
 
@@ -14,14 +15,7 @@ export interface LanePoolOptions {
   logger: EngineLogger;
 }
 
-export interface PoolStats {
-  contexts: number;
-  sequences: number;
-  idleLanes: number;
-  spilledLanes: number;
-  spilledBytes: number;
-  evictions: { spilled: number; dropped: number };
-}
+export type PoolStats = Omit<CacheStats, "strategy">;
 
 /**
  * The sequences of every context, handed to lanes. A lane that is a session's active one keeps its sequence;
@@ -30,13 +24,15 @@ export interface PoolStats {
  */
 export class LanePool {
   readonly contexts: EngineContext[] = [];
-  private readonly idle = new Set<Lane>();
+  /** Idle lanes holding a sequence, least recently parked first. Never full: each holds one of the pool's sequences. */
+  private readonly idle: LRUCache<Lane, true>;
   private readonly spilled = new Set<Lane>();
   private readonly allocating = new Mutex();
-  private clock = 0;
   private readonly evictions = { spilled: 0, dropped: 0 };
 
-  constructor(private readonly opts: LanePoolOptions) {}
+  constructor(private readonly opts: LanePoolOptions) {
+    this.idle = new LRUCache({ max: opts.maxContexts * opts.sequencesPerContext });
+  }
 
   /**
    * A fresh sequence: a free one, else the least recently used idle lane's, else a new context's. Idle
@@ -59,14 +55,12 @@ export class LanePool {
   /** The lane is in use (active in its session): it keeps its sequence. */
   use(lane: Lane): void {
     this.idle.delete(lane);
-    lane.lastUsed = ++this.clock;
   }
 
-  /** The lane's session moved to other weights: its sequence may be taken. */
+  /** The lane's session moved to other weights: its sequence may be taken (the most recently parked last). */
   park(lane: Lane): void {
     if (!lane.slot) return;
-    lane.lastUsed = ++this.clock;
-    this.idle.add(lane);
+    this.idle.set(lane, true);
   }
 
   /**
@@ -131,7 +125,7 @@ export class LanePool {
 
   /** Idle lanes that still hold a sequence (and so keep their adapter versions in use). */
   idleLanes(): Lane[] {
-    return [...this.idle];
+    return [...this.idle.keys()];
   }
 
   stats(): PoolStats {
@@ -148,12 +142,9 @@ export class LanePool {
   /** The least recently used idle lane, preferring one whose context is not busy (its lock would hold up every allocation). */
   private leastRecentlyUsed(): Lane | undefined {
     let oldest: Lane | undefined;
-    const rank = (l: Lane) => [l.slot?.context.lock.depth ? 1 : 0, l.lastUsed] as const;
-    for (const lane of this.idle) {
-      if (!oldest) oldest = lane;
-      const [busy, used] = rank(lane);
-      const [oldestBusy, oldestUsed] = rank(oldest);
-      if (busy < oldestBusy || (busy === oldestBusy && used < oldestUsed)) oldest = lane;
+    for (const lane of this.idle.rkeys()) {
+      if (!lane.slot?.context.lock.depth) return lane;
+      oldest ??= lane;
     }
     return oldest;
   }

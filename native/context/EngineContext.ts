@@ -1,6 +1,7 @@
 import type { LlamaContext, LlamaContextSequence } from "node-llama-cpp";
+import type { AdapterVersion } from "../../src/engine/index.js";
 import { setContextAdapters, type AdapterWeight } from "../llama/internals.js";
-import { Mutex } from "./Mutex.js";
+import { Mutex } from "../../src/mutex.js";
 
 /**
  * One llama.cpp context shared by several sessions, one sequence each. llama.cpp applies the adapter set
@@ -11,7 +12,7 @@ export class EngineContext {
   readonly lock = new Mutex();
   private appliedKey: string | undefined;
   /** The adapter versions in the applied set (an adapter is freed only after every context dropped it). */
-  private appliedVersions: readonly string[] = [];
+  private appliedVersions: readonly AdapterVersion[] = [];
 
   constructor(readonly context: LlamaContext) {}
 
@@ -23,8 +24,12 @@ export class EngineContext {
     return this.context.getSequence();
   }
 
-  /** Applies the adapter set named by `key` if another one is active. Call only while holding `lock`. */
-  async applyWeights(key: string, versions: readonly string[], weights: readonly AdapterWeight[]): Promise<void> {
+  /**
+   * The hop where a session's weights reach llama.cpp: applies the adapter set of `versions` (each with its
+   * file and scale in `weights`) unless it is the active one. Call only while holding `lock`.
+   */
+  async applyWeights(versions: readonly AdapterVersion[], weights: readonly AdapterWeight[]): Promise<void> {
+    const key = versions.map(String).join("+") || "base";
     if (this.appliedKey === key) return;
     await setContextAdapters(this.context, weights);
     this.appliedKey = key;
@@ -35,8 +40,8 @@ export class EngineContext {
    * Drops `version` from the applied set (the base weights apply until the next evaluation sets its own).
    * Call only while holding `lock`.
    */
-  async detach(version: string): Promise<void> {
-    if (!this.appliedVersions.includes(version)) return;
+  async detach(version: AdapterVersion): Promise<void> {
+    if (!this.appliedVersions.some((v) => v.equals(version))) return;
     await setContextAdapters(this.context, []);
     this.appliedKey = undefined;
     this.appliedVersions = [];

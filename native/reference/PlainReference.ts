@@ -1,5 +1,6 @@
 import { getLlama, LlamaLogLevel, type Llama, type LlamaModel, type Token } from "node-llama-cpp";
 import type { CacheReplay } from "../cache/DecodeLog.js";
+import { replayedNextTokenLogProbs } from "./replay.js";
 
 /** An adapter as the reference applies it: its own file and scale, never a version id of the engine's. */
 export interface PlainAdapter {
@@ -16,9 +17,10 @@ export interface PlainReferenceOptions {
 }
 
 /**
- * The correctness reference that shares no code with the engine: its own llama.cpp runtime and model loaded
- * from the base file, and for every question a fresh context created by node-llama-cpp's public API with the
- * adapters given by file path and scale. An alias resolving to the wrong version, a wrong scale or a wrong
+ * The correctness reference that shares no code with the engine's sessions: its own llama.cpp runtime and
+ * model loaded from the base file, and for every question a fresh context created by node-llama-cpp's public
+ * API with the adapters given by file path and scale (only the replay of a cache's decodes, plain data, is
+ * shared with the engine's own reference). An alias resolving to the wrong version, a wrong scale or a wrong
  * copy of a file in the engine then shows as a difference instead of being reproduced on both sides.
  */
 export class PlainReference {
@@ -60,23 +62,7 @@ export class PlainReference {
       lora: { adapters: adapters.map((a) => ({ filePath: a.filePath, scale: a.scale })) },
     });
     try {
-      const sequence = context.getSequence();
-      const erase = async (from: number) => {
-        if (sequence.nextTokenIndex > from) await sequence.eraseContextTokenRanges([{ start: from, end: sequence.nextTokenIndex }]);
-      };
-      for (const d of replay?.decodes ?? []) {
-        if (d.start > sequence.nextTokenIndex) throw new Error(`the replay has a gap before position ${d.start}`);
-        await erase(d.start);
-        await sequence.evaluateWithoutGeneratingNewTokens([...d.tokens]);
-      }
-      await erase(replay?.length ?? 0);
-      if (sequence.contextTokens.some((t, i) => t !== tokens[i])) throw new Error("the replayed cache is not a prefix of the reference tokens");
-      const rest = tokens.slice(sequence.nextTokenIndex, -1);
-      if (rest.length) await sequence.evaluateWithoutGeneratingNewTokens(rest);
-      const [result] = await sequence.controlledEvaluate([[tokens.at(-1)!, { generateNext: { probabilities: true } }]]);
-      const out = new Map<number, number>();
-      for (const [token, p] of result?.next?.probabilities ?? []) out.set(token, Math.log(p));
-      return out;
+      return await replayedNextTokenLogProbs(context.getSequence(), tokens, replay);
     } finally {
       await context.dispose();
     }

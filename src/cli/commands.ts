@@ -1,6 +1,6 @@
 import { rmSync } from "node:fs";
 import { dirname, join } from "node:path";
-import { readGgufHeader } from "../../native/gguf/reader.js";
+import { readGgufHeader } from "../gguf/index.js";
 import { ensureDemoWeights } from "../demo/ensure.js";
 import { FAMILY_NAMES } from "../demo/families.js";
 import { generateFamilySet, QUANT_NAMES, type FamilySet, type QuantName } from "../demo/familySets.js";

@@ -1,9 +1,6 @@
 import { statSync } from "node:fs";
-import { functionCallProblem } from "../../native/chat/functionCalls.js";
-import { GgmlType } from "../../native/gguf/format.js";
-import { GgufFormatError, metaNumber, metaString, readGgufHeader, type GgufFile } from "../../native/gguf/reader.js";
-import { baseModelProblems, loraProblems } from "../../native/gguf/validate.js";
-import { probeModelDetailsInChild } from "../../native/llama/probe.js";
+import { functionCallProblem, probeModelDetailsInChild } from "../../native/index.js";
+import { GgmlType, GgufFormatError, metaNumber, metaString, readGgufHeader, type GgufFile, baseModelProblems, loraProblems } from "../gguf/index.js";
 import type { ResolvedConfig } from "../config/config.js";
 import { loadManifest } from "../library/manifest.js";
 

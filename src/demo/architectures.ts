@@ -1,4 +1,4 @@
-import { gguf, type GgufEntry } from "../../native/gguf/writer.js";
+import { gguf, type GgufEntry } from "../gguf/index.js";
 
 /** Hyperparameters of a generated model (any architecture here). */
 export interface ModelDims {

@@ -1,7 +1,6 @@
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { GgmlType } from "../../native/gguf/format.js";
-import { writeGguf, type GgufEntry, type GgufTensorSource } from "../../native/gguf/writer.js";
+import { GgmlType, writeGguf, type GgufEntry, type GgufTensorSource } from "../gguf/index.js";
 import { parseManifest } from "../library/manifest.js";
 import { DEFAULT_MANIFEST } from "../paths.js";
 import { ARCHITECTURES } from "./architectures.js";

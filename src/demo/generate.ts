@@ -1,7 +1,6 @@
 import { existsSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
-import { GgmlType } from "../../native/gguf/format.js";
-import { writeGguf } from "../../native/gguf/writer.js";
+import { GgmlType, writeGguf } from "../gguf/index.js";
 import { DEMO_DIMS, QWEN3_0_6B_DIMS, qwen3LoraFile, qwen3ModelFile, type Qwen3Dims } from "./qwen3.js";
 import { buildVocabulary } from "./vocabulary.js";
 

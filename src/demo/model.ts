@@ -1,7 +1,4 @@
-import { FILE_TYPE_OF, GgmlType } from "../../native/gguf/format.js";
-import { f32ToF16 } from "../../native/gguf/halfFloat.js";
-import { quantize } from "../../native/gguf/quantize.js";
-import { gguf, type GgufEntry, type GgufTensorSource } from "../../native/gguf/writer.js";
+import { FILE_TYPE_OF, GgmlType, f32ToF16, quantize, gguf, type GgufEntry, type GgufTensorSource } from "../gguf/index.js";
 import type { Architecture, ModelDims } from "./architectures.js";
 import { SeededRandom } from "./random.js";
 import type { DemoVocabulary } from "./vocabulary.js";

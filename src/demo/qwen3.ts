@@ -1,4 +1,4 @@
-import { GgmlType } from "../../native/gguf/format.js";
+import { GgmlType } from "../gguf/index.js";
 import { ARCHITECTURES, type ModelDims } from "./architectures.js";
 import { QWEN3_CHAT_TEMPLATE } from "./chatTemplate.js";
 import { loraFile, modelFile } from "./model.js";

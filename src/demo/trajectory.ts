@@ -1,4 +1,4 @@
-import type { ChatTurn, Conversation } from "../../native/index.js";
+import type { ChatTurn, Conversation } from "../engine/index.js";
 
 /** The two weight actions over the demo library, as the model reads them. */
 export const WEIGHT_FUNCTIONS: Conversation["functions"] = {

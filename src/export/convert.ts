@@ -1,4 +1,4 @@
-import type { FunctionSpec } from "../../native/index.js";
+import type { FunctionSpec } from "../engine/index.js";
 import type { AssistantMessage, HistoryMessage, ToolCallRecord } from "../sessions/history.js";
 import { asReadAt, elisionGroups } from "./elision.js";
 import type { AxolotlLine, ChatAssistantMessage, ChatMessage, ExportFormat, OpenAILine, ToolDefinition, TrlLine } from "./formats.js";

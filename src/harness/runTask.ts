@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import { join } from "node:path";
 import type { Config } from "../config/config.js";
 import type { AdapterLibrary } from "../library/AdapterLibrary.js";
-import type { FunctionSpec } from "../../native/index.js";
+import type { FunctionSpec } from "../engine/index.js";
 import type { HistoryMessage } from "../sessions/history.js";
 import type { SessionService } from "../sessions/SessionService.js";
 import { historyView } from "../sessions/view.js";

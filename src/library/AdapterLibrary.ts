@@ -1,7 +1,9 @@
 import { watch, type FSWatcher } from "node:fs";
 import { stat } from "node:fs/promises";
 import { basename, dirname, resolve } from "node:path";
-import { fileKind, Mutex, sha256File, type AdapterInfo, type Engine } from "../../native/index.js";
+import type { AdapterInfo, Engine } from "../engine/index.js";
+import { fileKind, sha256File } from "../gguf/index.js";
+import { Mutex } from "../mutex.js";
 import type { Logger } from "../log.js";
 import { loadManifest, type LibraryEntry } from "./manifest.js";
 import { isInsideDirs } from "./confine.js";

@@ -1,6 +1,6 @@
 import type { Response } from "express";
 import { ZodError } from "zod";
-import { ContextOverflowError } from "../../native/index.js";
+import { ContextOverflowError } from "../engine/index.js";
 import type { ModelCall } from "../harness/driver.js";
 import { InvalidPolicyError, runTask, type ClientResult, type HarnessDeps, type TaskResult } from "../harness/runTask.js";
 import type { Policy } from "../harness/types.js";

@@ -1,5 +1,6 @@
 import { dirname } from "node:path";
-import { Engine } from "../../native/index.js";
+import { LocalEngine } from "../../native/index.js";
+import type { Engine } from "../engine/index.js";
 import type { ResolvedConfig } from "../config/config.js";
 import { ensureDemoWeights } from "../demo/ensure.js";
 import { AdapterLibrary } from "../library/AdapterLibrary.js";
@@ -13,11 +14,14 @@ export interface Runtime {
   logger: Logger;
 }
 
-/** Loads the base model and the adapter library named by the config (the demo weights when none is named). */
+/**
+ * Loads the base model and the adapter library named by the config (the demo weights when none is named): the
+ * composition root, the one place that picks the engine backend (the local one); everything else sees `Engine`.
+ */
 export async function startRuntime(config: ResolvedConfig, logger: Logger): Promise<Runtime> {
   const modelPath = config.model.path ?? ensureDemoWeights(logger).model;
   const entries = loadManifest(config.manifestPath);
-  const engine = await Engine.load({
+  const engine = await LocalEngine.load({
     modelPath,
     gpu: config.model.gpu,
     gpuLayers: config.model.gpuLayers,

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import type { SwitchReport } from "../../native/index.js";
+import type { SwitchReport } from "../engine/index.js";
 
 /** Argument fields shared by several tools, with the bounds that keep oversize input out. */
 export const sessionId = z.string().min(1).max(64).describe("The session id returned by create_session.");

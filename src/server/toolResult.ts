@@ -1,5 +1,5 @@
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
-import { EngineError } from "../../native/index.js";
+import { EngineError } from "../engine/index.js";
 import { SessionError } from "../sessions/errors.js";
 
 /** A successful result: JSON text for people and older clients, structuredContent for programs. */

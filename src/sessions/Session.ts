@@ -1,4 +1,5 @@
-import { Mutex, type Conversation, type EngineSession, type FunctionSpec } from "../../native/index.js";
+import type { Conversation, EngineSession, FunctionSpec } from "../engine/index.js";
+import { Mutex } from "../mutex.js";
 import type { StageBudget } from "../budgets/budgets.js";
 import { elidedResults, pendingCalls, toConversation, type HistoryMessage, type ToolMessage } from "./history.js";
 import { callableFunctions } from "./modelFunctions.js";

@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { EngineError, type EngineSession, type FunctionSpec, type GenerateResult, type SwitchReport } from "../../native/index.js";
+import { EngineError, type EngineSession, type FunctionSpec, type GenerateResult, type SwitchReport } from "../engine/index.js";
 import type { Config } from "../config/config.js";
 import type { Logger } from "../log.js";
 import type { Runtime } from "../runtime/startRuntime.js";

@@ -1,4 +1,4 @@
-import type { AnsweredCall, ChatTurn, Conversation, FunctionSpec } from "../../native/index.js";
+import type { AnsweredCall, ChatTurn, Conversation, FunctionSpec } from "../engine/index.js";
 
 export interface ToolCallRecord {
   id: string;

@@ -1,4 +1,4 @@
-import type { FunctionSpec } from "../../native/index.js";
+import type { FunctionSpec } from "../engine/index.js";
 import type { AdapterLibrary } from "../library/AdapterLibrary.js";
 
 export const LOAD_LORA = "load_lora";

@@ -1,5 +1,5 @@
 import { z, type ZodRawShape } from "zod";
-import type { JsonSchemaObject } from "../../native/index.js";
+import type { JsonSchemaObject } from "../engine/index.js";
 
 export type ToolOutcome =
   | { ok: true; structured: Record<string, unknown>; /** What the local model reads as the call's result. */ forModel: string }

@@ -1,5 +1,5 @@
 import { join } from "node:path";
-import type { FunctionSpec } from "../../native/index.js";
+import type { FunctionSpec } from "../engine/index.js";
 import type { Config } from "../config/config.js";
 import type { Logger } from "../log.js";
 import { DEFAULT_CORPUS, STATE_DIR } from "../paths.js";

@@ -1,4 +1,5 @@
-import { Engine, type CacheOptions, type Conversation } from "../../native/index.js";
+import { LocalEngine, type CacheOptions } from "../../native/index.js";
+import type { Conversation } from "../../src/engine/index.js";
 import { demoWeightPaths } from "../../src/demo/generate.js";
 import { WEIGHT_FUNCTIONS } from "../../src/demo/trajectory.js";
 import { createLogger } from "../../src/log.js";
@@ -10,8 +11,8 @@ export const TEST_THREADS = 1;
 export const quietLogger = () => createLogger(process.env.WEACT_LOG_LEVEL ?? "warn");
 
 /** The real engine on the demo model, CPU only, with the default library resident. */
-export async function demoEngine(opts: { adapters?: string[]; sequencesPerContext?: number; maxContexts?: number; cache?: CacheOptions } = {}): Promise<Engine> {
-  const engine = await Engine.load({
+export async function demoEngine(opts: { adapters?: string[]; sequencesPerContext?: number; maxContexts?: number; cache?: CacheOptions } = {}): Promise<LocalEngine> {
+  const engine = await LocalEngine.load({
     modelPath: demo.model,
     gpu: false,
     threads: TEST_THREADS,

@@ -1,10 +1,9 @@
 import { copyFileSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { writeGguf, gguf } from "../../native/gguf/writer.js";
+import { writeGguf, gguf, GgmlType } from "../../src/gguf/index.js";
 import { DEMO_DIMS, qwen3LoraFile, qwen3ModelFile, type Qwen3Dims } from "../../src/demo/qwen3.js";
 import { buildVocabulary } from "../../src/demo/vocabulary.js";
-import { GgmlType } from "../../native/gguf/format.js";
 import { demoWeightPaths } from "../../src/demo/generate.js";
 import { DEFAULT_MANIFEST, PACKAGE_ROOT } from "../../src/paths.js";
 

@@ -1,6 +1,6 @@
 import { dirname, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Engine } from "../../native/index.js";
+import { LocalEngine } from "../../native/index.js";
 import { ensureFamilySet, QUANT_NAMES, type QuantName } from "../../src/demo/familySets.js";
 import { PACKAGE_ROOT } from "../../src/paths.js";
 import { scriptedTrajectory } from "../../src/demo/trajectory.js";
@@ -30,7 +30,7 @@ interface Generated {
 export function describeFamilyMatrix(family: string): void {
   describe.each<QuantName>(QUANT_NAMES)(`${family} %s`, (quant) => {
     let c: Connected;
-    let engine: Engine;
+    let engine: LocalEngine;
     beforeAll(async () => {
       const set = ensureFamilySet(PACKAGE_ROOT, family, quant);
       const config = testConfig({
@@ -39,7 +39,7 @@ export function describeFamilyMatrix(family: string): void {
         harness: { maxTokensPerTurn: 48, traceDir: join(tempDir(), "traces"), stage: { turns: 2 } },
       });
       const load = async () => {
-        const engine = await Engine.load({ modelPath: set.model, gpu: false, threads: TEST_THREADS, contextSize: 8192, sequencesPerContext: 2, maxContexts: 1, logger: quietLogger() });
+        const engine = await LocalEngine.load({ modelPath: set.model, gpu: false, threads: TEST_THREADS, contextSize: 8192, sequencesPerContext: 2, maxContexts: 1, logger: quietLogger() });
         for (const alias of LIBRARY) await engine.addAdapter({ alias, filePath: join(dirname(set.adapters), `${alias}.gguf`), scale: 1 });
         return engine;
       };

@@ -1,6 +1,5 @@
 import { closeSync, openSync, readSync } from "node:fs";
-import { GGML_TYPE_SIZE, type GgufTensorInfo } from "../../../native/gguf/format.js";
-import type { GgufFile } from "../../../native/gguf/reader.js";
+import { GGML_TYPE_SIZE, type GgufTensorInfo, type GgufFile } from "../../gguf/index.js";
 
 /** The raw bytes of one F32/F16/BF16 tensor of a GGUF file read by readGgufHeader (ggml order, ne[0] fastest). */
 export function readGgufTensorData(file: GgufFile, tensor: string | GgufTensorInfo): Buffer {

@@ -1,15 +1,10 @@
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, renameSync, rmSync, statSync } from "node:fs";
 import { basename, dirname, join, resolve } from "node:path";
-import { sha256File } from "../../../native/gguf/contentHash.js";
-import { GgmlType, type GgufTensorInfo } from "../../../native/gguf/format.js";
-import { metaNumber, metaString, readGgufHeader, type GgufFile } from "../../../native/gguf/reader.js";
-import { loraProblems } from "../../../native/gguf/validate.js";
-import { gguf, writeGguf, type GgufEntry, type GgufTensorSource } from "../../../native/gguf/writer.js";
+import { sha256File, GgmlType, type GgufTensorInfo, metaNumber, metaString, readGgufHeader, type GgufFile, loraProblems, gguf, writeGguf, type GgufEntry, type GgufTensorSource, bf16ToF32, bytesOf, viewAs } from "../../gguf/index.js";
 import { ALIAS_PATTERN } from "../manifest.js";
 import { ggufAlpha, readPeftConfig, type PeftConfig } from "./config.js";
 import { listSome, PeftImportError } from "./errors.js";
-import { bf16ToF32, bytesOf, viewAs } from "../../../native/gguf/halfFloat.js";
 import { mapPeftTensorName, permuteRowsForRope, PEFT_ARCHITECTURES, type MappedTensor } from "./mapping.js";
 import { SafetensorsFile, type SafetensorsTensor } from "./safetensors.js";
 

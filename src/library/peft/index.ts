@@ -4,5 +4,5 @@ export { PeftImportError } from "./errors.js";
 export { PeftConfigSchema, parsePeftConfig, readPeftConfig, peftScaling, ggufAlpha, type PeftConfig } from "./config.js";
 export { mapPeftTensorName, permuteRowsForRope, MODULE_TO_GGUF, PEFT_ARCHITECTURES } from "./mapping.js";
 export { SafetensorsFile, writeSafetensors, SAFETENSORS_DTYPE_SIZE, type SafetensorsHeader, type SafetensorsTensor, type SafetensorsTensorSource } from "./safetensors.js";
-export { f32ToF16, f16ToF32, f32ToBf16, bf16ToF32 } from "../../../native/gguf/halfFloat.js";
+export { f32ToF16, f16ToF32, f32ToBf16, bf16ToF32 } from "../../gguf/index.js";
 export { readGgufTensorData } from "./ggufData.js";

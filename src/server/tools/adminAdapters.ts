@@ -5,7 +5,7 @@ import { ManifestEntrySchema, describeIssues, saveManifest } from "../../library
 import { resolve, dirname } from "node:path";
 import type { ServerContext } from "../context.js";
 import { fail, ok, toolCall } from "../toolResult.js";
-import { EngineError } from "../../../native/index.js";
+import { EngineError } from "../../engine/index.js";
 
 /** Decides whether a request may change the library: stdio (the local user) may; over HTTP only an admin token. */
 export type AdminGate = (extra: { authInfo?: { scopes: string[] } }) => boolean;

@@ -1,0 +1,28 @@
+import type { Token } from "node-llama-cpp";
+import type { AdapterVersion } from "../../../src/engine/index.js";
+import type { LaneKey } from "../../cache/LaneKey.js";
+import { now, rebuildLane } from "../laneSync.js";
+import type { SwitchingSession, SwitchOutcome, SwitchStrategy } from "./SwitchStrategy.js";
+
+/** The paper's: the session's one lane takes the new weights; none of its cached keys/values may be reused. */
+export class RebuildStrategy implements SwitchStrategy {
+  async switch(session: SwitchingSession, key: LaneKey, to: readonly AdapterVersion[], tokens: Token[], queued: number): Promise<SwitchOutcome> {
+    const lane = session.lane;
+    const slot = session.liveSlot();
+    return slot.context.lock.run(async () => {
+      const queueMs = now() - queued;
+      const before = { key: lane.key, versions: lane.versions };
+      lane.key = key;
+      lane.versions = to;
+      try {
+        return { sync: await rebuildLane(session.host, lane, tokens), queueMs, strategy: "rebuild" };
+      } catch (err) {
+        lane.key = before.key;
+        lane.versions = before.versions;
+        await slot.sequence.clearHistory();
+        lane.clearLog();
+        throw err;
+      }
+    });
+  }
+}

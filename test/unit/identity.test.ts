@@ -1,0 +1,51 @@
+import { describe, expect, it } from "vitest";
+import { LaneKey } from "../../native/cache/LaneKey.js";
+import { AdapterVersion } from "../../src/engine/index.js";
+
+const MODEL = "ab".repeat(32);
+const v = (alias: string, sha: string, scale = 1) => AdapterVersion.of(alias, sha.repeat(64 / sha.length), scale);
+
+describe("adapter versions", () => {
+  it("a version is alias, content hash and scale: each of them makes another version", () => {
+    expect(v("plan", "1").toString()).toBe(`plan@${"1".repeat(64)}x1`);
+    const all = [v("plan", "1"), v("plan", "2"), v("plan", "1", 0.5), v("search", "1")];
+    expect(new Set(all.map(String)).size).toBe(4);
+    for (const [i, a] of all.entries()) for (const [j, b] of all.entries()) expect(a.equals(b)).toBe(i === j);
+    expect(v("plan", "1").equals(v("plan", "1"))).toBe(true);
+  });
+
+  it("keeps its alias as a field, even one that contains the separators (nothing is parsed back)", () => {
+    expect(v("plan", "1").alias).toBe("plan");
+    expect(v("my@adapter", "f", 0.25).alias).toBe("my@adapter");
+    expect(v("x1", "2", 2).alias).toBe("x1");
+    expect(JSON.stringify({ version: v("x1", "2", 2) })).toBe(JSON.stringify({ version: `x1@${"2".repeat(64)}x2` }));
+  });
+});
+
+describe("lane keys", () => {
+  it("name the base model and the exact versions, in any order", () => {
+    expect(LaneKey.of(MODEL, []).toString()).toBe(`${"ab".repeat(8)}:base`);
+    expect(LaneKey.of(MODEL, [v("plan", "1")]).toString()).toBe(`${"ab".repeat(8)}:${v("plan", "1")}`);
+    expect(LaneKey.of(MODEL, [v("search", "2"), v("plan", "1")]).toString()).toBe(`${"ab".repeat(8)}:${v("plan", "1")}+${v("search", "2")}`);
+    expect(LaneKey.of(MODEL, [v("plan", "1"), v("search", "2")]).equals(LaneKey.of(MODEL, [v("search", "2"), v("plan", "1")]))).toBe(true);
+  });
+
+  it("differ for another base model, a refreshed file, another scale, or another set", () => {
+    const keys = [
+      LaneKey.of(MODEL, [v("plan", "1")]),
+      LaneKey.of("cd".repeat(32), [v("plan", "1")]),
+      LaneKey.of(MODEL, [v("plan", "2")]),
+      LaneKey.of(MODEL, [v("plan", "1", 0.5)]),
+      LaneKey.of(MODEL, [v("plan", "1"), v("search", "1")]),
+      LaneKey.of(MODEL, []),
+    ];
+    expect(new Set(keys.map(String)).size).toBe(keys.length);
+    for (const [i, a] of keys.entries()) for (const [j, b] of keys.entries()) expect(a.equals(b)).toBe(i === j);
+  });
+
+  it("do not reorder the caller's list", () => {
+    const versions = [v("search", "2"), v("plan", "1")];
+    LaneKey.of(MODEL, versions);
+    expect(versions.map(String)).toEqual([v("search", "2"), v("plan", "1")].map(String));
+  });
+});
