@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { LocalEngine, LocalEngineSession } from "../native/index.js";
-import type { CacheStrategy, Conversation, SwitchReport } from "../src/engine/index.js";
+import type { Conversation } from "../src/engine/index.js";
 import { openAliasKeyedSession, PlainReference } from "../native/testing.js";
 import { scriptedTrajectory } from "../src/demo/trajectory.js";
 import { demo, demoEngine, maxAbsDiff, TEST_THREADS } from "./helpers/engine.js";
@@ -30,79 +30,7 @@ async function checkExact(engine: LocalEngine, session: LocalEngineSession, adap
   return maxAbsDiff(want, got);
 }
 
-/** base -> plan -> base -> search -> base -> search -> base -> write, with history appended between switches. */
-const SCRIPT: (string | null)[] = ["plan", null, "search", null, "search", null, "write", null];
-
-describe.each<CacheStrategy>(["rebuild", "reuse"])("KV cache strategy %s", (strategy) => {
-  let engine: LocalEngine;
-  beforeAll(async () => {
-    engine = await demoEngine({ cache: { strategy } });
-  });
-  afterAll(async () => engine?.dispose());
-
-  it("after every switch of a scripted trajectory, the cache gives a fresh context's log-probs", async () => {
-    const session = await engine.openSession();
-    try {
-      let steps = 1;
-      await session.prefill(trajectory(steps));
-      const reports: SwitchReport[] = [];
-      const diffs: number[] = [];
-      for (const adapter of SCRIPT) {
-        steps += 1;
-        const conv = trajectory(steps);
-        const report = await session.switchAdapter(adapter, conv);
-        reports.push(report);
-        const total = engine.renderTokens(conv).length - 1;
-        expect(report.rebuild.tokens + report.rebuild.reused).toBe(total);
-        diffs.push(await checkExact(engine, session, adapter, conv));
-        expect(diffs.at(-1)).toBeLessThanOrEqual(TOLERANCE);
-      }
-      const returns = reports.filter((r, i) => [null, ...SCRIPT.slice(0, i)].includes(r.to));
-      expect(returns.map((r) => r.to)).toEqual([null, null, "search", null, null]);
-      if (strategy === "rebuild") {
-        for (const r of reports) expect(r.rebuild.reused).toBe(0);
-      } else {
-        // a return evaluates only what was appended since that weight set last ran; a first visit evaluates everything
-        for (const r of returns) expect(r.rebuild.reused).toBeGreaterThan(r.rebuild.tokens);
-        for (const r of reports.filter((r) => !returns.includes(r))) expect(r.rebuild.reused).toBe(0);
-      }
-      console.log(`${strategy}: tokens evaluated by the 8 switches`, reports.map((r) => r.rebuild.tokens).join(" "), `; max |delta log-prob| vs reference ${Math.max(...diffs)}`);
-    } finally {
-      await session.close();
-    }
-  });
-
-  it("a refreshed adapter file is never continued from the cache built under the old bytes", async () => {
-    const session = await engine.openSession();
-    try {
-      await session.switchAdapter("write", trajectory(2));
-      await session.switchAdapter(null, trajectory(3));
-      await engine.refreshAdapter({ alias: "write", filePath: demo.adapters["write-v2"]!, scale: 1 });
-      const conv = trajectory(4);
-      const report = await session.switchAdapter("write", conv);
-      expect(report.rebuild.reused).toBe(0);
-      expect(await checkExact(engine, session, "write", conv, demo.adapters["write-v2"])).toBeLessThanOrEqual(TOLERANCE);
-    } finally {
-      await session.close();
-      await engine.refreshAdapter({ alias: "write", filePath: demo.adapters.write!, scale: 1 });
-    }
-  });
-
-  it("concurrent sessions switching at once each keep a cache exact for their own weights", async () => {
-    const sessions = await Promise.all([engine.openSession(), engine.openSession()]);
-    try {
-      const routes: (string | null)[][] = [["plan", null, "search", null], ["search", null, "plan", "write"]];
-      for (let step = 0; step < 4; step++) {
-        const convs = sessions.map((_, i) => trajectory(2 + step * 2 + i));
-        await Promise.all(sessions.map((s, i) => s.switchAdapter(routes[i]![step]!, convs[i]!)));
-        const diffs = await Promise.all(sessions.map((s, i) => checkExact(engine, s, routes[i]![step]!, convs[i]!)));
-        for (const d of diffs) expect(d).toBeLessThanOrEqual(TOLERANCE);
-      }
-    } finally {
-      await Promise.all(sessions.map((s) => s.close()));
-    }
-  });
-});
+// The strategies' exactness after every switch, refreshes and concurrent switches: test/engine-conformance/conformance.ts.
 
 describe("KV lanes under pressure (reuse, one context of two sequences)", () => {
   let engine: LocalEngine;
