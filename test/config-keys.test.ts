@@ -112,7 +112,7 @@ describe("config keys named in messages and docs", () => {
     expect(resolveKey("harness.stage.noToolTurns")).toBeDefined();
     expect(resolveKey("engine.contextSize")).toBeUndefined();
     expect(resolveKey("model.contextsize")).toBeUndefined();
-    // the messages native/errors.ts had before this test existed
+    // the messages the engine's errors (src/engine/errors.ts, then native/errors.ts) had before this test existed
     expect(unknownKeys("shorten the history or raise engine.contextSize")).toEqual(["engine.contextSize"]);
     expect(unknownKeys("close a session or raise engine.maxContexts / engine.sequencesPerContext")).toEqual(["engine.maxContexts", "engine.sequencesPerContext"]);
     expect(unknownKeys("raise model.contextSize; see cache.ts and session.id")).toEqual([]);
