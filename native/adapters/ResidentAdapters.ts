@@ -1,12 +1,11 @@
 import { copyFileSync, mkdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import type { LlamaModel } from "node-llama-cpp";
-import { AdapterFileError, AdapterIncompatibleError, UnknownAdapterError } from "../../src/engine/errors.js";
+import type { LlamaModel } from "../llama/nodeLlamaCpp.js";
 import { sha256File, GgufFormatError, readGgufHeaderAsync, type GgufFile, loraProblems } from "../../src/gguf/index.js";
 import { freeResidentLora, loadResidentLora, type AdapterWeight } from "../llama/internals.js";
 import type { LlamaLogTail } from "../llama/runtime.js";
-import { AdapterVersion, type AdapterInfo, type AdapterSpec } from "../../src/engine/index.js";
+import { AdapterFileError, AdapterIncompatibleError, AdapterVersion, UnknownAdapterError, type AdapterInfo, type AdapterSpec } from "../../src/engine/index.js";
 
 let copies = 0;
 

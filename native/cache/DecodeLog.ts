@@ -1,4 +1,4 @@
-import type { Token } from "node-llama-cpp";
+import type { Token } from "../llama/nodeLlamaCpp.js";
 
 /** One decode call on a sequence: the tokens it evaluated, starting at cache position `start`. */
 export interface Decode {

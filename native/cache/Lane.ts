@@ -1,4 +1,4 @@
-import type { LlamaContextSequence } from "node-llama-cpp";
+import type { LlamaContextSequence } from "../llama/nodeLlamaCpp.js";
 import type { AdapterVersion } from "../../src/engine/index.js";
 import type { EngineContext } from "../context/EngineContext.js";
 import { onSequenceDecode } from "../llama/internals.js";

@@ -1,7 +1,7 @@
 import { mkdirSync, mkdtempSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { LlamaContextSequence } from "node-llama-cpp";
+import type { LlamaContextSequence } from "../llama/nodeLlamaCpp.js";
 import type { Decode } from "./DecodeLog.js";
 
 /** A lane's KV saved to disk: the file holds llama.cpp's sequence state; the key and decode log stay here. */

@@ -1,4 +1,4 @@
-import { TokenBias, type LlamaContextSequence, type LlamaModel, type Token } from "node-llama-cpp";
+import { TokenBias, type LlamaContextSequence, type LlamaModel, type Token } from "../llama/nodeLlamaCpp.js";
 
 /** Large enough to force a token, small enough to keep the sampler's arithmetic finite. */
 const FORCE_LOGIT = 50;

@@ -1,4 +1,4 @@
-import { JinjaTemplateChatWrapper, type ChatWrapper } from "node-llama-cpp";
+import { JinjaTemplateChatWrapper, type ChatWrapper } from "../llama/nodeLlamaCpp.js";
 
 /** What node-llama-cpp's resolved chat wrapper does with function calls (computed here or in the probe's child). */
 export interface WrapperFacts {

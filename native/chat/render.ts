@@ -6,8 +6,8 @@ import type {
   ChatWrapper,
   LlamaModel,
   Token,
-} from "node-llama-cpp";
-import { InvalidConversationError } from "../../src/engine/errors.js";
+} from "../llama/nodeLlamaCpp.js";
+import { InvalidConversationError } from "../../src/engine/index.js";
 import type { Conversation, FunctionSpec } from "../../src/engine/index.js";
 
 export function toChatModelFunctions(functions: Readonly<Record<string, FunctionSpec>>, only?: readonly string[]): ChatModelFunctions {

@@ -1,4 +1,4 @@
-import type { LlamaContext, LlamaContextSequence } from "node-llama-cpp";
+import type { LlamaContext, LlamaContextSequence } from "../llama/nodeLlamaCpp.js";
 import type { AdapterVersion } from "../../src/engine/index.js";
 import { setContextAdapters, type AdapterWeight } from "../llama/internals.js";
 import { Mutex } from "../../src/mutex.js";

@@ -1,4 +1,4 @@
-import { resolveChatWrapper, type Llama, type LlamaModel, type Token } from "node-llama-cpp";
+import { resolveChatWrapper, type Llama, type LlamaModel, type Token } from "../llama/nodeLlamaCpp.js";
 import type { AdapterInfo, AdapterSpec, AdapterVersion, CacheStats, CacheStrategy, Conversation, Engine, EngineCapabilities, EngineCapacity, EngineLogger, LogProbs, ModelInfo, OpenSessionOptions, TokenId } from "../../src/engine/index.js";
 import { DuplicateAdapterError, UnknownAdapterError } from "../../src/engine/index.js";
 import { ResidentAdapters } from "../adapters/ResidentAdapters.js";

@@ -1,4 +1,4 @@
-import { resolveChatWrapper, type Llama, type LlamaModel } from "node-llama-cpp";
+import { resolveChatWrapper, type Llama, type LlamaModel } from "../llama/nodeLlamaCpp.js";
 import type { ModelInfo } from "../../src/engine/index.js";
 import { ModelFileError, NoFunctionCallsError } from "../../src/engine/index.js";
 import { baseModelProblems, GgufFormatError, metaString, readGgufHeaderAsync, sha256File, type GgufFile } from "../../src/gguf/index.js";

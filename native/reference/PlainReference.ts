@@ -1,4 +1,4 @@
-import { getLlama, LlamaLogLevel, type Llama, type LlamaModel, type Token } from "node-llama-cpp";
+import { getLlama, LlamaLogLevel, type Llama, type LlamaModel, type Token } from "../llama/nodeLlamaCpp.js";
 import type { CacheReplay } from "../cache/DecodeLog.js";
 import { replayedNextTokenLogProbs } from "./replay.js";
 

@@ -1,4 +1,4 @@
-import type { LlamaContextSequence, Token } from "node-llama-cpp";
+import type { LlamaContextSequence, Token } from "../llama/nodeLlamaCpp.js";
 import type { LogProbs } from "../../src/engine/index.js";
 import type { CacheReplay } from "../cache/DecodeLog.js";
 import { toLogProbs } from "../session/logProbs.js";

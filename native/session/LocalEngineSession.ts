@@ -1,4 +1,4 @@
-import type { LlamaContextSequence, Token } from "node-llama-cpp";
+import type { LlamaContextSequence, Token } from "../llama/nodeLlamaCpp.js";
 import type { AdapterVersion, Conversation, EngineSession, GenerateOptions, GenerateResult, LaneState, LogProbs, PrefillReport, SwitchReport } from "../../src/engine/index.js";
 import { ContextOverflowError, SessionClosedError, UnknownAdapterError } from "../../src/engine/index.js";
 import { Mutex } from "../../src/mutex.js";

@@ -1,4 +1,4 @@
-import type { ChatWrapper, LlamaModel } from "node-llama-cpp";
+import type { ChatWrapper, LlamaModel } from "../llama/nodeLlamaCpp.js";
 import type { AdapterVersion } from "../../src/engine/index.js";
 import type { LaneKey } from "../cache/LaneKey.js";
 import type { LanePool } from "../cache/LanePool.js";

@@ -1,4 +1,4 @@
-import { LlamaChat, LlamaText, TokenBias, type LlamaContextSequence, type LlamaModel, type Token } from "node-llama-cpp";
+import { LlamaChat, LlamaText, TokenBias, type LlamaContextSequence, type LlamaModel, type Token } from "../llama/nodeLlamaCpp.js";
 import type { Conversation, FinishReason, GenerateOptions, GenerateResult, GeneratedCall } from "../../src/engine/index.js";
 import type { Lane } from "../cache/Lane.js";
 import { generationBias } from "../chat/bias.js";

@@ -1,4 +1,4 @@
-import type { LlamaContextSequence, Token } from "node-llama-cpp";
+import type { LlamaContextSequence, Token } from "../llama/nodeLlamaCpp.js";
 import type { AdapterVersion } from "../../src/engine/index.js";
 import type { Lane } from "../cache/Lane.js";
 import type { SessionHost } from "./SessionHost.js";

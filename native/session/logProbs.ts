@@ -1,4 +1,4 @@
-import type { LlamaContextSequence, LlamaModel, Token } from "node-llama-cpp";
+import type { LlamaContextSequence, LlamaModel, Token } from "../llama/nodeLlamaCpp.js";
 import type { LogProbs, TokenLogprob } from "../../src/engine/index.js";
 
 /** Probabilities as node-llama-cpp returns them -> natural log-probs. */

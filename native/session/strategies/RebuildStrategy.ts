@@ -1,4 +1,4 @@
-import type { Token } from "node-llama-cpp";
+import type { Token } from "../../llama/nodeLlamaCpp.js";
 import type { AdapterVersion } from "../../../src/engine/index.js";
 import type { LaneKey } from "../../cache/LaneKey.js";
 import { now, rebuildLane } from "../laneSync.js";

@@ -1,4 +1,4 @@
-import type { Token } from "node-llama-cpp";
+import type { Token } from "../../llama/nodeLlamaCpp.js";
 import type { AdapterVersion } from "../../../src/engine/index.js";
 import { EngineCapacityError } from "../../../src/engine/index.js";
 import { Lane } from "../../cache/Lane.js";

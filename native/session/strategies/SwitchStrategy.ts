@@ -1,4 +1,4 @@
-import type { Token } from "node-llama-cpp";
+import type { Token } from "../../llama/nodeLlamaCpp.js";
 import type { AdapterVersion, SwitchReport } from "../../../src/engine/index.js";
 import type { Lane, Slot } from "../../cache/Lane.js";
 import type { LaneKey } from "../../cache/LaneKey.js";
