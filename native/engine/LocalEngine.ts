@@ -31,7 +31,7 @@ export class LocalEngine implements Engine {
   private disposed = false;
   /** The library as the engine sees it: each alias's current version. */
   private readonly current = new Map<string, AdapterVersion>();
-  private readonly sessions = new Set<LocalEngineSession>();
+  private readonly sessions = new Map<number, LocalEngineSession>();
   private collecting: Promise<void> = Promise.resolve();
   private readonly pool: LanePool;
   /** What switches do with the KV cache: chosen once, here. */
@@ -79,8 +79,8 @@ export class LocalEngine implements Engine {
       pin: (versions) => this.pin(versions),
       unpin: (versions) => this.unpin(versions),
       versionsReleased: () => void this.collect(),
-      closed: (session) => {
-        this.sessions.delete(session as LocalEngineSession);
+      closed: (sessionId) => {
+        this.sessions.delete(sessionId);
         void this.collect();
       },
     };
@@ -172,13 +172,13 @@ export class LocalEngine implements Engine {
         // Every context lock is held while deciding and freeing: no evaluation can apply a version in between.
         this.withAllContextLocks(async () => {
           if (this.disposed) return;
-          for (const session of this.sessions) await session.dropUnreachableLanes();
+          for (const session of this.sessions.values()) await session.dropUnreachableLanes();
           // asked again for each version, after the awaits: a refresh back to the same bytes makes a version current again
           const holds = (versions: readonly AdapterVersion[], version: AdapterVersion) => versions.some((v) => v.equals(version));
           const inUse = (version: AdapterVersion) =>
             this.isCurrent(version) ||
             this.pinned.has(version.toString()) ||
-            [...this.sessions].some((s) => holds(s.activeVersions, version)) ||
+            [...this.sessions.values()].some((s) => holds(s.activeVersions, version)) ||
             this.pool.idleLanes().some((l) => holds(l.versions, version));
           for (const { version } of this.resident.list()) {
             if (inUse(version)) continue;
@@ -232,7 +232,7 @@ export class LocalEngine implements Engine {
     const lane = new Lane(id, keyOf(versions), versions);
     lane.attach(slot);
     const session = new LocalEngineSession(id, this.host, strategy, keyOf, lane);
-    this.sessions.add(session);
+    this.sessions.set(id, session);
     return session;
   }
 

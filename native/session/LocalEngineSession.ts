@@ -215,7 +215,7 @@ export class LocalEngineSession implements EngineSession {
           else await this.host.pool.drop(lane);
         }
       } finally {
-        this.host.closed(this);
+        this.host.closed(this.id);
       }
     });
   }

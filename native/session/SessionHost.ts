@@ -17,7 +17,8 @@ export interface SessionHost {
   unpin(versions: readonly AdapterVersion[]): void;
   /** The session stopped using some versions (switch or close): the engine may free unused ones. */
   versionsReleased(): void;
-  closed(session: object): void;
+  /** The session with this id closed and gave back everything it held. */
+  closed(sessionId: number): void;
 }
 
 /** Names a weight set exactly; tests swap in a careless one to prove the key matters. */
