@@ -57,17 +57,27 @@ export function describeEngineConformance<E extends Engine>(name: string, opts: 
 
   describe(`engine conformance: ${name}`, () => {
     const strategies = opts.strategies ?? (["rebuild", "reuse"] as const);
+    /** One engine per strategy for the whole suite; the checks that do not depend on the strategy use the first. */
+    const engines = new Map<CacheStrategy, E>();
+    beforeAll(async () => {
+      for (const strategy of strategies) {
+        const engine = await opts.makeEngine(strategy, files);
+        engines.set(strategy, engine);
+        expect(engine.capabilities.cacheStrategies).toContain(strategy);
+        expect(engine.cacheStrategy).toBe(strategy);
+      }
+    });
+    afterAll(async () => {
+      for (const engine of engines.values()) await engine.dispose();
+    });
 
     describe.each(strategies)("cache strategy %s", (strategy) => {
       let engine: E;
       const exactness = async (session: EngineSession, adapter: string | null, conv: Conversation, file?: string) =>
         maxAbsDiff(await opts.reference(engine, session, weightsOf(adapter, file), conv), await session.nextTokenLogProbs(conv));
-      beforeAll(async () => {
-        engine = await opts.makeEngine(strategy, files);
-        expect(engine.capabilities.cacheStrategies).toContain(strategy);
-        expect(engine.cacheStrategy).toBe(strategy);
+      beforeAll(() => {
+        engine = engines.get(strategy)!;
       });
-      afterAll(async () => engine?.dispose());
 
       it("after every switch of a scripted trajectory, the cache gives the reference's log-probs, and the switch's figures add up", async () => {
         const session = await engine.openSession();
@@ -146,13 +156,12 @@ export function describeEngineConformance<E extends Engine>(name: string, opts: 
       });
     });
 
-    describe("on the engine's default strategy", () => {
+    describe(`on the first strategy (${strategies[0]})`, () => {
       let engine: E;
       const conv = trajectory(1);
-      beforeAll(async () => {
-        engine = await opts.makeEngine(strategies[0]!, files);
+      beforeAll(() => {
+        engine = engines.get(strategies[0]!)!;
       });
-      afterAll(async () => engine?.dispose());
 
       if (opts.openStaleSession) {
         it("the correctness check can fail: a planted stale-cache switch does NOT match the reference", async () => {
