@@ -12,9 +12,10 @@ import type { SwitchStrategy } from "./session/strategies/index.js";
 /** The bug the rebuild exists to prevent: a switch takes the new weights but keeps the cache computed under the old. */
 export const keepStaleStrategy: SwitchStrategy = {
   async switch(session, key, to) {
-    session.lane.versions = to;
-    session.lane.key = key;
-    return { sync: { reused: session.cachedTokens, evaluated: 0, restored: 0, ms: 0 }, queueMs: 0, strategy: "unchanged" };
+    const lane = session.activeLane();
+    lane.versions = to;
+    lane.key = key;
+    return { sync: { reused: session.cachedTokens(), evaluated: 0, restored: 0, ms: 0 }, queueMs: 0, strategy: "unchanged" };
   },
 };
 

@@ -42,20 +42,15 @@ export class LocalEngineSession implements EngineSession {
     this.lanes.set(first.key.toString(), first);
     this.contextSize = first.slot!.sequence.contextSize;
     host.pool.use(first);
-    const session = this;
     this.switchingView = {
       id,
       host,
       lanes: this.lanes,
-      get lane() {
-        return session.lane;
+      activeLane: () => this.lane,
+      activate: (lane) => {
+        this.lane = lane;
       },
-      set lane(lane: Lane) {
-        session.lane = lane;
-      },
-      get cachedTokens() {
-        return session.cachedTokens;
-      },
+      cachedTokens: () => this.cachedTokens,
       liveSlot: () => this.liveSlot(),
     };
   }

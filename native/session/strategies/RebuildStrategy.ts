@@ -7,7 +7,7 @@ import type { SwitchingSession, SwitchOutcome, SwitchStrategy } from "./SwitchSt
 /** The paper's: the session's one lane takes the new weights; none of its cached keys/values may be reused. */
 export class RebuildStrategy implements SwitchStrategy {
   async switch(session: SwitchingSession, key: LaneKey, to: readonly AdapterVersion[], tokens: Token[], queued: number): Promise<SwitchOutcome> {
-    const lane = session.lane;
+    const lane = session.activeLane();
     const slot = session.liveSlot();
     return slot.context.lock.run(async () => {
       const queueMs = now() - queued;

@@ -15,7 +15,7 @@ import type { SwitchingSession, SwitchOutcome, SwitchStrategy } from "./SwitchSt
 export class ReuseStrategy implements SwitchStrategy {
   async switch(session: SwitchingSession, key: LaneKey, to: readonly AdapterVersion[], tokens: Token[], queued: number): Promise<SwitchOutcome> {
     const { host, lanes } = session;
-    const previous = session.lane;
+    const previous = session.activeLane();
     for (;;) {
       let target = lanes.get(key.toString());
       if (target?.empty) lanes.delete(key.toString());
@@ -45,7 +45,7 @@ export class ReuseStrategy implements SwitchStrategy {
       });
       if (!result) continue;
       lanes.set(key.toString(), lane);
-      session.lane = lane;
+      session.activate(lane);
       host.pool.park(previous);
       if (previous.empty) lanes.delete(previous.key.toString());
       return result;

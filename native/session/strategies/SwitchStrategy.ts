@@ -9,12 +9,14 @@ import type { SessionHost } from "../SessionHost.js";
 export interface SwitchingSession {
   readonly id: number;
   readonly host: SessionHost;
-  /** The active lane; a strategy that moves the session to another lane sets it. */
-  lane: Lane;
+  /** The active lane. */
+  activeLane(): Lane;
+  /** Makes another lane the active one (a strategy that moves the session to another lane). */
+  activate(lane: Lane): void;
   /** Every lane the session holds, by key (`LaneKey.toString()`), the active one included. */
   readonly lanes: Map<string, Lane>;
   /** Tokens whose KV the active lane holds now. */
-  readonly cachedTokens: number;
+  cachedTokens(): number;
   /** The active lane's slot; SessionClosedError if it has none. */
   liveSlot(): Slot;
 }
