@@ -4,7 +4,7 @@ import { readGgufHeader } from "../../native/gguf/reader.js";
 import { ensureDemoWeights } from "../demo/ensure.js";
 import { FAMILY_NAMES } from "../demo/families.js";
 import { generateFamilySet, QUANT_NAMES, type FamilySet, type QuantName } from "../demo/familySets.js";
-import { describeIssues, loadManifest, ManifestEntrySchema, saveManifest } from "../library/manifest.js";
+import { addManifestEntry, describeIssues, loadManifest, ManifestEntrySchema } from "../library/manifest.js";
 import { importPeft } from "../library/peft/index.js";
 import { parseExportCommand, runExport, type ExportCommandInput } from "../export/command.js";
 import { modelFunctions } from "../sessions/modelFunctions.js";
@@ -65,12 +65,12 @@ export async function importPeftCommand(config: ResolvedConfig, logger: Logger, 
   const entry = ManifestEntrySchema.safeParse({ alias: opts.alias, description: opts.description, file: `${opts.alias}.gguf`, scale: opts.scale ?? 1 });
   if (!entry.success) throw new UsageError(describeIssues(entry.error).join("; "));
   const manifest = config.manifestPath;
-  const entries = loadManifest(manifest);
-  if (entries.some((e) => e.alias === opts.alias)) throw new UsageError(`the manifest already has an adapter "${opts.alias}"; choose another --alias (or refresh_adapter to replace its file)`);
+  // checked before the conversion too, so a taken alias fails before the work
+  if (loadManifest(manifest).some((e) => e.alias === opts.alias)) throw new UsageError(`the manifest already has an adapter "${opts.alias}"; choose another --alias (or refresh_adapter to replace its file)`);
   const base = readGgufHeader(config.model.path ?? ensureDemoWeights(logger).model);
   const result = await importPeft({ dir, base, alias: opts.alias, outFile: join(dirname(manifest), `${opts.alias}.gguf`) });
   try {
-    saveManifest(manifest, [...entries, { ...entry.data, filePath: result.outFile }]);
+    addManifestEntry(manifest, { ...entry.data, filePath: result.outFile });
   } catch (err) {
     rmSync(result.outFile, { force: true });
     throw err;

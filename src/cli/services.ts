@@ -33,7 +33,7 @@ export async function startServices(config: ResolvedConfig, logger: Logger, opti
   const stageBudget = (alias: string) => layered(DEFAULT_STAGE_BUDGET, runtime.library.get(alias)?.entry.budget, config.harness.stage);
   const sessions = new SessionService(runtime, config.sessions, prompts.render("system") ?? "", () => toolbox.modelFunctions(), stageBudget);
   const harness: HarnessDeps = { sessions, toolbox, library: runtime.library, config: config.harness, stageBudget, traceDir: config.harness.traceDir ?? join(STATE_DIR, "traces"), recent: new RecentRuns() };
-  const manifestWatcher = runtime.library.watch(config.manifestPath);
+  const manifestWatcher = runtime.library.watch();
   logger.info({ model: runtime.engine.model.filePath, adapters: runtime.library.aliases(), threads: runtime.engine.threads, demo: config.demo }, "engine ready");
   return {
     runtime,

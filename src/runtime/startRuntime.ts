@@ -30,7 +30,7 @@ export async function startRuntime(config: ResolvedConfig, logger: Logger): Prom
     logger,
   });
   try {
-    const library = await AdapterLibrary.load(engine, entries, logger, { allowedDirs: config.adapters.allowedDirs ?? [dirname(config.manifestPath)] });
+    const library = await AdapterLibrary.load(engine, entries, logger, { manifestPath: config.manifestPath, allowedDirs: config.adapters.allowedDirs ?? [dirname(config.manifestPath)] });
     return { config, engine, library, logger };
   } catch (err) {
     await engine.dispose();

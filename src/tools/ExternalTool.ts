@@ -20,6 +20,8 @@ export interface ExternalTool {
   /** The function's parameters as the model reads them (node-llama-cpp's grammar subset: every property required). */
   readonly modelParameters: JsonSchemaObject;
   readonly timeoutMs: number;
+  /** Whether it reaches beyond this server (the web, another host): MCP's openWorldHint. */
+  readonly openWorld: boolean;
   run(args: Record<string, unknown>, signal: AbortSignal): Promise<ToolOutcome>;
 }
 

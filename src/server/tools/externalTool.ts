@@ -1,9 +1,10 @@
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { z, type ZodRawShape } from "zod";
+import { toolInput } from "../../portableSchema.js";
 import { parseArguments, type ExternalTool } from "../../tools/ExternalTool.js";
 import { ownerOf, type ServerContext } from "../context.js";
 import { callId, sessionId } from "../schemas.js";
-import { fail, ok, toolCall } from "../toolResult.js";
+import { fail, ok, toolCall } from "../results/toolResult.js";
 
 /**
  * Registers an external tool (search, read, run_code) as an MCP tool. With session_id the exchange is
@@ -14,12 +15,14 @@ export function registerExternalTool(server: McpServer, ctx: ServerContext, tool
     tool.name,
     {
       title: tool.title,
+      // with a session_id the exchange is appended to its history: not read-only, and each call adds one
+      annotations: { title: tool.title, readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: tool.openWorld },
       description: `${tool.description} With session_id, the exchange is recorded in that session's history; with call_id it answers the model's own call with the call's own arguments (any given here override them), and arguments that fail this schema are recorded as the call's error result.`,
-      inputSchema: {
+      inputSchema: toolInput({
         ...documentedOnly(tool.input),
         session_id: sessionId.optional(),
         call_id: callId.optional(),
-      },
+      }),
       outputSchema: { ...tool.output, call_id: z.string().optional() },
     },
     (args, extra) =>

@@ -1,9 +1,11 @@
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { z } from "zod";
+import { anyObject, orNull, toolInput } from "../../portableSchema.js";
 import { ownerOf, type ServerContext } from "../context.js";
-import { sessionId, switchShape, switchView } from "../schemas.js";
+import { sessionId, switchShape } from "../schemas.js";
+import { switchView } from "../results/switchView.js";
 import { progressFor } from "../progress.js";
-import { fail, ok, toolCall } from "../toolResult.js";
+import { fail, ok, toolCall } from "../results/toolResult.js";
 
 const PROGRESS_EVERY_TOKENS = 16;
 
@@ -13,9 +15,11 @@ export function registerGenerateTool(server: McpServer, ctx: ServerContext) {
     "generate",
     {
       title: "Generate the next turn",
+      // appends the model's turn to the history: each call adds another
+      annotations: { title: "Generate the next turn", readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false },
       description:
         "Let the local model write its next assistant turn under the session's active adapter. Returns its text and parsed tool calls; answer each call (load_lora/offload_lora/an external tool, with its call_id) before the next generate.",
-      inputSchema: {
+      inputSchema: toolInput({
         session_id: sessionId,
         max_tokens: z.number().int().min(1).max(maxTokens).optional().describe("At most this many tokens (forced steering tokens included); clamped to the room left in the context window (then finish_reason is length)."),
         temperature: z.number().min(0).max(2).optional().describe("0 (default) = greedy."),
@@ -27,12 +31,12 @@ export function registerGenerateTool(server: McpServer, ctx: ServerContext) {
           .strict()
           .optional()
           .describe("Steer the turn into a tool call: the chat template's call prefix (and name, if given) is forced, the model's logits choose the rest. A testing and demo aid for models that do not call tools on their own."),
-      },
+      }),
       outputSchema: {
         text: z.string(),
-        tool_calls: z.array(z.object({ id: z.string(), name: z.string(), arguments: z.record(z.string(), z.unknown()) })),
+        tool_calls: z.array(z.object({ id: z.string(), name: z.string(), arguments: anyObject() })),
         finish_reason: z.enum(["stop", "tool_calls", "length", "cancelled"]),
-        adapter: z.string().nullable(),
+        adapter: orNull(z.string(), "the base model"),
         tokens: z.object({ prompt: z.number(), cached: z.number(), evaluated: z.number(), generated: z.number() }),
         context_remaining: z.number().describe("Tokens of the session's context window (model.contextSize) still free after this turn; a turn is clamped to them."),
         timings: z.record(z.string(), z.number()),

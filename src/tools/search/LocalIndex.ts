@@ -1,4 +1,5 @@
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, statSync, watch, writeFileSync, type FSWatcher } from "node:fs";
+import writeFileAtomic from "write-file-atomic";
+import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, watch, type FSWatcher } from "node:fs";
 import { dirname, extname, join, relative } from "node:path";
 import MiniSearch from "minisearch";
 import type { Logger } from "../../log.js";
@@ -129,9 +130,7 @@ export class LocalIndex implements SearchBackend {
   private persist() {
     const data: Persisted = { version: FORMAT_VERSION, corpus: this.corpusDir, files: this.files, docs: Object.fromEntries(this.docs), index: this.index.toJSON() };
     mkdirSync(dirname(this.indexFile), { recursive: true });
-    const tmp = `${this.indexFile}.tmp`;
-    writeFileSync(tmp, JSON.stringify(data));
-    renameSync(tmp, this.indexFile); // never leave a half-written index behind
+    writeFileAtomic.sync(this.indexFile, JSON.stringify(data)); // never leave a half-written index behind
   }
 
   private static load(indexFile: string, corpusDir: string, logger: Logger): Persisted | undefined {

@@ -6,6 +6,8 @@ export function searchTool(backend: SearchBackend, opts: { defaultTopK: number; 
   return {
     name: "search",
     title: "Search",
+    // the local index is this server's own corpus; the other backends are web search APIs
+    openWorld: backend.name !== "local",
     description: `Search for documents relevant to a query (backend: ${backend.name}). Returns ranked results with an id (readable with read), title, snippet and score.`,
     input: {
       query: z.string().min(1).max(1000).describe("What to look for."),
