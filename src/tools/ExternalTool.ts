@@ -32,3 +32,17 @@ export function parseArguments(tool: ExternalTool, args: Record<string, unknown>
   const issues = parsed.error.issues.map((i) => `${i.path.join(".") || "(arguments)"}: ${i.message}`);
   return { ok: false, error: `${tool.name} refused: invalid arguments ${JSON.stringify(args)}: ${issues.join("; ")}` };
 }
+
+/**
+ * Runs a tool under its own time limit (`timeoutMs`) and the caller's signal; an unexpected failure becomes an error
+ * outcome the model (or client) can read. The one way a tool runs, with or without a session.
+ */
+export async function runWithTimeLimit(tool: ExternalTool, args: Record<string, unknown>, outer: AbortSignal): Promise<ToolOutcome> {
+  const signal = AbortSignal.any([outer, AbortSignal.timeout(tool.timeoutMs)]);
+  try {
+    return await tool.run(args, signal);
+  } catch (err) {
+    if (signal.aborted && !outer.aborted) return { ok: false, error: `${tool.name} timed out after ${tool.timeoutMs} ms` };
+    return { ok: false, error: `${tool.name} failed: ${(err as Error).message}` };
+  }
+}

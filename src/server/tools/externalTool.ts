@@ -1,7 +1,7 @@
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { z, type ZodRawShape } from "zod";
 import { toolInput } from "../../portableSchema.js";
-import { parseArguments, type ExternalTool } from "../../tools/ExternalTool.js";
+import { parseArguments, runWithTimeLimit, type ExternalTool } from "../../tools/ExternalTool.js";
 import { ownerOf, type ServerContext } from "../context.js";
 import { callId, sessionId } from "../schemas.js";
 import { fail, ok, toolCall } from "../results/toolResult.js";
@@ -32,7 +32,7 @@ export function registerExternalTool(server: McpServer, ctx: ServerContext, tool
         if (!session_id) {
           const parsed = parseArguments(tool, toolArgs);
           if (!parsed.ok) return fail(parsed.error);
-          const outcome = await tool.run(parsed.args, AbortSignal.any([extra.signal, AbortSignal.timeout(tool.timeoutMs)]));
+          const outcome = await runWithTimeLimit(tool, parsed.args, extra.signal);
           return outcome.ok ? ok(outcome.structured) : fail(outcome.error);
         }
         const outcome = await ctx.sessions.runExternalTool(ownerOf(extra), session_id, { tool, args: toolArgs, callId: call_id, signal: extra.signal });
