@@ -15,7 +15,7 @@ import { runTask } from "../harness/runTask.js";
 import { PolicySchema, type Policy } from "../harness/types.js";
 import type { Logger } from "../log.js";
 import { STATE_DIR } from "../paths.js";
-import { startServices } from "./services.js";
+import { startExportServices, startServices, startTokenizer, traceDirOf } from "./services.js";
 
 export class UsageError extends Error {}
 
@@ -90,10 +90,21 @@ export function generateFamilySets(root: string, family: string, quant: string, 
 /** `weact-mcp export`: one capability's training data from recorded traces, or (--stats) the stats table. */
 export async function exportCommand(config: ResolvedConfig, logger: Logger, input: ExportCommandInput) {
   const command = parseExportCommand(input); // bad flags or filter file fail before the model loads
-  const services = await startServices(config, logger);
+  const traceDir = traceDirOf(config);
+  if (command.stats) {
+    // counting tokens needs the tokenizer only
+    const tokenizer = await startTokenizer(config, logger);
+    try {
+      runExport(command, { traceDir, countTokens: tokenizer.countTokens });
+    } finally {
+      await tokenizer.dispose();
+    }
+    return;
+  }
+  const services = await startExportServices(config, logger);
   try {
     runExport(command, {
-      traceDir: services.harness.traceDir,
+      traceDir,
       countTokens: (text) => services.runtime.engine.tokenize(text).length,
       functions: modelFunctions(services.runtime.library, services.toolbox.modelFunctions()),
     });
