@@ -1,4 +1,12 @@
-import type { PolicySummary } from "./runEval.js";
+/** What the chart shows of each policy's summary (runEval's PolicySummary has these and more). */
+interface ChartRow {
+  policy: string;
+  tasks: number;
+  errors: number;
+  context: number;
+  contains: number;
+  meanMs: Record<string, number>;
+}
 
 const COLORS: Record<string, string> = {
   model: "#4e79a7",
@@ -36,7 +44,7 @@ function ticks(maxS: number): number[] {
  * value, on a time axis; beside each bar its total, its accuracy, and how many runs failed (errors) or were
  * ended by the context window, so a policy's failures are visible without hovering.
  */
-export function renderChart(policies: readonly PolicySummary[]): string {
+export function renderChart(policies: readonly ChartRow[]): string {
   const barH = 30, gap = 34, left = 150, width = 560, top = 50;
   const axis = ticks(Math.max(0.001, ...policies.map((p) => Object.values(p.meanMs).reduce((a, b) => a + b, 0))) / 1000);
   const maxMs = axis.at(-1)! * 1000;

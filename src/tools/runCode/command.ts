@@ -1,5 +1,5 @@
 import path from "node:path";
-import type { IsolationInfo, Jail } from "./isolation.js";
+import type { IsolationInfo, Jail } from "./isolationTypes.js";
 
 /** Where the per-call workdir appears inside the jail (a fixed path, so nothing about the host leaks). */
 export const JAIL_WORKDIR = "/sandbox";

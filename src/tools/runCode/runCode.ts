@@ -4,7 +4,7 @@ import { constants as osConstants, tmpdir } from "node:os";
 import path from "node:path";
 import { execa, type Result } from "execa";
 import { buildCommand, RUN_MARKER_VAR, scriptName, type Language, type SandboxCommand } from "./command.js";
-import type { IsolationInfo, IsolationLevel } from "./isolation.js";
+import type { IsolationInfo, IsolationLevel } from "./isolationTypes.js";
 import { JailReaper } from "./jailReaper.js";
 import { CappedOutput } from "./output.js";
 import { killJail, killProcessGroup, killTagged } from "./processTree.js";
