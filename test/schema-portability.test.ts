@@ -70,5 +70,21 @@ describe("tools/list schemas are portable", () => {
       expect({ tool: t.name, title: typeof a.title }).toEqual({ tool: t.name, title: "string" });
       for (const hint of ["readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"] as const) expect({ tool: t.name, hint, value: typeof a[hint] }).toEqual({ tool: t.name, hint, value: "boolean" });
     }
+    const hints = (name: string) => {
+      const { readOnlyHint, destructiveHint, idempotentHint, openWorldHint } = tools.find((t) => t.name === name)!.annotations!;
+      return { readOnlyHint, destructiveHint, idempotentHint, openWorldHint };
+    };
+    // what each one does to the server and beyond it
+    expect(hints("list_adapters")).toEqual({ readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false });
+    expect(hints("get_session")).toEqual({ readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false });
+    expect(hints("close_session")).toMatchObject({ readOnlyHint: false, destructiveHint: true });
+    expect(hints("unregister_adapter")).toMatchObject({ readOnlyHint: false, destructiveHint: true });
+    expect(hints("register_adapter")).toMatchObject({ readOnlyHint: false, destructiveHint: false });
+    expect(hints("generate")).toMatchObject({ readOnlyHint: false, idempotentHint: false, openWorldHint: false });
+    expect(hints("create_session")).toMatchObject({ readOnlyHint: false, idempotentHint: false });
+    // read fetches URLs; this server's search is its own local index (a web backend makes it open-world)
+    expect(hints("read")).toMatchObject({ readOnlyHint: false, openWorldHint: true });
+    expect(hints("search")).toMatchObject({ readOnlyHint: false, openWorldHint: false });
+    expect(hints("run_task").openWorldHint).toBe(true);
   });
 });

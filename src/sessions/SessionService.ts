@@ -99,10 +99,20 @@ export class SessionService {
     const functions = { ...(fixed ? external : modelFunctions(this.runtime.library, external)), ...clientTools };
     const session = await this.registry.add(owner, async () => {
       const engineSession: EngineSession = await this.runtime.engine.openSession({ adapters: fixed ?? [] });
-      return new Session(newId("s_", 18), owner, input.task, engineSession, functions, toolNames, { keepToolResults: this.config.keepToolResults, weightActions: !fixed, ...(input.stageBudget ? { stageBudget: input.stageBudget } : {}) }, input.system ?? this.defaultSystem, {
-        clientTools: Object.keys(clientTools),
-        ...input.history,
-      });
+      return new Session(
+        newId("s_", 18),
+        owner,
+        input.task,
+        engineSession,
+        functions,
+        toolNames,
+        { keepToolResults: this.config.keepToolResults, weightActions: !fixed, ...(input.stageBudget ? { stageBudget: input.stageBudget } : {}) },
+        input.system ?? this.defaultSystem,
+        {
+          clientTools: Object.keys(clientTools),
+          ...input.history,
+        },
+      );
     });
     this.logger.info({ session: session.id, owner, tools: toolNames }, "session created");
     return session;
@@ -143,7 +153,10 @@ export class SessionService {
       if (result.finishReason === "cancelled") return { result, calls: [], recorded: false, ...(released ? { released } : {}) };
       const calls: ToolCallRecord[] = result.calls.map((c) => ({ id: newCallId(), name: c.name, arguments: (c.arguments ?? {}) as Record<string, unknown>, raw: c.raw }));
       session.append({ role: "assistant", content: result.text, adapter: result.adapter, author: "model", toolCalls: calls });
-      session.stage?.recordTurn(result.tokens.generated, calls.some((c) => !WEIGHT_ACTIONS.has(c.name)));
+      session.stage?.recordTurn(
+        result.tokens.generated,
+        calls.some((c) => !WEIGHT_ACTIONS.has(c.name)),
+      );
       return { result, calls, recorded: true, ...(released ? { released } : {}) };
     });
   }

@@ -57,8 +57,7 @@ export class WeightActions {
       const active = session.activeAdapter;
       if (!session.settings.weightActions) throw new LimitError(`this session runs on fixed weights (${active ?? "base"}); ${action} is not available in it`);
       const problem =
-        callMismatch(action, call, input.adapter) ??
-        stateRuleProblem({ action, active, adapter: args.adapter as string | undefined, call, pending: session.pendingCalls(), resident: this.library.aliases() });
+        callMismatch(action, call, input.adapter) ?? stateRuleProblem({ action, active, adapter: args.adapter as string | undefined, call, pending: session.pendingCalls(), resident: this.library.aliases() });
       if (problem) {
         if (call) session.append(internalResult(call, problem, true));
         return { ok: false, error: problem, recordedForCall: call?.id ?? null };
@@ -95,10 +94,7 @@ export class WeightActions {
     if (!reason) return undefined;
     const answered: ToolCallRecord = { id: newCallId(), name: OFFLOAD_LORA, arguments: {} };
     const message = `${exchangeMessage(this.library, OFFLOAD_LORA, stage.adapter)} [stage ended by the server: ${reason}]`;
-    const exchange: HistoryMessage[] = [
-      { role: "assistant", content: "", adapter: stage.adapter, author: "harness", toolCalls: [answered] },
-      internalResult(answered, message, false),
-    ];
+    const exchange: HistoryMessage[] = [{ role: "assistant", content: "", adapter: stage.adapter, author: "harness", toolCalls: [answered] }, internalResult(answered, message, false)];
     const report = await this.switchWith(session, null, exchange);
     this.logger.info({ session: session.id, adapter: stage.adapter, reason }, "stage budget spent: adapter released by the server");
     return { adapter: stage.adapter, reason, switch: report };

@@ -15,7 +15,5 @@ export function internalResult(call: ToolCallRecord, content: string, isError: b
 /** What the model reads after a load or a release: the manifest entry's own text, else the default. */
 export function exchangeMessage(library: AdapterLibrary, action: string, alias: string): string {
   const entry = library.get(alias)?.entry;
-  return action === LOAD_LORA
-    ? (entry?.activation ?? `Capability "${alias}" is active. Call offload_lora when this stage is done.`)
-    : (entry?.release ?? `Capability "${alias}" released; the base model continues.`);
+  return action === LOAD_LORA ? (entry?.activation ?? `Capability "${alias}" is active. Call offload_lora when this stage is done.`) : (entry?.release ?? `Capability "${alias}" released; the base model continues.`);
 }

@@ -6,7 +6,8 @@ import type { Session } from "../../src/sessions/Session.js";
 import { SessionRegistry, type SessionsConfig } from "../../src/sessions/SessionRegistry.js";
 
 // the registry's own logic: a session here is only what the registry reads of one (id, owner, lock, engine.close)
-const config = (over: Partial<SessionsConfig> = {}): SessionsConfig => ({ keepToolResults: 5, idleMinutes: 30, maxSessions: 4, maxSessionsPerClient: 3, maxQueuedGenerations: 8, maxQueuedPerClient: 4, defaultMaxTokens: 16, ...over }) as SessionsConfig;
+const config = (over: Partial<SessionsConfig> = {}): SessionsConfig =>
+  ({ keepToolResults: 5, idleMinutes: 30, maxSessions: 4, maxSessionsPerClient: 3, maxQueuedGenerations: 8, maxQueuedPerClient: 4, defaultMaxTokens: 16, ...over }) as SessionsConfig;
 let n = 0;
 const fake = (owner: string, closed: string[] = []) => {
   const id = `s_${++n}`;
