@@ -87,4 +87,15 @@ describe("tools/list schemas are portable", () => {
     expect(hints("search")).toMatchObject({ readOnlyHint: false, openWorldHint: false });
     expect(hints("run_task").openWorldHint).toBe(true);
   });
+
+  it("search is open-world when its backend is a web search API", async () => {
+    // nothing is searched here: the port only has to be named
+    const web = await connectClient("stdio", undefined, {}, testConfig({ tools: { search: { backend: "searxng", searxng: { url: "http://127.0.0.1:9" } } } }));
+    try {
+      const search = (await web.client.listTools()).tools.find((t) => t.name === "search")!;
+      expect(search.annotations?.openWorldHint).toBe(true);
+    } finally {
+      await web.close();
+    }
+  });
 });
