@@ -13,6 +13,7 @@ const NATIVE_INTERNALS = { regex: "^\\.\\.?/(.*/)?native/(?!index\\.js$).+", mes
 const NATIVE_INTERNALS_FOR_TESTS = { regex: "^\\.\\.?/(.*/)?native/(?!(index|testing)\\.js$).+", message: "tests reach native/ through native/index.ts or native/testing.ts" };
 const CLI = { regex: "^\\.\\.?/(.*/)?cli/", message: "nothing imports src/cli: it is the program's entry, composing everything else" };
 const HARNESS = { regex: "^\\.\\.?/(.*/)?harness/", message: "src/sessions does not know the harness that drives it" };
+const COMPOSITION = { regex: "^\\.\\.?/(.*/)?(runtime|config)/", message: "src/sessions states what it needs (SessionHost, SessionsConfig); the config and the runtime that composes it sit above" };
 const SERVER = { regex: "^\\.\\.?/(.*/)?server/", message: "the MCP surface sits above sessions and harness; they never import it" };
 
 const restrict = (...patterns) => ({ "@typescript-eslint/no-restricted-imports": ["error", { patterns }] });
@@ -50,7 +51,7 @@ export default defineConfig(
   { files: ["**/*.ts"], rules: restrict(LLAMA_CPP, CLI) },
   { files: ["src/**/*.ts", "bench/**/*.ts"], rules: restrict(LLAMA_CPP, CLI, NATIVE_INTERNALS) },
   { files: ["test/**/*.ts"], rules: restrict(LLAMA_CPP, CLI, NATIVE_INTERNALS_FOR_TESTS) },
-  { files: ["src/sessions/**/*.ts"], rules: restrict(LLAMA_CPP, CLI, NATIVE_INTERNALS, HARNESS, SERVER) },
+  { files: ["src/sessions/**/*.ts"], rules: restrict(LLAMA_CPP, CLI, NATIVE_INTERNALS, HARNESS, SERVER, COMPOSITION) },
   { files: ["src/harness/**/*.ts"], rules: restrict(LLAMA_CPP, CLI, NATIVE_INTERNALS, SERVER) },
   { files: ["src/cli/**/*.ts"], rules: restrict(LLAMA_CPP, NATIVE_INTERNALS) },
   {

@@ -1,9 +1,19 @@
-import type { Config } from "../config/config.js";
 import type { Logger } from "../log.js";
 import { LimitError, SessionNotFoundError } from "./errors.js";
 import type { Session } from "./Session.js";
 
-export type SessionsConfig = Config["sessions"];
+/** The config's `sessions` section as sessions read it (src/config declares and checks it; this states what is used). */
+export interface SessionsConfig {
+  keepToolResults: number;
+  idleMinutes: number;
+  maxSessions: number;
+  maxSessionsPerClient: number;
+  maxQueuedGenerations: number;
+  maxQueuedPerClient: number;
+  /** Engine session slots one client may hold (default: the engine's total minus one). */
+  maxSlotsPerClient?: number;
+  defaultMaxTokens: number;
+}
 
 /**
  * The open sessions: who owns which, the limits on how many (server, client, the client's share of the engine's

@@ -1,6 +1,6 @@
-import type { EngineSession, FunctionSpec, GenerateResult } from "../../native/index.js";
+import type { Engine, EngineSession, FunctionSpec, GenerateResult } from "../../native/index.js";
+import type { AdapterLibrary } from "../library/AdapterLibrary.js";
 import type { Logger } from "../log.js";
-import type { Runtime } from "../runtime/startRuntime.js";
 import type { ExternalTool, ToolOutcome } from "../tools/ExternalTool.js";
 import { DEFAULT_STAGE_BUDGET, type StageBudget } from "../budgets/budgets.js";
 import { LimitError, PendingCallsError } from "./errors.js";
@@ -12,6 +12,13 @@ import { SessionRegistry, type SessionsConfig } from "./SessionRegistry.js";
 import { answerCall, answerClientCalls, rejectCall, runExternalTool } from "./toolExchanges.js";
 import { WeightActions, type BudgetRelease, type WeightActionInput, type WeightActionOutcome } from "./WeightActions.js";
 import { WorkQueue } from "./WorkQueue.js";
+
+/** What sessions use of the running server (a `Runtime` is one): the engine, the adapter library, the logger. */
+export interface SessionHost {
+  engine: Engine;
+  library: AdapterLibrary;
+  logger: Logger;
+}
 
 export interface CreateSessionInput {
   task: string;
@@ -69,7 +76,7 @@ export class SessionService {
   private readonly weights: WeightActions;
 
   constructor(
-    private readonly runtime: Runtime,
+    private readonly runtime: SessionHost,
     private readonly config: SessionsConfig,
     private readonly defaultSystem: string,
     private readonly externalTools: () => Readonly<Record<string, FunctionSpec>> = () => ({}),
