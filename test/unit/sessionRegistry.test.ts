@@ -1,4 +1,4 @@
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { Mutex } from "../../native/index.js";
 import { createLogger } from "../../src/log.js";
 import { LimitError, SessionNotFoundError } from "../../src/sessions/errors.js";
@@ -20,8 +20,14 @@ const registry = (over: Partial<SessionsConfig> = {}, slots = 8) => {
   return r;
 };
 afterEach(async () => {
+  vi.useRealTimers();
   await Promise.all(registries.splice(0).map((r) => r.dispose()));
 });
+const opening = (r: SessionRegistry, owner: string, closed?: string[]) => {
+  let finish!: () => void;
+  const added = r.add(owner, () => new Promise<Session>((resolve) => (finish = () => resolve(fake(owner, closed)))));
+  return { added, finish: () => (finish(), added) };
+};
 
 describe("the session registry", () => {
   it("someone else's session looks exactly like a missing one", async () => {
@@ -79,5 +85,58 @@ describe("the session registry", () => {
     await r.closeOwnedBy("bob");
     expect(closed).toEqual([a.id, b.id]);
     expect(r.all()).toEqual([]);
+  });
+
+  it("sessions being opened by any client count against the server's limit, each until its own open ends", async () => {
+    const r = registry({ maxSessions: 2, maxSessionsPerClient: 2 });
+    const first = opening(r, "alice");
+    const second = opening(r, "bob");
+    expect(() => r.admit("carol")).toThrow(/sessions.maxSessions/);
+    await first.finish();
+    expect(() => r.admit("carol")).toThrow(/sessions.maxSessions/);
+    expect(r.all()).toHaveLength(1);
+    await second.finish();
+    expect(
+      r
+        .all()
+        .map((s) => s.owner)
+        .sort(),
+    ).toEqual(["alice", "bob"]);
+
+    // one client's two opens: the one still opening counts after the other ended
+    const mine = registry({ maxSessionsPerClient: 2 });
+    const a = opening(mine, "alice");
+    const b = opening(mine, "alice");
+    await a.finish();
+    expect(() => mine.admit("alice")).toThrow(/maximum of 2 sessions/);
+    await b.finish();
+    expect(() => mine.admit("alice")).toThrow(/maximum of 2 sessions/);
+  });
+
+  it("dispose closes every session", async () => {
+    const closed: string[] = [];
+    const r = registry();
+    const ids = [(await r.add("alice", async () => fake("alice", closed))).id, (await r.add("bob", async () => fake("bob", closed))).id];
+    await r.dispose();
+    expect(closed.sort()).toEqual(ids.sort());
+    expect(r.all()).toEqual([]);
+  });
+
+  it("closes sessions idle past sessions.idleMinutes at the next sweep, never one that is busy", async () => {
+    vi.useFakeTimers();
+    const closed: string[] = [];
+    const r = registry({ idleMinutes: 8 }); // swept every 2 minutes
+    const idle = await r.add("alice", async () => fake("alice", closed));
+    const busy = await r.add("alice", async () => fake("alice", closed));
+    let release!: () => void;
+    void busy.lock.run(() => new Promise<void>((resolve) => (release = resolve)));
+    await vi.advanceTimersByTimeAsync(7 * 60_000);
+    const fresh = await r.add("bob", async () => fake("bob", closed));
+    await vi.advanceTimersByTimeAsync(60_000); // nothing has idled 8 minutes at the 8-minute sweep
+    expect(closed).toEqual([]);
+    await vi.advanceTimersByTimeAsync(2 * 60_000);
+    expect(closed).toEqual([idle.id]);
+    expect(r.all()).toEqual([busy, fresh]);
+    release();
   });
 });
