@@ -126,8 +126,9 @@ describe("the session registry", () => {
     vi.useFakeTimers();
     const closed: string[] = [];
     const r = registry({ idleMinutes: 8 }); // swept every 2 minutes
-    const idle = await r.add("alice", async () => fake("alice", closed));
+    // the busy one first: a sweep that waited on it would never reach the idle one
     const busy = await r.add("alice", async () => fake("alice", closed));
+    const idle = await r.add("alice", async () => fake("alice", closed));
     let release!: () => void;
     void busy.lock.run(() => new Promise<void>((resolve) => (release = resolve)));
     await vi.advanceTimersByTimeAsync(7 * 60_000);
