@@ -6,7 +6,6 @@ import { callTool, connectClient } from "../src/client/mcpClient.js";
 import { readTaskFile } from "../src/harness/eval/TaskFile.js";
 import { PACKAGE_ROOT } from "../src/paths.js";
 
-
 /**
  * `npm run check:runs`: the full sweep the test suite samples. Every demo task under hard and soft, seeds 1 to
  * N, at the default window and at a small one, over a spawned server (stdio, the real engine): no run may fail
@@ -65,7 +64,12 @@ for (const adapter of [null, "plan", "search", "write"]) {
       const { session_id } = await callTool<{ session_id: string }>(c.client, "create_session", { task: "Which river flows through Paris?" });
       try {
         if (adapter) await callTool(c.client, "load_lora", { session_id, adapter });
-        const turn = await callTool<{ tool_calls: { name: string }[]; tokens: { generated: number } }>(c.client, "generate", { session_id, tool_call: { name: tool }, max_tokens: maxTokens, seed, temperature: 0.7 }, { timeout: 600_000, resetTimeoutOnProgress: true });
+        const turn = await callTool<{ tool_calls: { name: string }[]; tokens: { generated: number } }>(
+          c.client,
+          "generate",
+          { session_id, tool_call: { name: tool }, max_tokens: maxTokens, seed, temperature: 0.7 },
+          { timeout: 600_000, resetTimeoutOnProgress: true },
+        );
         const ok = turn.tool_calls.length === 1 && turn.tool_calls[0]!.name === tool && turn.tokens.generated <= maxTokens;
         if (ok) steered++;
         else failures.push(`steer ${tool} under ${adapter ?? "base"} seed ${seed}: ${JSON.stringify(turn.tool_calls)} generated ${turn.tokens.generated}`);

@@ -10,7 +10,10 @@ const FILLER = "The evidence gathered so far covers rivers, bridges and the hist
 export function conversationOf(engine: Engine, tokens: number): Conversation {
   const make = (repeats: number): Conversation => ({
     functions: FUNCTIONS,
-    turns: [{ role: "system", text: "You are a research agent." }, { role: "user", text: FILLER.repeat(repeats) }],
+    turns: [
+      { role: "system", text: "You are a research agent." },
+      { role: "user", text: FILLER.repeat(repeats) },
+    ],
   });
   const perRepeat = engine.renderTokens(make(11)).length - engine.renderTokens(make(10)).length;
   const fixed = engine.renderTokens(make(0)).length;
@@ -54,12 +57,16 @@ export async function switchVsPrefill(engine: Engine, historyTokens: number, rep
       if (i >= 0) rebuild.push(r.switchMs + r.rebuild.ms);
       tokens = r.rebuild.tokens;
     });
-    await withSession(engine, async (s) => {
-      await s.prefill(conv); // same warm-up as the rebuild's session had
-      await s.clearCache();
-      const p = await s.prefill(conv);
-      if (i >= 0) prefill.push(p.ms);
-    }, "search");
+    await withSession(
+      engine,
+      async (s) => {
+        await s.prefill(conv); // same warm-up as the rebuild's session had
+        await s.clearCache();
+        const p = await s.prefill(conv);
+        if (i >= 0) prefill.push(p.ms);
+      },
+      "search",
+    );
   }
   // the median of each pair's ratio: the two are measured back to back, so slow drifts of this shared VM cancel
   const ratios = rebuild.map((r, i) => r / prefill[i]!);

@@ -55,11 +55,7 @@ export async function toolRoundTrips(configPath: string, reps: number) {
       }
       return { tool: name, detail: isolation || String(args.query ?? ""), p50Ms: fmt(quantile(samples, 0.5)), p95Ms: fmt(quantile(samples, 0.95)) };
     };
-    return [
-      await time("search", { query: "longest river in Europe" }),
-      await time("run_code", { language: "python", code: "pass" }),
-      await time("run_code", { language: "javascript", code: "0" }),
-    ];
+    return [await time("search", { query: "longest river in Europe" }), await time("run_code", { language: "python", code: "pass" }), await time("run_code", { language: "javascript", code: "0" })];
   } finally {
     await close();
     await http.stop();

@@ -72,7 +72,14 @@ async function engineBench(modelPath: string, adapters: Record<string, string>, 
   const ru = s2.reuse!;
   process.stdout.write(
     table(
-      STRATEGIES.map((st) => ({ strategy: st, firstSwitchMs: fmt(s2[st]!.firstMs), firstTokens: s2[st]!.tokens.first, secondSwitchMs: fmt(s2[st]!.secondMs), secondTokens: s2[st]!.tokens.second, secondOverFirst: fmt(s2[st]!.secondMs / s2[st]!.firstMs, 3) })),
+      STRATEGIES.map((st) => ({
+        strategy: st,
+        firstSwitchMs: fmt(s2[st]!.firstMs),
+        firstTokens: s2[st]!.tokens.first,
+        secondSwitchMs: fmt(s2[st]!.secondMs),
+        secondTokens: s2[st]!.tokens.second,
+        secondOverFirst: fmt(s2[st]!.secondMs / s2[st]!.firstMs, 3),
+      })),
     ) + "\n",
   );
   process.stdout.write(`second switch, reuse / rebuild: ${fmt(ru.secondMs / rb.secondMs, 3)}\n`);
@@ -83,7 +90,12 @@ async function engineBench(modelPath: string, adapters: Record<string, string>, 
 
 async function main() {
   if (values.model) {
-    const adapters = Object.fromEntries((values.adapters ?? "").split(",").filter(Boolean).map((kv) => kv.split("=") as [string, string]));
+    const adapters = Object.fromEntries(
+      (values.adapters ?? "")
+        .split(",")
+        .filter(Boolean)
+        .map((kv) => kv.split("=") as [string, string]),
+    );
     await engineBench(values.model, adapters, "configured model", BIG_SIZES);
     return;
   }

@@ -38,7 +38,6 @@ export async function runSoak(url: string, opts: { clients: number; seconds: num
   const rss = async (client: Awaited<ReturnType<typeof connectClient>>["client"]) => (await callTool<{ rss_bytes: number }>(client, "list_adapters")).rss_bytes / 2 ** 20;
 
   const probe = await connectClient("http", { url });
-  let rssStartMb = 0;
   let warmClients = 0;
   let warmedUp = false;
   let cyclesAtStart: number | undefined;
@@ -90,7 +89,7 @@ export async function runSoak(url: string, opts: { clients: number; seconds: num
   };
   const workers = Promise.all(Array.from({ length: opts.clients }, (_, i) => worker(i)));
   await Promise.race([warm.then(() => (warmedUp = true)), workers]);
-  rssStartMb = await rss(probe.client);
+  const rssStartMb = await rss(probe.client);
   cyclesAtStart = cycles;
   await workers;
   const rssEndMb = await rss(probe.client);

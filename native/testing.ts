@@ -29,7 +29,13 @@ export function openStaleSession(engine: LocalEngine): Promise<LocalEngineSessio
  * and scale: the planted bug the exact keys exist to prevent (a refreshed adapter would continue a stale cache).
  */
 export function openAliasKeyedSession(engine: LocalEngine): Promise<LocalEngineSession> {
-  return engine.openSessionWith({ keyOf: (versions) => LaneKey.of("", versions.map((v) => AdapterVersion.of(v.alias, "", 1))) });
+  return engine.openSessionWith({
+    keyOf: (versions) =>
+      LaneKey.of(
+        "",
+        versions.map((v) => AdapterVersion.of(v.alias, "", 1)),
+      ),
+  });
 }
 
 /**
@@ -38,3 +44,4 @@ export function openAliasKeyedSession(engine: LocalEngine): Promise<LocalEngineS
  */
 export { PlainReference, type PlainAdapter, type PlainReferenceOptions } from "./reference/PlainReference.js";
 export type { CacheReplay } from "./cache/DecodeLog.js";
+export { LaneKey } from "./cache/LaneKey.js";

@@ -26,7 +26,10 @@ async function steeredCall(tool: string, adapter: string | null, maxTokens = 96)
 /** The tool results of the history as the model reads them in its next prompt (keep_tool_result applied). */
 async function promptText(session_id: string): Promise<string> {
   const { history } = await call<{ history: { role: string; content: string }[] }>(c.client, "get_session", { session_id });
-  return history.filter((m) => m.role === "tool").map((m) => m.content).join("\n");
+  return history
+    .filter((m) => m.role === "tool")
+    .map((m) => m.content)
+    .join("\n");
 }
 
 describe("steering", () => {
@@ -118,7 +121,12 @@ describe("generate: progress and cancellation", () => {
 
 describe("the static policy", () => {
   it("runs every adapter applied together for the whole run: no weight actions, every turn under plan+search+write", async () => {
-    const r = await call<{ trace_uri: string; stages: string[]; finish: string; switches: number }>(c.client, "run_task", { task: "Which river flows through Paris?", policy: "static", seed: 1, soft: { turns: 2 } }, LONG);
+    const r = await call<{ trace_uri: string; stages: string[]; finish: string; switches: number }>(
+      c.client,
+      "run_task",
+      { task: "Which river flows through Paris?", policy: "static", seed: 1, soft: { turns: 2 } },
+      LONG,
+    );
     expect(r.stages).toEqual(["static"]);
     expect(r.switches).toBe(0);
     expect(["answer", "budget"]).toContain(r.finish);

@@ -17,7 +17,7 @@ describe("the command line", () => {
       const { stdout, stderr } = await run(process.execPath, [MAIN, "-h"], { timeout: 20_000 });
       expect(stdout).toMatch(/^weact-mcp: serve one GGUF base model/);
       for (const option of ["--stdio", "--http PORT", "--host H", "--token-file F", "--config FILE", "--model PATH", "--adapters PATH", "-h, --help"]) expect(stdout).toContain(option);
-      for (const command of ["run \"TASK\"", "eval TASKS.jsonl", "import-peft DIR", "export --capability ALIAS", "demo-weights"]) expect(stdout).toContain(command);
+      for (const command of ['run "TASK"', "eval TASKS.jsonl", "import-peft DIR", "export --capability ALIAS", "demo-weights"]) expect(stdout).toContain(command);
       expect(stderr).toBe(""); // no model was loaded: nothing logged
     }
   });
@@ -27,10 +27,15 @@ describe("the command line", () => {
     copyFileSync(demo.model, model);
     // a library folder with two of the three demo capabilities; the config names another (full) manifest
     const lib = tempLibrary();
-    writeFileSync(lib.manifest, JSON.stringify({ adapters: [
-      { alias: "plan", description: "Planning from the --adapters folder.", file: "plan.gguf" },
-      { alias: "search", description: "Search from the --adapters folder.", file: "search.gguf" },
-    ] }));
+    writeFileSync(
+      lib.manifest,
+      JSON.stringify({
+        adapters: [
+          { alias: "plan", description: "Planning from the --adapters folder.", file: "plan.gguf" },
+          { alias: "search", description: "Search from the --adapters folder.", file: "search.gguf" },
+        ],
+      }),
+    );
     const { client, close } = await connectClient("stdio", { serverArgs: ["--config", testConfig(), "--model", model, "--adapters", lib.dir] });
     try {
       const listing = await call<{ base_model: { file: string; sha256: string }; adapters: { alias: string; description: string; file: string; resident: boolean }[] }>(client, "list_adapters");

@@ -14,8 +14,7 @@ const SECTIONS = new Set(Object.keys(ConfigSchema.shape));
 const DOTTED = /(?<![\w.$/-])[a-z][A-Za-z0-9]*(?:\.[a-z][A-Za-z0-9]*)+(?![\w(])/g;
 const FILE_EXTENSIONS = new Set(["ts", "js", "json", "jsonl", "md", "svg", "gguf", "txt", "html", "jinja", "py"]);
 
-const unwrap = (schema: z.ZodType): z.ZodType | undefined =>
-  (schema as unknown as { unwrap?: () => z.ZodType }).unwrap?.() ?? (schema as unknown as { _zod: { def: { innerType?: z.ZodType } } })._zod.def.innerType;
+const unwrap = (schema: z.ZodType): z.ZodType | undefined => (schema as unknown as { unwrap?: () => z.ZodType }).unwrap?.() ?? (schema as unknown as { _zod: { def: { innerType?: z.ZodType } } })._zod.def.innerType;
 
 /** Every key name anywhere in the schema: a dotted path ending in one is meant as a setting. */
 function settingNames(schema: z.ZodType, into = new Set<string>()): Set<string> {
@@ -116,7 +115,7 @@ describe("config keys named in messages and docs", () => {
     expect(unknownKeys("shorten the history or raise engine.contextSize")).toEqual(["engine.contextSize"]);
     expect(unknownKeys("close a session or raise engine.maxContexts / engine.sequencesPerContext")).toEqual(["engine.maxContexts", "engine.sequencesPerContext"]);
     expect(unknownKeys("raise model.contextSize; see cache.ts and session.id")).toEqual([]);
-    expect(proseOf('throw new Error(`raise model.contextSize`); // see cache.strategy\nconst x = model.tokenizer;')).toMatch(/model\.contextSize[\s\S]*cache\.strategy/);
+    expect(proseOf("throw new Error(`raise model.contextSize`); // see cache.strategy\nconst x = model.tokenizer;")).toMatch(/model\.contextSize[\s\S]*cache\.strategy/);
     expect(proseOf("const x = model.tokenizer;")).not.toMatch(/model\.tokenizer/);
   });
 

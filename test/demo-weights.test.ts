@@ -13,7 +13,9 @@ const files = (root: string) => {
 
 describe("generated demo weights", () => {
   it("are byte-identical for the same seed and differ for another seed", () => {
-    const a = tempDir(), b = tempDir(), c = tempDir();
+    const a = tempDir(),
+      b = tempDir(),
+      c = tempDir();
     generateDemoWeights(a, { seed: DEMO_SEED });
     generateDemoWeights(b, { seed: DEMO_SEED });
     generateDemoWeights(c, { seed: DEMO_SEED + 1 });

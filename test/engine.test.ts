@@ -54,8 +54,6 @@ describe("engine on the demo model", () => {
     }
   });
 
-
-
   it("sessions on different adapters evaluated concurrently each get their own adapter's result", async () => {
     const sessions = await Promise.all(["plan", "search", "write", null].map(() => engine.openSession()));
     const aliases = ["plan", "search", "write", null] as const;

@@ -44,8 +44,16 @@ const work = tempDir("weact-export-");
 let hard: Run;
 let soft: Run;
 
-const readEvents = (file: string) => readFileSync(file, "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l) as Event);
-const readLines = (file: string) => readFileSync(file, "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l) as unknown);
+const readEvents = (file: string) =>
+  readFileSync(file, "utf8")
+    .split("\n")
+    .filter(Boolean)
+    .map((l) => JSON.parse(l) as Event);
+const readLines = (file: string) =>
+  readFileSync(file, "utf8")
+    .split("\n")
+    .filter(Boolean)
+    .map((l) => JSON.parse(l) as unknown);
 const writeEvents = (file: string, events: Event[]) => writeFileSync(file, events.map((e) => `${JSON.stringify(e)}\n`).join(""));
 
 beforeAll(async () => {
@@ -62,7 +70,16 @@ beforeAll(async () => {
     const long = { timeout: 300_000 };
     const budgets = { noToolTurns: 1 }; // a stage without tool calls ends after one turn (the harness releases it)
     ids.push((await call<{ trace_id: string }>(c.client, "run_task", { task: "Which river flows through Paris?", policy: "hard", seed: 1, steering: searchTwiceThenExit, budgets }, long)).trace_id);
-    ids.push((await call<{ trace_id: string }>(c.client, "run_task", { task: "Which river flows through Paris?", policy: "soft", seed: 3, steering: [{ adapter: "base", turn: 1, tool: "load_lora" }], soft: { turns: 3, switches: 4 }, budgets }, long)).trace_id);
+    ids.push(
+      (
+        await call<{ trace_id: string }>(
+          c.client,
+          "run_task",
+          { task: "Which river flows through Paris?", policy: "soft", seed: 3, steering: [{ adapter: "base", turn: 1, tool: "load_lora" }], soft: { turns: 3, switches: 4 }, budgets },
+          long,
+        )
+      ).trace_id,
+    );
   } finally {
     await c.close();
   }
@@ -85,8 +102,18 @@ function stagesFromEvents(run: Run, capability: string) {
 
 /** Identifies an assistant turn across formats: its text and its calls' ids. */
 const turnKey = (content: string, callIds: readonly string[]) => JSON.stringify([content, ...callIds]);
-const historyKey = (m: AssistantMessage) => turnKey(m.content, m.toolCalls.map((c) => c.id));
-const chatKey = (m: ChatMessage) => (m.role === "assistant" ? turnKey(m.content, (m.tool_calls ?? []).map((c) => c.id)) : `${m.role} message`);
+const historyKey = (m: AssistantMessage) =>
+  turnKey(
+    m.content,
+    m.toolCalls.map((c) => c.id),
+  );
+const chatKey = (m: ChatMessage) =>
+  m.role === "assistant"
+    ? turnKey(
+        m.content,
+        (m.tool_calls ?? []).map((c) => c.id),
+      )
+    : `${m.role} message`;
 
 /** Every assistant turn a capability's adapter wrote itself, in both runs. */
 function ownTurns(capability: string): Set<string> {
@@ -221,7 +248,10 @@ describe("export formats", () => {
 describe("filters, duplicates and broken traces", () => {
   const judged = join(work, "judged");
   const judgedCopy = (name: string, correct: { exact: boolean; contains: boolean }) =>
-    writeEvents(join(judged, `${name}.jsonl`), hard.events.map((e) => (e.type === "answer" ? { ...e, correct } : e)));
+    writeEvents(
+      join(judged, `${name}.jsonl`),
+      hard.events.map((e) => (e.type === "answer" ? { ...e, correct } : e)),
+    );
 
   it("--filter correct keeps only the trajectories judged correct; identical lines are written once", () => {
     mkdirSync(judged);
@@ -273,11 +303,17 @@ describe("filters, duplicates and broken traces", () => {
 describe("stats and the command", () => {
   it("reports per-capability sample counts and context/target token lengths", () => {
     const runs = [hard, soft];
-    const bytes = datasetStats(runs.map((r) => r.trajectory), countBytes);
+    const bytes = datasetStats(
+      runs.map((r) => r.trajectory),
+      countBytes,
+    );
     expect(bytes.map((s) => s.capability)).toEqual(CAPABILITIES);
     for (const s of bytes) expect(s.context.mean).toBeGreaterThan(s.target.mean);
     // one token per message: the context is the messages before the first target, the targets their count
-    for (const s of datasetStats(runs.map((r) => r.trajectory), () => 1)) {
+    for (const s of datasetStats(
+      runs.map((r) => r.trajectory),
+      () => 1,
+    )) {
       const samples = runs.flatMap((r) => segment(r.trajectory, s.capability));
       expect(s.samples).toBe(samples.length);
       expect(s.context.p95).toBe(Math.max(...samples.map((x) => x.targets[0]!)));

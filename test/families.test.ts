@@ -24,7 +24,8 @@ const sha = (p: string) => createHash("sha256").update(readFileSync(p)).digest("
 
 describe("family demo sets", () => {
   it("are deterministic and carry the byte-identical llama.cpp template and the family's special tokens", () => {
-    const a = tempDir(), b = tempDir();
+    const a = tempDir(),
+      b = tempDir();
     for (const family of ["llama", "gemma4"]) {
       const x = generateFamilySet(a, family, "Q4_0");
       const y = generateFamilySet(b, family, "Q4_0");
@@ -44,8 +45,15 @@ describe("family demo sets", () => {
 
   it("weact-mcp demo-weights --family NAME --quant all prints one JSON line per generated set", async () => {
     const { stdout } = await promisify(execFile)(process.execPath, [MAIN, "demo-weights", "--family", "qwen2", "--quant", "all"], { env: { ...process.env, WEACT_LOG_LEVEL: "warn" } });
-    const sets = stdout.trim().split("\n").map((l) => JSON.parse(l) as { family: string; quant: string; model: string; adapters: string });
-    expect(sets.map((s) => [s.family, s.quant])).toEqual([["qwen2", "F16"], ["qwen2", "Q8_0"], ["qwen2", "Q4_0"]]);
+    const sets = stdout
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l) as { family: string; quant: string; model: string; adapters: string });
+    expect(sets.map((s) => [s.family, s.quant])).toEqual([
+      ["qwen2", "F16"],
+      ["qwen2", "Q8_0"],
+      ["qwen2", "Q4_0"],
+    ]);
     for (const s of sets) {
       expect(readGgufHeader(s.model).tensors.find((t) => t.name === "blk.0.attn_q.weight")!.type).toBe(GgmlType[s.quant as "F16"]);
       expect((JSON.parse(readFileSync(s.adapters, "utf8")) as { adapters: { alias: string }[] }).adapters.map((a) => a.alias)).toEqual(["plan", "search", "write"]);
@@ -68,7 +76,16 @@ describe("family demo sets", () => {
     const set = ensureFamilySet(PACKAGE_ROOT, "gemma4", "F16");
     const header = readGgufHeader(set.model);
     const spec = FAMILIES.find((f) => f.name === "gemma4")!;
-    const model = modelFile({ name: "no-swa", architecture: ARCHITECTURES.gemma4, dims: DEMO_DIMS, vocab: buildVocabulary(spec.specials), tokenizer: spec.tokenizer, chatTemplate: metaString(header, "tokenizer.chat_template")!, seed: 1, weightType: GgmlType.F16 });
+    const model = modelFile({
+      name: "no-swa",
+      architecture: ARCHITECTURES.gemma4,
+      dims: DEMO_DIMS,
+      vocab: buildVocabulary(spec.specials),
+      tokenizer: spec.tokenizer,
+      chatTemplate: metaString(header, "tokenizer.chat_template")!,
+      seed: 1,
+      weightType: GgmlType.F16,
+    });
     model.metadata["gemma4.attention.sliding_window_pattern"] = gguf.bools(new Array(DEMO_DIMS.nLayer).fill(false));
     const path = `${tempDir()}/no-swa.gguf`;
     writeGguf(path, model.metadata, model.tensors);
@@ -92,7 +109,10 @@ describe("Q8_0 and Q4_0 blocks (ggml's reference quantizers)", () => {
   it("lay out 34- and 18-byte blocks of 32 values and round-trip within a quantization step", () => {
     // Q8_0 rounds to the nearest of +-127 steps; Q4_0's 16 levels run from -8d to 7d, so the end opposite the
     // largest magnitude is clamped one full step short
-    for (const [type, bytes, quant, steps, within] of [[GgmlType.Q8_0, 34, quantizeQ8_0, 127, 0.5], [GgmlType.Q4_0, 18, quantizeQ4_0, 8, 1]] as const) {
+    for (const [type, bytes, quant, steps, within] of [
+      [GgmlType.Q8_0, 34, quantizeQ8_0, 127, 0.5],
+      [GgmlType.Q4_0, 18, quantizeQ4_0, 8, 1],
+    ] as const) {
       const q = quant(values);
       expect(q.byteLength).toBe((values.length / 32) * bytes);
       const back = dequantize(q, type);

@@ -76,10 +76,9 @@ const TOOLS: Record<string, string[]> = {
  */
 const VALID: Record<string, unknown> = { query: "river", top_k: 2, id_or_url: "computing/gguf.md", max_tokens: 2, adapter: "plan", language: "python", code: "print(1)", timeout_s: 2 };
 const argsFor = (tool: string, fields: string[]) =>
-  fc.record(
-    Object.fromEntries(fields.map((f) => [f, f === "session_id" ? sessionIds() : f in VALID && !ADMIN_OR_RUN.has(tool) ? fc.oneof({ arbitrary: fc.constant(VALID[f]), weight: 3 }, junk()) : junk()])),
-    { requiredKeys: [] },
-  );
+  fc.record(Object.fromEntries(fields.map((f) => [f, f === "session_id" ? sessionIds() : f in VALID && !ADMIN_OR_RUN.has(tool) ? fc.oneof({ arbitrary: fc.constant(VALID[f]), weight: 3 }, junk()) : junk()])), {
+    requiredKeys: [],
+  });
 const ADMIN_OR_RUN = new Set(["register_adapter", "refresh_adapter", "unregister_adapter", "run_task"]);
 
 describe("fuzzed tool arguments through the real MCP client", () => {

@@ -19,11 +19,9 @@ describe("GGUF reader and writer", () => {
   it("round-trips metadata of every written type and tensor infos", () => {
     const path = join(dir, "rt.gguf");
     const data = new Float32Array([1, 2, 3, 4, 5, 6]);
-    writeGguf(
-      path,
-      { "a.u32": gguf.u32(7), "a.f32": gguf.f32(0.5), "a.bool": gguf.bool(true), "a.str": gguf.str("héllo"), "a.strs": gguf.strings(["x", "y"]), "a.i32s": gguf.i32s([-1, 2]) },
-      [{ name: "t", shape: [3, 2], type: GgmlType.F32, data: () => new Uint8Array(data.buffer) }],
-    );
+    writeGguf(path, { "a.u32": gguf.u32(7), "a.f32": gguf.f32(0.5), "a.bool": gguf.bool(true), "a.str": gguf.str("héllo"), "a.strs": gguf.strings(["x", "y"]), "a.i32s": gguf.i32s([-1, 2]) }, [
+      { name: "t", shape: [3, 2], type: GgmlType.F32, data: () => new Uint8Array(data.buffer) },
+    ]);
     const file = readGgufHeader(path);
     expect(file.version).toBe(3);
     expect(file.metadata.get("a.u32")).toBe(7);

@@ -62,7 +62,7 @@ describe("run_task on the demo model over MCP", () => {
     expect(r.reused_tokens).toBe(rebuilds.reduce((n, e) => n + (e.reused as number), 0));
     expect(r.reused_tokens).toBeGreaterThan(0);
     // the history shows every load/release exchange, the synthetic ones included, and the tool result
-    const history = (events.find((e) => e.type === "history")!.messages as { role: string; name?: string; author?: string; content: string }[]);
+    const history = events.find((e) => e.type === "history")!.messages as { role: string; name?: string; author?: string; content: string }[];
     const exchanges = history.filter((m) => m.role === "tool").map((m) => m.name);
     expect(exchanges).toEqual(["load_lora", "offload_lora", "load_lora", "search", "offload_lora", "load_lora", "offload_lora"]);
     expect(history.filter((m) => m.role === "tool" && m.name === "offload_lora").at(-1)!.content).toMatch(/\[stage ended by the harness: 1 turns without a tool call\]/);
@@ -71,7 +71,10 @@ describe("run_task on the demo model over MCP", () => {
   });
 
   it("soft: the model's own load_lora picks a capability, and the run ends within its limits", async () => {
-    const steering = [{ adapter: "base", turn: 1, tool: "load_lora" }, { adapter: "*", turn: 1, tool: "offload_lora", bias: Q }];
+    const steering = [
+      { adapter: "base", turn: 1, tool: "load_lora" },
+      { adapter: "*", turn: 1, tool: "offload_lora", bias: Q },
+    ];
     const r = await call<RunResult>(c.client, "run_task", { task: "Which river flows through Paris?", policy: "soft", steering, seed: 3, soft: { turns: 3, switches: 4 } }, LONG);
     const events = await readTrace(r.trace_uri);
     const firstLoad = events.find((e) => e.type === "adapter_control" && e.action === "load")!;
@@ -113,7 +116,10 @@ describe("client-driven generate", () => {
       expect(turn).toMatchObject({ adapter: "plan" });
       expect(turn.released).toBeUndefined();
     }
-    const third = await call<{ adapter: string | null; released?: { adapter: string; reason: string; switch: { cache_strategy: string; rebuilt_tokens: number; reused_tokens: number } } }>(c.client, "generate", { session_id, max_tokens: 2 });
+    const third = await call<{ adapter: string | null; released?: { adapter: string; reason: string; switch: { cache_strategy: string; rebuilt_tokens: number; reused_tokens: number } } }>(c.client, "generate", {
+      session_id,
+      max_tokens: 2,
+    });
     // the base never ran in this session, so its lane starts empty and evaluates the whole history
     expect(third.released).toMatchObject({ adapter: "plan", reason: "2 turns without a tool call", switch: { cache_strategy: "reuse", reused_tokens: 0 } });
     expect(third.released!.switch.rebuilt_tokens).toBeGreaterThan(100);
@@ -126,18 +132,25 @@ describe("client-driven generate", () => {
 });
 
 describe("eval", () => {
-  it("runs the bundled task file under several policies and writes the table, report and chart", async () => {
-    const out = join(tempDir(), "eval");
-    const tasks = join(PACKAGE_ROOT, "src", "harness", "eval", "demo-tasks.jsonl");
-    const { stdout } = await promisify(execFile)(process.execPath, [MAIN, "eval", tasks, "--policy", "hard,base", "--out", out, "--config", config, "--seed", "1"], { env: { ...process.env, WEACT_LOG_LEVEL: "warn" }, timeout: 300_000 });
-    expect(stdout).toMatch(/^policy\s+tasks\s+errors\s+context\s+exact\s+contains\s+mean s\s+p95 s\s+switches/m);
-    expect(stdout).toMatch(/^hard\s+3\s+0\s/m);
-    expect(stdout).toMatch(/^base\s+3\s+0\s/m);
-    const report = JSON.parse(readFileSync(join(out, "report.json"), "utf8"));
-    expect(report.policies.map((p: { policy: string }) => p.policy)).toEqual(["hard", "base"]);
-    expect(report.runs).toHaveLength(6);
-    expect(report.policies[0].selectionAccuracy).toBe(1);
-    expect(existsSync(join(out, "chart.svg"))).toBe(true);
-    expect(readFileSync(join(out, "chart.svg"), "utf8")).toMatch(/^<svg[\s\S]*hard[\s\S]*base[\s\S]*<\/svg>\s*$/);
-  }, LONG.timeout);
+  it(
+    "runs the bundled task file under several policies and writes the table, report and chart",
+    async () => {
+      const out = join(tempDir(), "eval");
+      const tasks = join(PACKAGE_ROOT, "src", "harness", "eval", "demo-tasks.jsonl");
+      const { stdout } = await promisify(execFile)(process.execPath, [MAIN, "eval", tasks, "--policy", "hard,base", "--out", out, "--config", config, "--seed", "1"], {
+        env: { ...process.env, WEACT_LOG_LEVEL: "warn" },
+        timeout: 300_000,
+      });
+      expect(stdout).toMatch(/^policy\s+tasks\s+errors\s+context\s+exact\s+contains\s+mean s\s+p95 s\s+switches/m);
+      expect(stdout).toMatch(/^hard\s+3\s+0\s/m);
+      expect(stdout).toMatch(/^base\s+3\s+0\s/m);
+      const report = JSON.parse(readFileSync(join(out, "report.json"), "utf8"));
+      expect(report.policies.map((p: { policy: string }) => p.policy)).toEqual(["hard", "base"]);
+      expect(report.runs).toHaveLength(6);
+      expect(report.policies[0].selectionAccuracy).toBe(1);
+      expect(existsSync(join(out, "chart.svg"))).toBe(true);
+      expect(readFileSync(join(out, "chart.svg"), "utf8")).toMatch(/^<svg[\s\S]*hard[\s\S]*base[\s\S]*<\/svg>\s*$/);
+    },
+    LONG.timeout,
+  );
 });

@@ -23,7 +23,11 @@ class ScriptedDriver implements TrajectoryDriver {
   private ids = 0;
   /** Weight actions that fail (nothing changes, as the server's failed switch leaves the session). */
   failing = { offloads: 0, loads: 0 };
-  constructor(private readonly scripts: Record<string, Planned[]>, readonly adapters: readonly string[] = ["plan", "search", "write"], readonly tools: readonly string[] = ["search"]) {}
+  constructor(
+    private readonly scripts: Record<string, Planned[]>,
+    readonly adapters: readonly string[] = ["plan", "search", "write"],
+    readonly tools: readonly string[] = ["search"],
+  ) {}
   active() {
     return this.current;
   }
@@ -71,7 +75,10 @@ class ScriptedDriver implements TrajectoryDriver {
 }
 
 const work = (ms: number) => (ms ? new Promise((r) => setTimeout(r, ms)) : Promise.resolve());
-const budget = (b: Partial<StageBudget> = {}) => () => layered(DEFAULT_STAGE_BUDGET, b);
+const budget =
+  (b: Partial<StageBudget> = {}) =>
+  () =>
+    layered(DEFAULT_STAGE_BUDGET, b);
 const context = (driver: TrajectoryDriver) => {
   const trace = new Trace("t_test", undefined);
   return { ctx: new RunContext(driver, trace, { maxTokensPerTurn: 64, contextReserve: 256, steering: [], signal: new AbortController().signal }), trace };
@@ -91,9 +98,17 @@ describe("hard policy", () => {
     expect(r.stages).toEqual(["plan", "search", "write"]);
     expect(extractAnswer(r.text).answer).toBe("Seine");
     expect(d.log).toEqual([
-      "load:plan:harness", "gen:plan->offload_lora", "offload:plan:model",
-      "load:search:harness", "gen:search->search", "tool:search", "gen:search->offload_lora", "offload:search:model",
-      "load:write:harness", "gen:write->offload_lora", "offload:write:model",
+      "load:plan:harness",
+      "gen:plan->offload_lora",
+      "offload:plan:model",
+      "load:search:harness",
+      "gen:search->search",
+      "tool:search",
+      "gen:search->offload_lora",
+      "offload:search:model",
+      "load:write:harness",
+      "gen:write->offload_lora",
+      "offload:write:model",
     ]);
     expect(trace.events.filter((e) => e.type === "stage_end").map((e) => e.end)).toEqual(["exit_call", "exit_call", "exit_call"]);
   });
@@ -136,9 +151,19 @@ describe("hard policy after a failed weight action", () => {
     const r = await runHard(ctx, ["plan", "search", "write"], budget({ noToolTurns: 1 }));
     // plan's release fails twice (with its handoff, then without); stage 2 releases plan before loading search
     const gens = d.log.filter((l) => l.startsWith("gen:") || l.startsWith("load:") || l.startsWith("offload:"));
-    expect(gens.slice(0, 5)).toEqual(["load:plan:harness", "gen:plan", expect.stringMatching(/^offload:plan:harness/), expect.stringMatching(/^offload:plan:harness/), expect.stringMatching(/^offload:plan:harness\(the previous stage's release failed/)]);
+    expect(gens.slice(0, 5)).toEqual([
+      "load:plan:harness",
+      "gen:plan",
+      expect.stringMatching(/^offload:plan:harness/),
+      expect.stringMatching(/^offload:plan:harness/),
+      expect.stringMatching(/^offload:plan:harness\(the previous stage's release failed/),
+    ]);
     expect(trace.events.find((e) => e.type === "stage_end" && e.stage === "1:plan")).toMatchObject({ active: "plan" });
-    expect(trace.events.filter((e) => e.type === "stage_start").map((e) => [e.stage, e.adapter])).toEqual([["1:plan", "plan"], ["2:search", "search"], ["3:write", "write"]]);
+    expect(trace.events.filter((e) => e.type === "stage_start").map((e) => [e.stage, e.adapter])).toEqual([
+      ["1:plan", "plan"],
+      ["2:search", "search"],
+      ["3:write", "write"],
+    ]);
     expect(r.stages).toEqual(["plan", "search", "write"]);
 
     const failedLoad = new ScriptedDriver({ base: [{ text: "Answer: Seine" }] });
@@ -194,10 +219,13 @@ describe("soft policy", () => {
 
   it("enforces revisit and switch limits", async () => {
     const load = (adapter: string) => ({ calls: [{ name: "load_lora", arguments: { adapter } }] });
-    const d = new ScriptedDriver({
-      base: [load("plan"), { calls: [search] }, load("plan"), { calls: [search] }, load("plan"), { text: "Answer: y" }],
-      plan: [{ calls: [offload()] }, { calls: [offload()] }],
-    }, ["plan"]);
+    const d = new ScriptedDriver(
+      {
+        base: [load("plan"), { calls: [search] }, load("plan"), { calls: [search] }, load("plan"), { text: "Answer: y" }],
+        plan: [{ calls: [offload()] }, { calls: [offload()] }],
+      },
+      ["plan"],
+    );
     const { ctx } = context(d);
     await runSoft(ctx, limits({ revisitsPerAdapter: 1 }), budget());
     expect(d.log.filter((l) => l.startsWith("reject"))).toEqual(['reject:c7:load_lora refused: "plan" was already used 2 times (limit: 1 revisits)']);

@@ -19,7 +19,10 @@ const ACCEPT = { accept: "application/json, text/event-stream" };
 const INITIALIZE = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "raw", version: "0" } } });
 
 /** A raw request through node:http (fetch cannot set Host, and would decode Content-Encoding itself). */
-function raw(url: string, opts: { method?: string; path: string; headers?: Record<string, string>; body?: string | Buffer }): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; body: string }> {
+function raw(
+  url: string,
+  opts: { method?: string; path: string; headers?: Record<string, string>; body?: string | Buffer },
+): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; body: string }> {
   const { port } = new URL(url);
   return new Promise((resolve, reject) => {
     const req = request({ host: "127.0.0.1", port, path: opts.path, method: opts.method ?? "POST", headers: opts.headers }, (res) => {
@@ -251,7 +254,10 @@ describe("traces", () => {
       expect(long.map((e) => e.type)).toEqual(["run_start", "run_end"]);
       expect(long[0]!.task).toBe(LONG_TASK);
       const torn = await read("weact://traces/t_tornlastline1");
-      expect(torn.slice(0, 2)).toEqual([{ type: "run_start", owner: "token:alice", task: "torn" }, { type: "turn", n: 1 }]);
+      expect(torn.slice(0, 2)).toEqual([
+        { type: "run_start", owner: "token:alice", task: "torn" },
+        { type: "turn", n: 1 },
+      ]);
       expect(torn[2]).toMatchObject({ type: "unreadable_line", line: 3, reason: expect.stringMatching(/last line ends mid-event/) });
       expect(torn).toHaveLength(3);
       // still nobody else's

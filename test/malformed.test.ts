@@ -42,7 +42,18 @@ const MODELS: [string, () => string][] = [
   ["head_count_kv not dividing head_count", () => writeModelVariant(dir, "kv-heads", (m) => (m["qwen3.attention.head_count_kv"] = gguf.u32(3)))],
   ["block_count 0", () => writeModelVariant(dir, "no-blocks", (m) => (m["qwen3.block_count"] = gguf.u32(0)))],
   ["no architecture", () => writeModelVariant(dir, "no-arch", (m) => delete m["general.architecture"])],
-  ["unknown architecture", () => writeModelVariant(dir, "alien", (m) => { m["general.architecture"] = gguf.str("alien"); for (const k of Object.keys(m)) if (k.startsWith("qwen3.")) { m[k.replace("qwen3.", "alien.")] = m[k]; delete m[k]; } })],
+  [
+    "unknown architecture",
+    () =>
+      writeModelVariant(dir, "alien", (m) => {
+        m["general.architecture"] = gguf.str("alien");
+        for (const k of Object.keys(m))
+          if (k.startsWith("qwen3.")) {
+            m[k.replace("qwen3.", "alien.")] = m[k];
+            delete m[k];
+          }
+      }),
+  ],
   ["no tokenizer", () => writeModelVariant(dir, "no-tok", (m) => delete m["tokenizer.ggml.tokens"])],
   ["embedding width disagreeing with token_embd", () => writeModelVariant(dir, "wide", (m) => (m["qwen3.embedding_length"] = gguf.u32(256)))],
   ["a missing attention tensor", () => modelWithTensors("no-attn-q", (t) => t.filter((x) => x.name !== "blk.1.attn_q.weight"))],
@@ -53,12 +64,70 @@ const MODELS: [string, () => string][] = [
 const ADAPTERS: [string, () => string, typeof AdapterFileError | typeof AdapterIncompatibleError][] = [
   ...[0.01, 0.3, 0.9].map((f): [string, () => string, typeof AdapterFileError] => [`truncated at ${f * 100}%`, () => truncatedCopy(demo.adapters.search!, dir, `lora-trunc-${f}.gguf`, f), AdapterFileError]),
   ["wrong magic", () => patchedCopy(demo.adapters.search!, dir, "lora-magic.gguf", (b) => b.write("XXXX", 0)), AdapterFileError],
-  ["another architecture", () => { const l = qwen3LoraFile({ name: "x", dims: DEMO_DIMS, rank: 4, seed: 1, strength: 0.5 }); l.metadata["general.architecture"] = gguf.str("llama"); writeGguf(`${dir}/lora-arch.gguf`, l.metadata, l.tensors); return `${dir}/lora-arch.gguf`; }, AdapterIncompatibleError],
-  ["another model's shapes", () => { const l = qwen3LoraFile({ name: "x", dims: { ...DEMO_DIMS, nFf: 512 }, rank: 4, seed: 1, strength: 0.5 }); writeGguf(`${dir}/lora-ff.gguf`, l.metadata, l.tensors); return `${dir}/lora-ff.gguf`; }, AdapterIncompatibleError],
-  ["a lora_a without its lora_b", () => { const l = qwen3LoraFile({ name: "x", dims: DEMO_DIMS, rank: 4, seed: 1, strength: 0.5 }); writeGguf(`${dir}/lora-half.gguf`, l.metadata, l.tensors.filter((t) => t.name !== "blk.2.ffn_up.weight.lora_b")); return `${dir}/lora-half.gguf`; }, AdapterIncompatibleError],
-  ["ranks that disagree", () => { const l = qwen3LoraFile({ name: "x", dims: DEMO_DIMS, rank: 4, seed: 1, strength: 0.5 }); writeGguf(`${dir}/lora-rank.gguf`, l.metadata, l.tensors.map((t) => (t.name === "blk.0.attn_q.weight.lora_b" ? { ...t, shape: [8, 128], data: () => new Uint8Array(8 * 128 * 4) } : t))); return `${dir}/lora-rank.gguf`; }, AdapterIncompatibleError],
-  ["a target the base does not have", () => { const l = qwen3LoraFile({ name: "x", dims: { ...DEMO_DIMS, nLayer: 6 }, rank: 4, seed: 1, strength: 0.5 }); writeGguf(`${dir}/lora-layers.gguf`, l.metadata, l.tensors); return `${dir}/lora-layers.gguf`; }, AdapterIncompatibleError],
-  ["no adapter type", () => { const l = qwen3LoraFile({ name: "x", dims: DEMO_DIMS, rank: 4, seed: 1, strength: 0.5 }); delete l.metadata["adapter.type"]; writeGguf(`${dir}/lora-type.gguf`, l.metadata, l.tensors); return `${dir}/lora-type.gguf`; }, AdapterFileError],
+  [
+    "another architecture",
+    () => {
+      const l = qwen3LoraFile({ name: "x", dims: DEMO_DIMS, rank: 4, seed: 1, strength: 0.5 });
+      l.metadata["general.architecture"] = gguf.str("llama");
+      writeGguf(`${dir}/lora-arch.gguf`, l.metadata, l.tensors);
+      return `${dir}/lora-arch.gguf`;
+    },
+    AdapterIncompatibleError,
+  ],
+  [
+    "another model's shapes",
+    () => {
+      const l = qwen3LoraFile({ name: "x", dims: { ...DEMO_DIMS, nFf: 512 }, rank: 4, seed: 1, strength: 0.5 });
+      writeGguf(`${dir}/lora-ff.gguf`, l.metadata, l.tensors);
+      return `${dir}/lora-ff.gguf`;
+    },
+    AdapterIncompatibleError,
+  ],
+  [
+    "a lora_a without its lora_b",
+    () => {
+      const l = qwen3LoraFile({ name: "x", dims: DEMO_DIMS, rank: 4, seed: 1, strength: 0.5 });
+      writeGguf(
+        `${dir}/lora-half.gguf`,
+        l.metadata,
+        l.tensors.filter((t) => t.name !== "blk.2.ffn_up.weight.lora_b"),
+      );
+      return `${dir}/lora-half.gguf`;
+    },
+    AdapterIncompatibleError,
+  ],
+  [
+    "ranks that disagree",
+    () => {
+      const l = qwen3LoraFile({ name: "x", dims: DEMO_DIMS, rank: 4, seed: 1, strength: 0.5 });
+      writeGguf(
+        `${dir}/lora-rank.gguf`,
+        l.metadata,
+        l.tensors.map((t) => (t.name === "blk.0.attn_q.weight.lora_b" ? { ...t, shape: [8, 128], data: () => new Uint8Array(8 * 128 * 4) } : t)),
+      );
+      return `${dir}/lora-rank.gguf`;
+    },
+    AdapterIncompatibleError,
+  ],
+  [
+    "a target the base does not have",
+    () => {
+      const l = qwen3LoraFile({ name: "x", dims: { ...DEMO_DIMS, nLayer: 6 }, rank: 4, seed: 1, strength: 0.5 });
+      writeGguf(`${dir}/lora-layers.gguf`, l.metadata, l.tensors);
+      return `${dir}/lora-layers.gguf`;
+    },
+    AdapterIncompatibleError,
+  ],
+  [
+    "no adapter type",
+    () => {
+      const l = qwen3LoraFile({ name: "x", dims: DEMO_DIMS, rank: 4, seed: 1, strength: 0.5 });
+      delete l.metadata["adapter.type"];
+      writeGguf(`${dir}/lora-type.gguf`, l.metadata, l.tensors);
+      return `${dir}/lora-type.gguf`;
+    },
+    AdapterFileError,
+  ],
   ["the base model given as an adapter", () => demo.model, AdapterFileError],
 ];
 
@@ -117,8 +186,6 @@ describe("malformed model files never take the process down", () => {
     // only what takes llama.cpp's own judgement (the probe in a child process, tested above) passes this stage
     const HEADER_BREAKAGES = 15; // the truncations and header-field patches, listed first in MODELS
     const LEFT_TO_THE_PROBE = ["unknown architecture", "a missing attention tensor", "an attention tensor of the wrong shape"];
-    expect(Object.fromEntries(verdicts)).toEqual(
-      Object.fromEntries(MODELS.map(([name], i) => [name, i < HEADER_BREAKAGES ? "format" : LEFT_TO_THE_PROBE.includes(name) ? "valid" : "problems"])),
-    );
+    expect(Object.fromEntries(verdicts)).toEqual(Object.fromEntries(MODELS.map(([name], i) => [name, i < HEADER_BREAKAGES ? "format" : LEFT_TO_THE_PROBE.includes(name) ? "valid" : "problems"])));
   });
 });

@@ -30,12 +30,10 @@ afterAll(async () => {
   await reference?.dispose();
 });
 
-const newSession = async (client: Connected["client"], task = "Which river flows through Paris?") =>
-  (await call<{ session_id: string }>(client, "create_session", { task })).session_id;
+const newSession = async (client: Connected["client"], task = "Which river flows through Paris?") => (await call<{ session_id: string }>(client, "create_session", { task })).session_id;
 const state = (client: Connected["client"], id: string, extra: Record<string, unknown> = {}) => call<SessionState>(client, "get_session", { session_id: id, ...extra });
 /** A model turn steered into a load_lora call whose adapter the model's own logits choose. */
-const modelLoadCall = (client: Connected["client"], id: string) =>
-  call<Generated>(client, "generate", { session_id: id, max_tokens: 120, tool_call: { name: "load_lora" }, seed: 1 });
+const modelLoadCall = (client: Connected["client"], id: string) => call<Generated>(client, "generate", { session_id: id, max_tokens: 120, tool_call: { name: "load_lora" }, seed: 1 });
 
 describe.each<TransportKind>(["stdio", "http", "sse"])("MCP over %s", (kind) => {
   let a: Connected;
@@ -59,7 +57,11 @@ describe.each<TransportKind>(["stdio", "http", "sse"])("MCP over %s", (kind) => 
     expect(adapter.description).toMatch(/search: Evidence search/);
     expect(load.outputSchema).toBeDefined();
     const listing = await call<{ adapters: { alias: string; sha256: string; rank: number; resident: boolean }[] }>(a.client, "list_adapters");
-    expect(listing.adapters.map((x) => [x.alias, x.rank, x.resident])).toEqual([["plan", 4, true], ["search", 8, true], ["write", 4, true]]);
+    expect(listing.adapters.map((x) => [x.alias, x.rank, x.resident])).toEqual([
+      ["plan", 4, true],
+      ["search", 8, true],
+      ["write", 4, true],
+    ]);
     expect(listing.adapters[0]!.sha256).toMatch(/^[0-9a-f]{64}$/);
   });
 
@@ -90,7 +92,10 @@ describe.each<TransportKind>(["stdio", "http", "sse"])("MCP over %s", (kind) => 
     const base = await reference.referenceNextTokenLogProbs(null, prompt_tokens!);
     expect(Math.abs(got.logprob - base.get(got.token)!)).toBeGreaterThan(1e-3);
 
-    const released = await call<{ active_adapter: string | null; previous_adapter: string; switch: { cache_strategy: string; rebuilt_tokens: number; reused_tokens: number } }>(a.client, "offload_lora", { session_id: id, handoff: "river found" });
+    const released = await call<{ active_adapter: string | null; previous_adapter: string; switch: { cache_strategy: string; rebuilt_tokens: number; reused_tokens: number } }>(a.client, "offload_lora", {
+      session_id: id,
+      handoff: "river found",
+    });
     expect(released).toMatchObject({ active_adapter: null, previous_adapter: chosen });
     // the default cache strategy: the base's lane kept its cache, so the return evaluates only what the base has not seen
     expect(released.switch.cache_strategy).toBe("reuse");
@@ -100,9 +105,17 @@ describe.each<TransportKind>(["stdio", "http", "sse"])("MCP over %s", (kind) => 
     expect(third.adapter).toBeNull();
 
     const { history, kv_lanes } = await state(a.client, id);
-    expect(kv_lanes.map((l) => [l.weights, l.active, l.state]).sort()).toEqual([["base", true, "live"], [chosen, false, "live"]].sort());
+    expect(kv_lanes.map((l) => [l.weights, l.active, l.state]).sort()).toEqual(
+      [
+        ["base", true, "live"],
+        [chosen, false, "live"],
+      ].sort(),
+    );
     const exchanges = history.filter((m) => m.role === "tool").map((m) => [m.name, m.is_error]);
-    expect(exchanges).toEqual([["load_lora", false], ["offload_lora", false]]);
+    expect(exchanges).toEqual([
+      ["load_lora", false],
+      ["offload_lora", false],
+    ]);
     const prescribed = history.find((m) => m.role === "assistant" && m.tool_calls?.[0]?.name === "offload_lora");
     expect(prescribed).toMatchObject({ author: "client" });
     await call(a.client, "close_session", { session_id: id });

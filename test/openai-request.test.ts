@@ -41,9 +41,34 @@ describe("chat request parsing", () => {
     expect(m.before.map((x) => x.role)).toEqual(["user", "assistant", "tool"]);
     expect(m.before[2]).toMatchObject({ role: "tool", name: "lookup", callId: "c1", internal: false });
     expect(m.after).toMatchObject([{ role: "assistant", content: "partial", author: "client" }]);
-    expect(() => mapConversation([{ role: "tool", tool_call_id: "nope", content: "x" }, { role: "user", content: "t" }], "S")).toThrow(/tool_call_id/);
-    expect(() => mapConversation([{ role: "user", content: "t" }, { role: "assistant", content: null, tool_calls: [{ id: "c9", type: "function", function: { name: "f", arguments: "{}" } }] }], "S")).toThrow(/messages\[1\]\.tool_calls: c9 has no tool message/);
-    expect(() => mapConversation([{ role: "assistant", content: "x", tool_calls: [{ id: "c", type: "function", function: { name: "f", arguments: "{" } }] }, { role: "tool", tool_call_id: "c", content: "r" }, { role: "user", content: "t" }], "S")).toThrow(/arguments: not valid JSON/);
+    expect(() =>
+      mapConversation(
+        [
+          { role: "tool", tool_call_id: "nope", content: "x" },
+          { role: "user", content: "t" },
+        ],
+        "S",
+      ),
+    ).toThrow(/tool_call_id/);
+    expect(() =>
+      mapConversation(
+        [
+          { role: "user", content: "t" },
+          { role: "assistant", content: null, tool_calls: [{ id: "c9", type: "function", function: { name: "f", arguments: "{}" } }] },
+        ],
+        "S",
+      ),
+    ).toThrow(/messages\[1\]\.tool_calls: c9 has no tool message/);
+    expect(() =>
+      mapConversation(
+        [
+          { role: "assistant", content: "x", tool_calls: [{ id: "c", type: "function", function: { name: "f", arguments: "{" } }] },
+          { role: "tool", tool_call_id: "c", content: "r" },
+          { role: "user", content: "t" },
+        ],
+        "S",
+      ),
+    ).toThrow(/arguments: not valid JSON/);
   });
 });
 
@@ -52,7 +77,10 @@ describe("continuations", () => {
   const suspend = (store: Continuations<string>, identity: string | undefined) => {
     const resumed: string[] = [];
     let expired = false;
-    const { id, message } = store.suspend(identity, [{ id: "call_internal", name: "get_weather", arguments: { city: "Paris" } }], request, null, { resume: (_r, next) => resumed.push(next), expire: () => (expired = true) });
+    const { id, message } = store.suspend(identity, [{ id: "call_internal", name: "get_weather", arguments: { city: "Paris" } }], request, null, {
+      resume: (_r, next) => resumed.push(next),
+      expire: () => (expired = true),
+    });
     const answer: ChatMessage = { role: "tool", tool_call_id: message.tool_calls![0]!.id, content: "sunny" };
     return { id, message, answer, resumed, expired: () => expired };
   };

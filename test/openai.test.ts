@@ -110,7 +110,14 @@ describe("OpenAI-compatible endpoint, through the official openai client", LONG,
   });
 
   it("streaming: the final stage's tokens as content chunks; stages and switches only in the weact field; usage with cached tokens", async () => {
-    const stream = await alice.chat.completions.create({ model: "weact-hard", messages: [{ role: "user", content: "Which river flows through Paris?" }], max_tokens: 8, seed: 1, stream: true, stream_options: { include_usage: true } });
+    const stream = await alice.chat.completions.create({
+      model: "weact-hard",
+      messages: [{ role: "user", content: "Which river flows through Paris?" }],
+      max_tokens: 8,
+      seed: 1,
+      stream: true,
+      stream_options: { include_usage: true },
+    });
     let content = "";
     const events: string[] = [];
     const stageText: Record<string, string> = {};
@@ -130,7 +137,9 @@ describe("OpenAI-compatible endpoint, through the official openai client", LONG,
       finish = chunk.choices[0]?.finish_reason ?? finish;
       if (chunk.usage) usage = chunk.usage;
     }
-    console.log(`streaming test: ${chunks} chunks; content ${JSON.stringify(content)}; finish_reason ${finish}; events ${events.join(" ")}; other stages' text ${JSON.stringify(stageText)}; usage ${JSON.stringify(usage)}`);
+    console.log(
+      `streaming test: ${chunks} chunks; content ${JSON.stringify(content)}; finish_reason ${finish}; events ${events.join(" ")}; other stages' text ${JSON.stringify(stageText)}; usage ${JSON.stringify(usage)}`,
+    );
     expect(events.filter((e) => e.startsWith("switch"))).toEqual(["switch:1:plan:load", "switch:1:plan:offload", "switch:2:write:load", "switch:2:write:offload"]);
     expect(events.filter((e) => e.startsWith("stage_start"))).toEqual(["stage_start:1:plan", "stage_start:2:write"]);
     expect(Object.keys(stageText).every((s) => s !== "2:write")).toBe(true);
@@ -164,8 +173,16 @@ describe("OpenAI-compatible endpoint, through the official openai client", LONG,
   });
 
   it("client tools: tool_calls with a continuation bound to the identity; the continuation reuses the session and cache, its wait not counted", async () => {
-    const tools: ChatCompletionTool[] = [{ type: "function", function: { name: "get_weather", description: "Current weather of a city", parameters: { type: "object", properties: { city: { type: "string", enum: ["Paris", "Rome"] } }, required: ["city"] } } }];
-    const messages: ChatCompletionMessageParam[] = [{ role: "system", content: "Answer briefly." }, { role: "user", content: "What is the weather in Paris?" }];
+    const tools: ChatCompletionTool[] = [
+      {
+        type: "function",
+        function: { name: "get_weather", description: "Current weather of a city", parameters: { type: "object", properties: { city: { type: "string", enum: ["Paris", "Rome"] } }, required: ["city"] } },
+      },
+    ];
+    const messages: ChatCompletionMessageParam[] = [
+      { role: "system", content: "Answer briefly." },
+      { role: "user", content: "What is the weather in Paris?" },
+    ];
     const first = await alice.chat.completions.create({ model: "base", messages, tools, tool_choice: { type: "function", function: { name: "get_weather" } }, max_tokens: 200, seed: 1 });
     const call = first.choices[0]!.message.tool_calls?.[0];
     expect(first.choices[0]!.finish_reason).toBe("tool_calls");

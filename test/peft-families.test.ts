@@ -40,10 +40,11 @@ function peftFactors(seed: number) {
 /** B A in torch layout [out, in]: the same bytes as a ggml ne [in, out] tensor. */
 function product(b: Float32Array, a: Float32Array, out: number): Float32Array {
   const r = new Float32Array(out * d.nEmbd);
-  for (let o = 0; o < out; o++) for (let k = 0; k < RANK; k++) {
-    const bk = b[o * RANK + k]!;
-    for (let i = 0; i < d.nEmbd; i++) r[o * d.nEmbd + i] += bk * a[k * d.nEmbd + i]!;
-  }
+  for (let o = 0; o < out; o++)
+    for (let k = 0; k < RANK; k++) {
+      const bk = b[o * RANK + k]!;
+      for (let i = 0; i < d.nEmbd; i++) r[o * d.nEmbd + i] += bk * a[k * d.nEmbd + i]!;
+    }
   return r;
 }
 
@@ -68,7 +69,17 @@ describe("PEFT import per family, checked by behaviour against a dense model wit
     const permutes = PEFT_ARCHITECTURES[arch.name]!.permuteQK;
     const dir = tempDir();
     const template = llamaCppTemplates([family.template], join(PACKAGE_ROOT, "models", ".llama-cpp-templates"))[family.template]!;
-    const spec = { name: family.modelName, architecture: arch, dims: d, vocab: buildVocabulary(family.specials), tokenizer: family.tokenizer, chatTemplate: template, seed: 31, weightType: GgmlType.F32, gain: 0.5 } as const;
+    const spec = {
+      name: family.modelName,
+      architecture: arch,
+      dims: d,
+      vocab: buildVocabulary(family.specials),
+      tokenizer: family.tokenizer,
+      chatTemplate: template,
+      seed: 31,
+      weightType: GgmlType.F32,
+      gain: 0.5,
+    } as const;
 
     // the base, F32 so that merging is exact
     const base = modelFile(spec);
@@ -79,30 +90,48 @@ describe("PEFT import per family, checked by behaviour against a dense model wit
     const peft = join(dir, "peft");
     mkdirSync(peft);
     writeFileSync(join(peft, "adapter_config.json"), JSON.stringify({ peft_type: "LORA", r: RANK, lora_alpha: RANK, target_modules: MODULES.map((m) => m.module), task_type: "CAUSAL_LM" }));
-    writeSafetensors(join(peft, "adapter_model.safetensors"), factors.flatMap((layer, l) => layer.flatMap((f) => [
-      { name: `base_model.model.model.layers.${l}.self_attn.${f.module}.lora_A.weight`, dtype: "F32" as const, shape: [RANK, d.nEmbd], data: bytes(f.a) },
-      { name: `base_model.model.model.layers.${l}.self_attn.${f.module}.lora_B.weight`, dtype: "F32" as const, shape: [f.out, RANK], data: bytes(f.b) },
-    ])));
+    writeSafetensors(
+      join(peft, "adapter_model.safetensors"),
+      factors.flatMap((layer, l) =>
+        layer.flatMap((f) => [
+          { name: `base_model.model.model.layers.${l}.self_attn.${f.module}.lora_A.weight`, dtype: "F32" as const, shape: [RANK, d.nEmbd], data: bytes(f.a) },
+          { name: `base_model.model.model.layers.${l}.self_attn.${f.module}.lora_B.weight`, dtype: "F32" as const, shape: [f.out, RANK], data: bytes(f.b) },
+        ]),
+      ),
+    );
     const imported = await importPeft({ dir: peft, base: readGgufHeader(join(dir, "base.gguf")), alias: "imported", outFile: join(dir, "imported.gguf") });
 
     // the dense model a merged HF checkpoint converts to: convert_hf_to_gguf permutes the merged q/k rows of llama-family models
-    const delta = new Map(factors.flatMap((layer, l) => layer.map((f) => {
-      const ba = product(f.b, f.a, f.out);
-      const permuted = permutes && f.heads ? new Float32Array(permuteRowsForRope(bytes(ba), f.out, f.heads).slice().buffer) : ba;
-      return [`blk.${l}.${f.gguf}.weight`, permuted] as const;
-    })));
+    const delta = new Map(
+      factors.flatMap((layer, l) =>
+        layer.map((f) => {
+          const ba = product(f.b, f.a, f.out);
+          const permuted = permutes && f.heads ? new Float32Array(permuteRowsForRope(bytes(ba), f.out, f.heads).slice().buffer) : ba;
+          return [`blk.${l}.${f.gguf}.weight`, permuted] as const;
+        }),
+      ),
+    );
     const merged: GgufTensorSource[] = base.tensors.map((t) => {
       const add = delta.get(t.name);
       if (!add) return t;
-      return { ...t, data: () => { const w = new Float32Array(t.data().slice().buffer); for (let i = 0; i < w.length; i++) w[i] = w[i]! + add[i]!; return bytes(w); } };
+      return {
+        ...t,
+        data: () => {
+          const w = new Float32Array(t.data().slice().buffer);
+          for (let i = 0; i < w.length; i++) w[i] = w[i]! + add[i]!;
+          return bytes(w);
+        },
+      };
     });
     writeGguf(join(dir, "merged.gguf"), base.metadata, merged);
 
     // the planted bug: the same factors written without the permutation
-    const unpermuted = factors.flatMap((layer, l) => layer.flatMap((f): GgufTensorSource[] => [
-      { name: `blk.${l}.${f.gguf}.weight.lora_a`, shape: [d.nEmbd, RANK], type: GgmlType.F32, data: () => bytes(f.a) },
-      { name: `blk.${l}.${f.gguf}.weight.lora_b`, shape: [RANK, f.out], type: GgmlType.F32, data: () => bytes(f.b) },
-    ]));
+    const unpermuted = factors.flatMap((layer, l) =>
+      layer.flatMap((f): GgufTensorSource[] => [
+        { name: `blk.${l}.${f.gguf}.weight.lora_a`, shape: [d.nEmbd, RANK], type: GgmlType.F32, data: () => bytes(f.a) },
+        { name: `blk.${l}.${f.gguf}.weight.lora_b`, shape: [RANK, f.out], type: GgmlType.F32, data: () => bytes(f.b) },
+      ]),
+    );
     writeGguf(join(dir, "unpermuted.gguf"), { "general.architecture": gguf.str(arch.name), "general.type": gguf.str("adapter"), "adapter.type": gguf.str("lora"), "adapter.lora.alpha": gguf.f32(RANK) }, unpermuted);
 
     const withLora = await load(join(dir, "base.gguf"), imported.outFile);

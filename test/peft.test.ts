@@ -64,8 +64,7 @@ function writePeftDir(tensors: readonly SafetensorsTensorSource[], config: Recor
   return dir;
 }
 
-const importTo = (dir: string, alias: string, extra: Partial<ImportPeftOptions> = {}) =>
-  importPeft({ dir, base, alias, outFile: join(fresh("out"), `${alias}.gguf`), ...extra });
+const importTo = (dir: string, alias: string, extra: Partial<ImportPeftOptions> = {}) => importPeft({ dir, base, alias, outFile: join(fresh("out"), `${alias}.gguf`), ...extra });
 
 /** Runs an import that must fail: a PeftImportError whose message matches, and nothing left in the output folder. */
 async function refused(dir: string, ...patterns: RegExp[]): Promise<PeftImportError> {
@@ -129,12 +128,18 @@ describe("PEFT pieces", () => {
   it("writes and reads safetensors", () => {
     const path = join(fresh("st"), "t.safetensors");
     const a = new Float32Array([1, 2, 3, 4, 5, 6]);
-    writeSafetensors(path, [{ name: "x", dtype: "F32", shape: [2, 3], data: bytesOf(a) }, { name: "y", dtype: "F16", shape: [1], data: bytesOf(f32ToF16(new Float32Array([0.5]))) }]);
+    writeSafetensors(path, [
+      { name: "x", dtype: "F32", shape: [2, 3], data: bytesOf(a) },
+      { name: "y", dtype: "F16", shape: [1], data: bytesOf(f32ToF16(new Float32Array([0.5]))) },
+    ]);
     const st = SafetensorsFile.open(path);
     try {
       expect(st.header.metadata).toEqual({ format: "pt" });
       expect(st.header.dataStart % 8).toBe(0);
-      expect(st.header.tensors.map((t) => [t.name, t.dtype, t.shape])).toEqual([["x", "F32", [2, 3]], ["y", "F16", [1]]]);
+      expect(st.header.tensors.map((t) => [t.name, t.dtype, t.shape])).toEqual([
+        ["x", "F32", [2, 3]],
+        ["y", "F16", [1]],
+      ]);
       expect(Array.from(f32(st.read(st.tensor("x")!)))).toEqual([1, 2, 3, 4, 5, 6]);
       expect(Array.from(f16ToF32(u16(st.read(st.tensor("y")!))))).toEqual([0.5]);
     } finally {
@@ -325,7 +330,11 @@ describe("importPeft refuses, naming the field or file, and writes nothing", () 
     const tensors = good();
     tensors.push({ name: "base_model.model.model.embed_tokens.lora_embedding_A", dtype: "F32", shape: [8, 16], data: new Uint8Array(8 * 16 * 4) });
     tensors.push({ name: "base_model.model.model.layers.0.self_attn.q_proj.lora_magnitude_vector", dtype: "F32", shape: [128], data: new Uint8Array(128 * 4) });
-    const err = await refused(writePeftDir(tensors), /adapter_model\.safetensors \(tensor names\)/, /2 tensor\(s\) map to no GGUF tensor: base_model\.model\.model\.embed_tokens\.lora_embedding_A, .*lora_magnitude_vector/);
+    const err = await refused(
+      writePeftDir(tensors),
+      /adapter_model\.safetensors \(tensor names\)/,
+      /2 tensor\(s\) map to no GGUF tensor: base_model\.model\.model\.embed_tokens\.lora_embedding_A, .*lora_magnitude_vector/,
+    );
     expect(err.problems).toHaveLength(2);
   });
 
@@ -355,7 +364,9 @@ describe("weact-mcp import-peft", () => {
     const lib = fresh("lib");
     writeFileSync(join(lib, "manifest.json"), JSON.stringify({ adapters: [] }));
     const dir = writePeftDir(peftTensorsFrom(search));
-    const { stdout } = await promisify(execFile)(process.execPath, [MAIN, "import-peft", dir, "--alias", "peft-search", "--description", "Search, imported from PEFT.", "--adapters", lib], { env: { ...process.env, WEACT_LOG_LEVEL: "warn" } });
+    const { stdout } = await promisify(execFile)(process.execPath, [MAIN, "import-peft", dir, "--alias", "peft-search", "--description", "Search, imported from PEFT.", "--adapters", lib], {
+      env: { ...process.env, WEACT_LOG_LEVEL: "warn" },
+    });
     expect(stdout).toMatch(/imported .* as "peft-search": .*peft-search\.gguf \(rank 8, alpha 8/);
     const manifest = JSON.parse(readFileSync(join(lib, "manifest.json"), "utf8"));
     expect(manifest.adapters).toEqual([{ alias: "peft-search", description: "Search, imported from PEFT.", file: "peft-search.gguf", scale: 1 }]);

@@ -36,7 +36,9 @@ describe("run_task budgets over the config's", () => {
     expect(releases[0]).toMatchObject({ author: "harness", ok: true, cause: "no_tool" });
     const history = events.find((e) => e.type === "history")!.messages as { role: string; name?: string; content: string }[];
     // the server never released the adapter on its own (its message would say "ended by the server")
-    expect(history.filter((m) => m.role === "tool" && m.name === "offload_lora").map((m) => m.content)).toEqual([expect.stringMatching(new RegExp(`\\[stage ended by the harness: ${noToolTurns} turns without a tool call\\]$`))]);
+    expect(history.filter((m) => m.role === "tool" && m.name === "offload_lora").map((m) => m.content)).toEqual([
+      expect.stringMatching(new RegExp(`\\[stage ended by the harness: ${noToolTurns} turns without a tool call\\]$`)),
+    ]);
     expect(r.finish).toBe("answer");
   });
 });

@@ -62,8 +62,7 @@ const levels: Array<{ name: string; options: DetectIsolationOptions }> = [
 
 describe.each(levels)("runCode at the $name", ({ options }) => {
   let isolation: IsolationInfo;
-  const run = (request: RunCodeRequest, limits: RunCodeLimits = DEFAULT_RUN_CODE_LIMITS): Promise<RunCodeResult> =>
-    runCode(request, { isolation, limits });
+  const run = (request: RunCodeRequest, limits: RunCodeLimits = DEFAULT_RUN_CODE_LIMITS): Promise<RunCodeResult> => runCode(request, { isolation, limits });
 
   beforeAll(async () => {
     isolation = await detectIsolation(options);

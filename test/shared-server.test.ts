@@ -98,7 +98,6 @@ beforeAll(async () => {
 afterAll(async () => server?.stop());
 
 describe("run_code on a shared server (HTTP with tokens)", () => {
-
   it("is offered only inside a jail, and the issue's escalation chain fails at every step from inside it", async () => {
     const carol = await connectClient("http", server, { authorization: `Bearer ${USER}` });
     try {
@@ -162,7 +161,12 @@ describe("run_code withdrawn from a shared server without a jail", () => {
       const { withdrawn_tools } = await call<Listing>(carol.client, "list_adapters");
       expect(withdrawn_tools).toEqual([{ name: "run_code", reason: expect.stringMatching(/bwrap not found/) }]);
       expect(withdrawn.stderr()).toMatch(/run_code is withdrawn: .*bwrap not found.*Install bubblewrap/);
-      expect(await carol.client.callTool({ name: "run_code", arguments: { language: "python", code: "print(1)" } }).then((r) => r.isError, () => true)).toBe(true);
+      expect(
+        await carol.client.callTool({ name: "run_code", arguments: { language: "python", code: "print(1)" } }).then(
+          (r) => r.isError,
+          () => true,
+        ),
+      ).toBe(true);
     } finally {
       await carol.close();
     }
@@ -202,7 +206,10 @@ describe("the jail's masks", () => {
     const dir = "/usr/share";
     const masked = await hidingPaths(isolation, [file, `${dir}/doc`, dir, "/nonexistent/weact"]);
     // what lies inside a masked folder needs no mask of its own; paths outside the binds need none either
-    expect(masked.jail!.masks).toEqual([{ path: dir, kind: "dir" }, { path: file, kind: "file" }]);
+    expect(masked.jail!.masks).toEqual([
+      { path: dir, kind: "dir" },
+      { path: file, kind: "file" },
+    ]);
     const code = `import os\nprint(os.path.getsize(${JSON.stringify(file)}), len(os.listdir(${JSON.stringify(dir)})))`;
     const before = await runCode({ language: "python", code }, { isolation, limits: DEFAULT_RUN_CODE_LIMITS });
     const after = await runCode({ language: "python", code }, { isolation: masked, limits: DEFAULT_RUN_CODE_LIMITS });
@@ -291,7 +298,7 @@ describe("run_code when the server dies mid-run", () => {
     const pending = carol.client.callTool({ name: "run_code", arguments: { language: "python", code, timeoutS: 45 } }).catch(() => undefined);
     const workdirs = () => readdirSync(TMPDIR).filter((name) => name.startsWith("weact-run-"));
     const waitFor = async (done: () => boolean, what: string) => {
-      for (const until = Date.now() + 10_000; !done(); ) {
+      for (const until = Date.now() + 10_000; !done();) {
         if (Date.now() > until) throw new Error(`timed out waiting until ${what}`);
         await new Promise((resolve) => setTimeout(resolve, 100));
       }

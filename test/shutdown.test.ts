@@ -22,7 +22,10 @@ it("on SIGTERM stops accepting, cancels the run in flight, keeps its trace whole
   expect(await exited).toBe(0);
   await close().catch(() => undefined);
   const [file] = readdirSync(traceDir);
-  const events = readFileSync(join(traceDir, file!), "utf8").trim().split("\n").map((l) => JSON.parse(l));
+  const events = readFileSync(join(traceDir, file!), "utf8")
+    .trim()
+    .split("\n")
+    .map((l) => JSON.parse(l));
   expect(events[0]).toMatchObject({ type: "run_start", task: "interrupted by a shutdown" });
   expect(events.at(-1)).toMatchObject({ type: "run_end", cancelled: true });
   expect(server.stderr()).not.toMatch(/uncaught|unhandled/i);

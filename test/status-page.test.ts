@@ -42,11 +42,17 @@ afterAll(async () => {
   await server?.stop();
 });
 
-const statusJson = async (token: string) => (await fetch(`${server.url}/status.json`, { headers: { authorization: `Bearer ${token}` } })).json() as Promise<{ suspended_runs: number; sessions: { mine: { id: string }[] }; runs: { mine: { trace_id: string; state: string }[] } }>;
+const statusJson = async (token: string) =>
+  (await fetch(`${server.url}/status.json`, { headers: { authorization: `Bearer ${token}` } })).json() as Promise<{
+    suspended_runs: number;
+    sessions: { mine: { id: string }[] };
+    runs: { mine: { trace_id: string; state: string }[] };
+  }>;
 
 describe("status page", { timeout: 120_000 }, () => {
   it("the login form needs this server's Origin and sets an HttpOnly, SameSite=Strict cookie; /status.json needs a token or that cookie", async () => {
-    const post = (headers: Record<string, string>, token = ALICE) => fetch(`${server.url}/status/login`, { method: "POST", redirect: "manual", headers: { "content-type": "application/x-www-form-urlencoded", ...headers }, body: `token=${token}` });
+    const post = (headers: Record<string, string>, token = ALICE) =>
+      fetch(`${server.url}/status/login`, { method: "POST", redirect: "manual", headers: { "content-type": "application/x-www-form-urlencoded", ...headers }, body: `token=${token}` });
     expect((await post({ origin: "http://evil.example" })).status).toBe(403);
     // the same host name on another port is another site (login CSRF from any other local web app)
     expect((await post({ origin: "http://localhost:9999" })).status).toBe(403);
@@ -68,7 +74,11 @@ describe("status page", { timeout: 120_000 }, () => {
     const mine = await call<{ session_id: string }>(alice.client, "create_session", { task: XSS });
     const theirs = await call<{ session_id: string }>(bob.client, "create_session", { task: "bob's private task" });
     // a finished run for the timeline
-    await new OpenAI({ baseURL: `${server.url}/v1`, apiKey: ALICE, maxRetries: 0 }).chat.completions.create({ model: "weact-hard", messages: [{ role: "user", content: "Which river flows through Paris?" }], max_tokens: 8 });
+    await new OpenAI({ baseURL: `${server.url}/v1`, apiKey: ALICE, maxRetries: 0 }).chat.completions.create({
+      model: "weact-hard",
+      messages: [{ role: "user", content: "Which river flows through Paris?" }],
+      max_tokens: 8,
+    });
 
     const page = await browser.newPage();
     const problems: string[] = [];
@@ -109,7 +119,10 @@ describe("status page", { timeout: 120_000 }, () => {
     await page.close();
 
     // an admin sees every identity's sessions, with their owners
-    const admin = (await (await fetch(`${server.url}/status.json`, { headers: { authorization: `Bearer ${ADMIN}` } })).json()) as { viewer: { admin: boolean }; sessions: { mine: { id: string; owner: string }[]; others: object } };
+    const admin = (await (await fetch(`${server.url}/status.json`, { headers: { authorization: `Bearer ${ADMIN}` } })).json()) as {
+      viewer: { admin: boolean };
+      sessions: { mine: { id: string; owner: string }[]; others: object };
+    };
     expect(admin.viewer.admin).toBe(true);
     expect(admin.sessions.mine).toEqual(expect.arrayContaining([expect.objectContaining({ id: mine.session_id, owner: "token:alice" }), expect.objectContaining({ id: theirs.session_id, owner: "token:bob" })]));
     expect(admin.sessions.others).toEqual({});

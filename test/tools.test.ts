@@ -64,7 +64,8 @@ function fakeWeb(): Promise<{ url: string; server: Server; hits: Record<string, 
       );
     }
     if (url.pathname === "/article") return res.writeHead(200, { "content-type": "text/html; charset=utf-8" }).end(ARTICLE);
-    if (url.pathname === "/long") return res.writeHead(200, { "content-type": "text/html" }).end(`<html><head><title>Long page</title></head><body>${"<p>The river keeps flowing past the old mill.</p>".repeat(60)}</body></html>`);
+    if (url.pathname === "/long")
+      return res.writeHead(200, { "content-type": "text/html" }).end(`<html><head><title>Long page</title></head><body>${"<p>The river keeps flowing past the old mill.</p>".repeat(60)}</body></html>`);
     if (url.pathname === "/huge") return res.writeHead(200, { "content-type": "text/plain" }).end("x".repeat(300_000));
     if (url.pathname === "/binary") return res.writeHead(200, { "content-type": "application/octet-stream" }).end(Buffer.alloc(64));
     if (url.pathname === "/to-file") return res.writeHead(302, { location: "file:///etc/passwd" }).end();
@@ -204,7 +205,14 @@ function fakeBrave(): Promise<{ url: string; server: Server; requests: { q: stri
     if (q === "rate limited" && requests.filter((r) => r.q === q).length === 1) return res.writeHead(429).end();
     if (q === "not brave") return res.writeHead(200, { "content-type": "application/json" }).end('{"web":{"results":"nope"}}');
     const results = [
-      { title: "Seine - Wikipedia", url: "https://en.wikipedia.org/wiki/Seine", description: "The <strong>Seine</strong> flows through <strong>Paris</strong>.", is_source_local: false, language: "en", profile: { name: "Wikipedia" } },
+      {
+        title: "Seine - Wikipedia",
+        url: "https://en.wikipedia.org/wiki/Seine",
+        description: "The <strong>Seine</strong> flows through <strong>Paris</strong>.",
+        is_source_local: false,
+        language: "en",
+        profile: { name: "Wikipedia" },
+      },
       { title: "Paris rivers", url: "https://example.org/paris", description: "Rivers of Paris.", is_source_local: false, language: "en" },
       { title: "Third", url: "https://example.org/third", description: "Third hit.", language: "en" },
     ];
@@ -257,7 +265,13 @@ describe("external tools in sessions", () => {
     const { session_id } = await call<{ session_id: string; tools: string[] }>(local.client, "create_session", { task: "Which river flows through Paris?" });
     const prescribed = await call<{ call_id: string; results: Hit[] }>(local.client, "search", { query: "Seine Paris", session_id });
     expect(prescribed.call_id).toMatch(/^call_/);
-    const turn = await call<{ tool_calls: { id: string; name: string; arguments: { query: string } }[] }>(local.client, "generate", { session_id, max_tokens: 200, tool_call: { name: "search" }, seed: 2, token_bias: CLOSE_STRINGS });
+    const turn = await call<{ tool_calls: { id: string; name: string; arguments: { query: string } }[] }>(local.client, "generate", {
+      session_id,
+      max_tokens: 200,
+      tool_call: { name: "search" },
+      seed: 2,
+      token_bias: CLOSE_STRINGS,
+    });
     expect(turn.tool_calls.map((c) => c.name)).toEqual(["search"]);
     const query = turn.tool_calls[0]!.arguments.query;
     expect(typeof query).toBe("string");

@@ -1,12 +1,4 @@
-import type {
-  ChatHistoryItem,
-  ChatModelFunctionCall,
-  ChatModelFunctions,
-  ChatModelResponse,
-  ChatWrapper,
-  LlamaModel,
-  Token,
-} from "../llama/nodeLlamaCpp.js";
+import type { ChatHistoryItem, ChatModelFunctionCall, ChatModelFunctions, ChatModelResponse, ChatWrapper, LlamaModel, Token } from "../llama/nodeLlamaCpp.js";
 import { InvalidConversationError } from "../../src/engine/index.js";
 import type { Conversation, FunctionSpec } from "../../src/engine/index.js";
 

@@ -1,5 +1,20 @@
 import { resolveChatWrapper, type Llama, type LlamaModel, type Token } from "../llama/nodeLlamaCpp.js";
-import type { AdapterInfo, AdapterSpec, AdapterVersion, CacheStats, CacheStrategy, Conversation, Engine, EngineCapabilities, EngineCapacity, EngineLogger, LogProbs, ModelInfo, OpenSessionOptions, TokenId } from "../../src/engine/index.js";
+import type {
+  AdapterInfo,
+  AdapterSpec,
+  AdapterVersion,
+  CacheStats,
+  CacheStrategy,
+  Conversation,
+  Engine,
+  EngineCapabilities,
+  EngineCapacity,
+  EngineLogger,
+  LogProbs,
+  ModelInfo,
+  OpenSessionOptions,
+  TokenId,
+} from "../../src/engine/index.js";
 import { DuplicateAdapterError, UnknownAdapterError } from "../../src/engine/index.js";
 import { ResidentAdapters } from "../adapters/ResidentAdapters.js";
 import type { CacheReplay } from "../cache/DecodeLog.js";
@@ -176,10 +191,7 @@ export class LocalEngine implements Engine {
           // asked again for each version, after the awaits: a refresh back to the same bytes makes a version current again
           const holds = (versions: readonly AdapterVersion[], version: AdapterVersion) => versions.some((v) => v.equals(version));
           const inUse = (version: AdapterVersion) =>
-            this.isCurrent(version) ||
-            this.pinned.has(version.toString()) ||
-            [...this.sessions.values()].some((s) => holds(s.activeVersions, version)) ||
-            this.pool.idleLanes().some((l) => holds(l.versions, version));
+            this.isCurrent(version) || this.pinned.has(version.toString()) || [...this.sessions.values()].some((s) => holds(s.activeVersions, version)) || this.pool.idleLanes().some((l) => holds(l.versions, version));
           for (const { version } of this.resident.list()) {
             if (inUse(version)) continue;
             for (const context of this.pool.contexts) await context.detach(version);

@@ -31,7 +31,6 @@ export interface LocalEngineOptions {
   logger: EngineLogger;
 }
 
-
 export interface CacheOptions {
   /** Default "reuse". */
   strategy?: CacheStrategy;

@@ -26,7 +26,10 @@ export class LlamaLogTail {
     return this.seq;
   }
   since(mark: number): string {
-    return this.entries.filter((e) => e.seq >= mark).map((e) => e.line).join(" | ");
+    return this.entries
+      .filter((e) => e.seq >= mark)
+      .map((e) => e.line)
+      .join(" | ");
   }
 }
 

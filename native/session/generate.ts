@@ -55,7 +55,12 @@ export async function generateTurn(host: SessionHost, target: TurnTarget, conver
       seed: options.seed,
       topK: options.topK,
       topP: options.topP,
-      tokenBias: limited(model, generationBias(model, options.tokenBias, steering), () => sequence.contextTokens.length - tokens.length >= maxTokens - 1, () => limit.abort()),
+      tokenBias: limited(
+        model,
+        generationBias(model, options.tokenBias, steering),
+        () => sequence.contextTokens.length - tokens.length >= maxTokens - 1,
+        () => limit.abort(),
+      ),
       signal: options.signal ? AbortSignal.any([options.signal, limit.signal]) : limit.signal,
       stopOnAbortSignal: true,
       onToken: options.onToken && ((chunk) => options.onToken!((generated += chunk.length))),

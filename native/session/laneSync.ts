@@ -21,7 +21,10 @@ export const weightsLabel = (versions: readonly AdapterVersion[]): string | null
 /** Applies the lane's adapter set to its context (the step where weights reach llama.cpp). Caller holds the lock. */
 export async function applyWeights(host: LaneHost, lane: Lane): Promise<void> {
   const versions = lane.versions;
-  await lane.slot!.context.applyWeights(versions, versions.map((v) => host.weightOf(v)));
+  await lane.slot!.context.applyWeights(
+    versions,
+    versions.map((v) => host.weightOf(v)),
+  );
 }
 
 /**

@@ -68,13 +68,21 @@ export function stageSpent(s: StageSpend, b: StageBudget): StageEnd | undefined 
 
 export function describeEnd(end: StageEnd, b: StageBudget): string {
   switch (end) {
-    case "budget:turns": return `turn budget (${b.turns}) spent`;
-    case "budget:tokens": return `token budget (${b.tokens}) spent`;
-    case "budget:tool_calls": return `tool-call budget (${b.toolCalls}) spent`;
-    case "budget:seconds": return `time budget (${b.seconds} s) spent`;
-    case "no_tool": return `${b.noToolTurns} turns without a tool call`;
-    case "context": return "the context window is full";
-    case "error": return "the stage failed";
-    case "exit_call": return "the adapter released itself";
+    case "budget:turns":
+      return `turn budget (${b.turns}) spent`;
+    case "budget:tokens":
+      return `token budget (${b.tokens}) spent`;
+    case "budget:tool_calls":
+      return `tool-call budget (${b.toolCalls}) spent`;
+    case "budget:seconds":
+      return `time budget (${b.seconds} s) spent`;
+    case "no_tool":
+      return `${b.noToolTurns} turns without a tool call`;
+    case "context":
+      return "the context window is full";
+    case "error":
+      return "the stage failed";
+    case "exit_call":
+      return "the adapter released itself";
   }
 }

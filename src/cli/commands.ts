@@ -4,7 +4,7 @@ import { readGgufHeader } from "../gguf/index.js";
 import { ensureDemoWeights } from "../demo/ensure.js";
 import { FAMILY_NAMES } from "../demo/families.js";
 import { generateFamilySet, QUANT_NAMES, type FamilySet, type QuantName } from "../demo/familySets.js";
-import { describeIssues, loadManifest, ManifestEntrySchema, saveManifest } from "../library/manifest.js";
+import { addManifestEntry, describeIssues, loadManifest, ManifestEntrySchema } from "../library/manifest.js";
 import { importPeft } from "../library/peft/index.js";
 import { parseExportCommand, runExport, type ExportCommandInput } from "../export/command.js";
 import { modelFunctions } from "../sessions/modelFunctions.js";
@@ -15,7 +15,7 @@ import { runTask } from "../harness/runTask.js";
 import { PolicySchema, type Policy } from "../harness/types.js";
 import type { Logger } from "../log.js";
 import { STATE_DIR } from "../paths.js";
-import { startServices } from "./services.js";
+import { startExportServices, startServices, startTokenizer, traceDirOf } from "./services.js";
 
 export class UsageError extends Error {}
 
@@ -34,7 +34,13 @@ export async function runCommand(config: ResolvedConfig, logger: Logger, task: s
   try {
     const r = await runTask(services.harness, "cli", { task, policy, seed: opts.seed, workflow: opts.workflow?.split(",") }, { onProgress: (p) => process.stderr.write(`[${p.turn}] ${p.message}\n`) });
     const t = r.time;
-    process.stderr.write(`finish: ${r.finish}; stages: ${r.stages.join(" -> ")}; ${r.switches} switches; ${(t.wallMs / 1000).toFixed(2)} s (model ${Object.entries(t.model).map(([k, v]) => `${k} ${(v / 1000).toFixed(2)}`).join(", ")}; tools ${(t.externalTool / 1000).toFixed(2)}; control ${(t.adapterControl / 1000).toFixed(3)}; cache ${(t.cacheRebuild / 1000).toFixed(2)}; unattributed ${(t.unattributedShare * 100).toFixed(2)}%)\ntrace: ${r.traceFile}\n`);
+    process.stderr.write(
+      `finish: ${r.finish}; stages: ${r.stages.join(" -> ")}; ${r.switches} switches; ${(t.wallMs / 1000).toFixed(2)} s (model ${Object.entries(t.model)
+        .map(([k, v]) => `${k} ${(v / 1000).toFixed(2)}`)
+        .join(
+          ", ",
+        )}; tools ${(t.externalTool / 1000).toFixed(2)}; control ${(t.adapterControl / 1000).toFixed(3)}; cache ${(t.cacheRebuild / 1000).toFixed(2)}; unattributed ${(t.unattributedShare * 100).toFixed(2)}%)\ntrace: ${r.traceFile}\n`,
+    );
     process.stdout.write(`${r.answer}\n`);
   } finally {
     await services.dispose();
@@ -50,7 +56,8 @@ export async function evalCommand(config: ResolvedConfig, logger: Logger, file: 
     const report = await runEval(services.harness, tasks, list, {
       tasksFile: file,
       seed: opts.seed,
-      onRun: (task, policy, r) => process.stderr.write(`${policy} ${task}: ${r instanceof Error ? `error: ${r.message}` : `${(r.time.wallMs / 1000).toFixed(2)} s, ${r.correct?.contains ? "correct" : "wrong"}, finish ${r.finish}`}\n`),
+      onRun: (task, policy, r) =>
+        process.stderr.write(`${policy} ${task}: ${r instanceof Error ? `error: ${r.message}` : `${(r.time.wallMs / 1000).toFixed(2)} s, ${r.correct?.contains ? "correct" : "wrong"}, finish ${r.finish}`}\n`),
     });
     const out = writeReport(report, opts.out ?? join(STATE_DIR, "eval", new Date().toISOString().replace(/[:.]/g, "-")));
     process.stdout.write(`${formatTable(report)}\n\nreport: ${out.json}\nchart:  ${out.chart}\n`);
@@ -65,12 +72,12 @@ export async function importPeftCommand(config: ResolvedConfig, logger: Logger, 
   const entry = ManifestEntrySchema.safeParse({ alias: opts.alias, description: opts.description, file: `${opts.alias}.gguf`, scale: opts.scale ?? 1 });
   if (!entry.success) throw new UsageError(describeIssues(entry.error).join("; "));
   const manifest = config.manifestPath;
-  const entries = loadManifest(manifest);
-  if (entries.some((e) => e.alias === opts.alias)) throw new UsageError(`the manifest already has an adapter "${opts.alias}"; choose another --alias (or refresh_adapter to replace its file)`);
+  // checked before the conversion too, so a taken alias fails before the work
+  if (loadManifest(manifest).some((e) => e.alias === opts.alias)) throw new UsageError(`the manifest already has an adapter "${opts.alias}"; choose another --alias (or refresh_adapter to replace its file)`);
   const base = readGgufHeader(config.model.path ?? ensureDemoWeights(logger).model);
   const result = await importPeft({ dir, base, alias: opts.alias, outFile: join(dirname(manifest), `${opts.alias}.gguf`) });
   try {
-    saveManifest(manifest, [...entries, { ...entry.data, filePath: result.outFile }]);
+    addManifestEntry(manifest, { ...entry.data, filePath: result.outFile });
   } catch (err) {
     rmSync(result.outFile, { force: true });
     throw err;
@@ -90,10 +97,21 @@ export function generateFamilySets(root: string, family: string, quant: string, 
 /** `weact-mcp export`: one capability's training data from recorded traces, or (--stats) the stats table. */
 export async function exportCommand(config: ResolvedConfig, logger: Logger, input: ExportCommandInput) {
   const command = parseExportCommand(input); // bad flags or filter file fail before the model loads
-  const services = await startServices(config, logger);
+  const traceDir = traceDirOf(config);
+  if (command.stats) {
+    // counting tokens needs the tokenizer only
+    const tokenizer = await startTokenizer(config, logger);
+    try {
+      runExport(command, { traceDir, countTokens: tokenizer.countTokens });
+    } finally {
+      await tokenizer.dispose();
+    }
+    return;
+  }
+  const services = await startExportServices(config, logger);
   try {
     runExport(command, {
-      traceDir: services.harness.traceDir,
+      traceDir,
       countTokens: (text) => services.runtime.engine.tokenize(text).length,
       functions: modelFunctions(services.runtime.library, services.toolbox.modelFunctions()),
     });

@@ -16,7 +16,12 @@ const MiB = 1024 * 1024;
 function quantOf(file: GgufFile): string {
   const counts = new Map<string, number>();
   for (const t of file.tensors) if (t.shape.length >= 2) counts.set(GgmlType[t.type] ?? `type ${t.type}`, (counts.get(GgmlType[t.type] ?? `type ${t.type}`) ?? 0) + 1);
-  return [...counts].sort((a, b) => b[1] - a[1]).map(([k, n]) => `${k} x${n}`).join(", ") || "(no weight matrices)";
+  return (
+    [...counts]
+      .sort((a, b) => b[1] - a[1])
+      .map(([k, n]) => `${k} x${n}`)
+      .join(", ") || "(no weight matrices)"
+  );
 }
 
 /**
@@ -47,7 +52,11 @@ export async function doctor(modelPath: string, manifestPath: string | undefined
   });
   const trained = metaNumber(base, `${arch}.context_length`) ?? 0;
   const context = Math.min(config.model.contextSize, trained);
-  checks.push({ check: "context length", ok: context >= 2048, detail: `trained ${trained}, configured model.contextSize ${config.model.contextSize}: serving ${context}${context < 2048 ? " (too short for the weight-action prompts; raise model.contextSize)" : ""}` });
+  checks.push({
+    check: "context length",
+    ok: context >= 2048,
+    detail: `trained ${trained}, configured model.contextSize ${config.model.contextSize}: serving ${context}${context < 2048 ? " (too short for the weight-action prompts; raise model.contextSize)" : ""}`,
+  });
 
   let adapterBytes = 0;
   if (manifestPath) {
@@ -86,7 +95,11 @@ export async function doctor(modelPath: string, manifestPath: string | undefined
   const sequences = config.model.sequencesPerContext * config.model.maxContexts;
   const kvBytes = 2 * layers * kvHeads * headDim * 2 /* F16 */ * context * sequences;
   const total = statSync(modelPath).size + adapterBytes + kvBytes;
-  checks.push({ check: "memory estimate", ok: true, detail: `${(total / MiB).toFixed(1)} MiB: model ${(base.fileSize / MiB).toFixed(1)}, adapters ${(adapterBytes / MiB).toFixed(1)}, KV ${(kvBytes / MiB).toFixed(1)} (${context} tokens x ${sequences} sequences)` });
+  checks.push({
+    check: "memory estimate",
+    ok: true,
+    detail: `${(total / MiB).toFixed(1)} MiB: model ${(base.fileSize / MiB).toFixed(1)}, adapters ${(adapterBytes / MiB).toFixed(1)}, KV ${(kvBytes / MiB).toFixed(1)} (${context} tokens x ${sequences} sequences)`,
+  });
   const gpus = probe.details.gpuTypes;
   checks.push({ check: "GPU offload", ok: true, detail: gpus.length ? `available: ${gpus.join(", ")}` : "none: CPU only (set model.threads to the core count)" });
   return checks;

@@ -32,7 +32,22 @@ export async function serve(config: ResolvedConfig, mode: ServeMode, logger: Log
     void stdio.closed.then(() => shutdown("stdin closed"));
   } else {
     const { allowedHosts, tokenFile, adminTokenFile, maxBodyBytes, maxConnections, maxConnectionsPerClient, connectionIdleSeconds } = config.server;
-    const http = await serveHttp(services, { host: mode.host, port: mode.port, allowedHosts, tokenFile, adminTokenFile, maxBodyBytes, maxConnections, maxConnectionsPerClient, idleSeconds: connectionIdleSeconds, continuationSeconds: config.openai.continuationSeconds }, logger);
+    const http = await serveHttp(
+      services,
+      {
+        host: mode.host,
+        port: mode.port,
+        allowedHosts,
+        tokenFile,
+        adminTokenFile,
+        maxBodyBytes,
+        maxConnections,
+        maxConnectionsPerClient,
+        idleSeconds: connectionIdleSeconds,
+        continuationSeconds: config.openai.continuationSeconds,
+      },
+      logger,
+    );
     closeTransport = http.close;
     process.stderr.write(connectionHelp(http.url));
   }
@@ -62,7 +77,13 @@ export async function assertPortFree(host: string, port: number): Promise<void> 
   await new Promise<void>((resolve, reject) => {
     const probe = createServer();
     probe.once("error", (err: NodeJS.ErrnoException) =>
-      reject(new Error(err.code === "EADDRINUSE" ? `port ${port} on ${host} is already in use (EADDRINUSE): stop what holds it, or choose another port with --http PORT or server.port` : `cannot listen on ${host}:${port}: ${err.message}`)),
+      reject(
+        new Error(
+          err.code === "EADDRINUSE"
+            ? `port ${port} on ${host} is already in use (EADDRINUSE): stop what holds it, or choose another port with --http PORT or server.port`
+            : `cannot listen on ${host}:${port}: ${err.message}`,
+        ),
+      ),
     );
     probe.listen(port, host, () => probe.close(() => resolve()));
   });

@@ -65,7 +65,12 @@ export async function connectClient(kind: TransportKind, opts: ConnectOptions = 
   const client = new Client({ name: "weact-client", version: "0.1.0" });
   const headers = opts.headers ?? {};
   if (kind === "stdio") {
-    const transport = new StdioClientTransport({ command: process.execPath, args: [MAIN, "--stdio", ...(opts.serverArgs ?? [])], env: { ...process.env, WEACT_LOG_LEVEL: "warn" } as Record<string, string>, stderr: "pipe" });
+    const transport = new StdioClientTransport({
+      command: process.execPath,
+      args: [MAIN, "--stdio", ...(opts.serverArgs ?? [])],
+      env: { ...process.env, WEACT_LOG_LEVEL: "warn" } as Record<string, string>,
+      stderr: "pipe",
+    });
     let err = "";
     // read as it comes: an unread pipe fills up and blocks the server's logging
     transport.stderr?.on("data", (d: Buffer) => void (err = (err + d.toString()).slice(-100_000)));
@@ -76,7 +81,10 @@ export async function connectClient(kind: TransportKind, opts: ConnectOptions = 
   const transport =
     kind === "http"
       ? new StreamableHTTPClientTransport(new URL(`${opts.url}/mcp`), { requestInit: { headers } })
-      : new SSEClientTransport(new URL(`${opts.url}/sse`), { requestInit: { headers }, eventSourceInit: { fetch: (url, init) => fetch(url, { ...init, headers: { ...(init?.headers as Record<string, string>), ...headers } }) } });
+      : new SSEClientTransport(new URL(`${opts.url}/sse`), {
+          requestInit: { headers },
+          eventSourceInit: { fetch: (url, init) => fetch(url, { ...init, headers: { ...(init?.headers as Record<string, string>), ...headers } }) },
+        });
   await client.connect(transport);
   return { client, close: () => client.close(), stderr: () => "" };
 }

@@ -21,7 +21,12 @@ export const ConfigSchema = z
         gpu: GpuSchema.default("auto"),
         gpuLayers: z.union([z.number().int().nonnegative(), z.enum(["auto", "max"])]).default("auto"),
         threads: z.number().int().positive().optional(),
-        contextSize: z.number().int().min(256).max(1 << 20).default(8192),
+        contextSize: z
+          .number()
+          .int()
+          .min(256)
+          .max(1 << 20)
+          .default(8192),
         sequencesPerContext: z.number().int().min(1).max(64).default(4),
         maxContexts: z.number().int().min(1).max(64).default(2),
         batchSize: z.number().int().min(1).max(8192).default(512),
@@ -35,7 +40,11 @@ export const ConfigSchema = z
         /** Folder for idle lanes' spilled KV states (default: a private temporary folder); null keeps none. */
         spillDir: z.string().min(1).nullable().optional(),
         /** Disk budget for spilled states, in MiB; the oldest go first. */
-        spillMiB: z.number().nonnegative().max(1 << 20).default(512),
+        spillMiB: z
+          .number()
+          .nonnegative()
+          .max(1 << 20)
+          .default(512),
       })
       .strict()
       .prefault({}),
@@ -52,7 +61,11 @@ export const ConfigSchema = z
       .object({
         /** External tool results kept verbatim in what the model reads; older ones become a marker (paper default 5). */
         keepToolResults: z.number().int().min(0).max(1000).default(5),
-        idleMinutes: z.number().positive().max(7 * 24 * 60).default(30),
+        idleMinutes: z
+          .number()
+          .positive()
+          .max(7 * 24 * 60)
+          .default(30),
         maxSessions: z.number().int().positive().max(10_000).default(64),
         maxSessionsPerClient: z.number().int().positive().max(10_000).default(16),
         /** Model calls waiting on the engine before new ones are refused as busy. */
@@ -61,7 +74,12 @@ export const ConfigSchema = z
         maxQueuedPerClient: z.number().int().positive().max(10_000).default(8),
         /** Engine session slots one client may hold (default: model.maxContexts x model.sequencesPerContext minus one, so another client always finds one). */
         maxSlotsPerClient: z.number().int().positive().max(10_000).optional(),
-        defaultMaxTokens: z.number().int().positive().max(1 << 20).default(512),
+        defaultMaxTokens: z
+          .number()
+          .int()
+          .positive()
+          .max(1 << 20)
+          .default(512),
       })
       .strict()
       .prefault({}),
@@ -79,7 +97,10 @@ export const ConfigSchema = z
             timeoutMs: z.number().int().positive().max(120_000).default(10_000),
             retries: z.number().int().min(0).max(5).default(2),
             searxng: z.object({ url: z.string().url() }).strict().optional(),
-            brave: z.object({ url: z.string().url().default("https://api.search.brave.com"), apiKeyEnv: z.string().min(1).default("BRAVE_API_KEY") }).strict().optional(),
+            brave: z
+              .object({ url: z.string().url().default("https://api.search.brave.com"), apiKeyEnv: z.string().min(1).default("BRAVE_API_KEY") })
+              .strict()
+              .optional(),
           })
           .strict()
           .prefault({}),
@@ -116,9 +137,19 @@ export const ConfigSchema = z
         /** Stage budgets below run arguments and manifest entries, above the built-in defaults. */
         stage: StageBudgetSchema.partial().default({}),
         soft: SoftLimitsSchema.partial().default({}),
-        maxTokensPerTurn: z.number().int().positive().max(1 << 20).default(512),
+        maxTokensPerTurn: z
+          .number()
+          .int()
+          .positive()
+          .max(1 << 20)
+          .default(512),
         /** Tokens of the context window a stage keeps free for its release exchange (hard: also one per later stage). */
-        contextReserveTokens: z.number().int().min(0).max(1 << 20).default(256),
+        contextReserveTokens: z
+          .number()
+          .int()
+          .min(0)
+          .max(1 << 20)
+          .default(256),
         /** Where trajectory traces (JSONL) are written (default: .weact/traces). */
         traceDir: z.string().min(1).optional(),
         /** Trace files kept in traceDir; past it the least recently written are deleted as new runs start. */
@@ -137,20 +168,33 @@ export const ConfigSchema = z
         /** Tokens (same format) that may also change the adapter library over HTTP. */
         adminTokenFile: z.string().min(1).optional(),
         /** Largest request body read (JSON), in bytes; checked after authentication. */
-        maxBodyBytes: z.number().int().min(1024).max(1 << 30).default(DEFAULT_MAX_BODY_BYTES),
+        maxBodyBytes: z
+          .number()
+          .int()
+          .min(1024)
+          .max(1 << 30)
+          .default(DEFAULT_MAX_BODY_BYTES),
         /** Open MCP connections (Streamable HTTP and SSE) per token. */
         maxConnectionsPerClient: z.number().int().positive().max(100_000).default(16),
         /** Open MCP connections in all (the cap without tokens). */
         maxConnections: z.number().int().positive().max(100_000).default(256),
         /** An MCP connection with no request for this long is closed and its memory freed. */
-        connectionIdleSeconds: z.number().positive().max(7 * 24 * 3600).default(1800),
+        connectionIdleSeconds: z
+          .number()
+          .positive()
+          .max(7 * 24 * 3600)
+          .default(1800),
       })
       .strict()
       .prefault({}),
     openai: z
       .object({
         /** A chat completion that stopped on the client's tools keeps its run (and session slot) this long for the continuation. */
-        continuationSeconds: z.number().positive().max(24 * 3600).default(300),
+        continuationSeconds: z
+          .number()
+          .positive()
+          .max(24 * 3600)
+          .default(300),
       })
       .strict()
       .prefault({}),
@@ -161,7 +205,11 @@ export type Config = z.infer<typeof ConfigSchema>;
 export type ConfigInput = z.input<typeof ConfigSchema>;
 
 export class ConfigError extends Error {
-  constructor(readonly source: string, readonly issues: readonly string[], what = "is invalid") {
+  constructor(
+    readonly source: string,
+    readonly issues: readonly string[],
+    what = "is invalid",
+  ) {
     super(`configuration ${source} ${what}: ${issues.join("; ")}`);
     this.name = "ConfigError";
   }
@@ -190,7 +238,7 @@ export function resolveConfig(input: unknown, source: string, baseDir: string): 
   const search = config.tools.search;
   if (search.corpus) search.corpus = resolve(baseDir, search.corpus);
   if (search.indexFile) search.indexFile = resolve(baseDir, search.indexFile);
-  if (search.backend === "searxng" && !search.searxng) throw new ConfigError(source, ["tools.search.searxng.url: required when tools.search.backend is \"searxng\""]);
+  if (search.backend === "searxng" && !search.searxng) throw new ConfigError(source, ['tools.search.searxng.url: required when tools.search.backend is "searxng"']);
   return {
     ...config,
     manifestPath: config.adapters.manifest ? resolve(baseDir, config.adapters.manifest) : DEFAULT_MANIFEST,

@@ -83,11 +83,7 @@ export const ARCHITECTURES = {
   })),
   gemma4: {
     ...plain("gemma4", 1_000_000),
-    blockVectors: (d: ModelDims) => [
-      ...qkNorm(d),
-      { suffix: "post_attention_norm", length: d.nEmbd, value: 1 },
-      { suffix: "post_ffw_norm", length: d.nEmbd, value: 1 },
-    ],
+    blockVectors: (d: ModelDims) => [...qkNorm(d), { suffix: "post_attention_norm", length: d.nEmbd, value: 1 }, { suffix: "post_ffw_norm", length: d.nEmbd, value: 1 }],
     // full-attention layers read proportional-rope factors; ones leave rope unchanged
     modelVectors: (d: ModelDims) => [{ name: "rope_freqs.weight", length: d.headDim / 2, value: 1 }],
     extraKeys: (d: ModelDims) => ({

@@ -1,7 +1,7 @@
-import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { GgmlType, writeGguf, type GgufEntry, type GgufTensorSource } from "../gguf/index.js";
-import { parseManifest } from "../library/manifest.js";
+import { parseManifest, saveManifest } from "../library/manifest.js";
 import { DEFAULT_MANIFEST } from "../paths.js";
 import { ARCHITECTURES } from "./architectures.js";
 import { FAMILIES, familyNamed, type Family } from "./families.js";
@@ -59,13 +59,8 @@ function writeAdapters(root: string, family: Family, seed: number): void {
     writeAtomically(join(dir, `${alias}.gguf`), lora.metadata, lora.tensors);
   }
   const defaults = parseManifest(JSON.parse(readFileSync(DEFAULT_MANIFEST, "utf8")), DEFAULT_MANIFEST);
-  const adapters = LIBRARY.map((alias) => {
-    const { filePath: _, ...entry } = defaults.find((e) => e.alias === alias)!;
-    return { ...entry, file: `${alias}.gguf` };
-  });
-  const manifest = join(dir, "manifest.json");
-  writeFileSync(`${manifest}.${process.pid}.tmp`, JSON.stringify({ adapters }, null, 2) + "\n");
-  renameSync(`${manifest}.${process.pid}.tmp`, manifest);
+  const entries = LIBRARY.map((alias) => ({ ...defaults.find((e) => e.alias === alias)!, file: `${alias}.gguf`, filePath: join(dir, `${alias}.gguf`) }));
+  saveManifest(join(dir, "manifest.json"), entries);
 }
 
 /**

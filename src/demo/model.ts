@@ -55,8 +55,7 @@ export function modelFile(opts: ModelFileOptions): { metadata: Record<string, Gg
   const { dims: d, vocab, weightType, architecture: arch } = opts;
   const root = new SeededRandom(opts.seed);
   const nVocab = vocab.tokens.length;
-  const weight = (name: string, nIn: number, nOut: number, gain = 1) =>
-    tensor(name, [nIn, nOut], weightType, () => gaussian(root.fork(name), nIn * nOut, (gain * (opts.gain ?? 1)) / Math.sqrt(nIn)));
+  const weight = (name: string, nIn: number, nOut: number, gain = 1) => tensor(name, [nIn, nOut], weightType, () => gaussian(root.fork(name), nIn * nOut, (gain * (opts.gain ?? 1)) / Math.sqrt(nIn)));
 
   const tensors: GgufTensorSource[] = [
     tensor("token_embd.weight", [d.nEmbd, nVocab], weightType, () => gaussian(root.fork("token_embd"), d.nEmbd * nVocab, 1)),

@@ -15,10 +15,7 @@ function byteToUnicode(): string[] {
   return out;
 }
 
-const MERGES = [
-  "Ġ t", "Ġ a", "h e", "i n", "r e", "o n", "Ġt he", "e r", "a t", "Ġ s",
-  "e n", "o r", "Ġ w", "Ġ o", "i s", "a n", "e s", "Ġ c", "i t", "a l",
-];
+const MERGES = ["Ġ t", "Ġ a", "h e", "i n", "r e", "o n", "Ġt he", "e r", "a t", "Ġ s", "e n", "o r", "Ġ w", "Ġ o", "i s", "a n", "e s", "Ġ c", "i t", "a l"];
 
 /** Control tokens are never produced from plain text; the tool and think markers are user-defined, as in Qwen3's GGUFs. */
 export const SPECIAL_TOKENS = [

@@ -10,7 +10,10 @@ export abstract class EngineError extends Error {
 /** The base model file is missing, unreadable, malformed, or would abort llama.cpp. */
 export class ModelFileError extends EngineError {
   readonly code = "model_file";
-  constructor(readonly file: string, readonly reason: string) {
+  constructor(
+    readonly file: string,
+    readonly reason: string,
+  ) {
     super(`model ${file}: ${reason}`);
   }
 }
@@ -18,15 +21,24 @@ export class ModelFileError extends EngineError {
 /** The model's chat template has no tool-call syntax: weight actions, being tool calls, could never be parsed. */
 export class NoFunctionCallsError extends EngineError {
   readonly code = "no_function_calls";
-  constructor(readonly file: string, readonly wrapper: string, readonly reason: string) {
-    super(`model ${file}: ${reason} (node-llama-cpp chat wrapper: ${wrapper}). Use the tool-calling (Instruct) variant of the model, or a GGUF whose tokenizer.chat_template documents tools; \`weact-mcp doctor ${file}\` checks a file before serving it`);
+  constructor(
+    readonly file: string,
+    readonly wrapper: string,
+    readonly reason: string,
+  ) {
+    super(
+      `model ${file}: ${reason} (node-llama-cpp chat wrapper: ${wrapper}). Use the tool-calling (Instruct) variant of the model, or a GGUF whose tokenizer.chat_template documents tools; \`weact-mcp doctor ${file}\` checks a file before serving it`,
+    );
   }
 }
 
 /** An adapter file is missing, unreadable, malformed, or llama.cpp refused it. */
 export class AdapterFileError extends EngineError {
   readonly code = "adapter_file";
-  constructor(readonly file: string, readonly reason: string) {
+  constructor(
+    readonly file: string,
+    readonly reason: string,
+  ) {
     super(`adapter ${file}: ${reason}`);
   }
 }
@@ -34,14 +46,20 @@ export class AdapterFileError extends EngineError {
 /** An adapter was made for another base model: its architecture or tensor shapes do not match. */
 export class AdapterIncompatibleError extends EngineError {
   readonly code = "adapter_incompatible";
-  constructor(readonly file: string, readonly mismatches: readonly string[]) {
+  constructor(
+    readonly file: string,
+    readonly mismatches: readonly string[],
+  ) {
     super(`adapter ${file} does not fit the base model: ${mismatches.join("; ")}`);
   }
 }
 
 export class UnknownAdapterError extends EngineError {
   readonly code = "unknown_adapter";
-  constructor(readonly alias: string, readonly known: readonly string[]) {
+  constructor(
+    readonly alias: string,
+    readonly known: readonly string[],
+  ) {
     super(`unknown adapter "${alias}"; the library has: ${known.length ? known.join(", ") : "(none)"}`);
   }
 }
@@ -76,7 +94,10 @@ export class SessionClosedError extends EngineError {
 /** The rendered conversation does not fit in the session's context window. */
 export class ContextOverflowError extends EngineError {
   readonly code = "context_overflow";
-  constructor(readonly tokens: number, readonly contextSize: number) {
+  constructor(
+    readonly tokens: number,
+    readonly contextSize: number,
+  ) {
     super(`the conversation needs ${tokens} tokens but the session's context holds ${contextSize}; shorten the history or raise model.contextSize`);
   }
 }

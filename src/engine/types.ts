@@ -73,10 +73,7 @@ export interface AnsweredCall {
   raw?: unknown;
 }
 
-export type ChatTurn =
-  | { role: "system"; text: string }
-  | { role: "user"; text: string }
-  | { role: "assistant"; text: string; calls?: readonly AnsweredCall[] };
+export type ChatTurn = { role: "system"; text: string } | { role: "user"; text: string } | { role: "assistant"; text: string; calls?: readonly AnsweredCall[] };
 
 /**
  * What the engine renders with the model's chat template. `functions` is documented in the prompt and

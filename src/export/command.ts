@@ -47,7 +47,10 @@ export function runExport(command: ExportCommand, deps: ExportDeps, out: Output 
   if (command.stats) {
     const { trajectories, problems } = readTraces(from);
     for (const p of problems) err.write(`${formatProblem(p)}\n`);
-    const stats = datasetStats(trajectories.filter((t) => selects(command.filter, t)), deps.countTokens);
+    const stats = datasetStats(
+      trajectories.filter((t) => selects(command.filter, t)),
+      deps.countTokens,
+    );
     out.write(`${formatStats(command.capability ? stats.filter((s) => s.capability === command.capability) : stats)}\n`);
     return;
   }

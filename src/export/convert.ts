@@ -13,7 +13,10 @@ export type ModelFunctions = Readonly<Record<string, FunctionSpec>>;
  */
 export function callArguments(value: unknown): string {
   if (Array.isArray(value)) return `[${value.map(callArguments).join(", ")}]`;
-  if (typeof value === "object" && value !== null) return `{${Object.entries(value).map(([k, v]) => `${JSON.stringify(k)}: ${callArguments(v)}`).join(", ")}}`;
+  if (typeof value === "object" && value !== null)
+    return `{${Object.entries(value)
+      .map(([k, v]) => `${JSON.stringify(k)}: ${callArguments(v)}`)
+      .join(", ")}}`;
   return JSON.stringify(value);
 }
 

@@ -94,7 +94,9 @@ export function formatSummary(s: ExportSummary): string {
   return [
     `${s.capability}: ${s.samples} samples, ${s.lines} ${s.format} lines -> ${s.out}${s.duplicates ? ` (${s.duplicates} duplicate lines dropped)` : ""}`,
     `trajectories: ${s.trajectories.read} read, ${s.trajectories.selected} selected (filter: ${s.filter})${s.problems.length ? `; ${s.problems.length} trace problems` : ""}`,
-    `stage exits: ${Object.entries(s.exits).map(([k, v]) => `${k} ${v}`).join(", ")}`,
+    `stage exits: ${Object.entries(s.exits)
+      .map(([k, v]) => `${k} ${v}`)
+      .join(", ")}`,
     `tokens: context mean ${t.context.mean.toFixed(0)}, p95 ${t.context.p95}; target mean ${t.target.mean.toFixed(0)}, p95 ${t.target.p95}`,
   ].join("\n");
 }

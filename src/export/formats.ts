@@ -76,9 +76,7 @@ export type AxolotlLine = z.infer<typeof AxolotlLineSchema>;
 /** OpenAI fine-tuning chat format: `weight` (0 or 1) on every assistant message says whether it is trained. */
 export const OpenAILineSchema = z
   .strictObject({
-    messages: z
-      .array(z.discriminatedUnion("role", [SystemMessage, UserMessage, AssistantMessage.extend({ weight: z.union([z.literal(0), z.literal(1)]) }).strict(), OpenAIToolMessage]))
-      .min(1),
+    messages: z.array(z.discriminatedUnion("role", [SystemMessage, UserMessage, AssistantMessage.extend({ weight: z.union([z.literal(0), z.literal(1)]) }).strict(), OpenAIToolMessage])).min(1),
     tools: z.array(ToolDefinitionSchema).optional(),
   })
   .superRefine((line, ctx) => {

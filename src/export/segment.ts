@@ -29,8 +29,7 @@ export interface StageSample {
 }
 
 /** A turn the adapter wrote itself. Prescribed exchanges (client, harness) are context even inside its stage. */
-const isTarget = (m: HistoryMessage, capability: string): m is AssistantMessage =>
-  m.role === "assistant" && m.author === "model" && m.adapter === capability;
+const isTarget = (m: HistoryMessage, capability: string): m is AssistantMessage => m.role === "assistant" && m.author === "model" && m.adapter === capability;
 
 /** The capabilities a trajectory activated. */
 export function capabilitiesOf(trajectory: Trajectory): string[] {

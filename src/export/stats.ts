@@ -52,13 +52,23 @@ export function tokenStats(samples: readonly StageSample[], countTokens: TokenCo
 /** Per capability the trajectories activated: sample counts and context/target token lengths. */
 export function datasetStats(trajectories: readonly Trajectory[], countTokens: TokenCounter): CapabilityStats[] {
   const capabilities = [...new Set(trajectories.flatMap(capabilitiesOf))].sort();
-  return capabilities.map((capability) => ({ capability, ...tokenStats(trajectories.flatMap((t) => segment(t, capability)), countTokens) }));
+  return capabilities.map((capability) => ({
+    capability,
+    ...tokenStats(
+      trajectories.flatMap((t) => segment(t, capability)),
+      countTokens,
+    ),
+  }));
 }
 
 export function formatStats(stats: readonly CapabilityStats[]): string {
   const head = ["capability", "samples", "context mean", "context p95", "target mean", "target p95"];
   const rows = stats.map((s) => [s.capability, String(s.samples), s.context.mean.toFixed(0), String(s.context.p95), s.target.mean.toFixed(0), String(s.target.p95)]);
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-  const line = (cells: string[]) => cells.map((c, i) => c.padEnd(widths[i]!)).join("  ").trimEnd();
+  const line = (cells: string[]) =>
+    cells
+      .map((c, i) => c.padEnd(widths[i]!))
+      .join("  ")
+      .trimEnd();
   return [line(head), line(widths.map((w) => "-".repeat(w))), ...rows.map(line)].join("\n");
 }

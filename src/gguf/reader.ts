@@ -1,18 +1,13 @@
 import { closeSync, constants, fstatSync, openSync, readSync, type Stats } from "node:fs";
 import { open, type FileHandle } from "node:fs/promises";
-import {
-  ggmlTensorBytes,
-  GGUF_DEFAULT_ALIGNMENT,
-  GGUF_MAGIC,
-  GgufValueType,
-  type GgufScalar,
-  type GgufTensorInfo,
-  type GgufValue,
-} from "./format.js";
+import { ggmlTensorBytes, GGUF_DEFAULT_ALIGNMENT, GGUF_MAGIC, GgufValueType, type GgufScalar, type GgufTensorInfo, type GgufValue } from "./format.js";
 
 /** The file is not a well-formed GGUF; `reason` says where it breaks. */
 export class GgufFormatError extends Error {
-  constructor(readonly file: string, readonly reason: string) {
+  constructor(
+    readonly file: string,
+    readonly reason: string,
+  ) {
     super(`${file}: not a valid GGUF file: ${reason}`);
     this.name = "GgufFormatError";
   }
@@ -45,7 +40,11 @@ class BoundedReader {
   private buf: Buffer = Buffer.alloc(0);
   private bufStart = 0;
   pos = 0;
-  constructor(private readonly source: ByteSource, readonly size: number, private readonly fail: (reason: string) => never) {}
+  constructor(
+    private readonly source: ByteSource,
+    readonly size: number,
+    private readonly fail: (reason: string) => never,
+  ) {}
 
   private ensure(n: number, what: string) {
     if (n < 0 || this.pos + n > this.size) this.fail(`${what} at byte ${this.pos} runs past the end of the file (${this.size} bytes)`);
@@ -59,9 +58,15 @@ class BoundedReader {
     this.pos += n;
     return this.buf.subarray(off, off + n);
   }
-  u8(what: string) { return this.bytes(1, what).readUInt8(0); }
-  u32(what: string) { return this.bytes(4, what).readUInt32LE(0); }
-  u64(what: string): bigint { return this.bytes(8, what).readBigUInt64LE(0); }
+  u8(what: string) {
+    return this.bytes(1, what).readUInt8(0);
+  }
+  u32(what: string) {
+    return this.bytes(4, what).readUInt32LE(0);
+  }
+  u64(what: string): bigint {
+    return this.bytes(8, what).readBigUInt64LE(0);
+  }
   count(what: string, perItemMin: number): number {
     const n = this.u64(what);
     if (n * BigInt(Math.max(perItemMin, 1)) > BigInt(this.size - this.pos)) this.fail(`${what} (${n}) cannot fit in the rest of the file`);
@@ -75,28 +80,48 @@ class BoundedReader {
 }
 
 const SCALAR_SIZE: Partial<Record<GgufValueType, number>> = {
-  [GgufValueType.UINT8]: 1, [GgufValueType.INT8]: 1, [GgufValueType.BOOL]: 1,
-  [GgufValueType.UINT16]: 2, [GgufValueType.INT16]: 2,
-  [GgufValueType.UINT32]: 4, [GgufValueType.INT32]: 4, [GgufValueType.FLOAT32]: 4,
-  [GgufValueType.UINT64]: 8, [GgufValueType.INT64]: 8, [GgufValueType.FLOAT64]: 8,
+  [GgufValueType.UINT8]: 1,
+  [GgufValueType.INT8]: 1,
+  [GgufValueType.BOOL]: 1,
+  [GgufValueType.UINT16]: 2,
+  [GgufValueType.INT16]: 2,
+  [GgufValueType.UINT32]: 4,
+  [GgufValueType.INT32]: 4,
+  [GgufValueType.FLOAT32]: 4,
+  [GgufValueType.UINT64]: 8,
+  [GgufValueType.INT64]: 8,
+  [GgufValueType.FLOAT64]: 8,
   [GgufValueType.STRING]: 8,
 };
 
 function readScalar(r: BoundedReader, type: GgufValueType, what: string, fail: (reason: string) => never): GgufScalar {
   switch (type) {
-    case GgufValueType.UINT8: return r.u8(what);
-    case GgufValueType.INT8: return r.bytes(1, what).readInt8(0);
-    case GgufValueType.UINT16: return r.bytes(2, what).readUInt16LE(0);
-    case GgufValueType.INT16: return r.bytes(2, what).readInt16LE(0);
-    case GgufValueType.UINT32: return r.u32(what);
-    case GgufValueType.INT32: return r.bytes(4, what).readInt32LE(0);
-    case GgufValueType.FLOAT32: return r.bytes(4, what).readFloatLE(0);
-    case GgufValueType.BOOL: return r.u8(what) !== 0;
-    case GgufValueType.STRING: return r.str(what);
-    case GgufValueType.UINT64: return r.u64(what);
-    case GgufValueType.INT64: return r.bytes(8, what).readBigInt64LE(0);
-    case GgufValueType.FLOAT64: return r.bytes(8, what).readDoubleLE(0);
-    default: return fail(`${what} has unknown value type ${type}`);
+    case GgufValueType.UINT8:
+      return r.u8(what);
+    case GgufValueType.INT8:
+      return r.bytes(1, what).readInt8(0);
+    case GgufValueType.UINT16:
+      return r.bytes(2, what).readUInt16LE(0);
+    case GgufValueType.INT16:
+      return r.bytes(2, what).readInt16LE(0);
+    case GgufValueType.UINT32:
+      return r.u32(what);
+    case GgufValueType.INT32:
+      return r.bytes(4, what).readInt32LE(0);
+    case GgufValueType.FLOAT32:
+      return r.bytes(4, what).readFloatLE(0);
+    case GgufValueType.BOOL:
+      return r.u8(what) !== 0;
+    case GgufValueType.STRING:
+      return r.str(what);
+    case GgufValueType.UINT64:
+      return r.u64(what);
+    case GgufValueType.INT64:
+      return r.bytes(8, what).readBigInt64LE(0);
+    case GgufValueType.FLOAT64:
+      return r.bytes(8, what).readDoubleLE(0);
+    default:
+      return fail(`${what} has unknown value type ${type}`);
   }
 }
 
@@ -191,7 +216,9 @@ export async function readGgufHeaderAsync(path: string, timeoutMs = ASYNC_READ_T
 }
 
 function parseHeader(path: string, size: number, source: ByteSource): GgufFile {
-  const fail = (reason: string): never => { throw new GgufFormatError(path, reason); };
+  const fail = (reason: string): never => {
+    throw new GgufFormatError(path, reason);
+  };
   const r = new BoundedReader(source, size, fail);
   if (size < 24) fail(`file is ${size} bytes, shorter than a GGUF header`);
   const magic = r.u32("magic");

@@ -1,18 +1,8 @@
 import { closeSync, openSync, writeSync } from "node:fs";
-import {
-  ggmlTensorBytes,
-  GGUF_DEFAULT_ALIGNMENT,
-  GGUF_MAGIC,
-  GGUF_VERSION,
-  GgmlType,
-  GgufValueType,
-  type GgufScalar,
-} from "./format.js";
+import { ggmlTensorBytes, GGUF_DEFAULT_ALIGNMENT, GGUF_MAGIC, GGUF_VERSION, GgmlType, GgufValueType, type GgufScalar } from "./format.js";
 
 /** A metadata value with its GGUF type spelled out, so numbers are never guessed. */
-export type GgufEntry =
-  | { type: Exclude<GgufValueType, GgufValueType.ARRAY>; value: GgufScalar }
-  | { type: GgufValueType.ARRAY; itemType: GgufValueType; items: readonly GgufScalar[] };
+export type GgufEntry = { type: Exclude<GgufValueType, GgufValueType.ARRAY>; value: GgufScalar } | { type: GgufValueType.ARRAY; itemType: GgufValueType; items: readonly GgufScalar[] };
 
 export const gguf = {
   u32: (value: number): GgufEntry => ({ type: GgufValueType.UINT32, value }),
@@ -49,28 +39,66 @@ class ByteSink {
     this.chunks.push(buf);
     this.length += buf.length;
   }
-  u32(v: number) { const b = Buffer.alloc(4); b.writeUInt32LE(v); this.push(b); }
-  u64(v: number | bigint) { const b = Buffer.alloc(8); b.writeBigUInt64LE(BigInt(v)); this.push(b); }
-  str(s: string) { const bytes = Buffer.from(s, "utf8"); this.u64(bytes.length); this.push(bytes); }
+  u32(v: number) {
+    const b = Buffer.alloc(4);
+    b.writeUInt32LE(v);
+    this.push(b);
+  }
+  u64(v: number | bigint) {
+    const b = Buffer.alloc(8);
+    b.writeBigUInt64LE(BigInt(v));
+    this.push(b);
+  }
+  str(s: string) {
+    const bytes = Buffer.from(s, "utf8");
+    this.u64(bytes.length);
+    this.push(bytes);
+  }
   scalar(type: GgufValueType, v: GgufScalar) {
     const b = Buffer.alloc(8);
     switch (type) {
-      case GgufValueType.UINT8: b.writeUInt8(Number(v)); return this.push(b.subarray(0, 1));
-      case GgufValueType.INT8: b.writeInt8(Number(v)); return this.push(b.subarray(0, 1));
-      case GgufValueType.UINT16: b.writeUInt16LE(Number(v)); return this.push(b.subarray(0, 2));
-      case GgufValueType.INT16: b.writeInt16LE(Number(v)); return this.push(b.subarray(0, 2));
-      case GgufValueType.UINT32: b.writeUInt32LE(Number(v)); return this.push(b.subarray(0, 4));
-      case GgufValueType.INT32: b.writeInt32LE(Number(v)); return this.push(b.subarray(0, 4));
-      case GgufValueType.FLOAT32: b.writeFloatLE(Number(v)); return this.push(b.subarray(0, 4));
-      case GgufValueType.BOOL: b.writeUInt8(v ? 1 : 0); return this.push(b.subarray(0, 1));
-      case GgufValueType.STRING: return this.str(String(v));
-      case GgufValueType.UINT64: b.writeBigUInt64LE(BigInt(v)); return this.push(b);
-      case GgufValueType.INT64: b.writeBigInt64LE(BigInt(v)); return this.push(b);
-      case GgufValueType.FLOAT64: b.writeDoubleLE(Number(v)); return this.push(b);
-      default: throw new Error(`cannot write GGUF value of type ${type}`);
+      case GgufValueType.UINT8:
+        b.writeUInt8(Number(v));
+        return this.push(b.subarray(0, 1));
+      case GgufValueType.INT8:
+        b.writeInt8(Number(v));
+        return this.push(b.subarray(0, 1));
+      case GgufValueType.UINT16:
+        b.writeUInt16LE(Number(v));
+        return this.push(b.subarray(0, 2));
+      case GgufValueType.INT16:
+        b.writeInt16LE(Number(v));
+        return this.push(b.subarray(0, 2));
+      case GgufValueType.UINT32:
+        b.writeUInt32LE(Number(v));
+        return this.push(b.subarray(0, 4));
+      case GgufValueType.INT32:
+        b.writeInt32LE(Number(v));
+        return this.push(b.subarray(0, 4));
+      case GgufValueType.FLOAT32:
+        b.writeFloatLE(Number(v));
+        return this.push(b.subarray(0, 4));
+      case GgufValueType.BOOL:
+        b.writeUInt8(v ? 1 : 0);
+        return this.push(b.subarray(0, 1));
+      case GgufValueType.STRING:
+        return this.str(String(v));
+      case GgufValueType.UINT64:
+        b.writeBigUInt64LE(BigInt(v));
+        return this.push(b);
+      case GgufValueType.INT64:
+        b.writeBigInt64LE(BigInt(v));
+        return this.push(b);
+      case GgufValueType.FLOAT64:
+        b.writeDoubleLE(Number(v));
+        return this.push(b);
+      default:
+        throw new Error(`cannot write GGUF value of type ${type}`);
     }
   }
-  toBuffer() { return Buffer.concat(this.chunks); }
+  toBuffer() {
+    return Buffer.concat(this.chunks);
+  }
 }
 
 /**

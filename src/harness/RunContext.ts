@@ -187,7 +187,17 @@ export class RunContext {
     if (value.ok) this.switches++;
     this.rebuiltTokens += value.rebuiltTokens;
     this.reusedTokens += value.reusedTokens;
-    this.trace.event("adapter_control", { stage, action, author, ok: value.ok, ...(value.error ? { error: value.error } : {}), callId: value.callId, ms: round(ms - value.rebuildMs), active: this.driver.active(), ...detail });
+    this.trace.event("adapter_control", {
+      stage,
+      action,
+      author,
+      ok: value.ok,
+      ...(value.error ? { error: value.error } : {}),
+      callId: value.callId,
+      ms: round(ms - value.rebuildMs),
+      active: this.driver.active(),
+      ...detail,
+    });
     if (value.rebuildMs > 0) this.trace.event("cache_rebuild", { stage, adapter: this.route(), tokens: value.rebuiltTokens, reused: value.reusedTokens, ms: round(value.rebuildMs) });
     return value;
   }

@@ -27,7 +27,12 @@ function lastBoxed(text: string): string | undefined {
 
 /** Exact match and normalised containment, for the eval runner. */
 export function normalise(s: string): string {
-  return s.toLowerCase().normalize("NFKD").replace(/[\u0300-\u036f]/g, "").replace(/[^\p{L}\p{N}]+/gu, " ").trim();
+  return s
+    .toLowerCase()
+    .normalize("NFKD")
+    .replace(/[\u0300-\u036f]/g, "")
+    .replace(/[^\p{L}\p{N}]+/gu, " ")
+    .trim();
 }
 
 export function judge(answer: string, expected: string | readonly string[]): { exact: boolean; contains: boolean } {

@@ -95,7 +95,9 @@ export async function runTask(deps: HarnessDeps, owner: Owner, raw: RunTaskInput
   const trace = new Trace(traceId, traceFile);
   const policy = input.policy;
   const fixed = fixedAdapters(policy, deps.library);
-  const { value: session } = await trace.measure("orchestration", () => deps.sessions.create(owner, { task: input.task, fixedAdapters: fixed, clientTools: opts.clientTools, system: opts.conversation?.system, history: opts.conversation, stageBudget: input.budgets }));
+  const { value: session } = await trace.measure("orchestration", () =>
+    deps.sessions.create(owner, { task: input.task, fixedAdapters: fixed, clientTools: opts.clientTools, system: opts.conversation?.system, history: opts.conversation, stageBudget: input.budgets }),
+  );
   // only a run that got a session is a run: a refused request leaves no trace file and no row on the status page
   if (deps.recent) trace.listeners.push(deps.recent.follow(traceId, owner, input.task, policy));
   if (opts.onEvent) trace.listeners.push(opts.onEvent);
@@ -111,7 +113,10 @@ export async function runTask(deps: HarnessDeps, owner: Owner, raw: RunTaskInput
    * OpenAI response does); the others then find theirs answered.
    */
   const askClient = async (deps: HarnessDeps, owner: Owner, sessionId: string, call: ModelCall, signal: AbortSignal) => {
-    const batch = deps.sessions.get(owner, sessionId).pendingCalls().filter((c) => clientTools.has(c.name));
+    const batch = deps.sessions
+      .get(owner, sessionId)
+      .pendingCalls()
+      .filter((c) => clientTools.has(c.name));
     if (!batch.some((c) => c.id === call.id)) return { ok: true };
     if (!opts.awaitClient) throw new Error("the run has client tools but no way to ask the client");
     const calls = batch.map((c) => ({ id: c.id, name: c.name, arguments: c.arguments }));
@@ -144,7 +149,15 @@ export async function runTask(deps: HarnessDeps, owner: Owner, raw: RunTaskInput
     const { value: extracted } = await trace.measure("answer_extraction", async () => extractAnswer(result.text));
     const correct = opts.expected === undefined ? undefined : judge(extracted.answer, opts.expected);
     const selectionAccuracy = input.expectedStages ? stageAccuracy(result.stages, input.expectedStages) : undefined;
-    trace.event("answer", { finish, answer: extracted.answer, marked: extracted.marked, text: result.text.slice(0, 4000), stages: result.stages, ...(correct ? { correct } : {}), ...(selectionAccuracy !== undefined ? { selectionAccuracy } : {}) });
+    trace.event("answer", {
+      finish,
+      answer: extracted.answer,
+      marked: extracted.marked,
+      text: result.text.slice(0, 4000),
+      stages: result.stages,
+      ...(correct ? { correct } : {}),
+      ...(selectionAccuracy !== undefined ? { selectionAccuracy } : {}),
+    });
     await trace.measure("orchestration", async () => trace.event("history", { sessionId: session.id, keepToolResult: session.settings.keepToolResults, messages: historyView(session, { elide: false }) }));
     const time = trace.end();
     trace.event("run_end", { finish, time, switches: ctx.switches, rebuiltTokens: ctx.rebuiltTokens, reusedTokens: ctx.reusedTokens, generatedTokens: ctx.generatedTokens });

@@ -5,10 +5,7 @@ import { SoftLimitsSchema, StageBudgetSchema } from "../budgets/budgets.js";
 export type Owner = string;
 
 /** Comparison modes share the library and harness: no adapters, one fixed adapter, or all applied at once. */
-export const PolicySchema = z.union([
-  z.enum(["hard", "soft", "base", "static"]),
-  z.string().regex(/^single:[a-z][a-z0-9_-]{0,31}$/, 'a policy is hard, soft, base, static or single:<alias>'),
-]);
+export const PolicySchema = z.union([z.enum(["hard", "soft", "base", "static"]), z.string().regex(/^single:[a-z][a-z0-9_-]{0,31}$/, "a policy is hard, soft, base, static or single:<alias>")]);
 export type Policy = z.infer<typeof PolicySchema>;
 
 /** Steering for models that do not open calls on their own (the demo model): at a chosen turn, steer into a call. */
@@ -32,7 +29,12 @@ export const RunTaskInputSchema = z.object({
   workflow: z.array(z.string().min(1).max(64)).min(1).max(16).optional(),
   budgets: StageBudgetSchema.partial().optional(),
   soft: SoftLimitsSchema.partial().optional(),
-  seed: z.number().int().min(0).max(2 ** 32 - 1).optional(),
+  seed: z
+    .number()
+    .int()
+    .min(0)
+    .max(2 ** 32 - 1)
+    .optional(),
   steering: z.array(SteeringSchema).max(64).optional(),
   /** Expected adapter sequence (for adapter-selection accuracy). */
   expectedStages: z.array(z.string().min(1).max(64)).max(32).optional(),

@@ -5,7 +5,7 @@ import type { AdapterInfo, Engine } from "../engine/index.js";
 import { fileKind, sha256File } from "../gguf/index.js";
 import { Mutex } from "../mutex.js";
 import type { Logger } from "../log.js";
-import { loadManifest, type LibraryEntry } from "./manifest.js";
+import { describeIssues, ManifestEntrySchema, loadManifest, saveManifest, type AdapterFields, type LibraryEntry } from "./manifest.js";
 import { isInsideDirs } from "./confine.js";
 
 /** A manifest entry and what became of it: resident in the engine, or refused with a reason. */
@@ -40,12 +40,14 @@ export class AdapterLibrary {
   private constructor(
     private readonly engine: Engine,
     private readonly adapters: Map<string, LibraryAdapter>,
+    /** The manifest the library was read from: changes made through it are written back there. */
+    private readonly manifestPath: string,
     private readonly allowedDirs: readonly string[],
     private readonly logger: Logger,
   ) {}
 
-  static async load(engine: Engine, entries: readonly LibraryEntry[], logger: Logger, opts: { allowedDirs: readonly string[] }): Promise<AdapterLibrary> {
-    const library = new AdapterLibrary(engine, new Map(), opts.allowedDirs, logger);
+  static async load(engine: Engine, entries: readonly LibraryEntry[], logger: Logger, opts: { manifestPath: string; allowedDirs: readonly string[] }): Promise<AdapterLibrary> {
+    const library = new AdapterLibrary(engine, new Map(), opts.manifestPath, opts.allowedDirs, logger);
     for (const entry of entries) await library.add(entry);
     return library;
   }
@@ -109,6 +111,32 @@ export class AdapterLibrary {
     });
   }
 
+  /**
+   * The admin tools' changes, each written back to the manifest once it succeeded (so it survives a restart). `fields`
+   * are a manifest entry's: the file relative to the manifest's folder, checked by the manifest's own schema.
+   */
+  async registerEntry(fields: AdapterFields): Promise<AdapterInfo> {
+    const added = await this.register(this.entryFrom(fields));
+    this.saveManifest();
+    return added.info!;
+  }
+
+  /** Changes the given fields of an entry (the others stay as they are); a new file or scale is a new version. */
+  async refreshEntry(alias: string, fields: Partial<AdapterFields>): Promise<{ previous: AdapterInfo; current: AdapterInfo }> {
+    const known = this.adapters.get(alias);
+    if (!known) throw new LibraryChangeError(`no adapter "${alias}" to refresh`);
+    const { filePath: _resolved, ...entry } = known.entry;
+    const given = Object.fromEntries(Object.entries(fields).filter(([, v]) => v !== undefined));
+    const refreshed = await this.refresh(alias, this.entryFrom({ ...entry, ...given }));
+    this.saveManifest();
+    return refreshed;
+  }
+
+  async unregisterEntry(alias: string): Promise<void> {
+    await this.unregister(alias);
+    this.saveManifest();
+  }
+
   /** Brings the library to a manifest's entries: adds, refreshes (new file bytes or scale), updates texts, removes. */
   async apply(entries: readonly LibraryEntry[]): Promise<ManifestDiff> {
     return this.applying.run(() => this.applyNow(entries));
@@ -152,7 +180,8 @@ export class AdapterLibrary {
   }
 
   /** Re-reads the manifest when it changes; a malformed edit is logged and the running library is kept. */
-  watch(manifestPath: string): FSWatcher | undefined {
+  watch(): FSWatcher | undefined {
+    const manifestPath = this.manifestPath;
     let timer: NodeJS.Timeout | undefined;
     const reload = async () => {
       try {
@@ -175,6 +204,20 @@ export class AdapterLibrary {
       this.logger.warn({ manifest: manifestPath, err: (err as Error).message }, "cannot watch the manifest; use the admin tools to change the library");
       return undefined;
     }
+  }
+
+  /** An entry as the manifest would hold it (its schema names the field to fix), with its file resolved. */
+  private entryFrom(fields: Record<string, unknown>): LibraryEntry {
+    const parsed = ManifestEntrySchema.safeParse(fields);
+    if (!parsed.success) throw new LibraryChangeError(describeIssues(parsed.error).join("; "));
+    return { ...parsed.data, filePath: resolve(dirname(this.manifestPath), parsed.data.file) };
+  }
+
+  private saveManifest(): void {
+    saveManifest(
+      this.manifestPath,
+      this.list().map((a) => a.entry),
+    );
   }
 
   private async add(entry: LibraryEntry): Promise<LibraryAdapter> {

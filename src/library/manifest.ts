@@ -1,5 +1,6 @@
-import { readFileSync, renameSync, writeFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { dirname, relative, resolve } from "node:path";
+import writeFileAtomic from "write-file-atomic";
 import { z } from "zod";
 import { StageBudgetSchema } from "../budgets/budgets.js";
 
@@ -8,8 +9,8 @@ export const ALIAS_PATTERN = /^[a-z][a-z0-9_-]{0,31}$/;
 export const ManifestEntrySchema = z
   .object({
     alias: z.string().regex(ALIAS_PATTERN, "alias must be lowercase letters, digits, '-' or '_', starting with a letter, at most 32 characters"),
-    description: z.string().min(1, "describe the capability: the model reads it in the load_lora tool description").max(1000),
-    file: z.string().min(1, "file: path of the GGUF LoRA, relative to the manifest"),
+    description: z.string().min(1, "describe the capability: the model reads it in the load_lora tool description").max(1000).describe("The capability, as the model will read it in load_lora's description."),
+    file: z.string().min(1, "file: path of the GGUF LoRA, relative to the manifest").max(4096).describe("GGUF LoRA file, relative to the manifest's folder or absolute (must be inside adapters.allowedDirs)."),
     scale: z.number().positive().max(16).default(1),
     /** Per-stage limits; any left out fall back to the config file, then the built-in defaults. */
     budget: StageBudgetSchema.partial().optional(),
@@ -34,13 +35,20 @@ export const ManifestSchema = z
 
 export type ManifestEntry = z.infer<typeof ManifestEntrySchema>;
 
+/** The fields a client sets when it registers or refreshes an adapter on a running server: an entry's, budgets aside. */
+export const AdapterFieldsSchema = ManifestEntrySchema.pick({ alias: true, file: true, description: true, scale: true, activation: true, release: true });
+export type AdapterFields = z.input<typeof AdapterFieldsSchema>;
+
 /** A manifest entry with its file resolved against the manifest's folder. */
 export interface LibraryEntry extends ManifestEntry {
   filePath: string;
 }
 
 export class ManifestError extends Error {
-  constructor(readonly file: string, readonly issues: readonly string[]) {
+  constructor(
+    readonly file: string,
+    readonly issues: readonly string[],
+  ) {
     super(`adapter manifest ${file} is invalid: ${issues.join("; ")}`);
     this.name = "ManifestError";
   }
@@ -57,12 +65,20 @@ export function parseManifest(raw: unknown, file: string): LibraryEntry[] {
   return parsed.data.adapters.map((a) => ({ ...a, filePath: resolve(dirname(file), a.file) }));
 }
 
-/** Writes the library back as a manifest (files relative to its folder), atomically. */
+/**
+ * Writes the library back as a manifest (files relative to its folder), atomically: a reader (the watcher, another
+ * process) sees the old file or the new one, never half of it. Only the library writes manifests.
+ */
 export function saveManifest(file: string, entries: readonly LibraryEntry[]): void {
   const adapters = entries.map(({ filePath, ...entry }) => ({ ...entry, file: relative(dirname(file), filePath) || entry.file }));
-  const tmp = `${file}.tmp`;
-  writeFileSync(tmp, JSON.stringify({ adapters }, null, 2) + "\n");
-  renameSync(tmp, file);
+  writeFileAtomic.sync(file, JSON.stringify({ adapters }, null, 2) + "\n");
+}
+
+/** Adds one entry to a manifest on disk (import-peft), refusing an alias it already lists. */
+export function addManifestEntry(file: string, entry: LibraryEntry): void {
+  const entries = loadManifest(file);
+  if (entries.some((e) => e.alias === entry.alias)) throw new ManifestError(file, [`alias "${entry.alias}" is listed already`]);
+  saveManifest(file, [...entries, entry]);
 }
 
 export function loadManifest(file: string): LibraryEntry[] {

@@ -144,7 +144,8 @@ function forcedCall(request: ChatRequest): { name?: string } | undefined {
   if (choice === undefined || choice === "auto" || choice === "none") return undefined;
   const names = (request.tools ?? []).map((t) => t.function.name);
   if (choice === "required") {
-    if (names.length !== 1) throw new OpenAIError(400, 'tool_choice "required" is honoured with exactly one tool; name the function instead ({type: "function", function: {name}})', "invalid_request_error", "tool_choice", "unsupported_value");
+    if (names.length !== 1)
+      throw new OpenAIError(400, 'tool_choice "required" is honoured with exactly one tool; name the function instead ({type: "function", function: {name}})', "invalid_request_error", "tool_choice", "unsupported_value");
     return { name: names[0] };
   }
   if (!names.includes(choice.function.name)) throw new OpenAIError(400, `tool_choice names "${choice.function.name}", which is not in tools`, "invalid_request_error", "tool_choice.function.name", "invalid_value");

@@ -41,7 +41,8 @@ export function openAIErrorHandler(logger: Logger, maxBodyBytes: number): ErrorR
   return (err: unknown, req, res, _next) => {
     if (err instanceof OpenAIError) return sendOpenAIError(res, err);
     const e = (err ?? {}) as BodyParserError;
-    if (e.type === "entity.too.large") return sendOpenAIError(res, new OpenAIError(413, `the request body is over the ${maxBodyBytes}-byte limit (server.maxBodyBytes)`, "invalid_request_error", null, "request_too_large"));
+    if (e.type === "entity.too.large")
+      return sendOpenAIError(res, new OpenAIError(413, `the request body is over the ${maxBodyBytes}-byte limit (server.maxBodyBytes)`, "invalid_request_error", null, "request_too_large"));
     if (e.type === "entity.parse.failed") return sendOpenAIError(res, invalid("the request body is not valid JSON", null, "invalid_json"));
     if (e.status && e.status >= 400 && e.status < 500) return sendOpenAIError(res, invalid("the request body could not be read (its encoding, charset or length)", null, "invalid_body"));
     logger.error({ err, path: req.path }, "OpenAI-compatible request failed");

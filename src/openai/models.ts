@@ -4,7 +4,16 @@ import { OpenAIError } from "./errors.js";
 
 /** The policies as OpenAI model names: the WeAct loops, the comparison modes, one per resident adapter. */
 export function modelNames(library: AdapterLibrary): string[] {
-  return ["weact-soft", "weact-hard", "base", "static", ...library.list().filter((a) => a.info).map((a) => `single:${a.entry.alias}`)];
+  return [
+    "weact-soft",
+    "weact-hard",
+    "base",
+    "static",
+    ...library
+      .list()
+      .filter((a) => a.info)
+      .map((a) => `single:${a.entry.alias}`),
+  ];
 }
 
 export function policyOf(model: string, library: AdapterLibrary): Policy {

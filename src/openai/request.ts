@@ -41,10 +41,25 @@ export const ChatRequestSchema = z.object({
   parallel_tool_calls: z.boolean().optional(),
   stream: z.boolean().nullish(),
   stream_options: z.object({ include_usage: z.boolean().optional() }).nullish(),
-  max_tokens: z.number().int().positive().max(1 << 20).nullish(),
-  max_completion_tokens: z.number().int().positive().max(1 << 20).nullish(),
+  max_tokens: z
+    .number()
+    .int()
+    .positive()
+    .max(1 << 20)
+    .nullish(),
+  max_completion_tokens: z
+    .number()
+    .int()
+    .positive()
+    .max(1 << 20)
+    .nullish(),
   temperature: z.number().min(0).max(2).nullish(),
-  seed: z.number().int().min(0).max(2 ** 32 - 1).nullish(),
+  seed: z
+    .number()
+    .int()
+    .min(0)
+    .max(2 ** 32 - 1)
+    .nullish(),
   stop: z.union([z.string().min(1).max(200), z.array(z.string().min(1).max(200)).max(4)]).nullish(),
   user: z.string().max(256).optional(),
   // accepted because they do not change the result

@@ -42,7 +42,10 @@ export function mountOpenAI(app: Express, r: OpenAIRoutes): void {
       next();
     } catch {
       res.setHeader("WWW-Authenticate", 'Bearer realm="weact-mcp"');
-      sendOpenAIError(res, new OpenAIError(401, token ? "unknown bearer token" : "missing bearer token: send Authorization: Bearer <token> (the server's server.tokenFile)", "authentication_error", null, "invalid_api_key"));
+      sendOpenAIError(
+        res,
+        new OpenAIError(401, token ? "unknown bearer token" : "missing bearer token: send Authorization: Bearer <token> (the server's server.tokenFile)", "authentication_error", null, "invalid_api_key"),
+      );
     }
   });
   router.get("/models", (_req, res) => {

@@ -14,14 +14,11 @@ export interface Runtime {
   logger: Logger;
 }
 
-/**
- * Loads the base model and the adapter library named by the config (the demo weights when none is named): the
- * composition root, the one place that picks the engine backend (the local one); everything else sees `Engine`.
- */
-export async function startRuntime(config: ResolvedConfig, logger: Logger): Promise<Runtime> {
+/** The base model the config names (the demo weights when it names none), loaded by the engine without adapters. */
+export function loadEngine(config: ResolvedConfig, logger: Logger): Promise<Engine> {
   const modelPath = config.model.path ?? ensureDemoWeights(logger).model;
-  const entries = loadManifest(config.manifestPath);
-  const engine = await LocalEngine.load({
+  // the composition root: the one place that picks the engine backend (the local one); everything else sees `Engine`
+  return LocalEngine.load({
     modelPath,
     gpu: config.model.gpu,
     gpuLayers: config.model.gpuLayers,
@@ -33,8 +30,15 @@ export async function startRuntime(config: ResolvedConfig, logger: Logger): Prom
     cache: { strategy: config.cache.strategy, spillDir: config.cache.spillDir, spillBytes: Math.round(config.cache.spillMiB * 1024 * 1024) },
     logger,
   });
+}
+
+/** Loads the base model and the adapter library named by the config (the demo weights when none is named). */
+export async function startRuntime(config: ResolvedConfig, logger: Logger): Promise<Runtime> {
+  // the manifest is read first: a malformed one fails before the model loads
+  const entries = loadManifest(config.manifestPath);
+  const engine = await loadEngine(config, logger);
   try {
-    const library = await AdapterLibrary.load(engine, entries, logger, { allowedDirs: config.adapters.allowedDirs ?? [dirname(config.manifestPath)] });
+    const library = await AdapterLibrary.load(engine, entries, logger, { manifestPath: config.manifestPath, allowedDirs: config.adapters.allowedDirs ?? [dirname(config.manifestPath)] });
     return { config, engine, library, logger };
   } catch (err) {
     await engine.dispose();

@@ -1,8 +1,8 @@
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import type { AdminGate } from "./admin.js";
 import type { ServerContext } from "./context.js";
 import { registerPrompts } from "./prompts.js";
 import { registerResources } from "./resources.js";
-import { registerAdminAdapterTools, type AdminGate } from "./tools/adminAdapters.js";
 import { registerAnswerCallTool } from "./tools/answerCall.js";
 import { registerCloseSessionTool } from "./tools/closeSession.js";
 import { registerCreateSessionTool } from "./tools/createSession.js";
@@ -12,7 +12,10 @@ import { registerGetSessionTool } from "./tools/getSession.js";
 import { registerListAdaptersTool } from "./tools/listAdapters.js";
 import { registerLoadLoraTool } from "./tools/loadLora.js";
 import { registerOffloadLoraTool } from "./tools/offloadLora.js";
+import { registerRefreshAdapterTool } from "./tools/refreshAdapter.js";
+import { registerRegisterAdapterTool } from "./tools/registerAdapter.js";
 import { registerRunTaskTool } from "./tools/runTask.js";
+import { registerUnregisterAdapterTool } from "./tools/unregisterAdapter.js";
 
 export const SERVER_INFO = { name: "weact-mcp", version: "0.1.0" };
 
@@ -34,7 +37,9 @@ export function createServer(ctx: ServerContext, isAdmin: AdminGate): { server: 
     refreshLoad();
     refreshOffload();
   });
-  registerAdminAdapterTools(server, ctx, isAdmin);
+  registerRegisterAdapterTool(server, ctx, isAdmin);
+  registerRefreshAdapterTool(server, ctx, isAdmin);
+  registerUnregisterAdapterTool(server, ctx, isAdmin);
   registerAnswerCallTool(server, ctx);
   registerListAdaptersTool(server, ctx);
   registerGetSessionTool(server, ctx);

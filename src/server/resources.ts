@@ -3,7 +3,7 @@ import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js";
 import { TraceStore } from "../harness/trace/TraceStore.js";
 import { sessionView } from "../sessions/view.js";
 import { ownerOf, type ServerContext } from "./context.js";
-import { adapterListing } from "./tools/listAdapters.js";
+import { adapterListing } from "./results/adapterListing.js";
 
 const json = (uri: string, value: unknown) => ({ contents: [{ uri, mimeType: "application/json", text: JSON.stringify(value, null, 2) }] });
 

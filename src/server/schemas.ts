@@ -1,14 +1,11 @@
 import { z } from "zod";
-import type { SwitchReport } from "../engine/index.js";
+import { orNull } from "../portableSchema.js";
 
 /** Argument fields shared by several tools, with the bounds that keep oversize input out. */
 export const sessionId = z.string().min(1).max(64).describe("The session id returned by create_session.");
-export const callId = z
-  .string()
-  .min(1)
-  .max(64)
-  .describe("The id of the model's tool call this answers (from generate's tool_calls). Omit to drive the action yourself (a prescribed exchange).");
+export const callId = z.string().min(1).max(64).describe("The id of the model's tool call this answers (from generate's tool_calls). Omit to drive the action yourself (a prescribed exchange).");
 
+/** A switch's figures in MCP results (`switchView` makes them from a switch report). */
 export const switchShape = {
   switch_ms: z.number().describe("The weight change itself (no file I/O, no model reload)."),
   cache_strategy: z.enum(["rebuild", "reuse", "unchanged"]).describe("rebuild: history re-prefilled; reuse: the session's cache under these weights continued (or started); unchanged: same weights."),
@@ -19,22 +16,9 @@ export const switchShape = {
   queue_ms: z.number(),
 };
 
-/** A switch report as MCP results show it. */
-export function switchView(r: SwitchReport) {
-  return {
-    switch_ms: r.switchMs,
-    cache_strategy: r.strategy,
-    rebuild_ms: r.rebuild.ms,
-    rebuilt_tokens: r.rebuild.tokens,
-    reused_tokens: r.rebuild.reused,
-    restored_tokens: r.rebuild.restored,
-    queue_ms: r.queueMs,
-  };
-}
-
 export const weightActionOutput = {
-  active_adapter: z.string().nullable(),
-  previous_adapter: z.string().nullable(),
+  active_adapter: orNull(z.string(), "the base model"),
+  previous_adapter: orNull(z.string(), "the base model"),
   call_id: z.string(),
   message: z.string().describe("The activation/release message recorded as the call's result."),
   switch: z.object(switchShape),

@@ -1,7 +1,8 @@
 import type { Conversation, EngineSession, FunctionSpec } from "../engine/index.js";
 import { Mutex } from "../mutex.js";
 import type { StageBudget } from "../budgets/budgets.js";
-import { elidedResults, pendingCalls, toConversation, type HistoryMessage, type ToolMessage } from "./history.js";
+import { UnknownCallError } from "./errors.js";
+import { elidedResults, pendingCalls, toConversation, type HistoryMessage, type ToolCallRecord, type ToolMessage } from "./history.js";
 import { callableFunctions } from "./modelFunctions.js";
 import type { StageUsage } from "./StageUsage.js";
 
@@ -54,6 +55,14 @@ export class Session {
 
   pendingCalls() {
     return pendingCalls(this.messages);
+  }
+
+  /** An unanswered call of the model's last turn, by id; anything else is an error naming the pending ones. */
+  pendingCall(callId: string): ToolCallRecord {
+    const pending = this.pendingCalls();
+    const call = pending.find((c) => c.id === callId);
+    if (!call) throw new UnknownCallError(`call_id "${callId}" is not an unanswered call of the model's last turn; pending: ${pending.map((c) => `${c.id} (${c.name})`).join(", ") || "(none)"}`);
+    return call;
   }
 
   callable(): string[] {

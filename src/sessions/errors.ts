@@ -18,7 +18,9 @@ export class SessionNotFoundError extends SessionError {
 export class PendingCallsError extends SessionError {
   readonly code = "pending_calls";
   constructor(calls: readonly { id: string; name: string }[]) {
-    super(`the model's last turn has unanswered calls: ${calls.map((c) => `${c.name} (call_id ${c.id})`).join(", ")}; answer each (load_lora/offload_lora or the external tool with its call_id, or answer_call with an error) before generate`);
+    super(
+      `the model's last turn has unanswered calls: ${calls.map((c) => `${c.name} (call_id ${c.id})`).join(", ")}; answer each (load_lora/offload_lora or the external tool with its call_id, or answer_call with an error) before generate`,
+    );
   }
 }
 

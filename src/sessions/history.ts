@@ -47,18 +47,13 @@ export function elidedResults<T extends { role: string; internal?: boolean; elid
   return new Set([...external.slice(0, Math.max(0, external.length - keep)), ...external.filter((m) => m.elided)]);
 }
 
-export const elisionMarker = (m: { name: string; content: string }, keep: number) =>
-  `[result of ${m.name} elided (${m.content.length} characters): only the last ${keep} tool results are kept]`;
+export const elisionMarker = (m: { name: string; content: string }, keep: number) => `[result of ${m.name} elided (${m.content.length} characters): only the last ${keep} tool results are kept]`;
 
 /**
  * The conversation the model reads. External tool results older than the last `keepToolResults` are
  * replaced by a short marker (the paper's keep_tool_result); weight-action results are always kept.
  */
-export function toConversation(
-  history: readonly HistoryMessage[],
-  functions: Readonly<Record<string, FunctionSpec>>,
-  keepToolResults: number,
-): Conversation {
+export function toConversation(history: readonly HistoryMessage[], functions: Readonly<Record<string, FunctionSpec>>, keepToolResults: number): Conversation {
   const elided = elidedResults(history, keepToolResults);
   const results = new Map<string, string>();
   for (const m of history) {

@@ -57,7 +57,10 @@ export function mountStatus(app: Express, r: StatusRoutes): void {
   };
   const loginPage = (res: Response, status: number, message: string) => {
     secure(res);
-    res.status(status).type("html").send(assets.login.replace("{{message}}", escapeHtml(message)));
+    res
+      .status(status)
+      .type("html")
+      .send(assets.login.replace("{{message}}", escapeHtml(message)));
   };
 
   app.get("/favicon.ico", (_req, res) => void res.status(204).end());

@@ -43,7 +43,10 @@ export function statusData(ctx: ServerContext, viewer: Viewer, extra: { connecti
           age_s: Math.round((now - s.createdAt) / 1000),
           state: sessionState(s),
         })),
-      others: countBy(sessions.filter((s) => !mine(s.owner)), sessionState),
+      others: countBy(
+        sessions.filter((s) => !mine(s.owner)),
+        sessionState,
+      ),
     },
     runs: {
       mine: runs
@@ -54,9 +57,22 @@ export function statusData(ctx: ServerContext, viewer: Viewer, extra: { connecti
           const wall = r.wallMs ?? now - r.startedAt;
           // a wait on the client still going on is drawn up to now
           const waiting = r.waitingSinceMs === undefined ? [] : [{ kind: "client" as const, startMs: r.waitingSinceMs, ms: Math.max(0, wall - r.waitingSinceMs) }];
-          return { trace_id: r.traceId, task: r.task.slice(0, 300), policy: r.policy, state: r.state, stage: r.stage ?? null, adapter: r.adapter ?? null, age_s: Math.round((now - r.startedAt) / 1000), wall_ms: wall, segments: [...r.segments, ...waiting] };
+          return {
+            trace_id: r.traceId,
+            task: r.task.slice(0, 300),
+            policy: r.policy,
+            state: r.state,
+            stage: r.stage ?? null,
+            adapter: r.adapter ?? null,
+            age_s: Math.round((now - r.startedAt) / 1000),
+            wall_ms: wall,
+            segments: [...r.segments, ...waiting],
+          };
         }),
-      others: countBy(runs.filter((r) => !mine(r.owner)), (r) => r.state),
+      others: countBy(
+        runs.filter((r) => !mine(r.owner)),
+        (r) => r.state,
+      ),
     },
   };
 }

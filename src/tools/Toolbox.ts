@@ -43,10 +43,7 @@ export class Toolbox {
     const local = config.search.backend === "local" ? LocalIndex.open(config.search.corpus ?? DEFAULT_CORPUS, config.search.indexFile ?? join(STATE_DIR, "search-index.json"), logger) : undefined;
     if (local) closers.push(() => local.close());
     const backend: SearchBackend = local ?? Toolbox.webBackend(config.search);
-    const tools: ExternalTool[] = [
-      searchTool(backend, config.search),
-      readTool({ ...config.read, document: (id) => local?.document(id) }),
-    ];
+    const tools: ExternalTool[] = [searchTool(backend, config.search), readTool({ ...config.read, document: (id) => local?.document(id) })];
     const withdrawn: WithdrawnTool[] = [];
     if (config.runCode.enabled) {
       const isolation = await hidingPaths(await detectIsolation(), options.private ?? []);
@@ -59,7 +56,12 @@ export class Toolbox {
       } else {
         tools.push(runCodeTool(isolation, { ...DEFAULT_RUN_CODE_LIMITS, ...limits }));
         const log = options.shared && !contained ? logger.warn.bind(logger) : logger.info.bind(logger);
-        log({ isolation: isolation.level, enforces: isolation.enforces, hidden: isolation.jail?.masks?.map((m) => m.path), detail: isolation.detail }, options.shared && !contained ? "run_code offered on a shared server WITHOUT a jail (tools.runCode.unsafeUnjailedOnSharedServer): every client can read the server's files and use its network" : "run_code sandbox");
+        log(
+          { isolation: isolation.level, enforces: isolation.enforces, hidden: isolation.jail?.masks?.map((m) => m.path), detail: isolation.detail },
+          options.shared && !contained
+            ? "run_code offered on a shared server WITHOUT a jail (tools.runCode.unsafeUnjailedOnSharedServer): every client can read the server's files and use its network"
+            : "run_code sandbox",
+        );
       }
     }
     logger.info({ search: backend.name, documents: local?.size, tools: tools.map((t) => t.name) }, "external tools ready");

@@ -12,7 +12,10 @@ const digest = (token: string) => createHash("sha256").update(token).digest("hex
 export function loadTokenVerifier(sources: readonly { file: string; scopes: string[] }[]): { verifier: OAuthTokenVerifier; clients: number } {
   const byDigest = new Map<string, { name: string; scopes: string[] }>();
   for (const { file, scopes } of sources) {
-    const lines = readFileSync(file, "utf8").split(/\r?\n/).map((l) => l.trim()).filter((l) => l && !l.startsWith("#"));
+    const lines = readFileSync(file, "utf8")
+      .split(/\r?\n/)
+      .map((l) => l.trim())
+      .filter((l) => l && !l.startsWith("#"));
     for (const line of lines) {
       const sep = line.indexOf(":");
       const [name, token] = sep > 0 ? [line.slice(0, sep), line.slice(sep + 1)] : [`token-${digest(line).slice(0, 8)}`, line];

@@ -68,7 +68,11 @@ export async function serveHttp(ctx: ServerContext, opts: HttpOptions, logger: L
   const hostnames = [...(opts.allowedHosts ?? (LOOPBACK.has(opts.host) ? [] : [opts.host.includes(":") ? `[${opts.host}]` : opts.host])), ...LOOPBACK_HOSTNAMES];
   const maxBodyBytes = opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
   const connections = new ConnectionRegistry(
-    { maxConnections: opts.maxConnections ?? DEFAULT_LIMITS.maxConnections, maxConnectionsPerClient: opts.maxConnectionsPerClient ?? DEFAULT_LIMITS.maxConnectionsPerClient, idleSeconds: opts.idleSeconds ?? DEFAULT_LIMITS.idleSeconds },
+    {
+      maxConnections: opts.maxConnections ?? DEFAULT_LIMITS.maxConnections,
+      maxConnectionsPerClient: opts.maxConnectionsPerClient ?? DEFAULT_LIMITS.maxConnectionsPerClient,
+      idleSeconds: opts.idleSeconds ?? DEFAULT_LIMITS.idleSeconds,
+    },
     logger,
   );
 
@@ -100,7 +104,15 @@ export async function serveHttp(ctx: ServerContext, opts: HttpOptions, logger: L
       await cleanup();
       await ctx.sessions.closeOwnedBy(`connection:${id}`);
     };
-    const connection: Connection = { kind, id, owner, close: async () => { await transport.close(); await close(); } };
+    const connection: Connection = {
+      kind,
+      id,
+      owner,
+      close: async () => {
+        await transport.close();
+        await close();
+      },
+    };
     connections.add(connection);
     const earlier = transport.onclose; // the caller's own bookkeeping, if any
     transport.onclose = () => {

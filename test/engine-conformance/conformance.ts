@@ -133,7 +133,14 @@ export function describeEngineConformance<E extends Engine>(name: string, opts: 
           expect(await exactness(session, "write", conv, opts.adapters.writeV2)).toBeLessThanOrEqual(tolerance);
           // nothing holds the old version any more: collected, only the current one stays resident for the alias
           await engine.collect();
-          await expect.poll(() => engine.residentVersions().filter((v) => v.alias === "write").map((v) => v.id)).toEqual([current.id]);
+          await expect
+            .poll(() =>
+              engine
+                .residentVersions()
+                .filter((v) => v.alias === "write")
+                .map((v) => v.id),
+            )
+            .toEqual([current.id]);
         } finally {
           await session.close();
           await engine.refreshAdapter({ alias: "write", filePath: opts.adapters.write, scale: 1 });
@@ -143,7 +150,10 @@ export function describeEngineConformance<E extends Engine>(name: string, opts: 
       it("concurrent sessions switching at once each keep a cache exact for their own weights", async () => {
         const sessions = await Promise.all([engine.openSession(), engine.openSession()]);
         try {
-          const routes: (string | null)[][] = [["plan", null, "search", null], ["search", null, "plan", "write"]];
+          const routes: (string | null)[][] = [
+            ["plan", null, "search", null],
+            ["search", null, "plan", "write"],
+          ];
           for (let step = 0; step < 4; step++) {
             const convs = sessions.map((_, i) => trajectory(2 + step * 2 + i));
             await Promise.all(sessions.map((s, i) => s.switchAdapter(routes[i]![step]!, convs[i]!)));

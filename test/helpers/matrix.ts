@@ -50,9 +50,7 @@ export function describeFamilyMatrix(family: string): void {
       await engine?.dispose();
     });
 
-
-    const steered = (id: string, name: string) =>
-      call<Generated>(c.client, "generate", { session_id: id, max_tokens: 160, tool_call: { name }, seed: 1, token_bias: Q });
+    const steered = (id: string, name: string) => call<Generated>(c.client, "generate", { session_id: id, max_tokens: 160, tool_call: { name }, seed: 1, token_bias: Q });
 
     it("after every switch of a scripted trajectory the cache gives the replayed reference's next-token log-probs", async () => {
       const session = await engine.openSession();

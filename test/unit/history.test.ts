@@ -7,7 +7,10 @@ const result = (id: string, name: string, content: string, internal = false): Hi
 
 /** system, user, then per i: a call of `name` and its result ("r<i>"); weight actions are internal. */
 function history(names: string[]): HistoryMessage[] {
-  const h: HistoryMessage[] = [{ role: "system", content: "sys" }, { role: "user", content: "task" }];
+  const h: HistoryMessage[] = [
+    { role: "system", content: "sys" },
+    { role: "user", content: "task" },
+  ];
   names.forEach((name, i) => h.push(assistant(call(`c${i}`, name)), result(`c${i}`, name, `r${i}`, name.endsWith("_lora"))));
   return h;
 }
@@ -16,12 +19,7 @@ const resultsRead = (h: HistoryMessage[], keep: number) => toConversation(h, {},
 describe("keep_tool_result", () => {
   it("keeps the last `keep` external results verbatim and replaces older ones with a marker", () => {
     const h = history(["search", "read", "search", "run_code"]);
-    expect(resultsRead(h, 2)).toEqual([
-      elisionMarker({ name: "search", content: "r0" }, 2),
-      elisionMarker({ name: "read", content: "r1" }, 2),
-      "r2",
-      "r3",
-    ]);
+    expect(resultsRead(h, 2)).toEqual([elisionMarker({ name: "search", content: "r0" }, 2), elisionMarker({ name: "read", content: "r1" }, 2), "r2", "r3"]);
     expect(elisionMarker({ name: "search", content: "r0" }, 2)).toBe("[result of search elided (2 characters): only the last 2 tool results are kept]");
   });
 

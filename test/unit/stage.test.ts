@@ -66,7 +66,10 @@ describe("one stage", () => {
   afterEach(() => void vi.useRealTimers());
 
   it("ends on the model's own offload_lora, with its handoff, and the harness adds no release", async () => {
-    const f = fakeContext([{ text: "planning", calls: [{ name: "search" }] }, { text: "  ", calls: [{ name: "offload_lora", arguments: { handoff: "the plan" } }] }]);
+    const f = fakeContext([
+      { text: "planning", calls: [{ name: "search" }] },
+      { text: "  ", calls: [{ name: "offload_lora", arguments: { handoff: "the plan" } }] },
+    ]);
     const r = await runStage(f.ctx, "1:plan", budget);
     expect(r).toEqual({ end: "exit_call", lastText: "planning", turns: 2, tokens: 20, toolCalls: 1, handoff: "the plan" });
     expect(f.log).toEqual(["visit:plan", "tool:search", 'offload:model:{"handoff":"the plan"}']);
@@ -141,7 +144,10 @@ describe("one stage", () => {
 
   it("spends the time budget when the stage is as old as it", async () => {
     vi.useFakeTimers({ toFake: ["performance"] });
-    const f = fakeContext(Array.from({ length: 9 }, () => ({ calls: [{ name: "search" }] })), { clockMsPerTurn: 5_000 });
+    const f = fakeContext(
+      Array.from({ length: 9 }, () => ({ calls: [{ name: "search" }] })),
+      { clockMsPerTurn: 5_000 },
+    );
     const r = await runStage(f.ctx, "1:plan", { ...budget, seconds: 10, turns: 99, toolCalls: 99, tokens: 9999 });
     expect(r).toMatchObject({ end: "budget:seconds", turns: 2 });
   });

@@ -1,4 +1,12 @@
-import type { PolicySummary } from "./runEval.js";
+/** What the chart shows of each policy's summary (runEval's PolicySummary has these and more). */
+interface ChartRow {
+  policy: string;
+  tasks: number;
+  errors: number;
+  context: number;
+  contains: number;
+  meanMs: Record<string, number>;
+}
 
 const COLORS: Record<string, string> = {
   model: "#4e79a7",
@@ -36,8 +44,12 @@ function ticks(maxS: number): number[] {
  * value, on a time axis; beside each bar its total, its accuracy, and how many runs failed (errors) or were
  * ended by the context window, so a policy's failures are visible without hovering.
  */
-export function renderChart(policies: readonly PolicySummary[]): string {
-  const barH = 30, gap = 34, left = 150, width = 560, top = 50;
+export function renderChart(policies: readonly ChartRow[]): string {
+  const barH = 30,
+    gap = 34,
+    left = 150,
+    width = 560,
+    top = 50;
   const axis = ticks(Math.max(0.001, ...policies.map((p) => Object.values(p.meanMs).reduce((a, b) => a + b, 0))) / 1000);
   const maxMs = axis.at(-1)! * 1000;
   const x = (ms: number) => left + (ms / maxMs) * width;
@@ -50,11 +62,15 @@ export function renderChart(policies: readonly PolicySummary[]): string {
       const segs = Object.entries(p.meanMs)
         .filter(([, ms]) => ms > 0)
         .map(([cat, ms]) => {
-          const x0 = x(at), w = x(at + ms) - x0;
+          const x0 = x(at),
+            w = x(at + ms) - x0;
           at += ms;
           const rect = `<rect x="${x0.toFixed(1)}" y="${y}" width="${w.toFixed(1)}" height="${barH}" fill="${COLORS[cat]}"><title>${esc(LABELS[cat]!)}: ${seconds(ms)}</title></rect>`;
           // the value inside its segment when it fits, else just under it
-          const label = w >= 44 ? `<text x="${(x0 + w / 2).toFixed(1)}" y="${y + barH / 2 + 4}" text-anchor="middle" fill="#fff">${seconds(ms)}</text>` : `<text x="${(x0 + w / 2).toFixed(1)}" y="${y + barH + 11}" text-anchor="middle" font-size="9">${seconds(ms)}</text>`;
+          const label =
+            w >= 44
+              ? `<text x="${(x0 + w / 2).toFixed(1)}" y="${y + barH / 2 + 4}" text-anchor="middle" fill="#fff">${seconds(ms)}</text>`
+              : `<text x="${(x0 + w / 2).toFixed(1)}" y="${y + barH + 11}" text-anchor="middle" font-size="9">${seconds(ms)}</text>`;
           return rect + label;
         })
         .join("");

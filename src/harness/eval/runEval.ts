@@ -34,7 +34,12 @@ export interface EvalReport {
 const CATEGORIES = ["model", "externalTool", "adapterControl", "cacheRebuild", "answerExtraction", "orchestration"] as const;
 
 /** Runs every task under each policy, on the same library and harness, and summarises them side by side. */
-export async function runEval(deps: HarnessDeps, tasks: readonly EvalTask[], policies: readonly Policy[], opts: { tasksFile: string; seed?: number; onRun?: (task: string, policy: Policy, r: TaskResult | Error) => void }): Promise<EvalReport> {
+export async function runEval(
+  deps: HarnessDeps,
+  tasks: readonly EvalTask[],
+  policies: readonly Policy[],
+  opts: { tasksFile: string; seed?: number; onRun?: (task: string, policy: Policy, r: TaskResult | Error) => void },
+): Promise<EvalReport> {
   const runs: EvalReport["runs"] = [];
   for (const policy of policies) {
     for (const task of tasks) {
@@ -48,7 +53,16 @@ export async function runEval(deps: HarnessDeps, tasks: readonly EvalTask[], pol
       }
     }
   }
-  return { tasksFile: opts.tasksFile, policies: policies.map((p) => summarise(p, runs.filter((r) => r.policy === p))), runs };
+  return {
+    tasksFile: opts.tasksFile,
+    policies: policies.map((p) =>
+      summarise(
+        p,
+        runs.filter((r) => r.policy === p),
+      ),
+    ),
+    runs,
+  };
 }
 
 function summarise(policy: Policy, runs: EvalReport["runs"]): PolicySummary {
@@ -80,9 +94,22 @@ function summarise(policy: Policy, runs: EvalReport["runs"]): PolicySummary {
 /** The comparison table as text. */
 export function formatTable(report: EvalReport): string {
   const rows = report.policies.map((p) => [
-    p.policy, String(p.tasks), String(p.errors), String(p.context), pct(p.exact), pct(p.contains), p.meanSeconds.toFixed(2), p.p95Seconds.toFixed(2),
-    p.meanSwitches.toFixed(1), p.meanRebuiltTokens.toFixed(0), p.meanReusedTokens.toFixed(0), p.selectionAccuracy === null ? "-" : pct(p.selectionAccuracy),
-    pct(p.shares.model!), pct(p.shares.externalTool!), pct(p.shares.adapterControl!), pct(p.shares.cacheRebuild!),
+    p.policy,
+    String(p.tasks),
+    String(p.errors),
+    String(p.context),
+    pct(p.exact),
+    pct(p.contains),
+    p.meanSeconds.toFixed(2),
+    p.p95Seconds.toFixed(2),
+    p.meanSwitches.toFixed(1),
+    p.meanRebuiltTokens.toFixed(0),
+    p.meanReusedTokens.toFixed(0),
+    p.selectionAccuracy === null ? "-" : pct(p.selectionAccuracy),
+    pct(p.shares.model!),
+    pct(p.shares.externalTool!),
+    pct(p.shares.adapterControl!),
+    pct(p.shares.cacheRebuild!),
   ]);
   const head = ["policy", "tasks", "errors", "context", "exact", "contains", "mean s", "p95 s", "switches", "rebuilt tok", "reused tok", "selection", "model", "tools", "control", "cache"];
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));

@@ -30,7 +30,9 @@ export async function runSoft(ctx: RunContext, limits: SoftLimits, budgetFor: (a
 
   const runAdapter = async (alias: string, call?: ModelCall) => {
     const stage = `${stages.length + 1}:${alias}`;
-    const loaded = await ctx.weightAction(stage, "load", call ? "model" : "harness", () => ctx.driver.load(alias, call ? { callId: call.id } : { reason: "the run reached its limits; the harness forces the final writing stage" }));
+    const loaded = await ctx.weightAction(stage, "load", call ? "model" : "harness", () =>
+      ctx.driver.load(alias, call ? { callId: call.id } : { reason: "the run reached its limits; the harness forces the final writing stage" }),
+    );
     if (!loaded.ok) return undefined;
     visits.set(alias, (visits.get(alias) ?? 0) + 1);
     stages.push(alias);
@@ -86,10 +88,7 @@ export async function runSoft(ctx: RunContext, limits: SoftLimits, budgetFor: (a
   }
 }
 
-function guardLoad(
-  alias: string,
-  s: { visits: Map<string, number>; limits: SoftLimits; switches: number; lastReleased?: string; toolResultsSinceRelease: number },
-): { rule: string; message: string } | undefined {
+function guardLoad(alias: string, s: { visits: Map<string, number>; limits: SoftLimits; switches: number; lastReleased?: string; toolResultsSinceRelease: number }): { rule: string; message: string } | undefined {
   const visits = s.visits.get(alias) ?? 0;
   if (visits > s.limits.revisitsPerAdapter) return { rule: "revisits", message: `load_lora refused: "${alias}" was already used ${visits} times (limit: ${s.limits.revisitsPerAdapter} revisits)` };
   if (s.switches >= s.limits.switches) return { rule: "switches", message: `load_lora refused: the run's ${s.limits.switches} weight switches are spent; answer with what you have` };

@@ -111,11 +111,18 @@ export class RecentRuns {
 
   private evict(owner: string): void {
     const held = (who: string) => this.runs.filter((r) => r.owner === who).length;
-    if (held(owner) > this.perOwner) this.runs.splice(this.runs.findIndex((r) => r.owner === owner), 1);
+    if (held(owner) > this.perOwner)
+      this.runs.splice(
+        this.runs.findIndex((r) => r.owner === owner),
+        1,
+      );
     if (this.runs.length <= this.total) return;
     const counts = new Map<string, number>();
     for (const r of this.runs) counts.set(r.owner, (counts.get(r.owner) ?? 0) + 1);
     const most = [...counts].reduce((a, b) => (b[1] > a[1] ? b : a))[0];
-    this.runs.splice(this.runs.findIndex((r) => r.owner === most), 1);
+    this.runs.splice(
+      this.runs.findIndex((r) => r.owner === most),
+      1,
+    );
   }
 }

@@ -3,8 +3,7 @@ import { z } from "zod";
 import { describeIssues } from "../manifest.js";
 import { PeftImportError } from "./errors.js";
 
-const nonEmpty = (v: unknown) =>
-  v !== undefined && v !== null && (Array.isArray(v) ? v.length > 0 : typeof v === "object" ? Object.keys(v).length > 0 : true);
+const nonEmpty = (v: unknown) => v !== undefined && v !== null && (Array.isArray(v) ? v.length > 0 : typeof v === "object" ? Object.keys(v).length > 0 : true);
 
 /**
  * The fields of PEFT's `adapter_config.json` that decide whether the adapter is a plain LoRA that

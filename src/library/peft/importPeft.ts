@@ -1,7 +1,23 @@
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, renameSync, rmSync, statSync } from "node:fs";
 import { basename, dirname, join, resolve } from "node:path";
-import { sha256File, GgmlType, type GgufTensorInfo, metaNumber, metaString, readGgufHeader, type GgufFile, loraProblems, gguf, writeGguf, type GgufEntry, type GgufTensorSource, bf16ToF32, bytesOf, viewAs } from "../../gguf/index.js";
+import {
+  sha256File,
+  GgmlType,
+  type GgufTensorInfo,
+  metaNumber,
+  metaString,
+  readGgufHeader,
+  type GgufFile,
+  loraProblems,
+  gguf,
+  writeGguf,
+  type GgufEntry,
+  type GgufTensorSource,
+  bf16ToF32,
+  bytesOf,
+  viewAs,
+} from "../../gguf/index.js";
 import { ALIAS_PATTERN } from "../manifest.js";
 import { ggufAlpha, readPeftConfig, type PeftConfig } from "./config.js";
 import { listSome, PeftImportError } from "./errors.js";
@@ -148,7 +164,12 @@ function collectPairs(st: SafetensorsFile, config: PeftConfig, file: string): Pa
     pairs.set(m.target, pair);
   }
   if (unmappable.length) {
-    throw new PeftImportError(file, "tensor names", `${unmappable.length} tensor(s) map to no GGUF tensor: ${listSome(unmappable)}. Known: {base_model.model.}{model.}layers.N.{self_attn.{q,k,v,o}_proj,mlp.{gate,up,down}_proj}.lora_{A,B}{.default}.weight and lm_head`, unmappable);
+    throw new PeftImportError(
+      file,
+      "tensor names",
+      `${unmappable.length} tensor(s) map to no GGUF tensor: ${listSome(unmappable)}. Known: {base_model.model.}{model.}layers.N.{self_attn.{q,k,v,o}_proj,mlp.{gate,up,down}_proj}.lora_{A,B}{.default}.weight and lm_head`,
+      unmappable,
+    );
   }
   if (badDtype.length) throw new PeftImportError(file, "dtype", `unsupported dtype (F16, BF16 or F32 expected): ${listSome(badDtype)}`, badDtype);
   if (pairs.size === 0) problems.push("it holds no LoRA tensors");

@@ -9,10 +9,21 @@ import { PeftImportError } from "./errors.js";
 
 /** Element sizes of every dtype the format defines (so sizes can be checked even for ones we refuse). */
 export const SAFETENSORS_DTYPE_SIZE: Readonly<Record<string, number>> = {
-  BOOL: 1, U8: 1, I8: 1, F8_E5M2: 1, F8_E4M3: 1,
-  I16: 2, U16: 2, F16: 2, BF16: 2,
-  I32: 4, U32: 4, F32: 4,
-  I64: 8, U64: 8, F64: 8,
+  BOOL: 1,
+  U8: 1,
+  I8: 1,
+  F8_E5M2: 1,
+  F8_E4M3: 1,
+  I16: 2,
+  U16: 2,
+  F16: 2,
+  BF16: 2,
+  I32: 4,
+  U32: 4,
+  F32: 4,
+  I64: 8,
+  U64: 8,
+  F64: 8,
 };
 
 export interface SafetensorsTensor {
@@ -40,7 +51,9 @@ const MAX_HEADER_BYTES = 100 * 1024 * 1024;
 const isCount = (v: unknown): v is number => typeof v === "number" && Number.isSafeInteger(v) && v >= 0;
 
 function parseHeader(path: string, fileSize: number, json: Buffer): SafetensorsHeader {
-  const fail = (field: string | undefined, reason: string): never => { throw new PeftImportError(path, field, reason); };
+  const fail = (field: string | undefined, reason: string): never => {
+    throw new PeftImportError(path, field, reason);
+  };
   let raw: unknown;
   try {
     raw = JSON.parse(json.toString("utf8"));
@@ -91,7 +104,10 @@ function readFully(fd: number, buf: Buffer, position: number): number {
 
 /** An open safetensors file: the checked header, and tensor bytes read on demand (large files never sit in memory). */
 export class SafetensorsFile {
-  private constructor(private fd: number | undefined, readonly header: SafetensorsHeader) {}
+  private constructor(
+    private fd: number | undefined,
+    readonly header: SafetensorsHeader,
+  ) {}
 
   static open(path: string): SafetensorsFile {
     let fd: number;
@@ -102,7 +118,9 @@ export class SafetensorsFile {
     }
     try {
       const fileSize = fstatSync(fd).size;
-      const fail = (reason: string): never => { throw new PeftImportError(path, "header", reason); };
+      const fail = (reason: string): never => {
+        throw new PeftImportError(path, "header", reason);
+      };
       if (fileSize < 8) fail(`the file is ${fileSize} bytes, shorter than the 8-byte header length (truncated file?)`);
       const lenBuf = Buffer.alloc(8);
       readFully(fd, lenBuf, 0);

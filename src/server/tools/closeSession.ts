@@ -1,16 +1,19 @@
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { z } from "zod";
+import { toolInput } from "../../portableSchema.js";
 import { ownerOf, type ServerContext } from "../context.js";
 import { sessionId } from "../schemas.js";
-import { ok, toolCall } from "../toolResult.js";
+import { ok, toolCall } from "../results/toolResult.js";
 
 export function registerCloseSessionTool(server: McpServer, ctx: ServerContext) {
   server.registerTool(
     "close_session",
     {
       title: "Close session",
+      // the session's history and caches are gone; closing it again changes nothing
+      annotations: { title: "Close session", readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
       description: "Close the session and free its slot on the engine.",
-      inputSchema: { session_id: sessionId },
+      inputSchema: toolInput({ session_id: sessionId }),
       outputSchema: { session_id: z.string(), closed: z.boolean() },
     },
     (args, extra) =>

@@ -1,9 +1,10 @@
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { z, type ZodRawShape } from "zod";
-import { parseArguments, type ExternalTool } from "../../tools/ExternalTool.js";
+import { toolInput } from "../../portableSchema.js";
+import { parseArguments, runWithTimeLimit, type ExternalTool } from "../../tools/ExternalTool.js";
 import { ownerOf, type ServerContext } from "../context.js";
 import { callId, sessionId } from "../schemas.js";
-import { fail, ok, toolCall } from "../toolResult.js";
+import { fail, ok, toolCall } from "../results/toolResult.js";
 
 /**
  * Registers an external tool (search, read, run_code) as an MCP tool. With session_id the exchange is
@@ -14,12 +15,14 @@ export function registerExternalTool(server: McpServer, ctx: ServerContext, tool
     tool.name,
     {
       title: tool.title,
+      // with a session_id the exchange is appended to its history: not read-only, and each call adds one
+      annotations: { title: tool.title, readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: tool.openWorld },
       description: `${tool.description} With session_id, the exchange is recorded in that session's history; with call_id it answers the model's own call with the call's own arguments (any given here override them), and arguments that fail this schema are recorded as the call's error result.`,
-      inputSchema: {
+      inputSchema: toolInput({
         ...documentedOnly(tool.input),
         session_id: sessionId.optional(),
         call_id: callId.optional(),
-      },
+      }),
       outputSchema: { ...tool.output, call_id: z.string().optional() },
     },
     (args, extra) =>
@@ -29,7 +32,7 @@ export function registerExternalTool(server: McpServer, ctx: ServerContext, tool
         if (!session_id) {
           const parsed = parseArguments(tool, toolArgs);
           if (!parsed.ok) return fail(parsed.error);
-          const outcome = await tool.run(parsed.args, AbortSignal.any([extra.signal, AbortSignal.timeout(tool.timeoutMs)]));
+          const outcome = await runWithTimeLimit(tool, parsed.args, extra.signal);
           return outcome.ok ? ok(outcome.structured) : fail(outcome.error);
         }
         const outcome = await ctx.sessions.runExternalTool(ownerOf(extra), session_id, { tool, args: toolArgs, callId: call_id, signal: extra.signal });

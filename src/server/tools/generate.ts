@@ -1,9 +1,11 @@
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { z } from "zod";
+import { anyObject, orNull, toolInput } from "../../portableSchema.js";
 import { ownerOf, type ServerContext } from "../context.js";
-import { sessionId, switchShape, switchView } from "../schemas.js";
+import { sessionId, switchShape } from "../schemas.js";
+import { switchView } from "../results/switchView.js";
 import { progressFor } from "../progress.js";
-import { fail, ok, toolCall } from "../toolResult.js";
+import { fail, ok, toolCall } from "../results/toolResult.js";
 
 const PROGRESS_EVERY_TOKENS = 16;
 
@@ -13,26 +15,41 @@ export function registerGenerateTool(server: McpServer, ctx: ServerContext) {
     "generate",
     {
       title: "Generate the next turn",
+      // appends the model's turn to the history: each call adds another
+      annotations: { title: "Generate the next turn", readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false },
       description:
         "Let the local model write its next assistant turn under the session's active adapter. Returns its text and parsed tool calls; answer each call (load_lora/offload_lora/an external tool, with its call_id) before the next generate.",
-      inputSchema: {
+      inputSchema: toolInput({
         session_id: sessionId,
-        max_tokens: z.number().int().min(1).max(maxTokens).optional().describe("At most this many tokens (forced steering tokens included); clamped to the room left in the context window (then finish_reason is length)."),
+        max_tokens: z
+          .number()
+          .int()
+          .min(1)
+          .max(maxTokens)
+          .optional()
+          .describe("At most this many tokens (forced steering tokens included); clamped to the room left in the context window (then finish_reason is length)."),
         temperature: z.number().min(0).max(2).optional().describe("0 (default) = greedy."),
-        seed: z.number().int().min(0).max(2 ** 32 - 1).optional(),
+        seed: z
+          .number()
+          .int()
+          .min(0)
+          .max(2 ** 32 - 1)
+          .optional(),
         top_logprobs: z.number().int().min(1).max(20).optional().describe("Return the k most likely tokens and their log-probs at each generated position."),
         token_bias: z.record(z.string().min(1).max(64), z.number().min(-100).max(100)).optional().describe("Logit bias by token text (special tokens allowed)."),
         tool_call: z
           .object({ name: z.string().min(1).max(64).optional() })
           .strict()
           .optional()
-          .describe("Steer the turn into a tool call: the chat template's call prefix (and name, if given) is forced, the model's logits choose the rest. A testing and demo aid for models that do not call tools on their own."),
-      },
+          .describe(
+            "Steer the turn into a tool call: the chat template's call prefix (and name, if given) is forced, the model's logits choose the rest. A testing and demo aid for models that do not call tools on their own.",
+          ),
+      }),
       outputSchema: {
         text: z.string(),
-        tool_calls: z.array(z.object({ id: z.string(), name: z.string(), arguments: z.record(z.string(), z.unknown()) })),
+        tool_calls: z.array(z.object({ id: z.string(), name: z.string(), arguments: anyObject() })),
         finish_reason: z.enum(["stop", "tool_calls", "length", "cancelled"]),
-        adapter: z.string().nullable(),
+        adapter: orNull(z.string(), "the base model"),
         tokens: z.object({ prompt: z.number(), cached: z.number(), evaluated: z.number(), generated: z.number() }),
         context_remaining: z.number().describe("Tokens of the session's context window (model.contextSize) still free after this turn; a turn is clamped to them."),
         timings: z.record(z.string(), z.number()),
@@ -40,9 +57,7 @@ export function registerGenerateTool(server: McpServer, ctx: ServerContext) {
           .object({ adapter: z.string(), reason: z.string(), switch: z.object(switchShape) })
           .optional()
           .describe("The active stage's budget was spent: the server released the adapter before this turn (with that switch's figures)."),
-        logprobs: z
-          .array(z.object({ token: z.number(), text: z.string(), logprob: z.number(), top: z.array(z.object({ token: z.number(), text: z.string(), logprob: z.number() })) }))
-          .optional(),
+        logprobs: z.array(z.object({ token: z.number(), text: z.string(), logprob: z.number(), top: z.array(z.object({ token: z.number(), text: z.string(), logprob: z.number() })) })).optional(),
       },
     },
     (args, extra) =>

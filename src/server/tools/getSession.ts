@@ -1,26 +1,28 @@
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { z } from "zod";
+import { anyObject, orNull, toolInput } from "../../portableSchema.js";
 import { sessionView } from "../../sessions/view.js";
 import { ownerOf, type ServerContext } from "../context.js";
 import { sessionId } from "../schemas.js";
-import { ok, toolCall } from "../toolResult.js";
+import { ok, toolCall } from "../results/toolResult.js";
 
-const call = z.object({ id: z.string(), name: z.string(), arguments: z.record(z.string(), z.unknown()) });
+const call = z.object({ id: z.string(), name: z.string(), arguments: anyObject() });
 
 export function registerGetSessionTool(server: McpServer, ctx: ServerContext) {
   server.registerTool(
     "get_session",
     {
       title: "Get session",
+      annotations: { title: "Get session", readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
       description: "The session's state: active adapter, unanswered model calls, and the history as the model reads it (keep_tool_result applied).",
-      inputSchema: {
+      inputSchema: toolInput({
         session_id: sessionId,
         include_prompt_tokens: z.boolean().optional().describe("Also return the token ids of the prompt the next generate reads (to check log-probs against a reference)."),
-      },
+      }),
       outputSchema: {
         session_id: z.string(),
         task: z.string(),
-        active_adapter: z.string().nullable(),
+        active_adapter: orNull(z.string(), "the base model"),
         pending_calls: z.array(call),
         tools: z.array(z.string()),
         keep_tool_result: z.number(),
@@ -35,7 +37,7 @@ export function registerGetSessionTool(server: McpServer, ctx: ServerContext) {
           z.object({
             role: z.enum(["system", "user", "assistant", "tool"]),
             content: z.string(),
-            adapter: z.string().nullable().optional(),
+            adapter: orNull(z.string(), "the base model").optional(),
             author: z.string().optional(),
             tool_calls: z.array(call).optional(),
             call_id: z.string().optional(),

@@ -1,28 +1,18 @@
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { z } from "zod";
+import { orNull, toolInput } from "../../portableSchema.js";
+import { adapterListing } from "../results/adapterListing.js";
 import type { ServerContext } from "../context.js";
-import { ok } from "../toolResult.js";
-
-export const adapterListing = (ctx: ServerContext) =>
-  ctx.runtime.library.list().map(({ entry, info, error }) => ({
-    alias: entry.alias,
-    description: entry.description,
-    file: info?.filePath ?? entry.filePath,
-    scale: entry.scale,
-    rank: info?.rank ?? null,
-    sha256: info?.sha256 ?? null,
-    size_bytes: info?.sizeBytes ?? null,
-    resident: Boolean(info),
-    ...(error ? { error } : {}),
-  }));
+import { ok } from "../results/toolResult.js";
 
 export function registerListAdaptersTool(server: McpServer, ctx: ServerContext) {
   server.registerTool(
     "list_adapters",
     {
       title: "List adapters",
+      annotations: { title: "List adapters", readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
       description: "The capability library: each adapter's alias, description, rank, scale, file, content hash and whether it is resident.",
-      inputSchema: {},
+      inputSchema: toolInput({}),
       outputSchema: {
         base_model: z.object({ file: z.string(), sha256: z.string(), architecture: z.string() }),
         retired_versions: z.array(z.object({ alias: z.string(), sha256: z.string() })).describe("Old versions still in memory because a session has them active."),
@@ -34,9 +24,9 @@ export function registerListAdaptersTool(server: McpServer, ctx: ServerContext) 
             description: z.string(),
             file: z.string(),
             scale: z.number(),
-            rank: z.number().nullable(),
-            sha256: z.string().nullable(),
-            size_bytes: z.number().nullable(),
+            rank: orNull(z.number(), "not resident"),
+            sha256: orNull(z.string(), "not resident"),
+            size_bytes: orNull(z.number(), "not resident"),
             resident: z.boolean(),
             error: z.string().optional(),
           }),

@@ -1,18 +1,20 @@
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { z } from "zod";
+import { toolInput } from "../../portableSchema.js";
+import { adapterArgument } from "../adapterArgument.js";
 import { ownerOf, type ServerContext } from "../context.js";
 import { callId, sessionId, weightActionOutput } from "../schemas.js";
 import { progressFor } from "../progress.js";
-import { toolCall } from "../toolResult.js";
-import { adapterArgument } from "./loadLora.js";
-import { weightActionResult } from "./weightActionResult.js";
+import { toolCall } from "../results/toolResult.js";
+import { weightActionResult } from "../results/weightActionResult.js";
 
-const offloadLoraInput = (ctx: ServerContext) => ({
-  session_id: sessionId,
-  adapter: adapterArgument(ctx, "Must be the active adapter if given (default: the active one)."),
-  call_id: callId.optional(),
-  handoff: z.string().max(20_000).optional().describe("Summary for the next stage (a prescribed exchange's argument)."),
-});
+const offloadLoraInput = (ctx: ServerContext) =>
+  toolInput({
+    session_id: sessionId,
+    adapter: adapterArgument(ctx, "Must be the active adapter if given (default: the active one)."),
+    call_id: callId.optional(),
+    handoff: z.string().max(20_000).optional().describe("Summary for the next stage (a prescribed exchange's argument)."),
+  });
 
 /** Registers offload_lora; the returned refresh follows library changes. */
 export function registerOffloadLoraTool(server: McpServer, ctx: ServerContext): () => void {
@@ -20,6 +22,8 @@ export function registerOffloadLoraTool(server: McpServer, ctx: ServerContext): 
     "offload_lora",
     {
       title: "Release the active adapter",
+      // a repeat is refused by the state rule (no adapter is active) and changes nothing
+      annotations: { title: "Release the active adapter", readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
       description:
         "Release the session's active adapter and return to the base model, rebuilding the KV cache under the base weights. With call_id it answers the model's own offload_lora call; an invalid offload changes nothing and, with call_id, is recorded as that call's error result.",
       inputSchema: offloadLoraInput(ctx),
@@ -28,9 +32,15 @@ export function registerOffloadLoraTool(server: McpServer, ctx: ServerContext): 
     (args, extra) =>
       toolCall(async () =>
         weightActionResult(
-          await progressFor(extra, "switching weights (queued, or rebuilding the KV cache)").run(() => ctx.sessions.offloadLora(ownerOf(extra), args.session_id, { adapter: args.adapter, callId: args.call_id, handoff: args.handoff })),
+          await progressFor(extra, "switching weights (queued, or rebuilding the KV cache)").run(() =>
+            ctx.sessions.offloadLora(ownerOf(extra), args.session_id, { adapter: args.adapter, callId: args.call_id, handoff: args.handoff }),
+          ),
         ),
       ),
   );
-  return () => tool.update({ paramsSchema: offloadLoraInput(ctx) });
+  // update() would rebuild the schema from a bare shape; the input object is set itself, then clients are told
+  return () => {
+    tool.inputSchema = offloadLoraInput(ctx);
+    tool.update({});
+  };
 }

@@ -24,7 +24,10 @@ function dl(target, pairs) {
 
 const age = (s) => (s < 60 ? `${s} s` : s < 3600 ? `${Math.floor(s / 60)} min` : `${(s / 3600).toFixed(1)} h`);
 const bytes = (n) => (n < 1024 ? `${n} B` : n < 1 << 20 ? `${(n / 1024).toFixed(1)} KiB` : `${(n / (1 << 20)).toFixed(1)} MiB`);
-const counts = (o) => Object.entries(o).map(([k, n]) => `${n} ${k}`).join(", ") || "none";
+const counts = (o) =>
+  Object.entries(o)
+    .map(([k, n]) => `${n} ${k}`)
+    .join(", ") || "none";
 
 function colourOf(route) {
   if (!routeClass.has(route)) routeClass.set(route, `route-${routeClass.size % ROUTE_COLOURS}`);
@@ -67,10 +70,27 @@ function timeline(run) {
 
 function render(d) {
   document.getElementById("meta").textContent = `${d.viewer.identity ?? "local user"}${d.viewer.admin ? " (admin)" : ""} · updated ${new Date(d.generated_at).toLocaleTimeString()}`;
-  dl(document.getElementById("model"), [["file", d.model.file], ["architecture", d.model.architecture], ["hash", d.model.sha256.slice(0, 16)]]);
+  dl(document.getElementById("model"), [
+    ["file", d.model.file],
+    ["architecture", d.model.architecture],
+    ["hash", d.model.sha256.slice(0, 16)],
+  ]);
   const c = d.cache;
-  dl(document.getElementById("cache"), [["strategy", c.strategy], ["contexts", c.contexts], ["sequences", c.sequences], ["idle lanes", c.idleLanes], ["spilled lanes", c.spilledLanes], ["spilled", bytes(c.spilledBytes)], ["evictions", `${c.evictions.spilled} spilled, ${c.evictions.dropped} dropped`]]);
-  dl(document.getElementById("work"), [["queued", `${d.queue.pending} of ${d.queue.maxPending}`], ["running", d.queue.running], ["connections", d.connections], ["waiting on clients", d.suspended_runs]]);
+  dl(document.getElementById("cache"), [
+    ["strategy", c.strategy],
+    ["contexts", c.contexts],
+    ["sequences", c.sequences],
+    ["idle lanes", c.idleLanes],
+    ["spilled lanes", c.spilledLanes],
+    ["spilled", bytes(c.spilledBytes)],
+    ["evictions", `${c.evictions.spilled} spilled, ${c.evictions.dropped} dropped`],
+  ]);
+  dl(document.getElementById("work"), [
+    ["queued", `${d.queue.pending} of ${d.queue.maxPending}`],
+    ["running", d.queue.running],
+    ["connections", d.connections],
+    ["waiting on clients", d.suspended_runs],
+  ]);
   rows(document.getElementById("adapters"), d.adapters, (a) => [a.alias, a.sha256 ? a.sha256.slice(0, 16) : "—", a.scale, a.resident ? "yes" : "no"]);
   rows(document.getElementById("sessions"), d.sessions.mine, (s) => [s.owner ? `${s.id} · ${s.owner}` : s.id, s.task, s.adapter ?? "base", s.turns, age(s.age_s), s.state]);
   document.getElementById("sessions-others").textContent = `Other clients' sessions: ${counts(d.sessions.others)}`;

@@ -47,7 +47,16 @@ function guardedLookup(allowPrivate: boolean, isPrivate: (address: string) => bo
 function get(url: URL, policy: FetchPolicy, signal: AbortSignal): Promise<IncomingMessage> {
   return new Promise((resolve, reject) => {
     const request = url.protocol === "https:" ? httpsRequest : httpRequest;
-    const req = request(url, { method: "GET", headers: { accept: "text/html,text/plain,text/markdown,application/json;q=0.9,*/*;q=0.1", "accept-encoding": "identity", "user-agent": "weact-mcp/0.1 (read tool)" }, lookup: guardedLookup(policy.allowPrivateAddresses, policy.isPrivate ?? isPrivateAddress), signal }, resolve);
+    const req = request(
+      url,
+      {
+        method: "GET",
+        headers: { accept: "text/html,text/plain,text/markdown,application/json;q=0.9,*/*;q=0.1", "accept-encoding": "identity", "user-agent": "weact-mcp/0.1 (read tool)" },
+        lookup: guardedLookup(policy.allowPrivateAddresses, policy.isPrivate ?? isPrivateAddress),
+        signal,
+      },
+      resolve,
+    );
     req.once("error", reject);
     req.end();
   });

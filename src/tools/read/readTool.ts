@@ -14,6 +14,8 @@ export function readTool(opts: ReadOptions): ExternalTool {
   return {
     name: "read",
     title: "Read a document or page",
+    // a URL is fetched from the web (corpus ids stay local)
+    openWorld: true,
     description: "Read a search result by its id, or an http(s) URL, as clean text (truncated with a marker when long).",
     input: { id_or_url: z.string().min(1).max(4096).describe("A document id from search, or an http(s) URL.") },
     output: { id: z.string(), title: z.string(), text: z.string(), url: z.string().optional(), source: z.enum(["corpus", "web"]), truncated: z.boolean(), chars: z.number() },

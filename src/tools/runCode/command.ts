@@ -1,5 +1,5 @@
 import path from "node:path";
-import type { IsolationInfo, Jail } from "./isolation.js";
+import type { IsolationInfo, Jail } from "./isolationTypes.js";
 
 /** Where the per-call workdir appears inside the jail (a fixed path, so nothing about the host leaks). */
 export const JAIL_WORKDIR = "/sandbox";
@@ -37,18 +37,10 @@ export function scriptName(language: Language): string {
  * Chain: [bwrap jail] -> [setpriv: drop root] -> prlimit -> interpreter. prlimit and setpriv exec in place, so
  * the interpreter is the jail's (or, without a jail, the spawned) process itself.
  */
-export function buildCommand(
-  isolation: IsolationInfo,
-  language: Language,
-  interpreter: string,
-  limits: ProcessLimits,
-  workdir: string,
-  runId: string,
-): SandboxCommand {
+export function buildCommand(isolation: IsolationInfo, language: Language, interpreter: string, limits: ProcessLimits, workdir: string, runId: string): SandboxCommand {
   const visibleWorkdir = isolation.jail ? JAIL_WORKDIR : workdir;
   const script = path.posix.join(visibleWorkdir, scriptName(language));
-  const interpreterArgv =
-    language === "python" ? [interpreter, script] : [interpreter, `--max-old-space-size=${limits.memoryMb}`, script];
+  const interpreterArgv = language === "python" ? [interpreter, script] : [interpreter, `--max-old-space-size=${limits.memoryMb}`, script];
   const limited = [isolation.prlimit, ...prlimitArgs(language, limits, isolation.enforces.processCount), "--", ...interpreterArgv];
   const env = sandboxEnv(visibleWorkdir, [interpreter, isolation.prlimit]);
 
@@ -57,18 +49,8 @@ export function buildCommand(
   }
   const { jail } = isolation;
   const drop = jail.dropPrivileges;
-  const inner = drop
-    ? [drop.setpriv, `--reuid=${drop.uid}`, `--regid=${drop.gid}`, "--clear-groups", "--inh-caps=-all", "--bounding-set=-all", ...limited]
-    : limited;
-  const args = [
-    ...jailArgs(jail, limits),
-    "--bind", workdir, JAIL_WORKDIR,
-    "--chdir", JAIL_WORKDIR,
-    "--clearenv",
-    ...Object.entries(env).flatMap(([key, value]) => ["--setenv", key, value]),
-    "--",
-    ...inner,
-  ];
+  const inner = drop ? [drop.setpriv, `--reuid=${drop.uid}`, `--regid=${drop.gid}`, "--clear-groups", "--inh-caps=-all", "--bounding-set=-all", ...limited] : limited;
+  const args = [...jailArgs(jail, limits), "--bind", workdir, JAIL_WORKDIR, "--chdir", JAIL_WORKDIR, "--clearenv", ...Object.entries(env).flatMap(([key, value]) => ["--setenv", key, value]), "--", ...inner];
   // bwrap gets no environment at all: --setenv is the snippet's whole environment.
   return { file: jail.bwrap, args, env: {}, cwd: workdir };
 }

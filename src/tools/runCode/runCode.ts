@@ -4,7 +4,7 @@ import { constants as osConstants, tmpdir } from "node:os";
 import path from "node:path";
 import { execa, type Result } from "execa";
 import { buildCommand, RUN_MARKER_VAR, scriptName, type Language, type SandboxCommand } from "./command.js";
-import type { IsolationInfo, IsolationLevel } from "./isolation.js";
+import type { IsolationInfo, IsolationLevel } from "./isolationTypes.js";
 import { JailReaper } from "./jailReaper.js";
 import { CappedOutput } from "./output.js";
 import { killJail, killProcessGroup, killTagged } from "./processTree.js";
@@ -117,15 +117,7 @@ function resolveTimeout(requested: number | undefined, limits: RunCodeLimits): n
   return Math.min(timeoutS, limits.maxTimeoutS);
 }
 
-async function execute(
-  command: SandboxCommand,
-  stdin: string | undefined,
-  timeoutS: number,
-  maxOutputBytes: number,
-  isolation: IsolationInfo,
-  runId: string,
-  workdir: string,
-): Promise<RunCodeResult> {
+async function execute(command: SandboxCommand, stdin: string | undefined, timeoutS: number, maxOutputBytes: number, isolation: IsolationInfo, runId: string, workdir: string): Promise<RunCodeResult> {
   const stdout = new CappedOutput(maxOutputBytes);
   const stderr = new CappedOutput(maxOutputBytes);
   const started = performance.now();
@@ -214,8 +206,7 @@ function endUnjailedTree(pgid: number, runId: string): void {
 function jailStatus(result: Result): { exitCode: number | null; signal: string | null } {
   if (result.signal !== undefined) return { exitCode: null, signal: result.signal };
   const code = result.exitCode ?? null;
-  const signal =
-    code !== null && code > 128 ? Object.entries(osConstants.signals).find(([, number]) => number === code - 128)?.[0] : undefined;
+  const signal = code !== null && code > 128 ? Object.entries(osConstants.signals).find(([, number]) => number === code - 128)?.[0] : undefined;
   return signal ? { exitCode: null, signal } : { exitCode: code, signal: null };
 }
 

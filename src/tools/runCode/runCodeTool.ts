@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { orNull } from "../../portableSchema.js";
 import { LONG_TEXT_MAX } from "../../config/config.js";
 import type { ExternalTool } from "../ExternalTool.js";
 import type { IsolationInfo } from "./isolation.js";
@@ -17,6 +18,8 @@ export function runCodeTool(isolation: IsolationInfo, limits: RunCodeLimits): Ex
   return {
     name: "run_code",
     title: "Run code",
+    // a jail without network keeps the snippet on this host; under rlimits alone it can reach the network
+    openWorld: !isolation.enforces.network,
     description: `Run a ${languages.join(" or ")} snippet in a fresh sandbox (isolation: ${isolation.level}; wall time up to ${limits.maxTimeoutS} s, ${limits.memoryMb} MB memory). Returns stdout, stderr and the exit code.`,
     input: {
       language: z.enum(LANGUAGES),
@@ -27,8 +30,8 @@ export function runCodeTool(isolation: IsolationInfo, limits: RunCodeLimits): Ex
     output: {
       stdout: z.string(),
       stderr: z.string(),
-      exit_code: z.number().nullable(),
-      signal: z.string().nullable(),
+      exit_code: orNull(z.number(), "ended by a signal"),
+      signal: orNull(z.string(), "exited by itself"),
       duration_ms: z.number(),
       timed_out: z.boolean(),
       truncated: z.object({ stdout: z.boolean(), stderr: z.boolean() }),

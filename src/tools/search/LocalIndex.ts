@@ -1,4 +1,5 @@
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, statSync, watch, writeFileSync, type FSWatcher } from "node:fs";
+import writeFileAtomic from "write-file-atomic";
+import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, watch, type FSWatcher } from "node:fs";
 import { dirname, extname, join, relative } from "node:path";
 import MiniSearch from "minisearch";
 import type { Logger } from "../../log.js";
@@ -48,9 +49,7 @@ export class LocalIndex implements SearchBackend {
 
   static open(corpusDir: string, indexFile: string, logger: Logger): LocalIndex {
     const persisted = LocalIndex.load(indexFile, corpusDir, logger);
-    const index = persisted
-      ? MiniSearch.loadJSON<CorpusDocument>(JSON.stringify(persisted.index), INDEX_OPTIONS)
-      : new MiniSearch<CorpusDocument>(INDEX_OPTIONS);
+    const index = persisted ? MiniSearch.loadJSON<CorpusDocument>(JSON.stringify(persisted.index), INDEX_OPTIONS) : new MiniSearch<CorpusDocument>(INDEX_OPTIONS);
     const local = new LocalIndex(corpusDir, indexFile, index, persisted?.files ?? {}, new Map(Object.entries(persisted?.docs ?? {})), logger);
     local.sync();
     local.watcher = LocalIndex.tryWatch(corpusDir, () => (local.stale = true), logger);
@@ -60,7 +59,9 @@ export class LocalIndex implements SearchBackend {
   /** Brings the index up to date with the folder; returns what changed. */
   sync(): { added: number; updated: number; removed: number } {
     const seen = new Set<string>();
-    let added = 0, updated = 0, removed = 0;
+    let added = 0,
+      updated = 0,
+      removed = 0;
     for (const path of walk(this.corpusDir)) {
       const rel = relative(this.corpusDir, path);
       seen.add(rel);
@@ -100,10 +101,13 @@ export class LocalIndex implements SearchBackend {
 
   async search(query: string, topK: number): Promise<SearchHit[]> {
     if (this.stale) this.sync();
-    return this.index.search(query).slice(0, topK).map((r) => {
-      const doc = this.docs.get(String(r.id))!;
-      return { id: doc.id, title: doc.title, snippet: snippet(doc.text, query), score: Number(r.score.toFixed(4)), ...(doc.url ? { url: doc.url } : {}) };
-    });
+    return this.index
+      .search(query)
+      .slice(0, topK)
+      .map((r) => {
+        const doc = this.docs.get(String(r.id))!;
+        return { id: doc.id, title: doc.title, snippet: snippet(doc.text, query), score: Number(r.score.toFixed(4)), ...(doc.url ? { url: doc.url } : {}) };
+      });
   }
 
   /** A document by the id a search returned. */
@@ -129,9 +133,7 @@ export class LocalIndex implements SearchBackend {
   private persist() {
     const data: Persisted = { version: FORMAT_VERSION, corpus: this.corpusDir, files: this.files, docs: Object.fromEntries(this.docs), index: this.index.toJSON() };
     mkdirSync(dirname(this.indexFile), { recursive: true });
-    const tmp = `${this.indexFile}.tmp`;
-    writeFileSync(tmp, JSON.stringify(data));
-    renameSync(tmp, this.indexFile); // never leave a half-written index behind
+    writeFileAtomic.sync(this.indexFile, JSON.stringify(data)); // never leave a half-written index behind
   }
 
   private static load(indexFile: string, corpusDir: string, logger: Logger): Persisted | undefined {

@@ -15,7 +15,10 @@ export interface CorpusDocument {
 export const CORPUS_EXTENSIONS = new Set([".md", ".markdown", ".txt", ".html", ".htm", ".jsonl"]);
 
 export class CorpusFileError extends Error {
-  constructor(readonly file: string, readonly reason: string) {
+  constructor(
+    readonly file: string,
+    readonly reason: string,
+  ) {
     super(`${file}: ${reason}`);
     this.name = "CorpusFileError";
   }
@@ -26,7 +29,13 @@ function firstLineTitle(text: string, fallback: string): { title: string; body: 
   const first = lines.findIndex((l) => l.trim());
   if (first < 0) return { title: fallback, body: "" };
   const title = lines[first]!.replace(/^#+\s*/, "").trim();
-  return { title: title || fallback, body: lines.slice(first + 1).join("\n").trim() };
+  return {
+    title: title || fallback,
+    body: lines
+      .slice(first + 1)
+      .join("\n")
+      .trim(),
+  };
 }
 
 /** Parses one corpus file; `relative` is its path inside the corpus and the base of its ids. */
@@ -59,9 +68,19 @@ export function readCorpusFile(path: string, relative: string): CorpusDocument[]
 /** A short excerpt around the first query term found, for display (ranking is the index's job). */
 export function snippet(text: string, query: string, width = 240): string {
   const lower = text.toLowerCase();
-  const terms = query.toLowerCase().split(/\W+/).filter((t) => t.length > 2);
-  const at = terms.map((t) => lower.indexOf(t)).filter((i) => i >= 0).sort((a, b) => a - b)[0] ?? 0;
+  const terms = query
+    .toLowerCase()
+    .split(/\W+/)
+    .filter((t) => t.length > 2);
+  const at =
+    terms
+      .map((t) => lower.indexOf(t))
+      .filter((i) => i >= 0)
+      .sort((a, b) => a - b)[0] ?? 0;
   const start = Math.max(0, at - width / 4);
-  const piece = text.slice(start, start + width).replace(/\s+/g, " ").trim();
+  const piece = text
+    .slice(start, start + width)
+    .replace(/\s+/g, " ")
+    .trim();
   return `${start > 0 ? "…" : ""}${piece}${start + width < text.length ? "…" : ""}`;
 }

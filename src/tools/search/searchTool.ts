@@ -6,6 +6,8 @@ export function searchTool(backend: SearchBackend, opts: { defaultTopK: number; 
   return {
     name: "search",
     title: "Search",
+    // the local index is this server's own corpus; the other backends are web search APIs
+    openWorld: backend.name !== "local",
     description: `Search for documents relevant to a query (backend: ${backend.name}). Returns ranked results with an id (readable with read), title, snippet and score.`,
     input: {
       query: z.string().min(1).max(1000).describe("What to look for."),
@@ -24,9 +26,7 @@ export function searchTool(backend: SearchBackend, opts: { defaultTopK: number; 
       const query = String(args.query);
       try {
         const results = await backend.search(query, (args.top_k as number | undefined) ?? opts.defaultTopK, signal);
-        const forModel = results.length
-          ? results.map((r, i) => `${i + 1}. [${r.id}] ${r.title}: ${r.snippet}`).join("\n")
-          : `No results for "${query}".`;
+        const forModel = results.length ? results.map((r, i) => `${i + 1}. [${r.id}] ${r.title}: ${r.snippet}`).join("\n") : `No results for "${query}".`;
         return { ok: true, structured: { backend: backend.name, results }, forModel };
       } catch (err) {
         if (err instanceof SearchBackendError) return { ok: false, error: err.message };

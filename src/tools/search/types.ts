@@ -15,7 +15,10 @@ export interface SearchBackend {
 
 /** The backend could not answer (down, timing out, refusing): a clear error the model and client can read. */
 export class SearchBackendError extends Error {
-  constructor(readonly backend: string, reason: string) {
+  constructor(
+    readonly backend: string,
+    reason: string,
+  ) {
     super(`search backend ${backend} is unavailable: ${reason}`);
     this.name = "SearchBackendError";
   }

@@ -27,7 +27,8 @@ export async function getJson(url: URL, opts: HttpJsonOptions): Promise<unknown>
       if (err instanceof SearchBackendError) throw err;
       if (opts.signal?.aborted) throw err;
       const e = err as Error;
-      lastReason = e.name === "TimeoutError" ? `no answer within ${opts.timeoutMs} ms` : e instanceof Retryable ? e.message : `${e.message}${(e.cause as Error | undefined)?.message ? ` (${(e.cause as Error).message})` : ""}`;
+      lastReason =
+        e.name === "TimeoutError" ? `no answer within ${opts.timeoutMs} ms` : e instanceof Retryable ? e.message : `${e.message}${(e.cause as Error | undefined)?.message ? ` (${(e.cause as Error).message})` : ""}`;
     }
   }
   throw new SearchBackendError(opts.backend, `${lastReason} from ${url.origin} after ${opts.retries + 1} attempts`);

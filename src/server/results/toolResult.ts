@@ -1,6 +1,6 @@
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
-import { EngineError } from "../engine/index.js";
-import { SessionError } from "../sessions/errors.js";
+import { EngineError } from "../../engine/index.js";
+import { SessionError } from "../../sessions/errors.js";
 
 /** A successful result: JSON text for people and older clients, structuredContent for programs. */
 export function ok(structured: Record<string, unknown>): CallToolResult {

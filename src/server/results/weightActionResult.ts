@@ -1,7 +1,7 @@
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
-import type { WeightActionOutcome } from "../../sessions/SessionService.js";
-import { switchView } from "../schemas.js";
-import { fail, ok } from "../toolResult.js";
+import type { WeightActionOutcome } from "../../sessions/WeightActions.js";
+import { switchView } from "./switchView.js";
+import { fail, ok } from "./toolResult.js";
 
 /** The MCP result of load_lora / offload_lora: the exchange made, or why nothing changed. */
 export function weightActionResult(outcome: WeightActionOutcome): CallToolResult {

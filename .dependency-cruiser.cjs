@@ -1,0 +1,24 @@
+/**
+ * Import-graph checks (`npm run check:cycles`): no cycles anywhere in the source tree. The layer rules live in
+ * eslint.config.js (no-restricted-imports); this file answers the one question ESLint cannot: is the graph acyclic.
+ * The layers as a graph: `npx depcruise src native --config .dependency-cruiser.cjs --include-only "^(src|native)" --collapse "^(src|native)/[^/]+" --output-type text`.
+ */
+/** @type {import('dependency-cruiser').IConfiguration} */
+module.exports = {
+  forbidden: [
+    {
+      name: "no-circular",
+      severity: "error",
+      comment: "A cycle ties modules so that neither can be understood, tested or loaded without the other; break it by moving the shared part down a layer.",
+      from: {},
+      to: { circular: true },
+    },
+  ],
+  options: {
+    doNotFollow: { path: "node_modules" },
+    exclude: { path: "^(dist|node_modules|models|adapters|reports)/" },
+    tsPreCompilationDeps: true,
+    tsConfig: { fileName: "tsconfig.json" },
+    enhancedResolveOptions: { exportsFields: ["exports"], conditionNames: ["import", "require", "node", "default", "types"], extensions: [".ts", ".js", ".mjs", ".json"] },
+  },
+};
