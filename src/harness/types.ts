@@ -9,6 +9,13 @@ export const PolicySchema = z.union([z.enum(["hard", "soft", "base", "static"]),
 export type Policy = z.infer<typeof PolicySchema>;
 
 /** Steering for models that do not open calls on their own (the demo model): at a chosen turn, steer into a call. */
+/** A sampling seed: llama.cpp takes an unsigned 32-bit one. */
+export const SeedSchema = z
+  .number()
+  .int()
+  .min(0)
+  .max(2 ** 32 - 1);
+
 export const SteeringSchema = z
   .object({
     /** "base", an adapter alias, or "*" for any. */
@@ -29,12 +36,7 @@ export const RunTaskInputSchema = z.object({
   workflow: z.array(z.string().min(1).max(64)).min(1).max(16).optional(),
   budgets: StageBudgetSchema.partial().optional(),
   soft: SoftLimitsSchema.partial().optional(),
-  seed: z
-    .number()
-    .int()
-    .min(0)
-    .max(2 ** 32 - 1)
-    .optional(),
+  seed: SeedSchema.optional(),
   steering: z.array(SteeringSchema).max(64).optional(),
   /** Expected adapter sequence (for adapter-selection accuracy). */
   expectedStages: z.array(z.string().min(1).max(64)).max(32).optional(),

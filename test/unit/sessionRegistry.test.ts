@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { Mutex } from "../../native/index.js";
+import { Mutex } from "../../src/mutex.js";
 import { createLogger } from "../../src/log.js";
 import { LimitError, SessionNotFoundError } from "../../src/sessions/errors.js";
 import type { Session } from "../../src/sessions/Session.js";

@@ -3,6 +3,7 @@ import { z } from "zod";
 import { anyObject, orNull, toolInput } from "../../portableSchema.js";
 import { ownerOf, type ServerContext } from "../context.js";
 import { sessionId, switchShape } from "../schemas.js";
+import { SeedSchema } from "../../harness/types.js";
 import { switchView } from "../results/switchView.js";
 import { progressFor } from "../progress.js";
 import { fail, ok, toolCall } from "../results/toolResult.js";
@@ -29,12 +30,7 @@ export function registerGenerateTool(server: McpServer, ctx: ServerContext) {
           .optional()
           .describe("At most this many tokens (forced steering tokens included); clamped to the room left in the context window (then finish_reason is length)."),
         temperature: z.number().min(0).max(2).optional().describe("0 (default) = greedy."),
-        seed: z
-          .number()
-          .int()
-          .min(0)
-          .max(2 ** 32 - 1)
-          .optional(),
+        seed: SeedSchema.optional(),
         top_logprobs: z.number().int().min(1).max(20).optional().describe("Return the k most likely tokens and their log-probs at each generated position."),
         token_bias: z.record(z.string().min(1).max(64), z.number().min(-100).max(100)).optional().describe("Logit bias by token text (special tokens allowed)."),
         tool_call: z

@@ -4,7 +4,7 @@ import { anyObject, toolInput } from "../../portableSchema.js";
 import { LONG_TEXT_MAX } from "../../config/config.js";
 import { SoftLimitsSchema, StageBudgetSchema } from "../../budgets/budgets.js";
 import { InvalidPolicyError, runTask } from "../../harness/runTask.js";
-import { PolicySchema, SteeringSchema } from "../../harness/types.js";
+import { PolicySchema, SeedSchema, SteeringSchema } from "../../harness/types.js";
 import { ownerOf, type ServerContext } from "../context.js";
 import { progressFor } from "../progress.js";
 import { fail, ok, toolCall } from "../results/toolResult.js";
@@ -24,12 +24,7 @@ export function registerRunTaskTool(server: McpServer, ctx: ServerContext) {
         workflow: z.array(z.string().min(1).max(64)).min(1).max(16).optional().describe("hard: the stages, in order (default from config)."),
         budgets: StageBudgetSchema.partial().optional().describe("Per-stage limits; override the manifest and config."),
         soft: SoftLimitsSchema.partial().optional().describe("soft: run-level limits and guards."),
-        seed: z
-          .number()
-          .int()
-          .min(0)
-          .max(2 ** 32 - 1)
-          .optional(),
+        seed: SeedSchema.optional(),
         steering: z.array(SteeringSchema).max(64).optional().describe("Steer the model into a call at chosen turns (for models that do not call tools on their own, such as the demo model)."),
         expected_stages: z.array(z.string().min(1).max(64)).max(32).optional().describe("Expected adapter sequence, for adapter-selection accuracy."),
       }),
