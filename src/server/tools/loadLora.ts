@@ -1,6 +1,6 @@
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { toolInput } from "../../portableSchema.js";
-import { adapterArgument } from "../adapterArgument.js";
+import { adapterArgument, inputRefresher } from "../adapterArgument.js";
 import { ownerOf, type ServerContext } from "../context.js";
 import { callId, sessionId, weightActionOutput } from "../schemas.js";
 import { progressFor } from "../progress.js";
@@ -34,9 +34,5 @@ export function registerLoadLoraTool(server: McpServer, ctx: ServerContext): () 
         ),
       ),
   );
-  // update() would rebuild the schema from a bare shape; the input object is set itself, then clients are told
-  return () => {
-    tool.inputSchema = loadLoraInput(ctx);
-    tool.update({});
-  };
+  return inputRefresher(tool, () => loadLoraInput(ctx));
 }

@@ -1,7 +1,7 @@
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { z } from "zod";
 import { toolInput } from "../../portableSchema.js";
-import { adapterArgument } from "../adapterArgument.js";
+import { adapterArgument, inputRefresher } from "../adapterArgument.js";
 import { ownerOf, type ServerContext } from "../context.js";
 import { callId, sessionId, weightActionOutput } from "../schemas.js";
 import { progressFor } from "../progress.js";
@@ -38,9 +38,5 @@ export function registerOffloadLoraTool(server: McpServer, ctx: ServerContext): 
         ),
       ),
   );
-  // update() would rebuild the schema from a bare shape; the input object is set itself, then clients are told
-  return () => {
-    tool.inputSchema = offloadLoraInput(ctx);
-    tool.update({});
-  };
+  return inputRefresher(tool, () => offloadLoraInput(ctx));
 }
