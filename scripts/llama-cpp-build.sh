@@ -6,18 +6,27 @@
 # for one build instead of racing in the same folder.
 #
 #   scripts/llama-cpp-build.sh [--patches DIR] TARGET...
+#   scripts/llama-cpp-build.sh --program DIR
+#
+# --program builds a CMake project of this repository (DIR, e.g. training/trainer) against that build's static
+# ggml (LLAMA_CPP_SOURCE and LLAMA_CPP_BUILD are passed to it), keyed by the commit and DIR's content, so editing
+# the program relinks it in seconds and never rebuilds llama.cpp.
 #
 # Prints the folder holding the built binaries on its last line of stdout; build logs go to stderr.
 # WEACT_LLAMA_CPP_CACHE overrides the cache folder (default: $XDG_CACHE_HOME or ~/.cache, /weact-mcp/llama.cpp).
 set -euo pipefail
 
 patches=""
+program=""
 if [ "${1:-}" = "--patches" ]; then
   patches="$(cd "$2" && pwd)"
   shift 2
+elif [ "${1:-}" = "--program" ] && [ $# -eq 2 ]; then
+  program="$(cd "$2" && pwd)"
+  shift 2
 fi
-if [ $# -eq 0 ]; then
-  echo "usage: $0 [--patches DIR] TARGET..." >&2
+if [ $# -eq 0 ] && [ -z "$program" ]; then
+  echo "usage: $0 [--patches DIR] TARGET... | $0 --program DIR" >&2
   exit 2
 fi
 
@@ -55,6 +64,19 @@ if [ ! -f "$dir/build/CMakeCache.txt" ]; then
   # static libraries: the binaries run from any folder, and a trainer linked against libllama needs no rpath
   cmake -S "$dir/src" -B "$dir/build" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF -DLLAMA_CURL=OFF \
     -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_SERVER=ON >&2
+fi
+if [ -n "$program" ]; then
+  # the static libraries the program links, then the program itself in a folder of its own content hash
+  cmake --build "$dir/build" --target ggml ggml-cpu ggml-base -j"$jobs" >&2
+  sum="$(cd "$program" && find . -type f ! -path './build/*' -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-12)"
+  out="$dir/programs/$(basename "$program")-$sum"
+  if [ ! -f "$out/.built" ]; then
+    cmake -S "$program" -B "$out" -DCMAKE_BUILD_TYPE=Release -DLLAMA_CPP_SOURCE="$dir/src" -DLLAMA_CPP_BUILD="$dir/build" >&2
+    cmake --build "$out" -j"$jobs" >&2
+    touch "$out/.built"
+  fi
+  echo "$out"
+  exit 0
 fi
 missing=()
 for t in "$@"; do
