@@ -1,4 +1,4 @@
-import { afterAll, beforeAll } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LocalChatCodec } from "../native/index.js";
 import { startLlamaServer, type LlamaServer } from "../src/client/llamaServer.js";
 import type { Conversation, LogProbs } from "../src/engine/index.js";
@@ -7,6 +7,8 @@ import { openCrossingSession } from "../src/engines/remote/testing.js";
 import { Mutex } from "../src/mutex.js";
 import { describeEngineConformance, type ReferenceWeights } from "./engine-conformance/conformance.js";
 import { demo, quietLogger, TEST_THREADS } from "./helpers/engine.js";
+import { describeFairShares } from "./helpers/fairShares.js";
+import { call, callError, connectClient, startHttpServer, testConfig, type Connected } from "./helpers/server.js";
 
 /** Sessions the backend may open; the next slot is the reference's own. */
 const SESSIONS = 4;
@@ -20,7 +22,7 @@ let vocabularySize = 0;
 
 beforeAll(async () => {
   // builds llama-server first on a machine that has none (about 12 minutes on 2 cores, once; .ci/run does it before the suite)
-  server = await startLlamaServer({ model: demo.model, adapters: ADAPTERS, threads: TEST_THREADS, slots: SESSIONS + 1, contextPerSlot: 4096 });
+  server = await startLlamaServer({ model: demo.model, adapters: ADAPTERS, threads: TEST_THREADS, slots: SESSIONS + 1, contextPerSlot: 8192 });
   const models = (await (await fetch(`${server.url}/v1/models`)).json()) as { data: { meta: { n_vocab: number } }[] };
   vocabularySize = models.data[0]!.meta.n_vocab;
 }, 30 * 60_000);
@@ -76,4 +78,167 @@ describeEngineConformance<RemoteEngine>("remote (llama-server)", {
   adapters: { plan: demo.adapters.plan!, search: demo.adapters.search!, write: demo.adapters.write!, writeV2: demo.adapters["write-v2"]! },
   openStaleSession: openCrossingSession,
   tolerance: 1e-3,
+});
+
+interface Generated {
+  text: string;
+  tool_calls: { id: string; name: string; arguments: Record<string, unknown> }[];
+  finish_reason: string;
+  adapter: string | null;
+  tokens: { prompt: number; cached: number; evaluated: number; generated: number };
+  logprobs?: { token: number; logprob: number }[];
+}
+interface SessionState {
+  active_adapter: string | null;
+  pending_calls: { id: string }[];
+  history: { role: string; content: string; name?: string; is_error?: boolean }[];
+  prompt_tokens?: number[];
+}
+interface SwitchResult {
+  active_adapter: string | null;
+  switch: { cache_strategy: string; rebuilt_tokens: number; reused_tokens: number };
+}
+
+const remoteFlags = () => ["--engine-url", server.url, "--engine-flavor", "llama-server"];
+const weights = (alias: string | null): ReferenceWeights[] => (alias ? [{ filePath: demo.adapters[alias]!, scale: 1 }] : []);
+
+describe("MCP over stdio, served by --engine-url ... --engine-flavor llama-server", () => {
+  let c: Connected;
+  beforeAll(async () => {
+    c = await connectClient("stdio", undefined, {}, undefined, remoteFlags());
+  });
+  afterAll(async () => c?.close());
+  const newSession = async () => (await call<{ session_id: string }>(c.client, "create_session", { task: "Which river flows through Paris?" })).session_id;
+  const state = (id: string, extra: Record<string, unknown> = {}) => call<SessionState>(c.client, "get_session", { session_id: id, ...extra });
+
+  it("offers the same tools and library, and names the engine that serves the base model", async () => {
+    const { tools } = await c.client.listTools();
+    const adapter = (tools.find((t) => t.name === "load_lora")!.inputSchema.properties as Record<string, { enum?: string[] }>).adapter!;
+    expect(adapter.enum).toEqual(["plan", "search", "write"]);
+    const listing = await call<{ base_model: { file: string }; adapters: { alias: string; rank: number; resident: boolean }[] }>(c.client, "list_adapters");
+    expect(listing.base_model.file).toContain(`llama-server at ${server.url}`);
+    expect(listing.adapters.map((a) => [a.alias, a.rank, a.resident])).toEqual([
+      ["plan", 4, true],
+      ["search", 8, true],
+      ["write", 4, true],
+    ]);
+  });
+
+  it("runs the client-driven loop: the model's load_lora, a turn under its weights with their exact log-probs, a release", async () => {
+    const id = await newSession();
+    const first = await call<Generated>(c.client, "generate", { session_id: id, max_tokens: 120, tool_call: { name: "load_lora" }, seed: 1 });
+    expect(first.finish_reason).toBe("tool_calls");
+    const [loadCall] = first.tool_calls;
+    const chosen = loadCall!.arguments.adapter as string;
+    expect(["plan", "search", "write"]).toContain(chosen);
+    const loaded = await call<SwitchResult>(c.client, "load_lora", { session_id: id, call_id: loadCall!.id });
+    expect(loaded.active_adapter).toBe(chosen);
+    // the paper's rebuild: the whole history evaluated again under the new weights
+    expect(loaded.switch).toMatchObject({ cache_strategy: "rebuild", reused_tokens: 0 });
+    expect(loaded.switch.rebuilt_tokens).toBeGreaterThan(100);
+
+    const { prompt_tokens } = await state(id, { include_prompt_tokens: true });
+    const second = await call<Generated>(c.client, "generate", { session_id: id, max_tokens: 3, top_logprobs: 2 });
+    expect(second.adapter).toBe(chosen);
+    expect(second.tokens.cached).toBe(prompt_tokens!.length - 1);
+    const got = second.logprobs![0]!;
+    const want = await referenceLogProbs(prompt_tokens!, weights(chosen));
+    expect(Math.abs(got.logprob - want.get(got.token)!)).toBeLessThanOrEqual(1e-3);
+    const base = await referenceLogProbs(prompt_tokens!, []);
+    expect(Math.abs(got.logprob - base.get(got.token)!)).toBeGreaterThan(1e-3);
+
+    const released = await call<SwitchResult>(c.client, "offload_lora", { session_id: id, handoff: "river found" });
+    expect(released).toMatchObject({ active_adapter: null, switch: { cache_strategy: "rebuild", reused_tokens: 0 } });
+    const third = await call<Generated>(c.client, "generate", { session_id: id, max_tokens: 3 });
+    expect(third.adapter).toBeNull();
+    expect((await state(id)).history.filter((m) => m.role === "tool").map((m) => m.name)).toEqual(["load_lora", "offload_lora"]);
+  });
+
+  it("records an invalid switch answering a model call as its error result, and refuses bad requests leaving the session as it was", async () => {
+    const id = await newSession();
+    const turn = await call<Generated>(c.client, "generate", { session_id: id, max_tokens: 120, tool_call: { name: "load_lora" }, seed: 1 });
+    expect(await callError(c.client, "offload_lora", { session_id: id, call_id: turn.tool_calls[0]!.id })).toMatch(/offload_lora refused: call .* is a load_lora call/);
+    expect((await state(id)).history.at(-1)).toMatchObject({ role: "tool", name: "load_lora", is_error: true });
+    await call(c.client, "load_lora", { session_id: id, adapter: "plan" });
+    const before = await state(id);
+    expect(await callError(c.client, "load_lora", { session_id: id, adapter: "search" })).toMatch(/adapter "plan" is active; offload it first/);
+    expect(await callError(c.client, "generate", { session_id: id, max_tokens: -5 })).toMatch(/max_tokens/);
+    expect(await state(id)).toEqual({ ...before, last_active_at: expect.any(String) });
+  });
+
+  it("maps a refresh to a file llama-server has; a file it was not started with is refused naming the flavor, the feature and the fix", async () => {
+    // the library is a private copy: files beside its manifest (llama-server knows them by name and size)
+    const refreshed = await call<{ current: { sha256: string } }>(c.client, "refresh_adapter", { alias: "write", file: "write-v2.gguf" });
+    expect(refreshed.current.sha256).toMatch(/^[0-9a-f]{64}$/);
+    const error = await callError(c.client, "register_adapter", { alias: "code", file: "code.gguf", description: "Coding." });
+    expect(error).toMatch(/llama-server at http:\/\/127\.0\.0\.1:\d+ does not support loading adapters at runtime: .*restart it with --lora .*code\.gguf/);
+  });
+});
+
+describe("the harness on llama-server", () => {
+  /** The random demo model rarely ends a string argument on its own; a bias on the quote token makes it. */
+  const Q = { '"': 8 };
+  let c: Connected;
+  beforeAll(async () => {
+    const config = testConfig({ model: { contextSize: 8192 }, harness: { maxTokensPerTurn: 96, stage: { turns: 3 } }, engine: { backend: "remote", remote: { url: server.url, flavor: "llama-server", sessions: SESSIONS } } });
+    c = await connectClient("stdio", undefined, {}, config);
+  });
+  afterAll(async () => c?.close());
+  interface RunResult {
+    stages: string[];
+    switches: number;
+    rebuilt_tokens: number;
+    reused_tokens: number;
+    finish: string;
+    trace_uri: string;
+    time: { unattributedShare: number; model: Record<string, number> };
+  }
+  const LONG = { timeout: 300_000 };
+
+  it("hard: stages in order, ended by the model's own offload_lora, a model-emitted search executed, each switch a rebuild", async () => {
+    const steering = [
+      { adapter: "plan", turn: 1, tool: "offload_lora", bias: Q },
+      { adapter: "search", turn: 1, tool: "search", bias: Q },
+      { adapter: "search", turn: 2, tool: "offload_lora", bias: Q },
+    ];
+    const r = await call<RunResult>(c.client, "run_task", { task: "Which river flows through Paris?", policy: "hard", steering, seed: 1, budgets: { noToolTurns: 1 } }, LONG);
+    expect(r.stages).toEqual(["plan", "search", "write"]);
+    expect(r.switches).toBe(6);
+    expect(r.reused_tokens).toBe(0);
+    expect(r.rebuilt_tokens).toBeGreaterThan(600);
+    expect(Math.abs(r.time.unattributedShare)).toBeLessThan(0.01);
+    const events = JSON.parse(((await c.client.readResource({ uri: r.trace_uri })).contents[0] as { text: string }).text) as { type: string; [k: string]: unknown }[];
+    const control = events.filter((e) => e.type === "adapter_control").map((e) => `${e.action}:${e.author}`);
+    expect(control).toEqual(["load:harness", "offload:model", "load:harness", "offload:model", "load:harness", "offload:harness"]);
+    expect(events.find((e) => e.type === "tool_call")).toMatchObject({ name: "search", ok: true, adapter: "search" });
+  });
+
+  it("soft: the model's own load_lora picks a capability within the run's limits", async () => {
+    const steering = [
+      { adapter: "base", turn: 1, tool: "load_lora" },
+      { adapter: "*", turn: 1, tool: "offload_lora", bias: Q },
+    ];
+    const r = await call<RunResult>(c.client, "run_task", { task: "Which river flows through Paris?", policy: "soft", steering, seed: 3, soft: { turns: 3, switches: 4 } }, LONG);
+    expect(r.switches).toBeGreaterThanOrEqual(1);
+    expect(r.switches).toBeLessThanOrEqual(6);
+    expect(r.stages.some((s) => ["plan", "search", "write"].includes(s))).toBe(true);
+  });
+
+  it("comparison modes run on fixed weights: base, single:search, and static (every adapter in one request's lora list)", async () => {
+    for (const [policy, model] of [
+      ["base", "base"],
+      ["single:search", "search"],
+      ["static", "plan+search+write"],
+    ] as const) {
+      const r = await call<RunResult>(c.client, "run_task", { task: "Which river flows through Paris?", policy, soft: { turns: 1 } }, LONG);
+      expect(r.finish).not.toBe("error");
+      expect(Object.keys(r.time.model)).toEqual([model]);
+    }
+  });
+});
+
+describeFairShares("llama-server", async (tokenFile, sessions) => {
+  // 4 session slots, one engine request at a time: the same shares as a local context of 4 sequences
+  const config = testConfig({ sessions, engine: { backend: "remote", remote: { url: server.url, flavor: "llama-server", sessions: SESSIONS, maxInFlight: 1 } } });
+  return startHttpServer(["--token-file", tokenFile], config);
 });

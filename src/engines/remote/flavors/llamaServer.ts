@@ -57,6 +57,11 @@ export class LlamaServerFlavor implements Flavor {
   };
   /** The adapters the server was started with (GET /lora-adapters). */
   protected serverAdapters: ServerAdapter[] = [];
+  /**
+   * Tokens holding a byte no UTF-8 text has (C0, C1, F5-FF), banned from every generation: llama.cpp's grammar
+   * decodes them leniently, and llama-server answers HTTP 500 for output that is not valid UTF-8.
+   */
+  private neverText: number[] = [];
 
   async inspect(http: EngineHttp): Promise<EngineFacts> {
     const props = await http.json<{ total_slots?: number; model_path?: string; default_generation_settings?: { n_ctx?: number } }>({ path: "/props" });
@@ -64,8 +69,20 @@ export class LlamaServerFlavor implements Flavor {
       throw new EngineRequestError(http.label, 200, "GET /props has no total_slots / default_generation_settings.n_ctx: this is not a llama-server (engine.remote.flavor)");
     }
     const models = await http.json<{ data?: { meta?: { n_vocab?: number } }[] }>({ path: "/v1/models" });
+    const vocabularySize = models.data?.[0]?.meta?.n_vocab;
     await this.reset(http);
-    return { servedModel: props.model_path ?? "(unnamed)", contextSize: props.default_generation_settings.n_ctx, slots: props.total_slots, vocabularySize: models.data?.[0]?.meta?.n_vocab };
+    if (vocabularySize) this.neverText = await this.tokensWithInvalidBytes(http, vocabularySize);
+    return { servedModel: props.model_path ?? "(unnamed)", contextSize: props.default_generation_settings.n_ctx, slots: props.total_slots, vocabularySize };
+  }
+
+  /** The vocabulary's bytes come with a full next-token distribution (every token's `bytes`). */
+  private async tokensWithInvalidBytes(http: EngineHttp, vocabularySize: number): Promise<number[]> {
+    const r = await http.json<{ completion_probabilities?: { top_logprobs?: { id: number; bytes?: number[] }[] }[] }>({
+      path: "/completion",
+      body: { prompt: " ", n_predict: 1, n_probs: vocabularySize, temperature: 0, cache_prompt: false, reasoning_format: "none", grammar: "root ::= [\\x20-\\x7e]+" },
+    });
+    const all = r.completion_probabilities?.[0]?.top_logprobs ?? [];
+    return all.filter((t) => t.bytes?.some((b) => b === 0xc0 || b === 0xc1 || b >= 0xf5)).map((t) => t.id);
   }
 
   async reset(http: EngineHttp): Promise<void> {
@@ -116,11 +133,13 @@ export class LlamaServerFlavor implements Flavor {
       cache_prompt: !req.fresh,
       temperature: req.temperature,
       return_tokens: true,
+      // the output is ours to parse: the server's reasoning parser fails (HTTP 500) on text it cannot read as thinking
+      reasoning_format: "none",
       ...(req.seed !== undefined ? { seed: req.seed } : {}),
       ...(req.topK !== undefined ? { top_k: req.topK } : {}),
       ...(req.topP !== undefined ? { top_p: req.topP } : {}),
       ...(req.grammar ? { grammar: req.grammar } : {}),
-      ...(req.logitBias?.size ? { logit_bias: [...req.logitBias] } : {}),
+      ...(req.maxTokens > 0 ? { logit_bias: [...this.neverText.map((t) => [t, false]), ...(req.logitBias ?? [])] } : {}),
       ...(req.topLogprobs ? { n_probs: req.topLogprobs } : {}),
       ...(req.stop?.length ? { stop: req.stop } : {}),
       ...(req.showSpecial?.length ? { preserved_tokens: req.showSpecial } : {}),

@@ -31,7 +31,33 @@ function classChar(ch: string): string {
   return code <= 0xffff ? `\\u${code.toString(16).padStart(4, "0")}` : `\\U${code.toString(16).padStart(8, "0")}`;
 }
 
-const charClass = (chars: Iterable<string>, negated = false) => `[${negated ? "^" : ""}${[...chars].map(classChar).join("")}]`;
+const charClass = (chars: Iterable<string>) => `[${[...chars].map(classChar).join("")}]`;
+
+/** Unicode scalar values: what valid UTF-8 can encode (no NUL, no surrogates, nothing past U+10FFFF). */
+const SCALAR_RANGES: readonly [number, number][] = [
+  [0x01, 0xd7ff],
+  [0xe000, 0x10ffff],
+];
+
+/**
+ * Every valid character but `except`, as positive ranges: a negated class would also let through code points a
+ * byte-level decoder accepts but UTF-8 forbids (surrogates, past U+10FFFF), which an engine cannot send back as text.
+ */
+function anyCharBut(except: Iterable<string>): string {
+  const excluded = [...new Set([...except].map((c) => c.codePointAt(0)!))].sort((a, b) => a - b);
+  const parts: string[] = [];
+  for (const [low, high] of SCALAR_RANGES) {
+    let from = low;
+    for (const x of excluded.filter((x) => x >= low && x <= high)) {
+      if (x > from) parts.push(range(from, x - 1));
+      from = x + 1;
+    }
+    if (from <= high) parts.push(range(from, high));
+  }
+  return `[${parts.join("")}]`;
+}
+
+const range = (from: number, to: number) => (from === to ? classChar(String.fromCodePoint(from)) : `${classChar(String.fromCodePoint(from))}-${classChar(String.fromCodePoint(to))}`);
 
 /** The KMP automaton of `trigger`: next[state][char] for every char of the trigger (any other char returns to 0). */
 function triggerAutomaton(trigger: readonly string[]): Map<string, number>[] {
@@ -66,7 +92,7 @@ function freeTextRules(trigger: string, callRule: string): string[] {
   return next.map((row, state) => {
     const byTarget = new Map<number, string[]>();
     for (const [ch, to] of row) byTarget.set(to, [...(byTarget.get(to) ?? []), ch]);
-    const alternatives = [`${charClass([...row.keys(), "\0"], true)} text-0`];
+    const alternatives = [`${anyCharBut(row.keys())} text-0`];
     for (const [to, group] of byTarget) alternatives.push(`${charClass(group)} ${target(to)}`);
     return `text-${state} ::= ( ${alternatives.join(" | ")} )?`;
   });
@@ -110,7 +136,7 @@ export type TurnStart = { kind: "text" } | { kind: "call" } | { kind: "arguments
 
 /** The grammar of one turn over `callable` functions in `syntax`. */
 export function turnGrammar(syntax: CallSyntax, callable: readonly GrammarFunction[], start: TurnStart = { kind: "text" }): string {
-  if (!callable.length) return 'root ::= text\ntext ::= [^\\x00]*';
+  if (!callable.length) return `root ::= ${anyCharBut([])}*`;
   const rules: string[] = [];
   callable.forEach((f, i) => {
     const named = (s: string) => s.replaceAll("{{functionName}}", f.name);
