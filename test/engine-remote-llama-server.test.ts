@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LocalChatCodec } from "../native/index.js";
-import { startLlamaServer, type LlamaServer } from "../src/client/llamaServer.js";
+import { freePort, startLlamaServer, type LlamaServer } from "../src/client/llamaServer.js";
 import type { Conversation, LogProbs } from "../src/engine/index.js";
 import { RemoteEngine } from "../src/engines/remote/index.js";
 import { openCrossingSession } from "../src/engines/remote/testing.js";
@@ -241,4 +241,80 @@ describeFairShares("llama-server", async (tokenFile, sessions) => {
   // 4 session slots, one engine request at a time: the same shares as a local context of 4 sequences
   const config = testConfig({ sessions, engine: { backend: "remote", remote: { url: server.url, flavor: "llama-server", sessions: SESSIONS, maxInFlight: 1 } } });
   return startHttpServer(["--token-file", tokenFile], config);
+});
+
+describe("an engine that stops, hangs or is cancelled: the session keeps its history and goes on when the engine is back", () => {
+  let flaky: LlamaServer;
+  let port: number;
+  let c: Connected;
+  const TIMEOUT_MS = 3000;
+  const start = () => startLlamaServer({ model: demo.model, adapters: ADAPTERS, threads: TEST_THREADS, slots: 3, contextPerSlot: 8192, port });
+  beforeAll(async () => {
+    port = await freePort();
+    flaky = await start();
+    const config = testConfig({ model: { contextSize: 8192 }, engine: { backend: "remote", remote: { url: flaky.url, flavor: "llama-server", timeoutMs: TIMEOUT_MS } } });
+    c = await connectClient("stdio", undefined, {}, config);
+  });
+  afterAll(async () => {
+    await c?.close();
+    await flaky?.stop();
+  });
+  const state = (id: string, extra: Record<string, unknown> = {}) => call<SessionState>(c.client, "get_session", { session_id: id, ...extra });
+  /** What a failed call must not change (the cache figures are the engine's, which may have lost them). */
+  const kept = async (id: string) => {
+    const { history, active_adapter, pending_calls } = await state(id);
+    return { history, active_adapter, pending_calls };
+  };
+
+  it("stopped: a clear error naming the engine and the cause; restarted: the same session continues, its cache exact", async () => {
+    const { session_id: id } = await call<{ session_id: string }>(c.client, "create_session", { task: "Which river flows through Paris?" });
+    await call(c.client, "load_lora", { session_id: id, adapter: "plan" });
+    await call<Generated>(c.client, "generate", { session_id: id, max_tokens: 2 });
+    const before = await kept(id);
+    await flaky.stop();
+    expect(await callError(c.client, "generate", { session_id: id, max_tokens: 2 })).toMatch(/engine llama-server at http:\/\/127\.0\.0\.1:\d+ is unavailable: ECONNREFUSED.*the session is kept.*\[engine_unavailable\]/);
+    expect(await callError(c.client, "offload_lora", { session_id: id })).toMatch(/offload_lora failed, nothing changed: engine llama-server at .* is unavailable/);
+    expect(await kept(id)).toEqual(before);
+
+    flaky = await start();
+    const { prompt_tokens } = await state(id, { include_prompt_tokens: true });
+    const after = await call<Generated>(c.client, "generate", { session_id: id, max_tokens: 2, top_logprobs: 1 });
+    expect(after.adapter).toBe("plan");
+    // the restarted engine has none of the session's cache: all of it evaluated again, under the session's adapter
+    expect(after.tokens.cached).toBe(0);
+    const want = await referenceLogProbs(prompt_tokens!, weights("plan"));
+    expect(Math.abs(after.logprobs![0]!.logprob - want.get(after.logprobs![0]!.token)!)).toBeLessThanOrEqual(1e-3);
+    const released = await call<SwitchResult>(c.client, "offload_lora", { session_id: id });
+    expect(released.active_adapter).toBeNull();
+    await call(c.client, "close_session", { session_id: id });
+  });
+
+  it("hung: the call ends after engine.remote.timeoutMs with engine_timeout; once it answers again, the session goes on", async () => {
+    const { session_id: id } = await call<{ session_id: string }>(c.client, "create_session", { task: "hang" });
+    const before = await kept(id);
+    flaky.pause();
+    const started = performance.now();
+    try {
+      expect(await callError(c.client, "generate", { session_id: id, max_tokens: 2 })).toMatch(/sent nothing for 3000 ms and the request was cancelled.*engine\.remote\.timeoutMs.*\[engine_timeout\]/);
+      expect(performance.now() - started).toBeLessThan(TIMEOUT_MS + 2000);
+    } finally {
+      flaky.resume();
+    }
+    expect(await kept(id)).toEqual(before);
+    expect((await call<Generated>(c.client, "generate", { session_id: id, max_tokens: 2 })).tokens.generated).toBeGreaterThan(0);
+    await call(c.client, "close_session", { session_id: id });
+  });
+
+  it("a cancelled generate cancels its engine request: the engine's slot is idle at once, and the session is usable", async () => {
+    const { session_id: id } = await call<{ session_id: string }>(c.client, "create_session", { task: "cancel me" });
+    const busy = async () => ((await (await fetch(`${flaky.url}/slots`)).json()) as { is_processing: boolean }[]).some((s) => s.is_processing);
+    const controller = new AbortController();
+    const running = c.client.callTool({ name: "generate", arguments: { session_id: id, max_tokens: 6000, token_bias: { "<|im_end|>": -100, "<|endoftext|>": -100, "<tool_call>": -100 } } }, undefined, { signal: controller.signal, timeout: 120_000 });
+    await expect.poll(busy, { timeout: 10_000, interval: 20 }).toBe(true);
+    controller.abort();
+    await expect(running).rejects.toThrow();
+    await expect.poll(busy, { timeout: 2000, interval: 20 }).toBe(false);
+    expect((await state(id)).history.filter((m) => m.role === "assistant")).toHaveLength(0);
+    expect((await call<Generated>(c.client, "generate", { session_id: id, max_tokens: 2 })).tokens.generated).toBeGreaterThan(0);
+  });
 });
