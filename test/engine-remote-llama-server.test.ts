@@ -5,7 +5,7 @@ import type { Conversation, LogProbs } from "../src/engine/index.js";
 import { RemoteEngine } from "../src/engines/remote/index.js";
 import { openCrossingSession } from "../src/engines/remote/testing.js";
 import { Mutex } from "../src/mutex.js";
-import { describeEngineConformance, type ReferenceWeights } from "./engine-conformance/conformance.js";
+import { describeEngineConformance, maxAbsDiff, type ReferenceWeights } from "./engine-conformance/conformance.js";
 import { demo, quietLogger, TEST_THREADS } from "./helpers/engine.js";
 import { describeFairShares } from "./helpers/fairShares.js";
 import { call, callError, connectClient, startHttpServer, testConfig, type Connected } from "./helpers/server.js";
@@ -316,5 +316,96 @@ describe("an engine that stops, hangs or is cancelled: the session keeps its his
     await expect.poll(busy, { timeout: 2000, interval: 20 }).toBe(false);
     expect((await state(id)).history.filter((m) => m.role === "assistant")).toHaveLength(0);
     expect((await call<Generated>(c.client, "generate", { session_id: id, max_tokens: 2 })).tokens.generated).toBeGreaterThan(0);
+  });
+});
+
+/**
+ * Which request paths of this llama-server build let a slot's cache cross adapters (llama.cpp #26207): each row
+ * evaluates a prompt under `plan`, then asks for the next-token distribution under `search` by that path, and
+ * compares it with a fresh evaluation under `search`. A path crosses when it reuses the cache (cache_n > 0) and
+ * the log-probs differ. The backend uses only the first path; the table is in README "Remote engines".
+ */
+describe("cache-crossing probe of this llama-server build", () => {
+  const PLAN = 0;
+  const SEARCH = 1;
+  const list = (id: number) => ADAPTERS.map((_, i) => ({ id: i, scale: i === id ? 1 : 0 }));
+  /** Each row's own prompt, so no other slot holds it (the server picks a slot by prompt similarity without id_slot). */
+  const text = (row: number) => `<|im_start|>system\nYou are a research agent.<|im_end|>\n<|im_start|>user\nProbe ${row}: which river flows through Paris, how long is it and which seas does it reach?<|im_end|>\n<|im_start|>assistant\n`;
+  const other = "<|im_start|>user\nSomething else entirely: the tallest mountain, the deepest trench and the longest river of each continent.<|im_end|>\n";
+
+  const post = async <T>(url: string, path: string, body: unknown): Promise<T> => {
+    const r = await fetch(`${url}${path}`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+    if (!r.ok) throw new Error(`${path}: ${r.status} ${await r.text()}`);
+    return (await r.json()) as T;
+  };
+  const tokenize = async (url: string, content: string) => (await post<{ tokens: number[] }>(url, "/tokenize", { content, parse_special: true })).tokens;
+  /** Evaluates `tokens` but the last into a slot's cache (the backend's split). */
+  const prime = (url: string, tokens: number[], extra: Record<string, unknown>) => post(url, "/completion", { prompt: tokens.slice(0, -1), n_predict: 0, grammar: ONE_CHARACTER, ...extra });
+  const globalScales = (url: string, id: number | null) => post(url, "/lora-adapters", ADAPTERS.map((_, i) => ({ id: i, scale: i === id ? 1 : 0 })));
+  /** The next-token distribution by one path, against a fresh evaluation under search (the same split when the cache was reused). */
+  const asked = async (url: string, prompt: number[], extra: Record<string, unknown>) => {
+    const r = await post<{ timings: { cache_n: number }; completion_probabilities: { top_logprobs: { id: number; logprob: number }[] }[] }>(url, "/completion", {
+      prompt,
+      n_predict: 1,
+      n_probs: vocabularySize,
+      temperature: 0,
+      grammar: ONE_CHARACTER,
+      ...extra,
+    });
+    const want = await referenceLogProbs(prompt, weights("search"));
+    return { cached: r.timings.cache_n, tokens: prompt.length, diff: maxAbsDiff(want, new Map(r.completion_probabilities[0]!.top_logprobs.map((t) => [t.id, t.logprob]))) };
+  };
+  afterAll(async () => globalScales(server.url, null));
+
+  it("finds that only an explicit lora list per request never reuses a cache computed under other adapters, and the host-memory cache crosses them", async () => {
+    const url = server.url;
+    const rows: Record<string, { cached: number; tokens: number; diff: number }> = {};
+    let prompt = await tokenize(url, text(1));
+    await prime(url, prompt, { id_slot: 0, cache_prompt: false, lora: list(PLAN) });
+    rows["explicit lora list (the backend's path)"] = await asked(url, prompt, { id_slot: 0, lora: list(SEARCH) });
+
+    await globalScales(url, SEARCH);
+    prompt = await tokenize(url, text(2));
+    await prime(url, prompt, { id_slot: 0, cache_prompt: false, lora: list(PLAN) });
+    rows["no lora field (the server's global scales)"] = await asked(url, prompt, { id_slot: 0 });
+    prompt = await tokenize(url, text(3));
+    await prime(url, prompt, { id_slot: 0, cache_prompt: false, lora: list(PLAN) });
+    rows["lora: []"] = await asked(url, prompt, { id_slot: 0, lora: [] });
+
+    await globalScales(url, PLAN);
+    prompt = await tokenize(url, text(4));
+    await prime(url, prompt, { id_slot: 0, cache_prompt: false });
+    await globalScales(url, SEARCH);
+    rows["POST /lora-adapters between two requests"] = await asked(url, prompt, { id_slot: 0 });
+    await globalScales(url, null);
+
+    prompt = await tokenize(url, text(5));
+    await prime(url, prompt, { id_slot: 0, cache_prompt: false, lora: list(PLAN) });
+    rows["explicit list, no id_slot"] = await asked(url, prompt, { lora: list(SEARCH) });
+
+    // the host-memory prompt cache, on a server that keeps it (--cache-ram)
+    const cached = await startLlamaServer({ model: demo.model, adapters: ADAPTERS, threads: TEST_THREADS, slots: 1, contextPerSlot: 8192, extraArgs: ["--cache-ram", "64"] });
+    try {
+      prompt = await tokenize(cached.url, text(6));
+      await prime(cached.url, prompt, { id_slot: 0, lora: list(PLAN) });
+      await prime(cached.url, await tokenize(cached.url, other), { id_slot: 0, lora: list(SEARCH) }); // moves the plan cache to host memory
+      rows["--cache-ram (host-memory prompt cache)"] = await asked(cached.url, prompt, { id_slot: 0, lora: list(SEARCH) });
+    } finally {
+      await cached.stop();
+    }
+
+    // a path crosses when it reuses the cache and its log-probs are not the fresh evaluation's
+    const crosses = (r: { cached: number; diff: number }) => r.cached > 0 && r.diff > 1e-3;
+    console.log("llama-server cache-crossing probe (a prompt evaluated under plan, then asked under search):");
+    for (const [path, r] of Object.entries(rows)) console.log(`  ${path}: ${crosses(r) ? "CROSSES" : "safe"} (reused ${r.cached} of ${r.tokens} tokens, max |delta log-prob| ${r.cached ? r.diff.toFixed(4) : "- (evaluated afresh)"})`);
+    expect(Object.fromEntries(Object.entries(rows).map(([path, r]) => [path, crosses(r)]))).toEqual({
+      "explicit lora list (the backend's path)": false,
+      "no lora field (the server's global scales)": true,
+      "lora: []": true,
+      "POST /lora-adapters between two requests": true,
+      "explicit list, no id_slot": false,
+      "--cache-ram (host-memory prompt cache)": true,
+    });
+    expect(rows["explicit lora list (the backend's path)"]!.cached).toBe(0);
   });
 });
