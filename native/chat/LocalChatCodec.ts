@@ -39,11 +39,11 @@ export class LocalChatCodec implements ChatCodec {
     };
     // a control token has text only when special tokens are shown
     const syntax = this.callSyntax;
-    const special = new Set<string>();
-    for (const token of this.tokenize(syntax.trigger + syntax.paramsPrefix + syntax.suffix, true)) {
-      if (this.detokenize([token], false) === "" && this.detokenize([token], true) !== "") special.add(this.detokenize([token], true));
-    }
-    this.callSyntax = { ...syntax, specialTokens: [...special] };
+    const controls = (value: string) => [...new Set(this.tokenize(value, true).filter((t) => this.detokenize([t], false) === "" && this.detokenize([t], true) !== ""))].map((t) => this.detokenize([t], true));
+    // the model ends its turn at the suffix's first control token (e.g. Qwen's <|im_end|>): that it writes as itself, not as text
+    const cut = Math.min(...controls(syntax.suffix).map((c) => syntax.suffix.indexOf(c)), syntax.suffix.length);
+    const suffix = syntax.suffix.slice(0, cut);
+    this.callSyntax = { ...syntax, suffix, specialTokens: controls(syntax.trigger + syntax.paramsPrefix + suffix) };
   }
 
   /** Reads the GGUF's vocabulary and chat template after the same checks the local engine makes (no weights are loaded). */

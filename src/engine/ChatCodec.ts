@@ -10,7 +10,7 @@ export interface CallSyntax {
   /** A space may come between the trigger and the name. */
   optionalPrefixSpace: boolean;
   paramsPrefix: string;
-  /** What closes the call (and its section). */
+  /** What the model writes to close the call (and its section), up to where its turn ends (the template's end-of-turn token). */
   suffix: string;
   /** The parameters written for a function that has none ("" or e.g. "{}"). */
   emptyParams: string;

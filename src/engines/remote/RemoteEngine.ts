@@ -104,7 +104,7 @@ export class RemoteEngine implements Engine {
   /** Connects to the engine, checks it serves a model this tokenizer fits, and learns its limits. */
   static async connect(opts: RemoteEngineOptions, flavor: Flavor = flavorFor(opts.flavor)): Promise<RemoteEngine> {
     const { codec, logger } = opts;
-    const http = new EngineHttp({ url: opts.url, label: `${flavor.name} at ${opts.url}`, timeoutMs: opts.timeoutMs, maxInFlight: opts.maxInFlight, apiKey: opts.apiKey });
+    const http = new EngineHttp({ url: opts.url, label: `${flavor.title} at ${opts.url}`, timeoutMs: opts.timeoutMs, maxInFlight: opts.maxInFlight, apiKey: opts.apiKey });
     try {
       if (flavor.features.adapterForm === "peft" && !opts.adapterDir) {
         throw new UnsupportedFeatureError(http.label, "GGUF adapters", "it loads PEFT folders: set engine.remote.adapterDir to a folder it can read (and localAdapterDir if this server sees it elsewhere)");

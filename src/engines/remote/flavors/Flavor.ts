@@ -109,6 +109,8 @@ export interface CompletionResult {
  */
 export interface Flavor {
   readonly name: FlavorName;
+  /** How errors and listings name it ("vLLM at http://..."). */
+  readonly title: string;
   readonly features: FlavorFeatures;
   /** The engine's own facts; fails with a clear error when it is not this flavor or serves no model. */
   inspect(http: EngineHttp, model: string | undefined): Promise<EngineFacts>;

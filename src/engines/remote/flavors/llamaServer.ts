@@ -44,6 +44,7 @@ const real = (p: string) => {
  */
 export class LlamaServerFlavor implements Flavor {
   readonly name = "llama-server" as const;
+  readonly title = "llama-server";
   readonly features: FlavorFeatures = {
     runtimeAdapterLoading: false,
     adapterForm: "gguf",
@@ -108,7 +109,7 @@ export class LlamaServerFlavor implements Flavor {
     if (!found) {
       const loaded = this.serverAdapters.map((a) => a.path).join(", ") || "none";
       throw new UnsupportedFeatureError(
-        `llama-server at ${http.label}`,
+        http.label,
         "loading adapters at runtime",
         `it loads adapters only at start (it has: ${loaded}); restart it with --lora ${adapter.filePath} for ${adapter.version.alias} (README "Remote engines"), or serve through vLLM or SGLang`,
       );

@@ -27,6 +27,7 @@ interface GenerateBody {
  */
 export class SglangFlavor implements Flavor {
   readonly name = "sglang" as const;
+  readonly title = "SGLang";
   readonly features: FlavorFeatures = {
     runtimeAdapterLoading: true,
     adapterForm: "peft",
@@ -69,11 +70,11 @@ export class SglangFlavor implements Flavor {
       const { status, detail } = refused;
       // the versioned name is content-addressed: loaded already means these very weights
       if (/already (been )?loaded|already exists/i.test(detail)) return { version: adapter.version, handle: name, requestScale: 1 };
-      if (/maximum number of loaded lora adapters/i.test(detail)) throw new AdapterCapacityError(`SGLang at ${http.label}`, detail);
+      if (/maximum number of loaded lora adapters/i.test(detail)) throw new AdapterCapacityError(http.label, detail);
       if (/not enabled|enable.lora|no \/load_lora_adapter route/i.test(detail)) {
-        throw new UnsupportedFeatureError(`SGLang at ${http.label}`, "loading adapters at runtime here", "start it with --enable-lora --max-lora-rank R --lora-target-modules all (README \"Remote engines\")");
+        throw new UnsupportedFeatureError(http.label, "loading adapters at runtime here", "start it with --enable-lora --max-lora-rank R --lora-target-modules all (README \"Remote engines\")");
       }
-      throw new EngineRequestError(`SGLang at ${http.label}`, status, detail);
+      throw new EngineRequestError(http.label, status, detail);
     }
     return { version: adapter.version, handle: name, requestScale: 1 };
   }
@@ -104,7 +105,6 @@ export class SglangFlavor implements Flavor {
   }
 
   async complete(http: EngineHttp, req: CompletionRequest): Promise<CompletionResult> {
-    if (req.adapters.length > 1) throw new UnsupportedFeatureError(`SGLang at ${http.label}`, "several adapters in one request (the static policy)", "use a single adapter per request, or llama-server");
     const body = this.body(req);
     let final: GenerateBody;
     try {

@@ -28,6 +28,7 @@ const tokenId = (s: string) => Number(s.slice(s.lastIndexOf(":") + 1));
  */
 export class VllmFlavor implements Flavor {
   readonly name = "vllm" as const;
+  readonly title = "vLLM";
   readonly features: FlavorFeatures = {
     runtimeAdapterLoading: true,
     adapterForm: "peft",
@@ -65,7 +66,7 @@ export class VllmFlavor implements Flavor {
       return routeMissing || (status === 400 && /already been loaded/.test(errorDetail(body)));
     });
     if (routeMissing) {
-      throw new UnsupportedFeatureError(`vLLM at ${http.label}`, "loading adapters at runtime here", "start it with VLLM_ALLOW_RUNTIME_LORA_UPDATING=True in its environment and --enable-lora (README \"Remote engines\")");
+      throw new UnsupportedFeatureError(http.label, "loading adapters at runtime here", "start it with VLLM_ALLOW_RUNTIME_LORA_UPDATING=True in its environment and --enable-lora (README \"Remote engines\")");
     }
     return { version: adapter.version, handle: name, requestScale: 1 };
   }
@@ -97,7 +98,6 @@ export class VllmFlavor implements Flavor {
   }
 
   async complete(http: EngineHttp, req: CompletionRequest): Promise<CompletionResult> {
-    if (req.adapters.length > 1) throw new UnsupportedFeatureError(`vLLM at ${http.label}`, "several adapters in one request (the static policy)", "use a single adapter per request, or llama-server");
     const body = this.body(req);
     const lost = (status: number, b: unknown) => status === 404 && req.adapters.length > 0 && /does not exist/.test(errorDetail(b));
     let final: CompletionBody;
