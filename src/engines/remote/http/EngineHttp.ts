@@ -115,11 +115,22 @@ export class EngineHttp {
     });
   }
 
-  private send(req: EngineRequest, signal: AbortSignal): Promise<Response> {
+  /**
+   * Sends the request; sent again once when the connection closed before any answer: a kept-alive connection the
+   * engine closed as idle just as it was reused never reached it (every engine request here may be repeated).
+   */
+  private async send(req: EngineRequest, signal: AbortSignal): Promise<Response> {
     const headers: Record<string, string> = { accept: "application/json, text/event-stream" };
     if (req.body !== undefined) headers["content-type"] = "application/json";
     if (this.opts.apiKey) headers.authorization = `Bearer ${this.opts.apiKey}`;
-    return fetch(new URL(req.path, this.opts.url), { method: req.method ?? (req.body === undefined ? "GET" : "POST"), headers, body: req.body === undefined ? undefined : JSON.stringify(req.body), signal });
+    const init = { method: req.method ?? (req.body === undefined ? "GET" : "POST"), headers, body: req.body === undefined ? undefined : JSON.stringify(req.body), signal };
+    try {
+      return await fetch(new URL(req.path, this.opts.url), init);
+    } catch (err) {
+      const code = (err as { cause?: { code?: string } }).cause?.code;
+      if (signal.aborted || (code !== "UND_ERR_SOCKET" && code !== "ECONNRESET")) throw err;
+      return fetch(new URL(req.path, this.opts.url), init);
+    }
   }
 
   /** Runs `fn` holding a place, with a signal that fires on the caller's abort or on the idle timeout. */
