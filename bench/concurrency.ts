@@ -77,7 +77,13 @@ async function drive(url: string, backend: string, sessions: number, rounds: num
  * at a time) and on the remote backend over a llama-server (which batches the slots' requests), each with all the
  * machine's cores (or `threads`), side by side in one run.
  */
-export async function concurrencyComparison(demo: DemoWeights, dir: string, sessionCounts: readonly number[], rounds: number, threads = availableParallelism()): Promise<{ rows: ConcurrencyRow[]; ratios: Record<string, string>[] }> {
+export async function concurrencyComparison(
+  demo: DemoWeights,
+  dir: string,
+  sessionCounts: readonly number[],
+  rounds: number,
+  threads = availableParallelism(),
+): Promise<{ rows: ConcurrencyRow[]; ratios: Record<string, string>[] }> {
   const limits = { maxSessions: SLOTS * 2, maxSessionsPerClient: SLOTS * 2, maxSlotsPerClient: SLOTS, maxQueuedPerClient: SLOTS * 2, maxQueuedGenerations: SLOTS * 4 };
   const write = (name: string, config: unknown) => {
     const path = join(dir, name);

@@ -117,7 +117,16 @@ afterEach(async () => {
 async function connect(flavor: FlavorName): Promise<RemoteEngine> {
   localDir = tempDir("weact-peft-");
   const logger = quietLogger();
-  const engine = await RemoteEngine.connect({ url: fake.url, flavor, adapterDir: ENGINE_ADAPTER_DIR, localAdapterDir: localDir, timeoutMs: 5000, maxInFlight: 4, codec: await LocalChatCodec.load({ modelPath: demo.model, logger }), logger });
+  const engine = await RemoteEngine.connect({
+    url: fake.url,
+    flavor,
+    adapterDir: ENGINE_ADAPTER_DIR,
+    localAdapterDir: localDir,
+    timeoutMs: 5000,
+    maxInFlight: 4,
+    codec: await LocalChatCodec.load({ modelPath: demo.model, logger }),
+    logger,
+  });
   engines.push(engine);
   return engine;
 }
@@ -191,7 +200,14 @@ describe("vLLM (fixtures of its OpenAI-compatible server)", () => {
     expect(turn.text).toBe("Let me plan first.");
     expect(turn.finishReason).toBe("tool_calls");
     expect(turn.tokens).toMatchObject({ prompt: engine.renderTokens(conv).length, cached: 288, generated: 3 });
-    expect(turn.logprobs?.[0]).toMatchObject({ token: 76, logprob: -0.25, top: [{ token: 76, logprob: -0.25 }, { token: 83, logprob: -1.75 }] });
+    expect(turn.logprobs?.[0]).toMatchObject({
+      token: 76,
+      logprob: -0.25,
+      top: [
+        { token: 76, logprob: -0.25 },
+        { token: 83, logprob: -1.75 },
+      ],
+    });
     await session.close();
   });
 
@@ -229,9 +245,18 @@ describe("vLLM (fixtures of its OpenAI-compatible server)", () => {
     const sets = await engine.openSession({ adapters: ["a", "b"] }).catch((e: unknown) => e);
     expect(sets).toBeInstanceOf(UnsupportedFeatureError);
     expect((sets as Error).message).toMatch(/vLLM at .* does not support several adapters applied together \(the static policy\)/);
-    await expect(RemoteEngine.connect({ url: fake.url, flavor: "vllm", model: "llama-3", adapterDir: "/x", timeoutMs: 5000, maxInFlight: 1, codec: await LocalChatCodec.load({ modelPath: demo.model, logger: quietLogger() }), logger: quietLogger() })).rejects.toThrow(
-      /serves no model "llama-3" \(it serves: Qwen\/Qwen3-0\.6B\); set engine\.remote\.model \(--engine-model\)/,
-    );
+    await expect(
+      RemoteEngine.connect({
+        url: fake.url,
+        flavor: "vllm",
+        model: "llama-3",
+        adapterDir: "/x",
+        timeoutMs: 5000,
+        maxInFlight: 1,
+        codec: await LocalChatCodec.load({ modelPath: demo.model, logger: quietLogger() }),
+        logger: quietLogger(),
+      }),
+    ).rejects.toThrow(/serves no model "llama-3" \(it serves: Qwen\/Qwen3-0\.6B\); set engine\.remote\.model \(--engine-model\)/);
   });
 });
 

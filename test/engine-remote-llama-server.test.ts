@@ -64,7 +64,16 @@ async function referenceLogProbs(tokens: readonly number[], weights: readonly Re
 
 async function remoteEngine(): Promise<RemoteEngine> {
   const logger = quietLogger();
-  return RemoteEngine.connect({ url: server.url, flavor: "llama-server", timeoutMs: 30_000, maxInFlight: 8, sessions: SESSIONS, contextSize: 4096, codec: await LocalChatCodec.load({ modelPath: demo.model, logger }), logger });
+  return RemoteEngine.connect({
+    url: server.url,
+    flavor: "llama-server",
+    timeoutMs: 30_000,
+    maxInFlight: 8,
+    sessions: SESSIONS,
+    contextSize: 4096,
+    codec: await LocalChatCodec.load({ modelPath: demo.model, logger }),
+    logger,
+  });
 }
 
 describeEngineConformance<RemoteEngine>("remote (llama-server)", {
@@ -180,7 +189,11 @@ describe("the harness on llama-server", () => {
   const Q = { '"': 8 };
   let c: Connected;
   beforeAll(async () => {
-    const config = testConfig({ model: { contextSize: 8192 }, harness: { maxTokensPerTurn: 96, stage: { turns: 3 } }, engine: { backend: "remote", remote: { url: server.url, flavor: "llama-server", sessions: SESSIONS } } });
+    const config = testConfig({
+      model: { contextSize: 8192 },
+      harness: { maxTokensPerTurn: 96, stage: { turns: 3 } },
+      engine: { backend: "remote", remote: { url: server.url, flavor: "llama-server", sessions: SESSIONS } },
+    });
     c = await connectClient("stdio", undefined, {}, config);
   });
   afterAll(async () => c?.close());
@@ -309,7 +322,10 @@ describe("an engine that stops, hangs or is cancelled: the session keeps its his
     const { session_id: id } = await call<{ session_id: string }>(c.client, "create_session", { task: "cancel me" });
     const busy = async () => ((await (await fetch(`${flaky.url}/slots`)).json()) as { is_processing: boolean }[]).some((s) => s.is_processing);
     const controller = new AbortController();
-    const running = c.client.callTool({ name: "generate", arguments: { session_id: id, max_tokens: 6000, token_bias: { "<|im_end|>": -100, "<|endoftext|>": -100, "<tool_call>": -100 } } }, undefined, { signal: controller.signal, timeout: 120_000 });
+    const running = c.client.callTool({ name: "generate", arguments: { session_id: id, max_tokens: 6000, token_bias: { "<|im_end|>": -100, "<|endoftext|>": -100, "<tool_call>": -100 } } }, undefined, {
+      signal: controller.signal,
+      timeout: 120_000,
+    });
     await expect.poll(busy, { timeout: 10_000, interval: 20 }).toBe(true);
     controller.abort();
     await expect(running).rejects.toThrow();
@@ -330,7 +346,8 @@ describe("cache-crossing probe of this llama-server build", () => {
   const SEARCH = 1;
   const list = (id: number) => ADAPTERS.map((_, i) => ({ id: i, scale: i === id ? 1 : 0 }));
   /** Each row's own prompt, so no other slot holds it (the server picks a slot by prompt similarity without id_slot). */
-  const text = (row: number) => `<|im_start|>system\nYou are a research agent.<|im_end|>\n<|im_start|>user\nProbe ${row}: which river flows through Paris, how long is it and which seas does it reach?<|im_end|>\n<|im_start|>assistant\n`;
+  const text = (row: number) =>
+    `<|im_start|>system\nYou are a research agent.<|im_end|>\n<|im_start|>user\nProbe ${row}: which river flows through Paris, how long is it and which seas does it reach?<|im_end|>\n<|im_start|>assistant\n`;
   const other = "<|im_start|>user\nSomething else entirely: the tallest mountain, the deepest trench and the longest river of each continent.<|im_end|>\n";
 
   const post = async <T>(url: string, path: string, body: unknown): Promise<T> => {
@@ -341,7 +358,12 @@ describe("cache-crossing probe of this llama-server build", () => {
   const tokenize = async (url: string, content: string) => (await post<{ tokens: number[] }>(url, "/tokenize", { content, parse_special: true })).tokens;
   /** Evaluates `tokens` but the last into a slot's cache (the backend's split). */
   const prime = (url: string, tokens: number[], extra: Record<string, unknown>) => post(url, "/completion", { prompt: tokens.slice(0, -1), n_predict: 0, grammar: ONE_CHARACTER, ...extra });
-  const globalScales = (url: string, id: number | null) => post(url, "/lora-adapters", ADAPTERS.map((_, i) => ({ id: i, scale: i === id ? 1 : 0 })));
+  const globalScales = (url: string, id: number | null) =>
+    post(
+      url,
+      "/lora-adapters",
+      ADAPTERS.map((_, i) => ({ id: i, scale: i === id ? 1 : 0 })),
+    );
   /** The next-token distribution by one path, against a fresh evaluation under search (the same split when the cache was reused). */
   const asked = async (url: string, prompt: number[], extra: Record<string, unknown>) => {
     const r = await post<{ timings: { cache_n: number }; completion_probabilities: { top_logprobs: { id: number; logprob: number }[] }[] }>(url, "/completion", {
@@ -397,7 +419,8 @@ describe("cache-crossing probe of this llama-server build", () => {
     // a path crosses when it reuses the cache and its log-probs are not the fresh evaluation's
     const crosses = (r: { cached: number; diff: number }) => r.cached > 0 && r.diff > 1e-3;
     console.log("llama-server cache-crossing probe (a prompt evaluated under plan, then asked under search):");
-    for (const [path, r] of Object.entries(rows)) console.log(`  ${path}: ${crosses(r) ? "CROSSES" : "safe"} (reused ${r.cached} of ${r.tokens} tokens, max |delta log-prob| ${r.cached ? r.diff.toFixed(4) : "- (evaluated afresh)"})`);
+    for (const [path, r] of Object.entries(rows))
+      console.log(`  ${path}: ${crosses(r) ? "CROSSES" : "safe"} (reused ${r.cached} of ${r.tokens} tokens, max |delta log-prob| ${r.cached ? r.diff.toFixed(4) : "- (evaluated afresh)"})`);
     expect(Object.fromEntries(Object.entries(rows).map(([path, r]) => [path, crosses(r)]))).toEqual({
       "explicit lora list (the backend's path)": false,
       "no lora field (the server's global scales)": true,

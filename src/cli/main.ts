@@ -61,7 +61,12 @@ type ConfigFlags = { config?: string; model?: string; adapters?: string; host?: 
 /** --engine-url/--engine-flavor/--engine-model over engine.remote: a remote backend, checked like the file's. */
 function engineFrom(values: ConfigFlags, base: ResolvedConfig): ResolvedConfig["engine"] | undefined {
   if (values["engine-url"] === undefined && values["engine-flavor"] === undefined && values["engine-model"] === undefined) return undefined;
-  const given = { ...base.engine.remote, ...(values["engine-url"] ? { url: values["engine-url"] } : {}), ...(values["engine-flavor"] ? { flavor: values["engine-flavor"] } : {}), ...(values["engine-model"] ? { model: values["engine-model"] } : {}) };
+  const given = {
+    ...base.engine.remote,
+    ...(values["engine-url"] ? { url: values["engine-url"] } : {}),
+    ...(values["engine-flavor"] ? { flavor: values["engine-flavor"] } : {}),
+    ...(values["engine-model"] ? { model: values["engine-model"] } : {}),
+  };
   const parsed = RemoteEngineConfigSchema.safeParse(given);
   const flag = (issue: string) => issue.replace(/^(url|flavor|model):/, (_m, f: string) => `--engine-${f} (engine.remote.${f}):`);
   if (!parsed.success) throw new ConfigError("command line", describeIssues(parsed.error).map(flag));

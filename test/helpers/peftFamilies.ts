@@ -46,13 +46,22 @@ export function product(b: Float32Array, a: Float32Array, out: number): Float32A
   return r;
 }
 
-
 /** A family's small F32 base (merging a LoRA into it is exact), written to dir/base.gguf. */
 export function familyBase(name: string, dir: string) {
   const family = familyNamed(name)!;
   const arch = ARCHITECTURES[family.architecture];
   const template = llamaCppTemplates([family.template], join(PACKAGE_ROOT, "models", ".llama-cpp-templates"))[family.template]!;
-  const base = modelFile({ name: family.modelName, architecture: arch, dims: d, vocab: buildVocabulary(family.specials), tokenizer: family.tokenizer, chatTemplate: template, seed: 31, weightType: GgmlType.F32, gain: 0.5 });
+  const base = modelFile({
+    name: family.modelName,
+    architecture: arch,
+    dims: d,
+    vocab: buildVocabulary(family.specials),
+    tokenizer: family.tokenizer,
+    chatTemplate: template,
+    seed: 31,
+    weightType: GgmlType.F32,
+    gain: 0.5,
+  });
   writeGguf(join(dir, "base.gguf"), base.metadata, base.tensors);
   return { arch, base, path: join(dir, "base.gguf") };
 }

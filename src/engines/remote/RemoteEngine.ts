@@ -31,7 +31,7 @@ import { RemoteEngineSession, type RemoteSessionHost } from "./RemoteEngineSessi
 
 const DEFAULT_SESSIONS = 64;
 /** Checked against the engine's own tokenizer at connect: plain words, digits, punctuation, and the call syntax. */
-const TOKENIZER_PROBE = "Which river flows through Paris? 777 km, 2 seas; naïve café: \"quoted\" {json: [1, 2]}\n";
+const TOKENIZER_PROBE = 'Which river flows through Paris? 777 km, 2 seas; naïve café: "quoted" {json: [1, 2]}\n';
 
 interface HeldVersion {
   info: AdapterInfo;

@@ -72,7 +72,7 @@ export class SglangFlavor implements Flavor {
       if (/already (been )?loaded|already exists/i.test(detail)) return { version: adapter.version, handle: name, requestScale: 1 };
       if (/maximum number of loaded lora adapters/i.test(detail)) throw new AdapterCapacityError(http.label, detail);
       if (/not enabled|enable.lora|no \/load_lora_adapter route/i.test(detail)) {
-        throw new UnsupportedFeatureError(http.label, "loading adapters at runtime here", "start it with --enable-lora --max-lora-rank R --lora-target-modules all (README \"Remote engines\")");
+        throw new UnsupportedFeatureError(http.label, "loading adapters at runtime here", 'start it with --enable-lora --max-lora-rank R --lora-target-modules all (README "Remote engines")');
       }
       throw new EngineRequestError(http.label, status, detail);
     }
@@ -132,13 +132,11 @@ export function readGenerate(body: GenerateBody, prefillOnly: boolean): Completi
   const cached = meta.cached_tokens;
   const evaluated = meta.prompt_tokens === undefined ? undefined : meta.prompt_tokens - (cached ?? 0);
   if (prefillOnly) return { text: "", tokens: [], generated: 0, finish: "stop", cached, evaluated };
-  const logprobs = meta.output_token_logprobs?.map(
-    ([logprob, token], i): GeneratedLogprob => ({
-      token,
-      logprob,
-      top: (meta.output_top_logprobs?.[i] ?? []).map(([lp, t]) => ({ token: t, logprob: lp })).sort((a, b) => b.logprob - a.logprob),
-    }),
-  );
+  const logprobs = meta.output_token_logprobs?.map(([logprob, token], i): GeneratedLogprob => ({
+    token,
+    logprob,
+    top: (meta.output_top_logprobs?.[i] ?? []).map(([lp, t]) => ({ token: t, logprob: lp })).sort((a, b) => b.logprob - a.logprob),
+  }));
   return {
     text: body.text ?? "",
     tokens: body.output_ids,

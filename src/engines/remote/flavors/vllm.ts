@@ -66,7 +66,7 @@ export class VllmFlavor implements Flavor {
       return routeMissing || (status === 400 && /already been loaded/.test(errorDetail(body)));
     });
     if (routeMissing) {
-      throw new UnsupportedFeatureError(http.label, "loading adapters at runtime here", "start it with VLLM_ALLOW_RUNTIME_LORA_UPDATING=True in its environment and --enable-lora (README \"Remote engines\")");
+      throw new UnsupportedFeatureError(http.label, "loading adapters at runtime here", 'start it with VLLM_ALLOW_RUNTIME_LORA_UPDATING=True in its environment and --enable-lora (README "Remote engines")');
     }
     return { version: adapter.version, handle: name, requestScale: 1 };
   }
@@ -138,15 +138,13 @@ export function readCompletion(body: CompletionBody, prefillOnly: boolean): Comp
   const evaluated = promptTokens === undefined ? undefined : promptTokens - (cached ?? 0);
   if (prefillOnly) return { text: "", tokens: [], generated: 0, finish: "stop", cached, evaluated };
   const lp = choice.logprobs;
-  const logprobs = lp?.tokens?.map(
-    (t, i): GeneratedLogprob => ({
-      token: tokenId(t),
-      logprob: lp.token_logprobs?.[i] ?? -Infinity,
-      top: Object.entries(lp.top_logprobs?.[i] ?? {})
-        .map(([k, v]) => ({ token: tokenId(k), logprob: v }))
-        .sort((a, b) => b.logprob - a.logprob),
-    }),
-  );
+  const logprobs = lp?.tokens?.map((t, i): GeneratedLogprob => ({
+    token: tokenId(t),
+    logprob: lp.token_logprobs?.[i] ?? -Infinity,
+    top: Object.entries(lp.top_logprobs?.[i] ?? {})
+      .map(([k, v]) => ({ token: tokenId(k), logprob: v }))
+      .sort((a, b) => b.logprob - a.logprob),
+  }));
   return {
     text: choice.text ?? "",
     tokens: choice.token_ids,

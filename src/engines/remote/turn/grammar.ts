@@ -104,7 +104,7 @@ export function prefixRules(gbnf: string, prefix: string): string[] {
   const names = new Set(lines.map((l) => l.slice(0, l.indexOf("::=")).trim()));
   return lines.map((line) => {
     let out = "";
-    for (let i = 0; i < line.length; ) {
+    for (let i = 0; i < line.length;) {
       const ch = line[i]!;
       if (ch === '"' || ch === "[") {
         const close = ch === '"' ? '"' : "]";
