@@ -8,6 +8,7 @@ import { Mutex } from "../src/mutex.js";
 import { describeEngineConformance, maxAbsDiff, type ReferenceWeights } from "./engine-conformance/conformance.js";
 import { demo, quietLogger, TEST_THREADS } from "./helpers/engine.js";
 import { describeFairShares } from "./helpers/fairShares.js";
+import { HARD_STEERING, LONG, readTrace, SOFT_STEERING, type Generated, type RunResult, type SessionState } from "./helpers/results.js";
 import { call, callError, connectClient, startHttpServer, testConfig, type Connected } from "./helpers/server.js";
 
 /** Sessions the backend may open; the next slot is the reference's own. */
@@ -89,20 +90,6 @@ describeEngineConformance<RemoteEngine>("remote (llama-server)", {
   tolerance: 1e-3,
 });
 
-interface Generated {
-  text: string;
-  tool_calls: { id: string; name: string; arguments: Record<string, unknown> }[];
-  finish_reason: string;
-  adapter: string | null;
-  tokens: { prompt: number; cached: number; evaluated: number; generated: number };
-  logprobs?: { token: number; logprob: number }[];
-}
-interface SessionState {
-  active_adapter: string | null;
-  pending_calls: { id: string }[];
-  history: { role: string; content: string; name?: string; is_error?: boolean }[];
-  prompt_tokens?: number[];
-}
 interface SwitchResult {
   active_adapter: string | null;
   switch: { cache_strategy: string; rebuilt_tokens: number; reused_tokens: number };
@@ -185,8 +172,6 @@ describe("MCP over stdio, served by --engine-url ... --engine-flavor llama-serve
 });
 
 describe("the harness on llama-server", () => {
-  /** The random demo model rarely ends a string argument on its own; a bias on the quote token makes it. */
-  const Q = { '"': 8 };
   let c: Connected;
   beforeAll(async () => {
     const config = testConfig({
@@ -197,41 +182,22 @@ describe("the harness on llama-server", () => {
     c = await connectClient("stdio", undefined, {}, config);
   });
   afterAll(async () => c?.close());
-  interface RunResult {
-    stages: string[];
-    switches: number;
-    rebuilt_tokens: number;
-    reused_tokens: number;
-    finish: string;
-    trace_uri: string;
-    time: { unattributedShare: number; model: Record<string, number> };
-  }
-  const LONG = { timeout: 300_000 };
 
   it("hard: stages in order, ended by the model's own offload_lora, a model-emitted search executed, each switch a rebuild", async () => {
-    const steering = [
-      { adapter: "plan", turn: 1, tool: "offload_lora", bias: Q },
-      { adapter: "search", turn: 1, tool: "search", bias: Q },
-      { adapter: "search", turn: 2, tool: "offload_lora", bias: Q },
-    ];
-    const r = await call<RunResult>(c.client, "run_task", { task: "Which river flows through Paris?", policy: "hard", steering, seed: 1, budgets: { noToolTurns: 1 } }, LONG);
+    const r = await call<RunResult>(c.client, "run_task", { task: "Which river flows through Paris?", policy: "hard", steering: HARD_STEERING, seed: 1, budgets: { noToolTurns: 1 } }, LONG);
     expect(r.stages).toEqual(["plan", "search", "write"]);
     expect(r.switches).toBe(6);
     expect(r.reused_tokens).toBe(0);
     expect(r.rebuilt_tokens).toBeGreaterThan(600);
     expect(Math.abs(r.time.unattributedShare)).toBeLessThan(0.01);
-    const events = JSON.parse(((await c.client.readResource({ uri: r.trace_uri })).contents[0] as { text: string }).text) as { type: string; [k: string]: unknown }[];
+    const events = await readTrace(c.client, r.trace_uri);
     const control = events.filter((e) => e.type === "adapter_control").map((e) => `${e.action}:${e.author}`);
     expect(control).toEqual(["load:harness", "offload:model", "load:harness", "offload:model", "load:harness", "offload:harness"]);
     expect(events.find((e) => e.type === "tool_call")).toMatchObject({ name: "search", ok: true, adapter: "search" });
   });
 
   it("soft: the model's own load_lora picks a capability within the run's limits", async () => {
-    const steering = [
-      { adapter: "base", turn: 1, tool: "load_lora" },
-      { adapter: "*", turn: 1, tool: "offload_lora", bias: Q },
-    ];
-    const r = await call<RunResult>(c.client, "run_task", { task: "Which river flows through Paris?", policy: "soft", steering, seed: 3, soft: { turns: 3, switches: 4 } }, LONG);
+    const r = await call<RunResult>(c.client, "run_task", { task: "Which river flows through Paris?", policy: "soft", steering: SOFT_STEERING, seed: 3, soft: { turns: 3, switches: 4 } }, LONG);
     expect(r.switches).toBeGreaterThanOrEqual(1);
     expect(r.switches).toBeLessThanOrEqual(6);
     expect(r.stages.some((s) => ["plan", "search", "write"].includes(s))).toBe(true);

@@ -8,6 +8,7 @@ import {
   readAdapterFile,
   UnknownAdapterError,
   UnsupportedFeatureError,
+  VersionPins,
   type AdapterInfo,
   type AdapterSpec,
   type AdapterVersion,
@@ -53,7 +54,8 @@ export class RemoteEngine implements Engine {
   readonly model: ModelInfo;
   private readonly current = new Map<string, AdapterVersion>();
   private readonly held = new Map<string, HeldVersion>();
-  private readonly pinned = new Map<string, number>();
+  /** Versions a switch under way holds; collect leaves them alone. */
+  private readonly pinned = new VersionPins();
   private readonly sessions = new Map<number, RemoteEngineSession>();
   private readonly freeSlots: number[];
   private readonly host: RemoteSessionHost;
@@ -88,8 +90,8 @@ export class RemoteEngine implements Engine {
       engineLabel: http.label,
       maxLogprobs: features.logProbs === "full" ? codec.vocabularySize : (opts.maxLogprobs ?? 20),
       resolve: (alias) => this.versionOf(alias),
-      pin: (versions) => this.pin(versions),
-      unpin: (versions) => this.unpin(versions),
+      pin: (versions) => this.pinned.pin(versions),
+      unpin: (versions) => void this.pinned.unpin(versions),
       complete: (versions, request, flavorOverride) => this.complete(versions, request, flavorOverride),
       noAdapterSets: () => this.noAdapterSets(),
       versionsReleased: () => void this.collect(),
@@ -195,7 +197,7 @@ export class RemoteEngine implements Engine {
     this.collecting = this.collecting
       .then(async () => {
         if (this.disposed) return;
-        const inUse = (v: AdapterVersion) => this.isCurrent(v) || this.pinned.has(v.toString()) || [...this.sessions.values()].some((s) => s.activeVersions.some((a) => a.equals(v)));
+        const inUse = (v: AdapterVersion) => this.isCurrent(v) || this.pinned.has(v) || [...this.sessions.values()].some((s) => s.activeVersions.some((a) => a.equals(v)));
         for (const [id, held] of this.held) {
           if (inUse(held.info.version)) continue;
           this.held.delete(id);
@@ -205,18 +207,6 @@ export class RemoteEngine implements Engine {
       })
       .catch((err) => this.opts.logger.warn({ err: (err as Error).message }, "unregistering unused adapters failed; they stay loaded in the engine"));
     return this.collecting;
-  }
-
-  private pin(versions: readonly AdapterVersion[]): void {
-    for (const v of versions.map(String)) this.pinned.set(v, (this.pinned.get(v) ?? 0) + 1);
-  }
-
-  private unpin(versions: readonly AdapterVersion[]): void {
-    for (const v of versions.map(String)) {
-      const n = (this.pinned.get(v) ?? 1) - 1;
-      if (n > 0) this.pinned.set(v, n);
-      else this.pinned.delete(v);
-    }
   }
 
   /**

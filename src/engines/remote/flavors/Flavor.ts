@@ -30,6 +30,18 @@ export interface FlavorFeatures {
   slots: boolean;
 }
 
+/** What vLLM and SGLang have in common: PEFT folders loaded at runtime, one adapter a request, a scale baked in, a prefix cache keyed by adapter. */
+export const PEFT_ENGINE_FEATURES: Omit<FlavorFeatures, "cachedTokens"> = {
+  runtimeAdapterLoading: true,
+  adapterForm: "peft",
+  perRequestScale: false,
+  adapterSets: false,
+  logProbs: "top",
+  grammar: "xgrammar",
+  cacheStrategy: "reuse",
+  slots: false,
+};
+
 /** What the engine says about itself at connect. */
 export interface EngineFacts {
   /** The model name requests carry (vLLM, SGLang) or the model file it serves (llama-server). */

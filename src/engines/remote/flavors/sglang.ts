@@ -1,6 +1,17 @@
 import { AdapterCapacityError, EngineRequestError, UnsupportedFeatureError, type TokenId } from "../../../engine/index.js";
 import { errorDetail, type EngineHttp } from "../http/EngineHttp.js";
-import { AdapterLostError, type CompletionRequest, type CompletionResult, type EngineAdapter, type EngineFacts, type Flavor, type FlavorFeatures, type GeneratedLogprob, type PreparedAdapter } from "./Flavor.js";
+import {
+  AdapterLostError,
+  PEFT_ENGINE_FEATURES,
+  type CompletionRequest,
+  type CompletionResult,
+  type EngineAdapter,
+  type EngineFacts,
+  type Flavor,
+  type FlavorFeatures,
+  type GeneratedLogprob,
+  type PreparedAdapter,
+} from "./Flavor.js";
 import { isMissingRoute, servedBaseModel } from "./openaiModels.js";
 
 /** [logprob, token id, text or null], as SGLang's meta_info lists them. */
@@ -28,17 +39,7 @@ interface GenerateBody {
 export class SglangFlavor implements Flavor {
   readonly name = "sglang" as const;
   readonly title = "SGLang";
-  readonly features: FlavorFeatures = {
-    runtimeAdapterLoading: true,
-    adapterForm: "peft",
-    perRequestScale: false,
-    adapterSets: false,
-    logProbs: "top",
-    grammar: "xgrammar",
-    cachedTokens: "meta_info.cached_tokens",
-    cacheStrategy: "reuse",
-    slots: false,
-  };
+  readonly features: FlavorFeatures = { ...PEFT_ENGINE_FEATURES, cachedTokens: "meta_info.cached_tokens" };
 
   async inspect(http: EngineHttp, model: string | undefined): Promise<EngineFacts> {
     const served = await servedBaseModel(http, model);

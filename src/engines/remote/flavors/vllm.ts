@@ -1,7 +1,18 @@
 import { randomBytes } from "node:crypto";
 import { EngineRequestError, UnsupportedFeatureError, type TokenId } from "../../../engine/index.js";
 import { errorDetail, type EngineHttp } from "../http/EngineHttp.js";
-import { AdapterLostError, type CompletionRequest, type CompletionResult, type EngineAdapter, type EngineFacts, type Flavor, type FlavorFeatures, type GeneratedLogprob, type PreparedAdapter } from "./Flavor.js";
+import {
+  AdapterLostError,
+  PEFT_ENGINE_FEATURES,
+  type CompletionRequest,
+  type CompletionResult,
+  type EngineAdapter,
+  type EngineFacts,
+  type Flavor,
+  type FlavorFeatures,
+  type GeneratedLogprob,
+  type PreparedAdapter,
+} from "./Flavor.js";
 import { isMissingRoute, servedBaseModel } from "./openaiModels.js";
 
 interface Choice {
@@ -29,17 +40,7 @@ const tokenId = (s: string) => Number(s.slice(s.lastIndexOf(":") + 1));
 export class VllmFlavor implements Flavor {
   readonly name = "vllm" as const;
   readonly title = "vLLM";
-  readonly features: FlavorFeatures = {
-    runtimeAdapterLoading: true,
-    adapterForm: "peft",
-    perRequestScale: false,
-    adapterSets: false,
-    logProbs: "top",
-    grammar: "xgrammar",
-    cachedTokens: "usage.prompt_tokens_details.cached_tokens (vllm serve --enable-prompt-tokens-details)",
-    cacheStrategy: "reuse",
-    slots: false,
-  };
+  readonly features: FlavorFeatures = { ...PEFT_ENGINE_FEATURES, cachedTokens: "usage.prompt_tokens_details.cached_tokens (vllm serve --enable-prompt-tokens-details)" };
   private base = "";
 
   async inspect(http: EngineHttp, model: string | undefined): Promise<EngineFacts> {
