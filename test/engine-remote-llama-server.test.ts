@@ -1,3 +1,4 @@
+import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LocalChatCodec } from "../native/index.js";
 import { freePort, startLlamaServer, type LlamaServer } from "../src/client/llamaServer.js";
@@ -9,7 +10,7 @@ import { describeEngineConformance, maxAbsDiff, type ReferenceWeights } from "./
 import { demo, quietLogger, TEST_THREADS } from "./helpers/engine.js";
 import { describeFairShares } from "./helpers/fairShares.js";
 import { HARD_STEERING, LONG, readTrace, SOFT_STEERING, type Generated, type RunResult, type SessionState } from "./helpers/results.js";
-import { call, callError, connectClient, startHttpServer, testConfig, type Connected } from "./helpers/server.js";
+import { call, callError, connectClient, startHttpServer, testConfig, type Connected, type HttpServer } from "./helpers/server.js";
 
 /** Sessions the backend may open; the next slot is the reference's own. */
 const SESSIONS = 4;
@@ -396,5 +397,32 @@ describe("cache-crossing probe of this llama-server build", () => {
       "--cache-ram (host-memory prompt cache)": true,
     });
     expect(rows["explicit lora list (the backend's path)"]!.cached).toBe(0);
+  });
+});
+
+describe("the OpenAI-compatible API on llama-server", () => {
+  let http: HttpServer;
+  beforeAll(async () => {
+    http = await startHttpServer([], testConfig({ model: { contextSize: 8192 }, engine: { backend: "remote", remote: { url: server.url, flavor: "llama-server", sessions: SESSIONS } } }));
+  });
+  afterAll(async () => http?.stop());
+
+  it("streams the final stage's text as llama-server generates it, with the usage the engine reports", async () => {
+    const client = new OpenAI({ baseURL: `${http.url}/v1`, apiKey: "unused-without-tokens" });
+    const stream = await client.chat.completions.create({ model: "base", messages: [{ role: "user", content: "Which river flows through Paris?" }], max_tokens: 24, seed: 1, stream: true, stream_options: { include_usage: true } });
+    let content = "";
+    let pieces = 0;
+    let usage: OpenAI.CompletionUsage | undefined;
+    for await (const chunk of stream) {
+      if (chunk.choices[0]?.delta?.content) {
+        content += chunk.choices[0].delta.content;
+        pieces++;
+      }
+      if (chunk.usage) usage = chunk.usage;
+    }
+    expect(pieces).toBeGreaterThan(1);
+    expect(content.length).toBeGreaterThan(0);
+    expect(usage!.prompt_tokens).toBeGreaterThan(100);
+    expect(usage!.completion_tokens).toBeGreaterThan(0);
   });
 });

@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto";
 import {
   ContextOverflowError,
   SessionClosedError,
@@ -80,6 +81,8 @@ export class RemoteEngineSession implements EngineSession {
   private fresh = true;
   private closed = false;
   private readonly lock = new Mutex();
+  /** Keeps other sessions (other clients) off this session's cache in an engine whose prefix cache is shared. */
+  private readonly cacheSalt = randomBytes(16).toString("hex");
   readonly contextSize: number;
 
   constructor(
@@ -209,7 +212,7 @@ export class RemoteEngineSession implements EngineSession {
   }
 
   private request(versions: readonly AdapterVersion[], request: Omit<CompletionRequest, "adapters" | "slot">): Promise<CompletionResult> {
-    return this.host.complete(versions, { ...request, slot: this.slot }, this.flavor);
+    return this.host.complete(versions, { ...request, slot: this.slot, cacheSalt: this.cacheSalt }, this.flavor);
   }
 
   async generate(conversation: Conversation, options: GenerateOptions = {}): Promise<GenerateResult> {

@@ -89,6 +89,8 @@ export interface CompletionRequest {
   showSpecial?: readonly string[];
   /** Evaluate the whole prompt again (a cleared cache). */
   fresh?: boolean;
+  /** The session's own salt for engines with a shared prefix cache (vLLM's cache_salt): no other session can hit its cache or time it. */
+  cacheSalt?: string;
   /** Text as it is generated (the request is streamed). */
   onText?: (textSoFar: string, generated: number) => void;
   signal?: AbortSignal;

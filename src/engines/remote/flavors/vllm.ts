@@ -93,8 +93,8 @@ export class VllmFlavor implements Flavor {
       ...(req.logitBias?.size ? { logit_bias: Object.fromEntries([...req.logitBias].map(([t, b]) => [String(t), b])) } : {}),
       ...(req.topLogprobs ? { logprobs: req.topLogprobs, return_tokens_as_token_ids: true } : {}),
       ...(req.stop?.length ? { stop: req.stop } : {}),
-      // a salt no earlier request used: none of its prefix cache can match
-      ...(req.fresh ? { cache_salt: randomBytes(16).toString("hex") } : {}),
+      // the session's salt keeps other sessions off its prefix cache; a fresh request's salt was never used, so nothing matches
+      ...(req.fresh || req.cacheSalt ? { cache_salt: req.fresh ? randomBytes(16).toString("hex") : req.cacheSalt } : {}),
     };
   }
 
