@@ -252,7 +252,7 @@ describe("an engine that stops, hangs or is cancelled: the session keeps its his
     await call<Generated>(c.client, "generate", { session_id: id, max_tokens: 2 });
     const before = await kept(id);
     await flaky.stop();
-    expect(await callError(c.client, "generate", { session_id: id, max_tokens: 2 })).toMatch(/engine llama-server at http:\/\/127\.0\.0\.1:\d+ is unavailable: ECONNREFUSED.*the session is kept.*\[engine_unavailable\]/);
+    expect(await callError(c.client, "generate", { session_id: id, max_tokens: 2 })).toMatch(/engine llama-server at http:\/\/127\.0\.0\.1:\d+ is unavailable: ECONNREFUSED.*nothing was changed.*\[engine_unavailable\]/);
     expect(await callError(c.client, "offload_lora", { session_id: id })).toMatch(/offload_lora failed, nothing changed: engine llama-server at .* is unavailable/);
     expect(await kept(id)).toEqual(before);
 

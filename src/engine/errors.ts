@@ -109,7 +109,7 @@ export class EngineUnavailableError extends EngineError {
     readonly engine: string,
     readonly reason: string,
   ) {
-    super(`engine ${engine} is unavailable: ${reason}; the session is kept as it was, retry once the engine is back (engine.remote.url)`);
+    super(`engine ${engine} is unavailable: ${reason}; nothing was changed, retry once it is back (engine.remote.url names it)`);
   }
 }
 
@@ -120,7 +120,7 @@ export class EngineTimeoutError extends EngineError {
     readonly engine: string,
     readonly timeoutMs: number,
   ) {
-    super(`engine ${engine} sent nothing for ${timeoutMs} ms and the request was cancelled; the session is kept as it was (raise engine.remote.timeoutMs for a slow engine)`);
+    super(`engine ${engine} sent nothing for ${timeoutMs} ms and the request was cancelled; nothing was changed (raise engine.remote.timeoutMs for a slow engine)`);
   }
 }
 

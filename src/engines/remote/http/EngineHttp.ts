@@ -37,10 +37,13 @@ export function errorDetail(body: unknown): string {
   return typeof message === "string" ? message : JSON.stringify(body).slice(0, 500);
 }
 
-/** The cause of a failed fetch, in words (Node puts the system error in `cause`). */
+type SystemError = { code?: string; message?: string; errors?: SystemError[] };
+
+/** The cause of a failed fetch, in words (Node puts the system error in `cause`; a refused dual-stack connect is an AggregateError of them). */
 function causeOf(err: unknown): string {
-  const cause = (err as { cause?: { code?: string; message?: string } }).cause;
-  return cause?.code ? `${cause.code}${cause.message ? ` (${cause.message})` : ""}` : (err as Error).message;
+  const outer = (err as { cause?: SystemError }).cause;
+  const cause = outer?.code ? outer : (outer?.errors?.find((e) => e.code) ?? outer);
+  return cause?.code ? `${cause.code}${cause.message ? ` (${cause.message})` : ""}` : (cause?.message ?? (err as Error).message);
 }
 
 /**
