@@ -7,7 +7,8 @@ import { scriptedTrajectory } from "../src/demo/trajectory.js";
 import { AdapterCapacityError, UnsupportedFeatureError } from "../src/engine/index.js";
 import { RemoteEngine, type FlavorName } from "../src/engines/remote/index.js";
 import { readGgufHeader } from "../src/gguf/index.js";
-import { importPeft, parsePeftConfig, readGgufTensorData, SafetensorsFile } from "../src/library/peft/index.js";
+import { exportPeft, importPeft, parsePeftConfig, readGgufTensorData, SafetensorsFile } from "../src/library/peft/index.js";
+import { PACKAGE_ROOT } from "../src/paths.js";
 import { demo, quietLogger } from "./helpers/engine.js";
 import { tempDir } from "./helpers/files.js";
 
@@ -23,7 +24,7 @@ interface Fixture {
   requests: Record<string, Record<string, unknown>>;
   responses: Record<string, unknown>;
 }
-const fixture = (name: string) => JSON.parse(readFileSync(join(import.meta.dirname, "fixtures", "remote", `${name}.json`), "utf8")) as Fixture;
+const fixture = (name: string) => JSON.parse(readFileSync(join(PACKAGE_ROOT, "test", "fixtures", "remote", `${name}.json`), "utf8")) as Fixture;
 const VLLM = fixture("vllm");
 const SGLANG = fixture("sglang");
 
@@ -148,7 +149,6 @@ async function expectPeftFormOf(folder: string, gguf: string, scale: number): Pr
 }
 
 describe("vLLM (fixtures of its OpenAI-compatible server)", () => {
-  beforeAll(() => undefined);
   const start = async () => {
     fake = await new FixtureEngine().start();
     fake
@@ -176,7 +176,6 @@ describe("vLLM (fixtures of its OpenAI-compatible server)", () => {
     // the scaled copy keeps the weights: only lora_alpha carries the scale
     const weightsOf = (folder: string) => readFileSync(join(folder, "adapter_model.safetensors"));
     const full = join(tempDir(), "full");
-    const { exportPeft } = await import("../src/library/peft/index.js");
     exportPeft({ adapter: readGgufHeader(demo.adapters.search!), base: readGgufHeader(demo.model), outDir: full, scale: 1 });
     expect(weightsOf(localFolder(loads[1]!.lora_path as string)).equals(weightsOf(full))).toBe(true);
   });
@@ -316,7 +315,6 @@ describe("SGLang (fixtures of its native API)", () => {
     await start();
     const engine = await connect("sglang");
     const given = join(tempDir(), "given");
-    const { exportPeft } = await import("../src/library/peft/index.js");
     exportPeft({ adapter: readGgufHeader(demo.adapters.write!), base: readGgufHeader(demo.model), outDir: given, scale: 1 });
     await engine.addAdapter({ alias: "write", filePath: demo.adapters.write!, scale: 2, peftDir: given });
     const [load] = fake.sent("POST /load_lora_adapter");
