@@ -32,7 +32,8 @@ interface Recorded {
   route: string;
   body: Record<string, unknown>;
 }
-type Reply = { status?: number; body: unknown };
+/** A JSON (or text) answer, or a server-sent event stream of `events` ending with [DONE]. */
+type Reply = { status?: number; body?: unknown; events?: unknown[] };
 type Handler = (body: Record<string, unknown>) => Reply;
 
 /** The engine's HTTP API as the fixtures answer it; every request is recorded. */
@@ -73,6 +74,12 @@ class FixtureEngine {
         }
         if ((handler as { once?: boolean }).once) this.routes.set(route, handlers.slice(1));
         const reply = handler(body);
+        if (reply.events) {
+          res.writeHead(200, { "content-type": "text/event-stream" });
+          for (const event of reply.events) res.write(`data: ${JSON.stringify(event)}\n\n`);
+          res.end("data: [DONE]\n\n");
+          return;
+        }
         const text = typeof reply.body === "string" ? reply.body : JSON.stringify(reply.body);
         res.writeHead(reply.status ?? 200, { "content-type": typeof reply.body === "string" ? "text/plain" : "application/json" }).end(text);
       });
@@ -210,6 +217,21 @@ describe("vLLM (fixtures of its OpenAI-compatible server)", () => {
     await session.close();
   });
 
+  it("streams the response text as it comes, never a piece of the call, and reads the usage of the stream's end", async () => {
+    await start();
+    fake.on("POST /v1/completions", (b) => (b.stream ? { events: VLLM.responses.completion_stream as unknown[] } : ok(VLLM.responses.prefill)));
+    const engine = await connect("vllm");
+    const session = await engine.openSession();
+    const pieces: string[] = [];
+    const turn = await session.generate(conv, { maxTokens: 32, onText: (t) => pieces.push(t) });
+    expect(fake.sent("POST /v1/completions").at(-1)).toMatchObject({ stream: true, stream_options: { include_usage: true } });
+    expect(pieces.join("")).toBe("Let me plan first.");
+    expect(pieces.length).toBeGreaterThan(1);
+    expect(turn.calls.map((c) => c.name)).toEqual(["load_lora"]);
+    expect(turn.tokens).toMatchObject({ cached: 296, generated: 6 });
+    await session.close();
+  });
+
   it("an engine that lost its adapters (a restart) gets them again and the request is repeated; a refreshed one is loaded anew and the old one unloaded once released", async () => {
     await start();
     const engine = await connect("vllm");
@@ -292,6 +314,19 @@ describe("SGLang (fixtures of its native API)", () => {
     // the base is lora_path null
     await session.switchAdapter(null, conv);
     expect(fake.sent("POST /generate").at(-1)!.lora_path).toBeNull();
+    await session.close();
+  });
+
+  it("streams the response text from SGLang's cumulative chunks, never a piece of the call", async () => {
+    await start();
+    fake.on("POST /generate", (b) => (b.stream ? { events: SGLANG.responses.generate_stream as unknown[] } : ok(SGLANG.responses.prefill)));
+    const engine = await connect("sglang");
+    const session = await engine.openSession();
+    const pieces: string[] = [];
+    const turn = await session.generate(conv, { maxTokens: 32, onText: (t) => pieces.push(t) });
+    expect(pieces.join("")).toBe("Searching now.");
+    expect(turn.calls).toEqual([{ name: "search", arguments: { query: "seine length" }, raw: expect.anything() }]);
+    expect(turn.tokens).toMatchObject({ cached: 250, generated: 3 });
     await session.close();
   });
 

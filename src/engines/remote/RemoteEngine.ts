@@ -256,9 +256,10 @@ export class RemoteEngine implements Engine {
   async openSessionWith(options: { adapters?: readonly string[]; flavor?: Flavor }): Promise<RemoteEngineSession> {
     const aliases = options.adapters ?? [];
     if (aliases.length > 1 && !this.capabilities.adapterSets) throw this.noAdapterSets();
+    if (options.flavor) await options.flavor.reset(this.http);
+    // from here to the session's registration nothing awaits: two opens cannot take the same slot
     const versions = aliases.map((a) => this.versionOf(a));
     if (this.sessions.size >= this.capacity.sessions) throw new EngineCapacityError(this.capacity.sessions);
-    if (options.flavor) await options.flavor.reset(this.http);
     const slot = this.flavor.features.slots ? this.freeSlots.shift() : undefined;
     const session = new RemoteEngineSession(this.nextSessionId++, this.host, slot, versions, options.flavor);
     this.sessions.set(session.id, session);
