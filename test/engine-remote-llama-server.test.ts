@@ -409,7 +409,14 @@ describe("the OpenAI-compatible API on llama-server", () => {
 
   it("streams the final stage's text as llama-server generates it, with the usage the engine reports", async () => {
     const client = new OpenAI({ baseURL: `${http.url}/v1`, apiKey: "unused-without-tokens" });
-    const stream = await client.chat.completions.create({ model: "base", messages: [{ role: "user", content: "Which river flows through Paris?" }], max_tokens: 24, seed: 1, stream: true, stream_options: { include_usage: true } });
+    const stream = await client.chat.completions.create({
+      model: "base",
+      messages: [{ role: "user", content: "Which river flows through Paris?" }],
+      max_tokens: 24,
+      seed: 1,
+      stream: true,
+      stream_options: { include_usage: true },
+    });
     let content = "";
     let pieces = 0;
     let usage: OpenAI.CompletionUsage | undefined;
