@@ -15,6 +15,11 @@ const NATIVE_INTERNALS_FOR_TESTS = { regex: "^\\.\\.?/(.*/)?native/(?!(index|tes
 const GGUF_INTERNALS = { regex: "^\\.\\.?/(.*/)?gguf/(?!index\\.js$).+", message: "use src/gguf through src/gguf/index.ts" };
 /** The local engine implements the interface: from src/ it may use only the interface, the gguf module and the lock. */
 const SRC_FROM_NATIVE = { regex: "^\\.\\./(\\.\\./)*src/(?!(engine|gguf)/index\\.js$|mutex\\.js$).+", message: "native/ uses from src/ only src/engine (the interface it implements), src/gguf and src/mutex.ts" };
+/** The remote engine implements the interface like native/ does: no node-llama-cpp, no native/, nothing of the layers above it. */
+const ABOVE_REMOTE = {
+  regex: "^(\\.\\./)+(native|sessions|harness|server|transports|runtime|config|cli|tools|openai|status|demo|export|budgets|prompts)/",
+  message: "src/engines uses src/engine (the interface it implements), src/gguf, src/library/peft and src/mutex.ts; the base model's tokenizer comes in as a ChatCodec from the composition root",
+};
 const CLI = { regex: "^\\.\\.?/(.*/)?cli/", message: "nothing imports src/cli: it is the program's entry, composing everything else" };
 const HARNESS = { regex: "^\\.\\.?/(.*/)?harness/", message: "src/sessions does not know the harness that drives it" };
 const COMPOSITION = { regex: "^\\.\\.?/(.*/)?(runtime|config)/", message: "src/sessions states what it needs (SessionHost, SessionsConfig); the config and the runtime that composes it sit above" };
@@ -46,6 +51,7 @@ export default defineConfig(
   { files: ["src/sessions/**/*.ts"], rules: restrict(LLAMA_CPP, CLI, GGUF_INTERNALS, NATIVE_INTERNALS, HARNESS, SERVER, COMPOSITION) },
   { files: ["src/harness/**/*.ts"], rules: restrict(LLAMA_CPP, CLI, GGUF_INTERNALS, NATIVE_INTERNALS, SERVER) },
   { files: ["src/cli/**/*.ts"], rules: restrict(LLAMA_CPP, GGUF_INTERNALS, NATIVE_INTERNALS) },
+  { files: ["src/engines/**/*.ts"], rules: restrict(LLAMA_CPP, CLI, GGUF_INTERNALS, ABOVE_REMOTE) },
   // inside src/gguf its own files import each other freely
   { files: ["src/gguf/**/*.ts"], rules: restrict(LLAMA_CPP, CLI) },
   { files: ["native/**/*.ts"], rules: restrict(LLAMA_CPP, CLI, GGUF_INTERNALS, SRC_FROM_NATIVE) },

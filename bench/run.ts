@@ -1,5 +1,5 @@
 /**
- * npm run bench [-- --big] [-- --model PATH --adapters a=PATH,b=PATH]
+ * npm run bench [-- --big] [-- --model PATH --adapters a=PATH,b=PATH] [-- --scenario concurrency]
  * Every figure is measured side by side in this one run and printed as a ratio to its baseline.
  */
 import { parseArgs } from "node:util";
@@ -16,9 +16,10 @@ import { loadLoraRoundTrip, toolRoundTrips } from "./mcp.js";
 import { compareIndexes } from "./search.js";
 import { DEFAULT_CORPUS } from "../src/paths.js";
 import { writeFileSync, mkdtempSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { availableParallelism, tmpdir } from "node:os";
 import { join } from "node:path";
 import { fmt, table } from "./stats.js";
+import { concurrencyComparison } from "./concurrency.js";
 
 const { values } = parseArgs({
   options: {
@@ -26,6 +27,10 @@ const { values } = parseArgs({
     model: { type: "string" },
     adapters: { type: "string" },
     reps: { type: "string", default: "7" },
+    /** Run only one scenario: `concurrency` (1/4/16 sessions, local vs llama-server). */
+    scenario: { type: "string" },
+    /** Engine threads for the concurrency scenario (default: the machine's cores). */
+    threads: { type: "string" },
   },
 });
 const logger = createLogger(process.env.WEACT_LOG_LEVEL ?? "warn");
@@ -88,7 +93,16 @@ async function engineBench(modelPath: string, adapters: Record<string, string>, 
   process.stdout.write(table(s3.rows) + "\n" + table([s3.ratios]) + "\n");
 }
 
+async function concurrencyBench() {
+  const threads = values.threads === undefined ? availableParallelism() : Number(values.threads);
+  section(`concurrent client-driven sessions switching adapters (load, turn, release, turn; 16 tokens a turn): local backend vs llama-server backend, ${threads} thread(s) each (--threads N)`);
+  const { rows, ratios } = await concurrencyComparison(ensureDemoWeights(logger), mkdtempSync(join(tmpdir(), "weact-bench-")), [1, 4, 16], 3, threads);
+  process.stdout.write(table(rows) + "\n" + table(ratios) + "\n");
+}
+
 async function main() {
+  if (values.scenario !== undefined && values.scenario !== "concurrency") throw new Error(`--scenario: "${values.scenario}" is not a scenario (concurrency)`);
+  if (values.scenario === "concurrency") return concurrencyBench();
   if (values.model) {
     const adapters = Object.fromEntries(
       (values.adapters ?? "")
@@ -110,6 +124,7 @@ async function main() {
   process.stdout.write(table(await loadLoraRoundTrip(config, 20)) + "\n");
   section("external tools through MCP over HTTP (search on the shipped corpus; run_code of an empty program = sandbox overhead)");
   process.stdout.write(table(await toolRoundTrips(config, 20)) + "\n");
+  await concurrencyBench();
   if (values.big) {
     if (!demoWeightsExist(PACKAGE_ROOT, true)) {
       process.stdout.write("\ngenerating the Qwen3-0.6B-shaped model and rank-16/32 adapters (once; ~1.3 GB under models/big)...\n");

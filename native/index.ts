@@ -10,3 +10,5 @@ export type { GpuSetting } from "./llama/runtime.js";
 /** What doctor checks before a model serves: whether its chat template parses calls, and the probe's own view. */
 export { functionCallProblem } from "./chat/functionCalls.js";
 export { probeModelDetailsInChild } from "./llama/probe.js";
+/** The base model's tokenizer and chat template for an engine in another process (src/engines/remote). */
+export { LocalChatCodec } from "./chat/LocalChatCodec.js";

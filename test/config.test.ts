@@ -70,3 +70,31 @@ describe("config", () => {
     expect(() => resolveConfig({ cache: { spillMiB: -1 } }, "x.json", dir)).toThrow(/cache\.spillMiB/);
   });
 });
+
+describe("engine.remote", () => {
+  const remote = (r: Record<string, unknown>, backend = "remote") => resolveConfig({ engine: { backend, remote: r } }, "weact.json", dir);
+  it("resolves a llama-server and a vLLM with its adapter folder, against the config file's folder", () => {
+    expect(remote({ url: "http://127.0.0.1:8080", flavor: "llama-server" }).engine.remote).toMatchObject({ timeoutMs: 120_000, maxInFlight: 16 });
+    expect(remote({ url: "http://gpu:8000", flavor: "vllm", adapterDir: "peft" }).engine.remote!.adapterDir).toBe(join(dir, "peft"));
+    // the engine's view of a folder mounted elsewhere stays as given
+    expect(remote({ url: "http://gpu:8000", flavor: "sglang", adapterDir: "/srv/a", localAdapterDir: "mnt" }).engine.remote).toMatchObject({ adapterDir: "/srv/a", localAdapterDir: join(dir, "mnt") });
+  });
+
+  const invalid: [string, () => unknown, RegExp][] = [
+    ["a remote backend without engine.remote", () => resolveConfig({ engine: { backend: "remote" } }, "weact.json", dir), /engine\.remote: required when engine\.backend is "remote"/],
+    ["an unknown flavor", () => remote({ url: "http://x:1", flavor: "tgi" }), /engine\.remote\.flavor: Invalid option: expected one of "llama-server"\|"vllm"\|"sglang"/],
+    ["a URL that is none", () => remote({ url: "localhost", flavor: "vllm" }), /engine\.remote\.url/],
+    ["vLLM without an adapter folder", () => remote({ url: "http://gpu:8000", flavor: "vllm" }), /engine\.remote\.adapterDir: required for vllm, which loads PEFT folders/],
+    [
+      "an API key variable that is not set",
+      () => remote({ url: "http://gpu:8000", flavor: "llama-server", apiKeyEnv: "WEACT_TEST_UNSET_KEY" }),
+      /engine\.remote\.apiKeyEnv: the environment variable WEACT_TEST_UNSET_KEY is not set/,
+    ],
+  ];
+  for (const [name, load, message] of invalid) {
+    it(`rejects ${name}, naming the field`, () => {
+      expect(load).toThrow(ConfigError);
+      expect(load).toThrow(message);
+    });
+  }
+});

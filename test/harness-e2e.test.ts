@@ -5,31 +5,14 @@ import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PACKAGE_ROOT } from "../src/paths.js";
 import { tempDir } from "./helpers/files.js";
+import { HARD_STEERING, LONG, readTrace as readRunTrace, SOFT_STEERING, type RunResult, type TraceEvent as Event } from "./helpers/results.js";
 import { call, connectClient, MAIN, testConfig, type Connected } from "./helpers/server.js";
 
-/** The random demo model rarely ends a string argument on its own; a bias on the quote token makes it. */
-const Q = { '"': 8 };
 const traceDir = join(tempDir(), "traces");
 const config = testConfig({ model: { gpu: false, contextSize: 8192 }, harness: { maxTokensPerTurn: 96, traceDir, stage: { turns: 3 } } });
 let c: Connected;
 
-interface Event {
-  type: string;
-  [k: string]: unknown;
-}
-interface RunResult {
-  trace_id: string;
-  trace_uri: string;
-  answer: string;
-  stages: string[];
-  switches: number;
-  rebuilt_tokens: number;
-  reused_tokens: number;
-  time: { wallMs: number; unattributedShare: number; model: Record<string, number>; cacheRebuild: number; adapterControl: number };
-}
-
-const LONG = { timeout: 300_000 };
-const readTrace = async (uri: string) => JSON.parse(((await c.client.readResource({ uri })).contents[0] as { text: string }).text) as Event[];
+const readTrace = (uri: string) => readRunTrace(c.client, uri);
 
 beforeAll(async () => {
   c = await connectClient("stdio", undefined, {}, config);
@@ -38,12 +21,7 @@ afterAll(async () => c?.close());
 
 describe("run_task on the demo model over MCP", () => {
   it("hard: stages in order, one ended by the model's own offload_lora, a model-emitted tool call executed, a synthetic release", async () => {
-    const steering = [
-      { adapter: "plan", turn: 1, tool: "offload_lora", bias: Q },
-      { adapter: "search", turn: 1, tool: "search", bias: Q },
-      { adapter: "search", turn: 2, tool: "offload_lora", bias: Q },
-    ];
-    const r = await call<RunResult>(c.client, "run_task", { task: "Which river flows through Paris?", policy: "hard", steering, seed: 1, budgets: { noToolTurns: 1 } }, LONG);
+    const r = await call<RunResult>(c.client, "run_task", { task: "Which river flows through Paris?", policy: "hard", steering: HARD_STEERING, seed: 1, budgets: { noToolTurns: 1 } }, LONG);
     expect(r.stages).toEqual(["plan", "search", "write"]);
     expect(r.switches).toBe(6);
     expect(Math.abs(r.time.unattributedShare)).toBeLessThan(0.01);
@@ -71,11 +49,7 @@ describe("run_task on the demo model over MCP", () => {
   });
 
   it("soft: the model's own load_lora picks a capability, and the run ends within its limits", async () => {
-    const steering = [
-      { adapter: "base", turn: 1, tool: "load_lora" },
-      { adapter: "*", turn: 1, tool: "offload_lora", bias: Q },
-    ];
-    const r = await call<RunResult>(c.client, "run_task", { task: "Which river flows through Paris?", policy: "soft", steering, seed: 3, soft: { turns: 3, switches: 4 } }, LONG);
+    const r = await call<RunResult>(c.client, "run_task", { task: "Which river flows through Paris?", policy: "soft", steering: SOFT_STEERING, seed: 3, soft: { turns: 3, switches: 4 } }, LONG);
     const events = await readTrace(r.trace_uri);
     const firstLoad = events.find((e) => e.type === "adapter_control" && e.action === "load")!;
     expect(firstLoad).toMatchObject({ author: "model", ok: true });

@@ -1,23 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { LocalEngine } from "../native/index.js";
 import { demoEngine } from "./helpers/engine.js";
+import type { Generated, SessionState } from "./helpers/results.js";
 import { call, callError, connectClient, startHttpServer, type Connected, type HttpServer, type TransportKind } from "./helpers/server.js";
-
-interface Generated {
-  text: string;
-  tool_calls: { id: string; name: string; arguments: Record<string, unknown> }[];
-  finish_reason: string;
-  adapter: string | null;
-  tokens: { prompt: number; cached: number; evaluated: number; generated: number };
-  logprobs?: { token: number; logprob: number }[];
-}
-interface SessionState {
-  active_adapter: string | null;
-  pending_calls: { id: string }[];
-  history: { role: string; content: string; name?: string; is_error?: boolean; tool_calls?: { name: string }[] }[];
-  prompt_tokens?: number[];
-  kv_lanes: { weights: string; active: boolean; state: string; tokens: number }[];
-}
 
 let http: HttpServer;
 let reference: LocalEngine;

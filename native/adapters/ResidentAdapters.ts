@@ -1,11 +1,11 @@
 import { copyFileSync, mkdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
 import type { LlamaModel } from "../llama/nodeLlamaCpp.js";
-import { sha256File, GgufFormatError, readGgufHeaderAsync, type GgufFile, loraProblems } from "../../src/gguf/index.js";
+import type { GgufFile } from "../../src/gguf/index.js";
 import { freeResidentLora, loadResidentLora, type AdapterWeight } from "../llama/internals.js";
 import type { LlamaLogTail } from "../llama/runtime.js";
-import { AdapterFileError, AdapterIncompatibleError, AdapterVersion, UnknownAdapterError, type AdapterInfo, type AdapterSpec } from "../../src/engine/index.js";
+import { AdapterFileError, readAdapterFile, UnknownAdapterError, type AdapterInfo, type AdapterSpec, type AdapterVersion } from "../../src/engine/index.js";
 
 let copies = 0;
 
@@ -33,20 +33,8 @@ export class ResidentAdapters {
 
   /** Validates and loads a version (or returns it if those bytes at that scale are already resident). */
   async load(spec: AdapterSpec): Promise<AdapterInfo> {
-    const filePath = resolve(spec.filePath);
-    let header: GgufFile;
-    try {
-      header = await readGgufHeaderAsync(filePath);
-    } catch (err) {
-      if (err instanceof GgufFormatError) throw new AdapterFileError(filePath, err.reason);
-      throw err;
-    }
-    const check = loraProblems(header, this.base);
-    if (check.incompatible) throw new AdapterIncompatibleError(filePath, check.problems);
-    if (check.problems.length || !check.shape) throw new AdapterFileError(filePath, check.problems.join("; "));
-    const sha256 = await sha256File(filePath);
-    const version = AdapterVersion.of(spec.alias, sha256, spec.scale);
-    const id = version.toString();
+    const { info } = await readAdapterFile(spec, this.base);
+    const { id, filePath, sha256 } = info;
     const existing = this.versions.get(id);
     if (existing) return existing.info;
 
@@ -67,18 +55,6 @@ export class ResidentAdapters {
       const detail = this.llamaErrors.since(mark);
       throw new AdapterFileError(filePath, `llama.cpp refused it: ${(err as Error).message}${detail ? ` (${detail})` : ""}`);
     }
-    const info: AdapterInfo = {
-      version,
-      id,
-      alias: spec.alias,
-      filePath,
-      scale: spec.scale,
-      sha256,
-      rank: check.shape.rank,
-      alpha: check.shape.alpha,
-      targetTensors: check.shape.targets,
-      sizeBytes: header.fileSize,
-    };
     this.versions.set(id, { info, loadPath, copied: pathTaken });
     return info;
   }

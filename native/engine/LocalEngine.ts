@@ -15,7 +15,7 @@ import type {
   OpenSessionOptions,
   TokenId,
 } from "../../src/engine/index.js";
-import { DuplicateAdapterError, UnknownAdapterError } from "../../src/engine/index.js";
+import { DuplicateAdapterError, UnknownAdapterError, VersionPins } from "../../src/engine/index.js";
 import { ResidentAdapters } from "../adapters/ResidentAdapters.js";
 import type { CacheReplay } from "../cache/DecodeLog.js";
 import { Lane } from "../cache/Lane.js";
@@ -191,7 +191,7 @@ export class LocalEngine implements Engine {
           // asked again for each version, after the awaits: a refresh back to the same bytes makes a version current again
           const holds = (versions: readonly AdapterVersion[], version: AdapterVersion) => versions.some((v) => v.equals(version));
           const inUse = (version: AdapterVersion) =>
-            this.isCurrent(version) || this.pinned.has(version.toString()) || [...this.sessions.values()].some((s) => holds(s.activeVersions, version)) || this.pool.idleLanes().some((l) => holds(l.versions, version));
+            this.isCurrent(version) || this.pinned.has(version) || [...this.sessions.values()].some((s) => holds(s.activeVersions, version)) || this.pool.idleLanes().some((l) => holds(l.versions, version));
           for (const { version } of this.resident.list()) {
             if (inUse(version)) continue;
             for (const context of this.pool.contexts) await context.detach(version);
@@ -210,20 +210,15 @@ export class LocalEngine implements Engine {
     return context ? context.lock.run(() => this.withAllContextLocks(fn, i + 1)) : fn();
   }
 
-  /** Versions a switch or a reference context is using, by id; collect leaves them alone. */
-  private readonly pinned = new Map<string, number>();
+  /** Versions a switch or a reference context is using; collect leaves them alone. */
+  private readonly pinned = new VersionPins();
 
   private pin(versions: readonly AdapterVersion[]): void {
-    for (const v of versions.map(String)) this.pinned.set(v, (this.pinned.get(v) ?? 0) + 1);
+    this.pinned.pin(versions);
   }
 
   private unpin(versions: readonly AdapterVersion[]): void {
-    for (const v of versions.map(String)) {
-      const n = (this.pinned.get(v) ?? 1) - 1;
-      if (n > 0) this.pinned.set(v, n);
-      else this.pinned.delete(v);
-    }
-    if (versions.some((v) => !this.pinned.has(v.toString()) && !this.isCurrent(v))) void this.collect();
+    if (this.pinned.unpin(versions).some((v) => !this.isCurrent(v))) void this.collect();
   }
 
   async openSession(options: OpenSessionOptions = {}): Promise<LocalEngineSession> {

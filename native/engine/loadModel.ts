@@ -18,8 +18,11 @@ export interface LoadedModel {
   errors: LlamaLogTail;
 }
 
-/** Validates the model file (llama.cpp aborts the process on some bad metadata), then starts llama.cpp and loads it once. */
-export async function loadModel(options: LocalEngineOptions): Promise<LoadedModel> {
+/**
+ * Validates the model file (llama.cpp aborts the process on some bad metadata), then starts llama.cpp and loads it
+ * once: the weights, or with `vocabOnly` only its vocabulary and chat template (a remote engine's tokenizer).
+ */
+export async function loadModel(options: LocalEngineOptions, { vocabOnly = false } = {}): Promise<LoadedModel> {
   const logger = options.logger;
   let header: GgufFile;
   try {
@@ -39,7 +42,7 @@ export async function loadModel(options: LocalEngineOptions): Promise<LoadedMode
   let llamaModel: LlamaModel;
   const mark = errors.mark();
   try {
-    llamaModel = await llama.loadModel({ modelPath: options.modelPath, gpuLayers: options.gpuLayers ?? "auto" });
+    llamaModel = await llama.loadModel({ modelPath: options.modelPath, gpuLayers: options.gpuLayers ?? "auto", vocabOnly });
   } catch (err) {
     await llama.dispose();
     const detail = errors.since(mark);

@@ -2,7 +2,8 @@
 import { existsSync, statSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
-import { loadConfigFile, resolveConfig, type ResolvedConfig } from "../config/config.js";
+import { checkRemoteEngine, ConfigError, loadConfigFile, RemoteEngineConfigSchema, resolveConfig, type ResolvedConfig } from "../config/config.js";
+import { describeIssues } from "../library/manifest.js";
 import { generateDemoWeights } from "../demo/generate.js";
 import { createLogger } from "../log.js";
 import { PACKAGE_ROOT } from "../paths.js";
@@ -42,6 +43,11 @@ Model and library:
   --config FILE      JSON config file (see README "Configuration"); flags override it
   --model PATH       GGUF base model (default: the generated demo model)
   --adapters PATH    adapter manifest, or a folder holding manifest.json
+
+Serving engine (default: llama.cpp in this process; README "Remote engines"):
+  --engine-url URL         a serving engine to run the model instead (engine.remote.url)
+  --engine-flavor FLAVOR   llama-server, vllm or sglang (engine.remote.flavor)
+  --engine-model NAME      the served base model's name (engine.remote.model; vLLM, SGLang)
   -h, --help         this text
 `;
 
@@ -50,7 +56,26 @@ function fail(message: string): never {
   process.exit(2);
 }
 
-function configFrom(values: { config?: string; model?: string; adapters?: string; host?: string; "token-file"?: string }): ResolvedConfig {
+type ConfigFlags = { config?: string; model?: string; adapters?: string; host?: string; "token-file"?: string; "engine-url"?: string; "engine-flavor"?: string; "engine-model"?: string };
+
+/** --engine-url/--engine-flavor/--engine-model over engine.remote: a remote backend, checked like the file's. */
+function engineFrom(values: ConfigFlags, base: ResolvedConfig): ResolvedConfig["engine"] | undefined {
+  if (values["engine-url"] === undefined && values["engine-flavor"] === undefined && values["engine-model"] === undefined) return undefined;
+  const given = {
+    ...base.engine.remote,
+    ...(values["engine-url"] ? { url: values["engine-url"] } : {}),
+    ...(values["engine-flavor"] ? { flavor: values["engine-flavor"] } : {}),
+    ...(values["engine-model"] ? { model: values["engine-model"] } : {}),
+  };
+  const parsed = RemoteEngineConfigSchema.safeParse(given);
+  const flag = (issue: string) => issue.replace(/^(url|flavor|model):/, (_m, f: string) => `--engine-${f} (engine.remote.${f}):`);
+  if (!parsed.success) throw new ConfigError("command line", describeIssues(parsed.error).map(flag));
+  const engine = { backend: "remote" as const, remote: parsed.data };
+  checkRemoteEngine({ ...base, engine }, "command line", process.cwd());
+  return engine;
+}
+
+function configFrom(values: ConfigFlags): ResolvedConfig {
   const base = values.config ? loadConfigFile(values.config) : resolveConfig({}, "defaults", process.cwd());
   const overrides: Partial<ResolvedConfig> = {};
   if (values.model) overrides.model = { ...base.model, path: resolve(values.model) };
@@ -59,7 +84,8 @@ function configFrom(values: { config?: string; model?: string; adapters?: string
     overrides.manifestPath = existsSync(p) && statSync(p).isDirectory() ? join(p, "manifest.json") : p;
   }
   const server = { ...base.server, ...(values.host ? { host: values.host } : {}), ...(values["token-file"] ? { tokenFile: resolve(values["token-file"]) } : {}) };
-  return { ...base, ...overrides, server, demo: !(overrides.model?.path ?? base.model.path) };
+  const engine = engineFrom(values, base) ?? base.engine;
+  return { ...base, ...overrides, engine, server, demo: !(overrides.model?.path ?? base.model.path) };
 }
 
 async function main(argv: string[]) {
@@ -74,6 +100,9 @@ async function main(argv: string[]) {
       http: { type: "string" },
       host: { type: "string" },
       "token-file": { type: "string" },
+      "engine-url": { type: "string" },
+      "engine-flavor": { type: "string" },
+      "engine-model": { type: "string" },
       seed: { type: "string" },
       policy: { type: "string" },
       workflow: { type: "string" },

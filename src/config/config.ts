@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { z } from "zod";
 import { SoftLimitsSchema, StageBudgetSchema } from "../budgets/budgets.js";
+import { FLAVORS } from "../engines/remote/flavors/Flavor.js";
 import { describeIssues } from "../library/manifest.js";
 import { DEFAULT_MANIFEST } from "../paths.js";
 
@@ -12,8 +13,41 @@ export const LONG_TEXT_MAX = DEFAULT_MAX_BODY_BYTES;
 
 const GpuSchema = z.union([z.enum(["auto", "cuda", "vulkan", "metal"]), z.literal(false)]);
 
+/** A serving engine in another process (README "Remote engines"). */
+export const RemoteEngineConfigSchema = z
+  .object({
+    /** The engine's base URL. */
+    url: z.string().url(),
+    flavor: z.enum(FLAVORS),
+    /** The served base model's name (vLLM, SGLang); default: the first the engine lists. */
+    model: z.string().min(1).max(1000).optional(),
+    /** PEFT folders for vLLM/SGLang go here, as the engine sees the folder (relative: against the config file, when this server sees it at the same place). */
+    adapterDir: z.string().min(1).optional(),
+    /** The same folder as this server sees it, when the engine mounts it elsewhere. */
+    localAdapterDir: z.string().min(1).optional(),
+    /** Environment variable holding the engine's API key (sent as a bearer token). */
+    apiKeyEnv: z.string().min(1).optional(),
+    /** Longest wait for the engine's answer, or between two chunks of a streamed one. */
+    timeoutMs: z.number().int().positive().max(3_600_000).default(120_000),
+    /** Engine requests in flight at once; more wait in line. */
+    maxInFlight: z.number().int().positive().max(10_000).default(16),
+    /** Sessions at once (default: llama-server's slots; 64 for vLLM/SGLang). */
+    sessions: z.number().int().positive().max(10_000).optional(),
+    /** Top log-probs vLLM/SGLang return per position (their --max-logprobs). */
+    maxLogprobs: z.number().int().positive().max(1_000_000).optional(),
+  })
+  .strict();
+
 export const ConfigSchema = z
   .object({
+    engine: z
+      .object({
+        /** "local": llama.cpp in this process (node-llama-cpp); "remote": a serving engine (engine.remote). */
+        backend: z.enum(["local", "remote"]).default("local"),
+        remote: RemoteEngineConfigSchema.optional(),
+      })
+      .strict()
+      .prefault({}),
     model: z
       .object({
         /** GGUF base model; unset = the generated demo model. */
@@ -239,11 +273,25 @@ export function resolveConfig(input: unknown, source: string, baseDir: string): 
   if (search.corpus) search.corpus = resolve(baseDir, search.corpus);
   if (search.indexFile) search.indexFile = resolve(baseDir, search.indexFile);
   if (search.backend === "searxng" && !search.searxng) throw new ConfigError(source, ['tools.search.searxng.url: required when tools.search.backend is "searxng"']);
+  checkRemoteEngine(config, source, baseDir);
   return {
     ...config,
     manifestPath: config.adapters.manifest ? resolve(baseDir, config.adapters.manifest) : DEFAULT_MANIFEST,
     demo: !config.model.path,
   };
+}
+
+/** engine.remote is complete for its flavor; its local paths resolve against the config file's folder. */
+export function checkRemoteEngine(config: Config, source: string, baseDir: string): void {
+  const { backend, remote } = config.engine;
+  if (backend !== "remote") return;
+  if (!remote) throw new ConfigError(source, ['engine.remote: required when engine.backend is "remote" (url and flavor at least; or --engine-url and --engine-flavor)']);
+  if (remote.flavor !== "llama-server" && !remote.adapterDir) {
+    throw new ConfigError(source, [`engine.remote.adapterDir: required for ${remote.flavor}, which loads PEFT folders: a folder both this server and the engine can read (README "Remote engines")`]);
+  }
+  if (remote.localAdapterDir) remote.localAdapterDir = resolve(baseDir, remote.localAdapterDir);
+  else if (remote.adapterDir) remote.adapterDir = resolve(baseDir, remote.adapterDir);
+  if (remote.apiKeyEnv && !process.env[remote.apiKeyEnv]) throw new ConfigError(source, [`engine.remote.apiKeyEnv: the environment variable ${remote.apiKeyEnv} is not set`]);
 }
 
 export function loadConfigFile(file: string): ResolvedConfig {

@@ -101,3 +101,60 @@ export class ContextOverflowError extends EngineError {
     super(`the conversation needs ${tokens} tokens but the session's context holds ${contextSize}; shorten the history or raise model.contextSize`);
   }
 }
+
+/** The serving engine cannot be reached (refused, reset, DNS): nothing was recorded, and the session is usable once it is back. */
+export class EngineUnavailableError extends EngineError {
+  readonly code = "engine_unavailable";
+  constructor(
+    readonly engine: string,
+    readonly reason: string,
+  ) {
+    super(`engine ${engine} is unavailable: ${reason}; nothing was changed, retry once it is back (engine.remote.url names it)`);
+  }
+}
+
+/** The serving engine did not answer in time; the request was cancelled and nothing was recorded. */
+export class EngineTimeoutError extends EngineError {
+  readonly code = "engine_timeout";
+  constructor(
+    readonly engine: string,
+    readonly timeoutMs: number,
+  ) {
+    super(`engine ${engine} sent nothing for ${timeoutMs} ms and the request was cancelled; nothing was changed (raise engine.remote.timeoutMs for a slow engine)`);
+  }
+}
+
+/** The serving engine answered with an error. */
+export class EngineRequestError extends EngineError {
+  readonly code = "engine_error";
+  constructor(
+    readonly engine: string,
+    readonly status: number,
+    readonly detail: string,
+  ) {
+    super(`engine ${engine} refused the request (HTTP ${status}): ${detail}`);
+  }
+}
+
+/** The serving engine holds as many adapters as it is allowed to; loading another needs one unloaded first. */
+export class AdapterCapacityError extends EngineError {
+  readonly code = "adapter_capacity";
+  constructor(
+    readonly engine: string,
+    readonly detail: string,
+  ) {
+    super(`engine ${engine} has no room for another adapter: ${detail}; unregister an adapter or raise the engine's adapter limit (README "Remote engines")`);
+  }
+}
+
+/** The backend cannot do this at all (a capability its engine lacks); `fix` says what would. */
+export class UnsupportedFeatureError extends EngineError {
+  readonly code = "unsupported_feature";
+  constructor(
+    readonly backend: string,
+    readonly feature: string,
+    readonly fix: string,
+  ) {
+    super(`${backend} does not support ${feature}: ${fix}`);
+  }
+}

@@ -6,6 +6,9 @@
 export type { Engine, CacheStats, OpenSessionOptions } from "./Engine.js";
 export type { EngineSession, LaneState, PrefillReport } from "./EngineSession.js";
 export type { EngineCapabilities, EngineCapacity } from "./capabilities.js";
+export type { CallSyntax, ChatCodec } from "./ChatCodec.js";
 export type * from "./types.js";
 export { AdapterVersion } from "./AdapterVersion.js";
+export { readAdapterFile } from "./adapterFile.js";
+export { VersionPins } from "./VersionPins.js";
 export * from "./errors.js";

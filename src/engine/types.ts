@@ -36,9 +36,12 @@ export interface ModelInfo {
 
 export interface AdapterSpec {
   alias: string;
+  /** The GGUF LoRA: the adapter's identity (its content hash names the version) and what llama.cpp loads. */
   filePath: string;
   /** Multiplies the adapter's own alpha/rank scaling. */
   scale: number;
+  /** The same adapter as a PEFT folder, for engines that load PEFT (vLLM, SGLang); without it one is exported from the GGUF. */
+  peftDir?: string;
 }
 
 /** A resident adapter version. Its identity everywhere (caches, traces, listings) is (alias, sha256, scale). */

@@ -1,7 +1,7 @@
 import { watch, type FSWatcher } from "node:fs";
 import { stat } from "node:fs/promises";
 import { basename, dirname, resolve } from "node:path";
-import type { AdapterInfo, Engine } from "../engine/index.js";
+import type { AdapterInfo, AdapterSpec, Engine } from "../engine/index.js";
 import { fileKind, sha256File } from "../gguf/index.js";
 import { Mutex } from "../mutex.js";
 import type { Logger } from "../log.js";
@@ -94,8 +94,7 @@ export class AdapterLibrary {
     return this.change(async () => {
       const known = this.adapters.get(alias);
       if (!known?.info) throw new LibraryChangeError(`no adapter "${alias}" to refresh; the library has: ${this.aliases().join(", ") || "(none)"}`);
-      await this.confine(entry.filePath);
-      const { previous, current } = await this.engine.refreshAdapter({ alias, filePath: entry.filePath, scale: entry.scale });
+      const { previous, current } = await this.engine.refreshAdapter(await this.specOf(entry));
       this.adapters.set(alias, { entry, info: current });
       return { previous, current };
     });
@@ -222,8 +221,7 @@ export class AdapterLibrary {
 
   private async add(entry: LibraryEntry): Promise<LibraryAdapter> {
     try {
-      await this.confine(entry.filePath);
-      const info = await this.engine.addAdapter({ alias: entry.alias, filePath: entry.filePath, scale: entry.scale });
+      const info = await this.engine.addAdapter(await this.specOf(entry));
       const adapter = { entry, info };
       this.adapters.set(entry.alias, adapter);
       return adapter;
@@ -239,6 +237,16 @@ export class AdapterLibrary {
     // only a regular file is hashed: a FIFO put in its place would hold a read forever
     const stats = await stat(known.entry.filePath).catch(() => undefined);
     return stats !== undefined && (!stats.isFile() || (await sha256File(known.entry.filePath)) !== known.info!.sha256);
+  }
+
+  /** What the engine loads for an entry, its files confined first. */
+  private async specOf(entry: LibraryEntry): Promise<AdapterSpec> {
+    await this.confine(entry.filePath);
+    const peftDir = entry.peft === undefined ? undefined : resolve(dirname(this.manifestPath), entry.peft);
+    if (peftDir !== undefined && !isInsideDirs(peftDir, this.allowedDirs)) {
+      throw new LibraryChangeError(`${peftDir} (peft) is outside the adapter folders (${this.allowedDirs.join(", ")}); set adapters.allowedDirs to allow another folder`);
+    }
+    return { alias: entry.alias, filePath: entry.filePath, scale: entry.scale, peftDir };
   }
 
   /**

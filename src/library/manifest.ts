@@ -12,6 +12,12 @@ export const ManifestEntrySchema = z
     description: z.string().min(1, "describe the capability: the model reads it in the load_lora tool description").max(1000).describe("The capability, as the model will read it in load_lora's description."),
     file: z.string().min(1, "file: path of the GGUF LoRA, relative to the manifest").max(4096).describe("GGUF LoRA file, relative to the manifest's folder or absolute (must be inside adapters.allowedDirs)."),
     scale: z.number().positive().max(16).default(1),
+    peft: z
+      .string()
+      .min(1)
+      .max(4096)
+      .optional()
+      .describe("The same adapter as a PEFT folder (adapter_config.json + adapter_model.safetensors), relative to the manifest's folder: what vLLM and SGLang load instead of a PEFT export of the GGUF."),
     /** Per-stage limits; any left out fall back to the config file, then the built-in defaults. */
     budget: StageBudgetSchema.partial().optional(),
     activation: z.string().max(2000).optional(),
@@ -36,7 +42,7 @@ export const ManifestSchema = z
 export type ManifestEntry = z.infer<typeof ManifestEntrySchema>;
 
 /** The fields a client sets when it registers or refreshes an adapter on a running server: an entry's, budgets aside. */
-export const AdapterFieldsSchema = ManifestEntrySchema.pick({ alias: true, file: true, description: true, scale: true, activation: true, release: true });
+export const AdapterFieldsSchema = ManifestEntrySchema.pick({ alias: true, file: true, description: true, scale: true, peft: true, activation: true, release: true });
 export type AdapterFields = z.input<typeof AdapterFieldsSchema>;
 
 /** A manifest entry with its file resolved against the manifest's folder. */

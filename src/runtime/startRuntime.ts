@@ -1,5 +1,6 @@
 import { dirname } from "node:path";
-import { LocalEngine } from "../../native/index.js";
+import { LocalChatCodec, LocalEngine } from "../../native/index.js";
+import { RemoteEngine } from "../engines/remote/index.js";
 import type { Engine } from "../engine/index.js";
 import type { ResolvedConfig } from "../config/config.js";
 import { ensureDemoWeights } from "../demo/ensure.js";
@@ -14,10 +15,32 @@ export interface Runtime {
   logger: Logger;
 }
 
-/** The base model the config names (the demo weights when it names none), loaded by the engine without adapters. */
-export function loadEngine(config: ResolvedConfig, logger: Logger): Promise<Engine> {
+/**
+ * The base model the config names (the demo weights when it names none), served without adapters: by llama.cpp in
+ * this process, or by the remote engine of engine.remote with this GGUF's tokenizer and chat template.
+ */
+export async function loadEngine(config: ResolvedConfig, logger: Logger): Promise<Engine> {
   const modelPath = config.model.path ?? ensureDemoWeights(logger).model;
-  // the composition root: the one place that picks the engine backend (the local one); everything else sees `Engine`
+  // the composition root: the one place that picks the engine backend; everything else sees `Engine`
+  const remote = config.engine.backend === "remote" ? config.engine.remote! : undefined;
+  if (remote) {
+    return RemoteEngine.connect({
+      url: remote.url,
+      flavor: remote.flavor,
+      model: remote.model,
+      adapterDir: remote.adapterDir,
+      localAdapterDir: remote.localAdapterDir,
+      apiKey: remote.apiKeyEnv ? process.env[remote.apiKeyEnv] : undefined,
+      timeoutMs: remote.timeoutMs,
+      maxInFlight: remote.maxInFlight,
+      sessions: remote.sessions,
+      contextSize: config.model.contextSize,
+      maxLogprobs: remote.maxLogprobs,
+      // rendering and tokenizing happen here, with the GGUF's own template: the remote engine gets token ids
+      codec: await LocalChatCodec.load({ modelPath, logger }),
+      logger,
+    });
+  }
   return LocalEngine.load({
     modelPath,
     gpu: config.model.gpu,

@@ -40,7 +40,8 @@ export function testConfig(extra: Record<string, unknown> & { model?: Section; a
 
 export const startHttpServer = (args: string[] = [], config = testConfig()) => spawnHttpServer(["--config", config, ...args]);
 
-export const connectClient = (kind: TransportKind, server?: HttpServer, headers: Record<string, string> = {}, config = testConfig()) => connect(kind, { url: server?.url, headers, serverArgs: ["--config", config] });
+export const connectClient = (kind: TransportKind, server?: HttpServer, headers: Record<string, string> = {}, config = testConfig(), args: string[] = []) =>
+  connect(kind, { url: server?.url, headers, serverArgs: ["--config", config, ...args] });
 
 /** Calls a tool expected to fail and returns its error text (an isError result or a protocol error). */
 export async function callError(client: Client, name: string, args: Record<string, unknown> = {}): Promise<string> {

@@ -61,9 +61,9 @@ export function mapPeftTensorName(name: string): MappedTensor | undefined {
 /**
  * convert_hf_to_gguf.py's LlamaModel.permute on the rows of a [rows, ...] row-major matrix given as bytes:
  * `w.reshape(nHead, 2, rows / nHead / 2, ...).swapaxes(1, 2).reshape(w.shape)`. For a LoRA pair only
- * lora_B (the output rows) moves: P (B A) = (P B) A.
+ * lora_B (the output rows) moves: P (B A) = (P B) A. `inverse` undoes it (GGUF -> PEFT export).
  */
-export function permuteRowsForRope(bytes: Uint8Array, rows: number, nHead: number): Uint8Array {
+export function permuteRowsForRope(bytes: Uint8Array, rows: number, nHead: number, inverse = false): Uint8Array {
   if (rows % (nHead * 2) !== 0) throw new Error(`cannot permute ${rows} rows into ${nHead} heads of rotary pairs`);
   if (bytes.byteLength % rows !== 0) throw new Error(`${bytes.byteLength} bytes do not split into ${rows} rows`);
   const rowBytes = bytes.byteLength / rows;
@@ -72,11 +72,24 @@ export function permuteRowsForRope(bytes: Uint8Array, rows: number, nHead: numbe
   for (let h = 0; h < nHead; h++) {
     for (let i = 0; i < half; i++) {
       for (let t = 0; t < 2; t++) {
-        const from = h * 2 * half + t * half + i;
-        const to = h * 2 * half + 2 * i + t;
+        const hf = h * 2 * half + t * half + i;
+        const gguf = h * 2 * half + 2 * i + t;
+        const [from, to] = inverse ? [gguf, hf] : [hf, gguf];
         out.set(bytes.subarray(from * rowBytes, (from + 1) * rowBytes), to * rowBytes);
       }
     }
   }
   return out;
+}
+
+/** GGUF tensor name of a LoRA factor -> the HF module it adapts (the inverse of mapPeftTensorName), or undefined. */
+export function ggufToPeftName(name: string): { peft: string; module: string; layer: number | undefined } | undefined {
+  const head = /^output\.weight\.lora_([ab])$/.exec(name);
+  if (head) return { peft: `base_model.model.lm_head.lora_${head[1]!.toUpperCase()}.weight`, module: "lm_head", layer: undefined };
+  const m = /^blk\.(\d+)\.([a-z_]+)\.weight\.lora_([ab])$/.exec(name);
+  if (!m) return undefined;
+  const module = Object.keys(MODULE_TO_GGUF).find((k) => MODULE_TO_GGUF[k]!.gguf === m[2]);
+  if (!module) return undefined;
+  const layer = Number(m[1]);
+  return { peft: `base_model.model.model.layers.${layer}.${MODULE_TO_GGUF[module]!.block}.${module}.lora_${m[3]!.toUpperCase()}.weight`, module, layer };
 }

@@ -1,0 +1,298 @@
+import { resolve } from "node:path";
+import {
+  DuplicateAdapterError,
+  EngineCapacityError,
+  EngineTimeoutError,
+  EngineUnavailableError,
+  ModelFileError,
+  readAdapterFile,
+  UnknownAdapterError,
+  UnsupportedFeatureError,
+  VersionPins,
+  type AdapterInfo,
+  type AdapterSpec,
+  type AdapterVersion,
+  type CacheStats,
+  type CacheStrategy,
+  type Conversation,
+  type Engine,
+  type EngineCapabilities,
+  type EngineCapacity,
+  type ModelInfo,
+  type OpenSessionOptions,
+  type TokenId,
+} from "../../engine/index.js";
+import { readGgufHeaderAsync, type GgufFile } from "../../gguf/index.js";
+import { placePeft, type PeftDirs } from "./adapters/peftForm.js";
+import { AdapterLostError, type CompletionRequest, type CompletionResult, type EngineAdapter, type EngineFacts, type PreparedAdapter } from "./flavors/Flavor.js";
+import { flavorFor, type Flavor } from "./flavors/index.js";
+import { EngineHttp } from "./http/EngineHttp.js";
+import type { RemoteEngineOptions } from "./options.js";
+import { RemoteEngineSession, type RemoteSessionHost } from "./RemoteEngineSession.js";
+
+const DEFAULT_SESSIONS = 64;
+/** Checked against the engine's own tokenizer at connect: plain words, digits, punctuation, and the call syntax. */
+const TOKENIZER_PROBE = 'Which river flows through Paris? 777 km, 2 seas; naïve café: "quoted" {json: [1, 2]}\n';
+
+interface HeldVersion {
+  info: AdapterInfo;
+  prepared: PreparedAdapter;
+  engine: EngineAdapter;
+}
+
+/**
+ * The engine interface over a serving engine in another process (llama-server, vLLM, SGLang): adapters are
+ * registered with the engine under versioned names (or mapped to the ones it started with), each session's turns
+ * are requests under its active adapter, prompts are rendered here by the base model's own chat template and sent
+ * as token ids, and the function-calling grammar goes with every request. What differs between engines is in
+ * `flavors/`; the sessions, versions and accounting are the same for all.
+ */
+export class RemoteEngine implements Engine {
+  readonly capabilities: EngineCapabilities;
+  readonly capacity: EngineCapacity;
+  readonly cacheStrategy: CacheStrategy;
+  readonly model: ModelInfo;
+  private readonly current = new Map<string, AdapterVersion>();
+  private readonly held = new Map<string, HeldVersion>();
+  /** Versions a switch under way holds; collect leaves them alone. */
+  private readonly pinned = new VersionPins();
+  private readonly sessions = new Map<number, RemoteEngineSession>();
+  private readonly freeSlots: number[];
+  private readonly host: RemoteSessionHost;
+  private nextSessionId = 1;
+  private collecting: Promise<void> = Promise.resolve();
+  /** Set when the engine was unreachable: it may have restarted, so its adapters are checked before the next request. */
+  private stale = false;
+  private reconciling: Promise<void> | undefined;
+  private disposed = false;
+
+  private constructor(
+    private readonly opts: RemoteEngineOptions,
+    private readonly flavor: Flavor,
+    private readonly http: EngineHttp,
+    private readonly base: GgufFile,
+    private readonly facts: EngineFacts,
+    private readonly peftDirs: PeftDirs | undefined,
+  ) {
+    const features = flavor.features;
+    const codec = opts.codec;
+    const sessions = Math.min(opts.sessions ?? facts.slots ?? DEFAULT_SESSIONS, facts.slots ?? Infinity);
+    this.capacity = { sessions, contexts: Math.max(1, Math.min(opts.maxInFlight, sessions)), contextSize: Math.min(opts.contextSize ?? facts.contextSize, facts.contextSize) };
+    this.capabilities = { logProbs: true, runtimeAdapterLoading: features.runtimeAdapterLoading, adapterSets: features.adapterSets, alora: false, grammar: true, cacheStrategies: [features.cacheStrategy] };
+    this.cacheStrategy = features.cacheStrategy;
+    this.model = { ...codec.model, filePath: `${http.label} (${facts.servedModel}; tokenizer and chat template from ${codec.model.filePath})`, name: facts.servedModel };
+    this.freeSlots = features.slots ? Array.from({ length: sessions }, (_, i) => i) : [];
+    this.host = {
+      codec,
+      flavor,
+      capacity: this.capacity,
+      cacheStrategy: this.cacheStrategy,
+      engineLabel: http.label,
+      maxLogprobs: features.logProbs === "full" ? codec.vocabularySize : (opts.maxLogprobs ?? 20),
+      resolve: (alias) => this.versionOf(alias),
+      pin: (versions) => this.pinned.pin(versions),
+      unpin: (versions) => void this.pinned.unpin(versions),
+      complete: (versions, request, flavorOverride) => this.complete(versions, request, flavorOverride),
+      noAdapterSets: () => this.noAdapterSets(),
+      versionsReleased: () => void this.collect(),
+      closed: (session) => {
+        this.sessions.delete(session.id);
+        if (session.slot !== undefined) this.freeSlots.push(session.slot);
+        void this.collect();
+      },
+    };
+  }
+
+  /** Connects to the engine, checks it serves a model this tokenizer fits, and learns its limits. */
+  static async connect(opts: RemoteEngineOptions, flavor: Flavor = flavorFor(opts.flavor)): Promise<RemoteEngine> {
+    const { codec, logger } = opts;
+    const http = new EngineHttp({ url: opts.url, label: `${flavor.title} at ${opts.url}`, timeoutMs: opts.timeoutMs, maxInFlight: opts.maxInFlight, apiKey: opts.apiKey });
+    try {
+      if (flavor.features.adapterForm === "peft" && !opts.adapterDir) {
+        throw new UnsupportedFeatureError(http.label, "GGUF adapters", "it loads PEFT folders: set engine.remote.adapterDir to a folder it can read (and localAdapterDir if this server sees it elsewhere)");
+      }
+      const facts = await flavor.inspect(http, opts.model);
+      const gguf = codec.model.filePath;
+      if (facts.vocabularySize !== undefined && facts.vocabularySize !== codec.vocabularySize) {
+        throw new ModelFileError(gguf, `its vocabulary has ${codec.vocabularySize} tokens but ${http.label} serves a model with ${facts.vocabularySize}: point model.path at the GGUF of the model the engine serves`);
+      }
+      const theirs = await flavor.tokenize(http, TOKENIZER_PROBE);
+      const ours = codec.tokenize(TOKENIZER_PROBE, true);
+      if (theirs && theirs.join(",") !== ours.join(",")) {
+        throw new ModelFileError(gguf, `it tokenizes text differently from ${http.label} (${ours.length} tokens here, ${theirs.length} there): point model.path at the GGUF of the model the engine serves`);
+      }
+      const base = await readGgufHeaderAsync(gguf);
+      const local = opts.localAdapterDir ?? opts.adapterDir;
+      const engine = new RemoteEngine(opts, flavor, http, base, facts, opts.adapterDir && local ? { engine: opts.adapterDir, local: resolve(local) } : undefined);
+      logger.info({ engine: http.label, served: facts.servedModel, sessions: engine.capacity.sessions, contextSize: engine.capacity.contextSize, cache: engine.cacheStrategy, tokenizer: gguf }, "remote engine connected");
+      return engine;
+    } catch (err) {
+      await codec.dispose();
+      throw err;
+    }
+  }
+
+  async addAdapter(spec: AdapterSpec): Promise<AdapterInfo> {
+    if (this.current.has(spec.alias)) throw new DuplicateAdapterError(spec.alias);
+    const held = await this.hold(spec);
+    this.current.set(spec.alias, held.info.version);
+    this.opts.logger.info({ alias: spec.alias, sha256: held.info.sha256, scale: spec.scale, engine: String(held.engine.handle) }, "adapter registered with the engine");
+    return held.info;
+  }
+
+  async refreshAdapter(spec: AdapterSpec): Promise<{ previous: AdapterInfo; current: AdapterInfo }> {
+    const previous = this.adapter(spec.alias);
+    const held = await this.hold(spec);
+    this.current.set(spec.alias, held.info.version);
+    this.opts.logger.info({ alias: spec.alias, from: previous.sha256, to: held.info.sha256, engine: String(held.engine.handle) }, "adapter refreshed");
+    await this.collect();
+    return { previous, current: held.info };
+  }
+
+  async removeAdapter(alias: string): Promise<AdapterInfo> {
+    const info = this.adapter(alias);
+    this.current.delete(alias);
+    await this.collect();
+    return info;
+  }
+
+  adapter(alias: string): AdapterInfo {
+    return this.held.get(this.versionOf(alias).toString())!.info;
+  }
+
+  adapters(): AdapterInfo[] {
+    return [...this.current.values()].map((v) => this.held.get(v.toString())!.info);
+  }
+
+  residentVersions(): AdapterInfo[] {
+    return [...this.held.values()].map((h) => h.info);
+  }
+
+  private versionOf(alias: string): AdapterVersion {
+    const version = this.current.get(alias) ?? this.held.get(alias)?.info.version;
+    if (!version) throw new UnknownAdapterError(alias, [...this.current.keys()]);
+    return version;
+  }
+
+  /** Validates the file against the base, prepares the engine's form of it and registers it (once per version). */
+  private async hold(spec: AdapterSpec): Promise<HeldVersion> {
+    const { info, header } = await readAdapterFile(spec, this.base);
+    const existing = this.held.get(info.id);
+    if (existing) return existing;
+    const prepared: PreparedAdapter = { version: info.version, filePath: info.filePath };
+    if (this.flavor.features.adapterForm === "peft") prepared.peft = await placePeft(info, header, this.base, spec.peftDir && resolve(spec.peftDir), this.peftDirs!, this.facts.servedModel);
+    await this.ready();
+    const engine = await this.flavor.register(this.http, prepared);
+    const held = { info, prepared, engine };
+    this.held.set(info.id, held);
+    return held;
+  }
+
+  private isCurrent(version: AdapterVersion): boolean {
+    return [...this.current.values()].some((v) => v.equals(version));
+  }
+
+  /** Unregisters the versions nothing holds: not current, not active in a session, not pinned by a switch under way. */
+  collect(): Promise<void> {
+    this.collecting = this.collecting
+      .then(async () => {
+        if (this.disposed) return;
+        const inUse = (v: AdapterVersion) => this.isCurrent(v) || this.pinned.has(v) || [...this.sessions.values()].some((s) => s.activeVersions.some((a) => a.equals(v)));
+        for (const [id, held] of this.held) {
+          if (inUse(held.info.version)) continue;
+          this.held.delete(id);
+          await this.flavor.unregister(this.http, held.engine);
+          this.opts.logger.info({ version: id, engine: String(held.engine.handle) }, "adapter version unregistered");
+        }
+      })
+      .catch((err) => this.opts.logger.warn({ err: (err as Error).message }, "unregistering unused adapters failed; they stay loaded in the engine"));
+    return this.collecting;
+  }
+
+  /**
+   * Before a request after the engine was unreachable (it may have restarted): re-read what it holds and register
+   * every held version again, and tell the sessions their caches there are gone.
+   */
+  private ready(): Promise<void> {
+    if (!this.stale) return Promise.resolve();
+    this.reconciling ??= (async () => {
+      try {
+        await this.flavor.reset(this.http);
+        for (const held of this.held.values()) held.engine = await this.flavor.register(this.http, held.prepared);
+        for (const session of this.sessions.values()) session.forgetCache();
+        this.stale = false;
+        this.opts.logger.info({ engine: this.http.label }, "engine reachable again; adapters registered again");
+      } finally {
+        this.reconciling = undefined;
+      }
+    })();
+    return this.reconciling;
+  }
+
+  /** One completion under `versions` (the engine's names looked up now), with the recovery above. */
+  private async complete(versions: readonly AdapterVersion[], request: Omit<CompletionRequest, "adapters">, flavor: Flavor = this.flavor): Promise<CompletionResult> {
+    const adapters = () => versions.map((v) => this.held.get(v.toString())!.engine);
+    await this.ready();
+    try {
+      return await flavor.complete(this.http, { ...request, adapters: adapters() });
+    } catch (err) {
+      if (err instanceof EngineUnavailableError || err instanceof EngineTimeoutError) this.stale = true;
+      if (!(err instanceof AdapterLostError)) throw err;
+      this.opts.logger.warn({ engine: this.http.label, detail: err.detail }, "the engine lost an adapter (restarted?); registering again and repeating the request");
+      this.stale = true;
+      await this.ready();
+      return flavor.complete(this.http, { ...request, adapters: adapters() });
+    }
+  }
+
+  async openSession(options: OpenSessionOptions = {}): Promise<RemoteEngineSession> {
+    return this.openSessionWith({ adapters: options.adapters ?? (options.adapter ? [options.adapter] : []) });
+  }
+
+  /**
+   * @internal Tests plant a flavor that selects adapters through a path that lets the engine's cache cross them
+   * (src/engines/remote/testing.ts), to prove the conformance suite catches it.
+   */
+  async openSessionWith(options: { adapters?: readonly string[]; flavor?: Flavor }): Promise<RemoteEngineSession> {
+    const aliases = options.adapters ?? [];
+    if (aliases.length > 1 && !this.capabilities.adapterSets) throw this.noAdapterSets();
+    if (options.flavor) await options.flavor.reset(this.http);
+    // from here to the session's registration nothing awaits: two opens cannot take the same slot
+    const versions = aliases.map((a) => this.versionOf(a));
+    if (this.sessions.size >= this.capacity.sessions) throw new EngineCapacityError(this.capacity.sessions);
+    const slot = this.flavor.features.slots ? this.freeSlots.shift() : undefined;
+    const session = new RemoteEngineSession(this.nextSessionId++, this.host, slot, versions, options.flavor);
+    this.sessions.set(session.id, session);
+    return session;
+  }
+
+  /** The error for a set of adapters on an engine that applies one per request. */
+  noAdapterSets(): UnsupportedFeatureError {
+    return new UnsupportedFeatureError(this.http.label, "several adapters applied together (the static policy)", "use one adapter at a time, or serve through llama-server");
+  }
+
+  cacheStats(): CacheStats {
+    return { strategy: this.cacheStrategy, contexts: 1, sequences: this.sessions.size, idleLanes: 0, spilledLanes: 0, spilledBytes: 0, evictions: { spilled: 0, dropped: 0 } };
+  }
+
+  renderTokens(conversation: Conversation): TokenId[] {
+    return this.opts.codec.renderTokens(conversation);
+  }
+
+  tokenize(text: string): TokenId[] {
+    return this.opts.codec.tokenize(text, false);
+  }
+
+  detokenize(tokens: readonly TokenId[]): string {
+    return this.opts.codec.detokenize(tokens, true);
+  }
+
+  async dispose(): Promise<void> {
+    if (this.disposed) return;
+    for (const session of [...this.sessions.values()]) await session.close();
+    await this.collecting;
+    this.disposed = true;
+    await this.opts.codec.dispose();
+    this.opts.logger.info({ engine: this.http.label }, "remote engine disconnected");
+  }
+}

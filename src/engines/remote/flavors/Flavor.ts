@@ -1,0 +1,151 @@
+import type { AdapterVersion, CacheStrategy, TokenId } from "../../../engine/index.js";
+import type { EngineHttp } from "../http/EngineHttp.js";
+
+export const FLAVORS = ["llama-server", "vllm", "sglang"] as const;
+export type FlavorName = (typeof FLAVORS)[number];
+
+/** What a serving engine can do, as the backend uses it: the capability table of README "Remote engines". */
+export interface FlavorFeatures {
+  /** Adapters can be loaded and unloaded while it serves (else only the ones it started with can be mapped). */
+  runtimeAdapterLoading: boolean;
+  /** The adapter form it loads: GGUF files (given at its start) or PEFT folders (under engine.remote.adapterDir). */
+  adapterForm: "gguf" | "peft";
+  /** A per-request adapter scale; without it a scale other than 1 is baked into a scaled copy. */
+  perRequestScale: boolean;
+  /** Several adapters applied in one request (the `static` policy). */
+  adapterSets: boolean;
+  /** Next-token log-probs: the whole vocabulary, or only the top ones the engine allows (vLLM's --max-logprobs). */
+  logProbs: "full" | "top";
+  /** The function-calling grammar's dialect (both are the GBNF text the backend builds; vLLM and SGLang read it through xgrammar). */
+  grammar: "gbnf" | "xgrammar";
+  /** Where the cached-token figures come from. */
+  cachedTokens: string;
+  /** What a switch does with the engine's cache (see Engine.cacheStrategy). */
+  cacheStrategy: CacheStrategy;
+  /**
+   * Sessions are bound to the engine's slots (`id_slot`): one session's cache lives in one slot. With it, every
+   * request that samples evaluates the prompt's last token alone (after a prefill of the rest when needed), so the
+   * log-probs of a turn do not depend on how much of the prompt happened to be cached.
+   */
+  slots: boolean;
+}
+
+/** What vLLM and SGLang have in common: PEFT folders loaded at runtime, one adapter a request, a scale baked in, a prefix cache keyed by adapter. */
+export const PEFT_ENGINE_FEATURES: Omit<FlavorFeatures, "cachedTokens"> = {
+  runtimeAdapterLoading: true,
+  adapterForm: "peft",
+  perRequestScale: false,
+  adapterSets: false,
+  logProbs: "top",
+  grammar: "xgrammar",
+  cacheStrategy: "reuse",
+  slots: false,
+};
+
+/** What the engine says about itself at connect. */
+export interface EngineFacts {
+  /** The model name requests carry (vLLM, SGLang) or the model file it serves (llama-server). */
+  servedModel: string;
+  /** Tokens one request's prompt and output may take. */
+  contextSize: number;
+  /** Slots for flavors that have them. */
+  slots?: number;
+  /** Its vocabulary size, when it reports one (checked against the local tokenizer). */
+  vocabularySize?: number;
+}
+
+/** An adapter version as the engine names it: llama-server's adapter id, or the versioned name it was loaded under. */
+export interface EngineAdapter {
+  version: AdapterVersion;
+  handle: number | string;
+  /** The scale the request applies (1 when it is baked into the engine's copy). */
+  requestScale: number;
+}
+
+/** An adapter version made ready for the engine: the GGUF file, and for PEFT flavors the folder as the engine sees it. */
+export interface PreparedAdapter {
+  version: AdapterVersion;
+  filePath: string;
+  /** vLLM/SGLang: the versioned name and the PEFT folder under engine.remote.adapterDir. */
+  peft?: { name: string; enginePath: string };
+}
+
+/** One completion: the prompt as token ids, under `adapters` (none = the base). `maxTokens` 0 only evaluates the prompt. */
+export interface CompletionRequest {
+  slot?: number;
+  adapters: readonly EngineAdapter[];
+  prompt: readonly TokenId[];
+  maxTokens: number;
+  temperature: number;
+  seed?: number;
+  topK?: number;
+  topP?: number;
+  grammar?: string;
+  logitBias?: ReadonlyMap<TokenId, number>;
+  /** Top log-probs per generated token. */
+  topLogprobs?: number;
+  stop?: readonly string[];
+  /** Special-token texts that must appear in the output text (the call syntax's). */
+  showSpecial?: readonly string[];
+  /** Evaluate the whole prompt again (a cleared cache). */
+  fresh?: boolean;
+  /** The session's own salt for engines with a shared prefix cache (vLLM's cache_salt): no other session can hit its cache or time it. */
+  cacheSalt?: string;
+  /** Text as it is generated (the request is streamed). */
+  onText?: (textSoFar: string, generated: number) => void;
+  signal?: AbortSignal;
+}
+
+export interface GeneratedLogprob {
+  token: TokenId;
+  logprob: number;
+  top: { token: TokenId; logprob: number }[];
+}
+
+export interface CompletionResult {
+  /** The generated text, special tokens of `showSpecial` included. */
+  text: string;
+  /** Generated token ids, when the engine returns them. */
+  tokens?: TokenId[];
+  generated: number;
+  finish: "stop" | "length";
+  /** Prompt tokens served from the engine's cache; undefined when it does not say. */
+  cached?: number;
+  /** Prompt tokens it evaluated. */
+  evaluated?: number;
+  /** Per generated token, when asked; may miss tokens (llama-server drops those that end inside a character). */
+  logprobs?: GeneratedLogprob[];
+}
+
+/**
+ * One serving engine's API: how to learn what it serves, make adapter versions servable, and run a completion.
+ * Everything else (sessions, versions, grammar, calls, accounting) is the same for every flavor.
+ */
+export interface Flavor {
+  readonly name: FlavorName;
+  /** How errors and listings name it ("vLLM at http://..."). */
+  readonly title: string;
+  readonly features: FlavorFeatures;
+  /** The engine's own facts; fails with a clear error when it is not this flavor or serves no model. */
+  inspect(http: EngineHttp, model: string | undefined): Promise<EngineFacts>;
+  /** The engine's tokenization of `text` (special tokens parsed), to check the local tokenizer is the engine's; undefined when it has no such endpoint. */
+  tokenize(http: EngineHttp, text: string): Promise<TokenId[] | undefined>;
+  /** Makes a version servable and returns how requests name it. */
+  register(http: EngineHttp, adapter: PreparedAdapter): Promise<EngineAdapter>;
+  /** The engine may forget a version no session holds any more. */
+  unregister(http: EngineHttp, adapter: EngineAdapter): Promise<void>;
+  complete(http: EngineHttp, request: CompletionRequest): Promise<CompletionResult>;
+  /** Forgets what it learnt of the engine's adapters (it may have restarted); `register` asks again. */
+  reset(http: EngineHttp): Promise<void>;
+}
+
+/**
+ * The engine no longer knows an adapter a request named (it restarted and lost its runtime-loaded adapters): the
+ * engine registers its versions again and repeats the request once.
+ */
+export class AdapterLostError extends Error {
+  constructor(readonly detail: string) {
+    super(detail);
+    this.name = "AdapterLostError";
+  }
+}

@@ -1,0 +1,13 @@
+import type { Flavor, FlavorName } from "./Flavor.js";
+import { LlamaServerFlavor } from "./llamaServer.js";
+import { SglangFlavor } from "./sglang.js";
+import { VllmFlavor } from "./vllm.js";
+
+export { FLAVORS, type Flavor, type FlavorName, type FlavorFeatures } from "./Flavor.js";
+
+/** A fresh client of the flavor's API (it keeps what it learns of one engine). */
+export function flavorFor(name: FlavorName): Flavor {
+  if (name === "llama-server") return new LlamaServerFlavor();
+  if (name === "vllm") return new VllmFlavor();
+  return new SglangFlavor();
+}

@@ -1,0 +1,362 @@
+import { readFileSync } from "node:fs";
+import { createServer, type Server } from "node:http";
+import { join } from "node:path";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { LocalChatCodec } from "../native/index.js";
+import { scriptedTrajectory } from "../src/demo/trajectory.js";
+import { AdapterCapacityError, UnsupportedFeatureError } from "../src/engine/index.js";
+import { RemoteEngine, type FlavorName } from "../src/engines/remote/index.js";
+import { readGgufHeader } from "../src/gguf/index.js";
+import { exportPeft, importPeft, parsePeftConfig, readGgufTensorData, SafetensorsFile } from "../src/library/peft/index.js";
+import { PACKAGE_ROOT } from "../src/paths.js";
+import { demo, quietLogger } from "./helpers/engine.js";
+import { tempDir } from "./helpers/files.js";
+
+/**
+ * vLLM and SGLang cannot run here (no GPU): the backend's requests are checked against the documented request
+ * shapes, and its handling of their documented answers (adapter load and unload, per-request selection, cached
+ * tokens, an unknown adapter, a full adapter slot) against fixtures written from their APIs
+ * (test/fixtures/remote/*.json, each naming its sources). A loopback server answers with those fixtures and
+ * records what the backend sent.
+ */
+
+interface Fixture {
+  requests: Record<string, Record<string, unknown>>;
+  responses: Record<string, unknown>;
+}
+const fixture = (name: string) => JSON.parse(readFileSync(join(PACKAGE_ROOT, "test", "fixtures", "remote", `${name}.json`), "utf8")) as Fixture;
+const VLLM = fixture("vllm");
+const SGLANG = fixture("sglang");
+
+interface Recorded {
+  route: string;
+  body: Record<string, unknown>;
+}
+/** A JSON (or text) answer, or a server-sent event stream of `events` ending with [DONE]. */
+type Reply = { status?: number; body?: unknown; events?: unknown[] };
+type Handler = (body: Record<string, unknown>) => Reply;
+
+/** The engine's HTTP API as the fixtures answer it; every request is recorded. */
+class FixtureEngine {
+  readonly requests: Recorded[] = [];
+  private readonly routes = new Map<string, Handler[]>();
+  private server!: Server;
+  url = "";
+
+  /** Answers `route` ("POST /path") with `handler`; handlers given once (`next`) answer one request, in order, first. */
+  on(route: string, handler: Handler): this {
+    this.routes.set(route, [...(this.routes.get(route)?.filter((h) => (h as { once?: boolean }).once) ?? []), handler]);
+    return this;
+  }
+  next(route: string, reply: Reply): this {
+    const once: Handler & { once?: boolean } = () => reply;
+    once.once = true;
+    this.routes.set(route, [once, ...(this.routes.get(route) ?? [])]);
+    return this;
+  }
+  sent(route: string): Record<string, unknown>[] {
+    return this.requests.filter((r) => r.route === route).map((r) => r.body);
+  }
+
+  async start(): Promise<this> {
+    this.server = createServer((req, res) => {
+      let data = "";
+      req.on("data", (d: Buffer) => (data += d.toString()));
+      req.on("end", () => {
+        const route = `${req.method} ${req.url}`;
+        const body = data ? (JSON.parse(data) as Record<string, unknown>) : {};
+        this.requests.push({ route, body });
+        const handlers = this.routes.get(route) ?? [];
+        const handler = handlers[0];
+        if (!handler) {
+          res.writeHead(404, { "content-type": "application/json" }).end(JSON.stringify({ detail: "Not Found" }));
+          return;
+        }
+        if ((handler as { once?: boolean }).once) this.routes.set(route, handlers.slice(1));
+        const reply = handler(body);
+        if (reply.events) {
+          res.writeHead(200, { "content-type": "text/event-stream" });
+          for (const event of reply.events) res.write(`data: ${JSON.stringify(event)}\n\n`);
+          res.end("data: [DONE]\n\n");
+          return;
+        }
+        const text = typeof reply.body === "string" ? reply.body : JSON.stringify(reply.body);
+        res.writeHead(reply.status ?? 200, { "content-type": typeof reply.body === "string" ? "text/plain" : "application/json" }).end(text);
+      });
+    });
+    await new Promise<void>((resolve) => this.server.listen(0, "127.0.0.1", resolve));
+    const address = this.server.address() as { port: number };
+    this.url = `http://127.0.0.1:${address.port}`;
+    return this;
+  }
+
+  stop(): Promise<void> {
+    return new Promise((resolve) => this.server.close(() => resolve()));
+  }
+}
+
+/** Every field of the documented request is in ours, with a value of the same JSON type. */
+function expectDocumentedShape(ours: Record<string, unknown>, documented: Record<string, unknown>): void {
+  const kind = (v: unknown) => (Array.isArray(v) ? "array" : v === null ? "null" : typeof v);
+  for (const [key, example] of Object.entries(documented)) {
+    expect(ours, `field ${key}`).toHaveProperty(key);
+    expect(kind(ours[key]), `type of ${key}`).toBe(kind(example));
+    if (kind(example) === "object") expectDocumentedShape(ours[key] as Record<string, unknown>, example as Record<string, unknown>);
+  }
+}
+
+const ok = (body: unknown): Reply => ({ body });
+const ENGINE_ADAPTER_DIR = "/srv/weact-adapters";
+const conv = scriptedTrajectory(3);
+let tokenizer: LocalChatCodec;
+beforeAll(async () => {
+  tokenizer = await LocalChatCodec.load({ modelPath: demo.model, logger: quietLogger() });
+});
+afterAll(async () => tokenizer?.dispose());
+
+let fake: FixtureEngine;
+let localDir: string;
+const engines: RemoteEngine[] = [];
+afterEach(async () => {
+  for (const e of engines.splice(0)) await e.dispose();
+  await fake?.stop();
+});
+
+async function connect(flavor: FlavorName): Promise<RemoteEngine> {
+  localDir = tempDir("weact-peft-");
+  const logger = quietLogger();
+  const engine = await RemoteEngine.connect({
+    url: fake.url,
+    flavor,
+    adapterDir: ENGINE_ADAPTER_DIR,
+    localAdapterDir: localDir,
+    timeoutMs: 5000,
+    maxInFlight: 4,
+    codec: await LocalChatCodec.load({ modelPath: demo.model, logger }),
+    logger,
+  });
+  engines.push(engine);
+  return engine;
+}
+
+/** The PEFT folder an engine was told to load, as this server wrote it. */
+const localFolder = (enginePath: string) => join(localDir, enginePath.slice(ENGINE_ADAPTER_DIR.length + 1));
+
+/** The PEFT form is the GGUF's adapter: importing it back gives the same tensors, and its config holds rank and alpha x scale. */
+async function expectPeftFormOf(folder: string, gguf: string, scale: number): Promise<void> {
+  const config = parsePeftConfig(JSON.parse(readFileSync(join(folder, "adapter_config.json"), "utf8")), folder);
+  const original = readGgufHeader(gguf);
+  const alpha = original.metadata.get("adapter.lora.alpha") as number;
+  expect(config.lora_alpha).toBeCloseTo(alpha * scale, 5);
+  if (scale !== 1) return;
+  const back = join(tempDir(), "back.gguf");
+  await importPeft({ dir: folder, base: readGgufHeader(demo.model), alias: "back", outFile: back });
+  const reread = readGgufHeader(back);
+  for (const t of original.tensors) expect(readGgufTensorData(reread, t.name).equals(readGgufTensorData(original, t)), t.name).toBe(true);
+}
+
+describe("vLLM (fixtures of its OpenAI-compatible server)", () => {
+  const start = async () => {
+    fake = await new FixtureEngine().start();
+    fake
+      .on("GET /v1/models", () => ok(VLLM.responses.models))
+      .on("POST /tokenize", (b) => ok({ tokens: tokenizer.tokenize(b.prompt as string, true), count: 0, max_model_len: 8192 }))
+      .on("POST /v1/load_lora_adapter", () => ok(VLLM.responses.load_ok))
+      .on("POST /v1/unload_lora_adapter", () => ok(VLLM.responses.unload_ok))
+      .on("POST /v1/completions", (b) => ok((b.structured_outputs as { grammar: string }).grammar.includes("text-0") ? VLLM.responses.completion : VLLM.responses.prefill));
+  };
+
+  it("loads each version as a PEFT folder under its versioned name (alias, content hash, scale), a scaled copy for scale != 1", async () => {
+    await start();
+    const engine = await connect("vllm");
+    expect(engine.model.name).toBe("Qwen/Qwen3-0.6B"); // the base, not the adapter vLLM also lists
+    expect(engine.capacity.contextSize).toBe(8192);
+    expectDocumentedShape(fake.sent("POST /tokenize")[0]!, VLLM.requests.tokenize!);
+    await engine.addAdapter({ alias: "plan", filePath: demo.adapters.plan!, scale: 1 });
+    await engine.addAdapter({ alias: "search", filePath: demo.adapters.search!, scale: 0.5 });
+    const loads = fake.sent("POST /v1/load_lora_adapter");
+    for (const load of loads) expectDocumentedShape(load, VLLM.requests.load_lora_adapter!);
+    expect(loads.map((l) => l.lora_name)).toEqual([expect.stringMatching(/^plan-[0-9a-f]{12}-s1$/), expect.stringMatching(/^search-[0-9a-f]{12}-s0\.5$/)]);
+    for (const load of loads) expect(load.lora_path).toBe(`${ENGINE_ADAPTER_DIR}/${load.lora_name as string}`);
+    await expectPeftFormOf(localFolder(loads[0]!.lora_path as string), demo.adapters.plan!, 1);
+    await expectPeftFormOf(localFolder(loads[1]!.lora_path as string), demo.adapters.search!, 0.5);
+    // the scaled copy keeps the weights: only lora_alpha carries the scale
+    const weightsOf = (folder: string) => readFileSync(join(folder, "adapter_model.safetensors"));
+    const full = join(tempDir(), "full");
+    exportPeft({ adapter: readGgufHeader(demo.adapters.search!), base: readGgufHeader(demo.model), outDir: full, scale: 1 });
+    expect(weightsOf(localFolder(loads[1]!.lora_path as string)).equals(weightsOf(full))).toBe(true);
+  });
+
+  it("selects the adapter per request by its versioned name, sends token ids and the grammar, and reads calls, cached tokens and log-probs", async () => {
+    await start();
+    const engine = await connect("vllm");
+    await engine.addAdapter({ alias: "plan", filePath: demo.adapters.plan!, scale: 1 });
+    const name = fake.sent("POST /v1/load_lora_adapter")[0]!.lora_name;
+    const session = await engine.openSession();
+    const report = await session.switchAdapter("plan", conv);
+    expect(report).toMatchObject({ to: "plan", strategy: "reuse", rebuild: { tokens: 299, reused: 0 } });
+    const turn = await session.generate(conv, { maxTokens: 32, topLogprobs: 2 });
+    const sent = fake.sent("POST /v1/completions").at(-1)!;
+    expectDocumentedShape(sent, VLLM.requests.completions!);
+    expect(sent.model).toBe(name);
+    expect(sent.prompt).toEqual(engine.renderTokens(conv));
+    expect((sent.structured_outputs as { grammar: string }).grammar).toMatch(/^root ::= text-0\n[\s\S]*"load_lora" args-\d[\s\S]*"offload_lora" args-\d/);
+    expect(sent).toMatchObject({ logprobs: 2, return_tokens_as_token_ids: true });
+    expect(turn.calls).toEqual([{ name: "load_lora", arguments: { adapter: "plan" }, raw: expect.anything() }]);
+    expect(turn.text).toBe("Let me plan first.");
+    expect(turn.finishReason).toBe("tool_calls");
+    expect(turn.tokens).toMatchObject({ prompt: engine.renderTokens(conv).length, cached: 288, generated: 3 });
+    expect(turn.logprobs?.[0]).toMatchObject({
+      token: 76,
+      logprob: -0.25,
+      top: [
+        { token: 76, logprob: -0.25 },
+        { token: 83, logprob: -1.75 },
+      ],
+    });
+    await session.close();
+  });
+
+  it("streams the response text as it comes, never a piece of the call, and reads the usage of the stream's end", async () => {
+    await start();
+    fake.on("POST /v1/completions", (b) => (b.stream ? { events: VLLM.responses.completion_stream as unknown[] } : ok(VLLM.responses.prefill)));
+    const engine = await connect("vllm");
+    const session = await engine.openSession();
+    const pieces: string[] = [];
+    const turn = await session.generate(conv, { maxTokens: 32, onText: (t) => pieces.push(t) });
+    expect(fake.sent("POST /v1/completions").at(-1)).toMatchObject({ stream: true, stream_options: { include_usage: true } });
+    expect(pieces.join("")).toBe("Let me plan first.");
+    expect(pieces.length).toBeGreaterThan(1);
+    expect(turn.calls.map((c) => c.name)).toEqual(["load_lora"]);
+    expect(turn.tokens).toMatchObject({ cached: 296, generated: 6 });
+    await session.close();
+  });
+
+  it("an engine that lost its adapters (a restart) gets them again and the request is repeated; a refreshed one is loaded anew and the old one unloaded once released", async () => {
+    await start();
+    const engine = await connect("vllm");
+    await engine.addAdapter({ alias: "write", filePath: demo.adapters.write!, scale: 1 });
+    const session = await engine.openSession({ adapter: "write" });
+    fake.next("POST /v1/completions", { status: 404, body: VLLM.responses.model_missing });
+    const turn = await session.generate(conv, { maxTokens: 8 });
+    expect(turn.calls[0]?.name).toBe("load_lora");
+    expect(fake.sent("POST /v1/load_lora_adapter")).toHaveLength(2);
+
+    // a version another run loaded already is the same bytes under the same name: accepted
+    fake.next("POST /v1/load_lora_adapter", { status: 400, body: VLLM.responses.load_already });
+    const { previous, current } = await engine.refreshAdapter({ alias: "write", filePath: demo.adapters["write-v2"]!, scale: 1 });
+    const [oldName, , newName] = fake.sent("POST /v1/load_lora_adapter").map((l) => l.lora_name);
+    expect(newName).not.toBe(oldName);
+    expect(current.sha256).not.toBe(previous.sha256);
+    // the session still holds the old version: nothing unloaded until it lets go
+    expect(fake.sent("POST /v1/unload_lora_adapter")).toEqual([]);
+    await session.switchAdapter(null, conv);
+    await expect.poll(() => fake.sent("POST /v1/unload_lora_adapter")).toEqual([{ lora_name: oldName }]);
+    expectDocumentedShape(fake.sent("POST /v1/unload_lora_adapter")[0]!, VLLM.requests.unload_lora_adapter!);
+    await session.close();
+  });
+
+  it("refuses what vLLM cannot do with errors naming the flavor, the feature and the fix", async () => {
+    await start();
+    fake.on("POST /v1/load_lora_adapter", () => ({ status: 404, body: VLLM.responses.load_route_missing }));
+    const engine = await connect("vllm");
+    const refused = await engine.addAdapter({ alias: "plan", filePath: demo.adapters.plan!, scale: 1 }).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(UnsupportedFeatureError);
+    expect((refused as Error).message).toMatch(/vLLM at http:\/\/127\.0\.0\.1:\d+ does not support loading adapters at runtime here: start it with VLLM_ALLOW_RUNTIME_LORA_UPDATING=True/);
+    const sets = await engine.openSession({ adapters: ["a", "b"] }).catch((e: unknown) => e);
+    expect(sets).toBeInstanceOf(UnsupportedFeatureError);
+    expect((sets as Error).message).toMatch(/vLLM at .* does not support several adapters applied together \(the static policy\)/);
+    await expect(
+      RemoteEngine.connect({
+        url: fake.url,
+        flavor: "vllm",
+        model: "llama-3",
+        adapterDir: "/x",
+        timeoutMs: 5000,
+        maxInFlight: 1,
+        codec: await LocalChatCodec.load({ modelPath: demo.model, logger: quietLogger() }),
+        logger: quietLogger(),
+      }),
+    ).rejects.toThrow(/serves no model "llama-3" \(it serves: Qwen\/Qwen3-0\.6B\); set engine\.remote\.model \(--engine-model\)/);
+  });
+});
+
+describe("SGLang (fixtures of its native API)", () => {
+  const start = async () => {
+    fake = await new FixtureEngine().start();
+    fake
+      .on("GET /v1/models", () => ok(SGLANG.responses.models))
+      .on("POST /load_lora_adapter", () => ok(SGLANG.responses.load_ok))
+      .on("POST /unload_lora_adapter", () => ok(SGLANG.responses.unload_ok))
+      .on("POST /generate", (b) => ok((b.sampling_params as { max_new_tokens: number }).max_new_tokens === 0 ? SGLANG.responses.prefill : SGLANG.responses.generate));
+  };
+
+  it("loads versions under versioned names, selects them with lora_path, sends input_ids and the grammar as ebnf, and reads cached tokens", async () => {
+    await start();
+    const engine = await connect("sglang");
+    await engine.addAdapter({ alias: "search", filePath: demo.adapters.search!, scale: 1 });
+    const [load] = fake.sent("POST /load_lora_adapter");
+    expectDocumentedShape(load!, SGLANG.requests.load_lora_adapter!);
+    expect(load!.lora_name).toMatch(/^search-[0-9a-f]{12}-s1$/);
+    await expectPeftFormOf(localFolder(load!.lora_path as string), demo.adapters.search!, 1);
+    const session = await engine.openSession();
+    const report = await session.switchAdapter("search", conv);
+    expect(report.rebuild).toMatchObject({ tokens: 299, reused: 0 });
+    const turn = await session.generate(conv, { maxTokens: 16, topLogprobs: 2 });
+    const sent = fake.sent("POST /generate").at(-1)!;
+    expectDocumentedShape(sent, SGLANG.requests.generate!);
+    expect(sent.lora_path).toBe(load!.lora_name);
+    expect(sent.input_ids).toEqual(engine.renderTokens(conv));
+    expect(sent).toMatchObject({ return_logprob: true, top_logprobs_num: 2 });
+    expect(turn.calls).toEqual([{ name: "search", arguments: { query: "seine length" }, raw: expect.anything() }]);
+    expect(turn.tokens).toMatchObject({ cached: 250, generated: 3 });
+    expect(turn.logprobs?.[0]).toMatchObject({ token: 83, logprob: -0.5, top: [{ token: 83 }, { token: 84 }] });
+    // the base is lora_path null
+    await session.switchAdapter(null, conv);
+    expect(fake.sent("POST /generate").at(-1)!.lora_path).toBeNull();
+    await session.close();
+  });
+
+  it("streams the response text from SGLang's cumulative chunks, never a piece of the call", async () => {
+    await start();
+    fake.on("POST /generate", (b) => (b.stream ? { events: SGLANG.responses.generate_stream as unknown[] } : ok(SGLANG.responses.prefill)));
+    const engine = await connect("sglang");
+    const session = await engine.openSession();
+    const pieces: string[] = [];
+    const turn = await session.generate(conv, { maxTokens: 32, onText: (t) => pieces.push(t) });
+    expect(pieces.join("")).toBe("Searching now.");
+    expect(turn.calls).toEqual([{ name: "search", arguments: { query: "seine length" }, raw: expect.anything() }]);
+    expect(turn.tokens).toMatchObject({ cached: 250, generated: 3 });
+    await session.close();
+  });
+
+  it("a full adapter slot is an adapter_capacity error; a lost adapter is loaded again and the request repeated", async () => {
+    await start();
+    const engine = await connect("sglang");
+    fake.next("POST /load_lora_adapter", { status: 400, body: SGLANG.responses.load_full });
+    const full = await engine.addAdapter({ alias: "plan", filePath: demo.adapters.plan!, scale: 1 }).catch((e: unknown) => e);
+    expect(full).toBeInstanceOf(AdapterCapacityError);
+    expect((full as Error).message).toMatch(/Maximum number of loaded LoRA adapters is 3.*unregister an adapter or raise the engine's adapter limit/);
+    await engine.addAdapter({ alias: "plan", filePath: demo.adapters.plan!, scale: 1 });
+    const session = await engine.openSession({ adapter: "plan" });
+    fake.next("POST /generate", { status: 400, body: SGLANG.responses.lora_not_loaded });
+    const turn = await session.generate(conv, { maxTokens: 8 });
+    expect(turn.calls[0]?.name).toBe("search");
+    expect(fake.sent("POST /load_lora_adapter")).toHaveLength(3);
+    await session.close();
+  });
+
+  it("a manifest's own PEFT folder is placed as a scaled copy: the weights as they are, the scale in lora_alpha", async () => {
+    await start();
+    const engine = await connect("sglang");
+    const given = join(tempDir(), "given");
+    exportPeft({ adapter: readGgufHeader(demo.adapters.write!), base: readGgufHeader(demo.model), outDir: given, scale: 1 });
+    await engine.addAdapter({ alias: "write", filePath: demo.adapters.write!, scale: 2, peftDir: given });
+    const [load] = fake.sent("POST /load_lora_adapter");
+    expect(load!.lora_name).toMatch(/^write-[0-9a-f]{12}-s2$/);
+    const placed = localFolder(load!.lora_path as string);
+    await expectPeftFormOf(placed, demo.adapters.write!, 2);
+    expect(readFileSync(join(placed, "adapter_model.safetensors")).equals(readFileSync(join(given, "adapter_model.safetensors")))).toBe(true);
+    expect(SafetensorsFile.open(join(placed, "adapter_model.safetensors")).header.tensors.length).toBeGreaterThan(0);
+  });
+});

@@ -1,0 +1,98 @@
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { tempDir } from "./files.js";
+import { call, callError, connectClient, type Connected, type HttpServer } from "./server.js";
+
+const ALICE = "alice-token-0123456789abcdef";
+const BOB = "bob-token-0123456789abcdef";
+const CAROL = "carol-token-0123456789abcdef";
+const tokenFile = join(tempDir(), "tokens");
+writeFileSync(tokenFile, `alice:${ALICE}\nbob:${BOB}\ncarol:${CAROL}\n`);
+
+/** Short prompts: the first turn of each session evaluates them. */
+const SHORT = { system: "Be brief.", tools: [] };
+/** Uniform turns without calls: the demo model may neither stop early nor leave a call to answer. */
+const TURN = { max_tokens: 8, token_bias: { "<tool_call>": -100, "<|im_end|>": -100, "<|endoftext|>": -100 } };
+
+/**
+ * Per-identity fair shares on a spawned server with three tokens, whichever engine serves it: `start` spawns one
+ * with 4 session slots and one model call at a time, with the `sessions` section given.
+ */
+export function describeFairShares(engine: string, start: (tokenFile: string, sessions: Record<string, unknown>) => Promise<HttpServer>): void {
+  describe(`fair shares on ${engine} (a spawned server, three tokens)`, () => {
+    let server: HttpServer;
+    const clients: Connected[] = [];
+    let bobSession: string | undefined;
+    const as = async (token: string) => {
+      const c = await connectClient("http", server, { authorization: `Bearer ${token}` });
+      clients.push(c);
+      return c.client;
+    };
+    beforeAll(async () => {
+      // each client may hold 3 of the 4 slots and queue 2 model calls
+      server = await start(tokenFile, { maxSlotsPerClient: 3, maxQueuedPerClient: 2, maxSessions: 4 });
+    });
+    afterAll(async () => {
+      await Promise.all(clients.map((c) => c.close()));
+      await server?.stop();
+    });
+
+    it("keeps a slot for another client, serves it after at most one of a flooding client's turns, and names each limit", async () => {
+      const alice = await as(ALICE);
+      const mine: string[] = [];
+      let refusal = "";
+      for (let i = 0; i < 6 && !refusal; i++) {
+        try {
+          mine.push((await call<{ session_id: string }>(alice, "create_session", { task: `alice ${i}`, ...SHORT })).session_id);
+        } catch (err) {
+          refusal = (err as Error).message;
+        }
+      }
+      expect(mine).toHaveLength(3);
+      expect(refusal).toMatch(/holds 3 of the engine's 4 session slots.*sessions\.maxSlotsPerClient/);
+
+      // alice floods: every one of her sessions asks for turn after turn
+      let stop = false;
+      const done: number[] = [];
+      const busy: string[] = [];
+      const flood = mine.map(async (session_id) => {
+        while (!stop) {
+          try {
+            await call(alice, "generate", { session_id, ...TURN });
+            done.push(performance.now());
+          } catch (err) {
+            busy.push((err as Error).message);
+            await new Promise((resolve) => setTimeout(resolve, 10));
+          }
+        }
+      });
+      const bob = await as(BOB);
+      const { session_id } = await call<{ session_id: string }>(bob, "create_session", { task: "bob", ...SHORT });
+      bobSession = session_id;
+      await expect.poll(() => done.length, { timeout: 30_000 }).toBeGreaterThanOrEqual(3);
+      // right after one of alice's turns ended: another of hers runs now and one more waits
+      const seen = done.length;
+      await expect.poll(() => done.length, { timeout: 30_000, interval: 1 }).toBeGreaterThan(seen);
+      const before = done.length;
+      await call(bob, "generate", { session_id, ...TURN });
+      const alicesMeanwhile = done.length - before;
+      stop = true;
+      await Promise.all(flood);
+      expect(alicesMeanwhile).toBeLessThanOrEqual(1);
+      // her third session found her queue share full, and was told which setting that is
+      expect(busy.length).toBeGreaterThan(0);
+      for (const message of busy) expect(message).toMatch(/sessions\.maxQueuedPerClient/);
+    });
+
+    it("refuses a session past the server's maximum, naming the setting, and opens it once one closes", async () => {
+      const carol = await as(CAROL);
+      // alice holds 3 sessions and bob 1 from the test above: the server's maximum of 4
+      expect(await callError(carol, "create_session", { task: "carol", ...SHORT })).toMatch(/maximum of 4 sessions \(sessions\.maxSessions\)/);
+      const bob = clients[1]!.client;
+      expect(bobSession).toBeDefined();
+      await call(bob, "close_session", { session_id: bobSession });
+      expect((await call<{ session_id: string }>(carol, "create_session", { task: "carol", ...SHORT })).session_id).toMatch(/^s_/);
+    });
+  });
+}
