@@ -227,7 +227,8 @@ describe("an engine that stops, hangs or is cancelled: the session keeps its his
   let flaky: LlamaServer;
   let port: number;
   let c: Connected;
-  const TIMEOUT_MS = 3000;
+  // an idle timeout: long enough for a first prefill on one contended CPU thread, short enough for the hang test
+  const TIMEOUT_MS = 8000;
   const start = () => startLlamaServer({ model: demo.model, adapters: ADAPTERS, threads: TEST_THREADS, slots: 3, contextPerSlot: 8192, port });
   beforeAll(async () => {
     port = await freePort();
@@ -275,7 +276,7 @@ describe("an engine that stops, hangs or is cancelled: the session keeps its his
     flaky.pause();
     const started = performance.now();
     try {
-      expect(await callError(c.client, "generate", { session_id: id, max_tokens: 2 })).toMatch(/sent nothing for 3000 ms and the request was cancelled.*engine\.remote\.timeoutMs.*\[engine_timeout\]/);
+      expect(await callError(c.client, "generate", { session_id: id, max_tokens: 2 })).toMatch(/sent nothing for 8000 ms and the request was cancelled.*engine\.remote\.timeoutMs.*\[engine_timeout\]/);
       expect(performance.now() - started).toBeLessThan(TIMEOUT_MS + 2000);
     } finally {
       flaky.resume();
