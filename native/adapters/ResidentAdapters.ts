@@ -78,6 +78,7 @@ export class ResidentAdapters {
       alpha: check.shape.alpha,
       targetTensors: check.shape.targets,
       sizeBytes: header.fileSize,
+      ...(check.shape.invocationTokens ? { invocationTokens: check.shape.invocationTokens } : {}),
     };
     this.versions.set(id, { info, loadPath, copied: pathTaken });
     return info;

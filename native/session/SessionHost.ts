@@ -1,17 +1,27 @@
-import type { ChatWrapper, LlamaModel } from "../llama/nodeLlamaCpp.js";
+import type { ChatWrapper, LlamaModel, Token } from "../llama/nodeLlamaCpp.js";
 import type { AdapterVersion } from "../../src/engine/index.js";
+import type { BackgroundScheduler } from "../background/BackgroundScheduler.js";
+import type { Lane } from "../cache/Lane.js";
 import type { LaneKey } from "../cache/LaneKey.js";
 import type { LanePool } from "../cache/LanePool.js";
+import type { PrefixKeyOf, PrefixStore } from "../cache/PrefixStore.js";
 import type { AdapterWeight } from "../llama/internals.js";
+import type { SwitchStrategy } from "./strategies/index.js";
 
 /** What a session needs from its engine. */
 export interface SessionHost {
   readonly model: LlamaModel;
   readonly chatWrapper: ChatWrapper;
   readonly pool: LanePool;
+  /** Saved prompt prefixes new caches start from; undefined when the engine shares none (`rebuild`, no spill store). */
+  readonly prefixes: PrefixStore | undefined;
+  /** The engine's scheduler of evaluation ahead of time; every caller's evaluation runs through `work.foreground`. */
+  readonly work: BackgroundScheduler;
   /** The current version of an alias; throws UnknownAdapterError for an alias not in the library. */
   resolve(alias: string): AdapterVersion;
   weightOf(version: AdapterVersion): AdapterWeight;
+  /** An activated LoRA's invocation sequence; undefined for an ordinary adapter. */
+  invocationOf(version: AdapterVersion): readonly number[] | undefined;
   /** Keeps versions from being freed while a switch to them is under way. */
   pin(versions: readonly AdapterVersion[]): void;
   unpin(versions: readonly AdapterVersion[]): void;
@@ -23,3 +33,20 @@ export interface SessionHost {
 
 /** Names a weight set exactly; tests swap in a careless one to prove the key matters. */
 export type LaneKeyOf = (versions: readonly AdapterVersion[]) => LaneKey;
+
+/** Where an activated LoRA starts applying in a prompt (see adapters/invocation.ts); tests plant an off-by-one. */
+export type InvocationOf = (tokens: readonly Token[], invocation: readonly number[]) => number | undefined;
+
+/** The weights a background extension of `lane` applies: its own; tests plant the active lane's. */
+export type BackgroundWeightsOf = (lane: Lane, active: Lane) => readonly AdapterVersion[];
+
+/** How one session keys, switches and catches up its caches: the engine's defaults, or a planted bug from native/testing.ts. */
+export interface SessionRules {
+  strategy: SwitchStrategy;
+  keyOf: LaneKeyOf;
+  invocationOf: InvocationOf;
+  prefixKeyOf: PrefixKeyOf;
+  backgroundWeights: BackgroundWeightsOf;
+  /** Sessions of one scope share prompt prefixes (OpenSessionOptions.promptScope). */
+  promptScope: string;
+}
