@@ -116,7 +116,7 @@ async function main() {
       generateDemoWeights(PACKAGE_ROOT, { big: true });
     }
     const big = demoWeightPaths(PACKAGE_ROOT, true);
-    const { code: _code, ["write-v2"]: _v2, ...library } = big.adapters;
+    const { code: _code, ["write-v2"]: _v2, verify: _verify, ...library } = big.adapters;
     section("memory: RSS with the model alone vs with all adapters resident (target: growth <= 1.2x the files)");
     process.stdout.write(table([await adapterMemory(big.model, library, logger)]) + "\n");
     await engineBench(big.model, library, "Qwen3-0.6B-shaped model", BIG_SIZES);

@@ -39,12 +39,18 @@ export const ConfigSchema = z
         strategy: z.enum(["reuse", "rebuild"]).default("reuse"),
         /** Folder for idle lanes' spilled KV states (default: a private temporary folder); null keeps none. */
         spillDir: z.string().min(1).nullable().optional(),
-        /** Disk budget for spilled states, in MiB; the oldest go first. */
+        /** Disk budget for spilled states (shared prompt prefixes included), in MiB; the oldest go first. */
         spillMiB: z
           .number()
           .nonnegative()
           .max(1 << 20)
           .default(512),
+        /** reuse: evaluate each weight set's prompt prefix (system prompt + function docs) once and start new caches from its saved KV. */
+        sharedPrefixes: z.boolean().default(true),
+        /** reuse: while tools run and between calls, catch up the caches a trajectory needs next (a caller waits at most one background decode). */
+        background: z.boolean().default(true),
+        /** Tokens per background decode: the longest a caller waits for background work is one such decode. */
+        backgroundBatchTokens: z.number().int().min(16).max(8192).default(128),
       })
       .strict()
       .prefault({}),

@@ -24,6 +24,8 @@ export class Session {
   lastActiveAt = Date.now();
   /** What the active adapter's stage has used so far (client-driven budgets); none on the base. */
   stage: StageUsage | undefined;
+  /** The weights the harness knows come next, in order (null: the base); without it the state rule says what may. */
+  private planned: readonly (string | null)[] | undefined;
   private messages: HistoryMessage[];
 
   constructor(
@@ -92,5 +94,22 @@ export class Session {
 
   touch(): void {
     this.lastActiveAt = Date.now();
+  }
+
+  /** The harness's plan of the weights to come (hard mode knows its next stage); replaces the state rule's guess. */
+  plan(upcoming: readonly (string | null)[]): void {
+    this.planned = upcoming;
+  }
+
+  /**
+   * Tells the engine which weights this trajectory needs next, so it can catch their caches up while tools run:
+   * the harness's plan when it has one, else what the state rule allows from here (an adapter is released to
+   * the base; from the base any resident adapter may be loaded). Fixed weights need nothing.
+   */
+  anticipateNext(resident: readonly string[]): void {
+    if (!this.settings.weightActions) return;
+    const active = this.activeAdapter;
+    const next = this.planned?.filter((a) => a !== active) ?? (active === null ? resident : [null]);
+    this.engine.anticipate(next.map((a) => (a === null ? [] : [a])));
   }
 }
