@@ -144,7 +144,9 @@ describe("activated LoRA (aLoRA)", () => {
       const conv3 = invoked(3);
       const plan = await session.switchAdapter("plan", conv3);
       expect(plan.rebuild.reused).toBeGreaterThan(0);
-      expect(maxAbsDiff(await reference.nextTokenLogProbs([{ filePath: demo.adapters.plan!, scale: 1 }], engine.renderTokens(conv3), session.cacheReplay()), await session.nextTokenLogProbs(conv3))).toBeLessThanOrEqual(TOLERANCE);
+      expect(maxAbsDiff(await reference.nextTokenLogProbs([{ filePath: demo.adapters.plan!, scale: 1 }], engine.renderTokens(conv3), session.cacheReplay()), await session.nextTokenLogProbs(conv3))).toBeLessThanOrEqual(
+        TOLERANCE,
+      );
       expect(
         session
           .laneStates()

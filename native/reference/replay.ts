@@ -27,7 +27,12 @@ export async function replayedNextTokenLogProbs(sequence: LlamaContextSequence, 
   let current = sequence;
   if (activated) {
     current = activated.base;
-    await replayDecodes(current, tokens, decodes.filter((d) => d.start < activated.from), true);
+    await replayDecodes(
+      current,
+      tokens,
+      decodes.filter((d) => d.start < activated.from),
+      true,
+    );
     await erase(current, activated.from);
     if (current.nextTokenIndex < activated.from) await current.evaluateWithoutGeneratingNewTokens(tokens.slice(current.nextTokenIndex, activated.from));
     const file = join(tmpdir(), `weact-reference-${process.pid}-${++transfers}.kv`);

@@ -169,9 +169,7 @@ export class LocalEngineSession implements EngineSession, BackgroundSource {
     this.rememberPrompt(conversation);
     return this.host.work.foreground(() => {
       const queued = now();
-      return this.withActiveLane((lane, sequence) =>
-        generateTurn(this.host, { lane, sequence, contextSize: this.contextSize, plan: this.planFor(lane, rendered.tokens) }, conversation, rendered, options, queued),
-      );
+      return this.withActiveLane((lane, sequence) => generateTurn(this.host, { lane, sequence, contextSize: this.contextSize, plan: this.planFor(lane, rendered.tokens) }, conversation, rendered, options, queued));
     });
   }
 

@@ -149,6 +149,14 @@ export class SessionDriver implements TrajectoryDriver {
 
 function toWeightOutcome(o: Awaited<ReturnType<SessionService["loadLora"]>>): WeightOutcome {
   return o.ok
-    ? { ok: true, callId: o.callId, switchMs: o.switch.switchMs + o.switch.queueMs, rebuildMs: o.switch.rebuild.ms, rebuiltTokens: o.switch.rebuild.tokens, reusedTokens: o.switch.rebuild.reused, sharedTokens: o.switch.rebuild.shared }
+    ? {
+        ok: true,
+        callId: o.callId,
+        switchMs: o.switch.switchMs + o.switch.queueMs,
+        rebuildMs: o.switch.rebuild.ms,
+        rebuiltTokens: o.switch.rebuild.tokens,
+        reusedTokens: o.switch.rebuild.reused,
+        sharedTokens: o.switch.rebuild.shared,
+      }
     : { ok: false, error: o.error, switchMs: 0, rebuildMs: 0, rebuiltTokens: 0, reusedTokens: 0, sharedTokens: 0 };
 }

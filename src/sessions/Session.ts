@@ -4,6 +4,7 @@ import type { StageBudget } from "../budgets/budgets.js";
 import { UnknownCallError } from "./errors.js";
 import { elidedResults, pendingCalls, toConversation, type HistoryMessage, type ToolCallRecord, type ToolMessage } from "./history.js";
 import { callableFunctions } from "./modelFunctions.js";
+import { nextWeights } from "./stateRule.js";
 import type { StageUsage } from "./StageUsage.js";
 
 export interface SessionSettings {
@@ -101,15 +102,9 @@ export class Session {
     this.planned = upcoming;
   }
 
-  /**
-   * Tells the engine which weights this trajectory needs next, so it can catch their caches up while tools run:
-   * the harness's plan when it has one, else what the state rule allows from here (an adapter is released to
-   * the base; from the base any resident adapter may be loaded). Fixed weights need nothing.
-   */
+  /** Tells the engine which weights this trajectory needs next (`nextWeights`), so it can catch their caches up while tools run. Fixed weights need nothing. */
   anticipateNext(resident: readonly string[]): void {
     if (!this.settings.weightActions) return;
-    const active = this.activeAdapter;
-    const next = this.planned?.filter((a) => a !== active) ?? (active === null ? resident : [null]);
-    this.engine.anticipate(next.map((a) => (a === null ? [] : [a])));
+    this.engine.anticipate(nextWeights(this.activeAdapter, resident, this.planned).map((a) => (a === null ? [] : [a])));
   }
 }

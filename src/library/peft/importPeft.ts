@@ -91,7 +91,12 @@ export async function importPeft(opts: ImportPeftOptions): Promise<ImportPeftRes
   const vocabulary = opts.base.metadata.get("tokenizer.ggml.tokens");
   const vocabSize = vocabulary && typeof vocabulary === "object" && "items" in vocabulary ? vocabulary.items.length : Infinity;
   const outside = invocation?.filter((t) => t >= vocabSize) ?? [];
-  if (outside.length) throw new PeftImportError(configFile, "alora_invocation_tokens", `names token ids outside the base model's vocabulary of ${vocabSize} (${listSome(outside.map(String))}): the adapter was trained for another tokenizer`);
+  if (outside.length)
+    throw new PeftImportError(
+      configFile,
+      "alora_invocation_tokens",
+      `names token ids outside the base model's vocabulary of ${vocabSize} (${listSome(outside.map(String))}): the adapter was trained for another tokenizer`,
+    );
   const architecture = metaString(opts.base, "general.architecture");
   if (!architecture) throw new PeftImportError(opts.base.path, "general.architecture", "the base model names no architecture");
   const family = PEFT_ARCHITECTURES[architecture];
