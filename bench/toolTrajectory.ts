@@ -1,4 +1,5 @@
 import { spawn } from "node:child_process";
+import type { CacheOptions } from "../native/index.js";
 import type { ChatTurn, Conversation } from "../src/engine/index.js";
 import { scriptedTrajectory } from "../src/demo/trajectory.js";
 
@@ -90,4 +91,35 @@ export async function calibrateWork(ms: number): Promise<number> {
     return performance.now() - started;
   })();
   return Math.round((probe * Math.max(1, ms - spawnMs)) / Math.max(1, base - spawnMs));
+}
+
+/** One strategy's figures on the trajectory scenario: what `--scenario trajectory --json` prints, one line each. */
+export interface TrajectoryFigures {
+  strategy: string;
+  tools: "sleep" | "cpu";
+  switches: number;
+  /** Prompt tokens evaluated in all (for callers and ahead of time). */
+  evaluatedTokens: number;
+  /** Of those, evaluated ahead of time. */
+  backgroundTokens: number;
+  /** What callers waited for because of switches: inside load/offload, plus the prefill the next turn still had to do. */
+  criticalPathMs: number;
+  /** Inside the switch calls alone. */
+  switchMs: number;
+  wallMs: number;
+  /** The longest a caller waited on one background decode, and the longest such decode (local engine only). */
+  maxWaitForBackgroundMs?: number;
+  maxBackgroundDecodeMs?: number;
+}
+
+/** One run of the local engine on the scenario, in a process of its own (trajectoryRun.ts). */
+export interface TrajectoryRunConfig {
+  strategy: string;
+  cache: CacheOptions;
+  modelPath: string;
+  adapters: Record<string, string>;
+  tools: "sleep" | "cpu";
+  /** run_code's loop iterations in `cpu` mode. */
+  work: number;
+  switches: number;
 }

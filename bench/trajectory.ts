@@ -5,27 +5,7 @@ import type { CacheOptions } from "../native/index.js";
 import type { Engine } from "../src/engine/index.js";
 import { startLlamaServer } from "./llamaServer.js";
 import { median } from "./stats.js";
-import { calibrateWork, runTool, toolTrajectory, TOOL_MS } from "./toolTrajectory.js";
-import type { TrajectoryRunConfig } from "./trajectoryRun.js";
-
-/** One strategy's figures on the trajectory scenario: what `--scenario trajectory --json` prints, one line each. */
-export interface TrajectoryFigures {
-  strategy: string;
-  tools: "sleep" | "cpu";
-  switches: number;
-  /** Prompt tokens evaluated in all (for callers and ahead of time). */
-  evaluatedTokens: number;
-  /** Of those, evaluated ahead of time. */
-  backgroundTokens: number;
-  /** What callers waited for because of switches: inside load/offload, plus the prefill the next turn still had to do. */
-  criticalPathMs: number;
-  /** Inside the switch calls alone. */
-  switchMs: number;
-  wallMs: number;
-  /** The longest a caller waited on one background decode, and the longest such decode (local engine only). */
-  maxWaitForBackgroundMs?: number;
-  maxBackgroundDecodeMs?: number;
-}
+import { calibrateWork, runTool, toolTrajectory, TOOL_MS, type TrajectoryFigures, type TrajectoryRunConfig } from "./toolTrajectory.js";
 
 /** The local engine's configurations the scenario compares, each in its own process. */
 export const ENGINE_CONFIGS: readonly { strategy: string; cache: CacheOptions }[] = [

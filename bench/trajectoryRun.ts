@@ -2,22 +2,10 @@
  * One run of the `trajectory` scenario on the local engine under one cache configuration, in a process of its
  * own; prints its figures as one JSON line. node dist/bench/trajectoryRun.js '<TrajectoryRunConfig as JSON>'
  */
-import { LocalEngine, type CacheOptions } from "../native/index.js";
+import { LocalEngine } from "../native/index.js";
 import { nextWeights } from "../src/sessions/stateRule.js";
 import { createLogger } from "../src/log.js";
-import { runTool, toolTrajectory } from "./toolTrajectory.js";
-import type { TrajectoryFigures } from "./trajectory.js";
-
-export interface TrajectoryRunConfig {
-  strategy: string;
-  cache: CacheOptions;
-  modelPath: string;
-  adapters: Record<string, string>;
-  tools: "sleep" | "cpu";
-  /** run_code's loop iterations in `cpu` mode. */
-  work: number;
-  switches: number;
-}
+import { runTool, toolTrajectory, type TrajectoryFigures, type TrajectoryRunConfig } from "./toolTrajectory.js";
 
 async function main() {
   const config = JSON.parse(process.argv[2]!) as TrajectoryRunConfig;

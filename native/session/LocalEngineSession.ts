@@ -10,7 +10,8 @@ import { renderConversation } from "../chat/render.js";
 import { generateTurn } from "./generate.js";
 import { extendLane, now, syncLane, weightsLabel, type PrefixPlan, type SyncPlan } from "./laneSync.js";
 import { nextTokenAfter } from "./logProbs.js";
-import type { SessionHost, SessionRules } from "./SessionHost.js";
+import type { SessionHost } from "./SessionHost.js";
+import type { SessionRules } from "./SessionRules.js";
 import type { SwitchingSession, SwitchOutcome } from "./strategies/index.js";
 
 /** The rendered system prompt and function docs of the conversations this session was last given. */
