@@ -117,6 +117,27 @@ export function describeEngineConformance<E extends Engine>(name: string, opts: 
         }
       });
 
+      it("a hint of the weights to come changes only the work done ahead: with idle time between calls, every switch stays exact and its figures add up", async () => {
+        const session = await engine.openSession();
+        try {
+          let steps = 1;
+          await session.prefill(trajectory(steps));
+          for (const adapter of ["plan", null, "search", null]) {
+            session.anticipate(adapter === null ? [[], ["search"]] : [["plan"], ["search"]]);
+            await new Promise((resolve) => setTimeout(resolve, 300)); // as while a tool runs
+            steps += 1;
+            const conv = trajectory(steps);
+            const report = await session.switchAdapter(adapter, conv);
+            expect(report.rebuild.tokens + report.rebuild.reused).toBe(engine.renderTokens(conv).length - 1);
+            expect(await exactness(session, adapter, conv)).toBeLessThanOrEqual(tolerance);
+          }
+          // rebuild keeps no other cache to work on; a backend may also ignore the hint (and report nothing)
+          if (strategy === "rebuild") expect(session.backgroundWork()).toEqual({ tokens: 0, batches: 0, ms: 0 });
+        } finally {
+          await session.close();
+        }
+      });
+
       it("a refreshed adapter is a new version: never continued from the cache built under the old bytes, and the old one is freed once released", async () => {
         const session = await engine.openSession();
         try {
