@@ -68,8 +68,9 @@ async function eraseFrom(sequence: LlamaContextSequence, start: number): Promise
 
 /**
  * Evaluates `target[start, end)` after the cache (which holds at least `start` tokens of it), under the weights
- * already applied. Decodes stop at the shared prefix's end to save it there; a decode shorter than
- * MIN_DECODE_TOKENS starts earlier, never before `floor` (where these weights begin). Returns the tokens decoded.
+ * already applied. Decodes stop at the shared prefix's end to save it there; a first decode shorter than
+ * MIN_DECODE_TOKENS starts earlier, in what the cache held before (never before `floor`, where these weights
+ * begin; never into tokens this call decoded). Returns the tokens decoded.
  */
 async function evaluateRange(host: LaneHost, lane: Lane, target: readonly Token[], start: number, end: number, floor: number, prefix: PrefixPlan | undefined): Promise<number> {
   const sequence = lane.slot!.sequence;
@@ -78,7 +79,7 @@ async function evaluateRange(host: LaneHost, lane: Lane, target: readonly Token[
   while (start < end) {
     const stop = saveAt !== undefined && saveAt > start && saveAt < end ? saveAt : end;
     let from = start;
-    if (stop - from > 1 && stop - from < MIN_DECODE_TOKENS && from > floor) from = Math.max(floor, stop - MIN_DECODE_TOKENS);
+    if (decoded === 0 && stop - from > 1 && stop - from < MIN_DECODE_TOKENS && from > floor) from = Math.max(floor, stop - MIN_DECODE_TOKENS);
     await eraseFrom(sequence, from);
     await sequence.evaluateWithoutGeneratingNewTokens(target.slice(from, stop));
     decoded += stop - from;
