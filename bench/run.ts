@@ -11,9 +11,8 @@ import { demoWeightsExist, demoWeightPaths, generateDemoWeights } from "../src/d
 import { createLogger } from "../src/log.js";
 import { PACKAGE_ROOT } from "../src/paths.js";
 import { interleaving, sharedPrefixVsPrefill, switchVsPrefill, switchCallCost } from "./engine.js";
-import { toolTrajectory } from "./toolTrajectory.js";
+import { openingConversation, type TrajectoryFigures } from "./toolTrajectory.js";
 import { trajectoryRatios, trajectoryScenario } from "./trajectory.js";
-import type { TrajectoryFigures } from "./toolTrajectory.js";
 import { adapterMemory } from "./memory.js";
 import { loadLoraRoundTrip, toolRoundTrips } from "./mcp.js";
 import { compareIndexes } from "./search.js";
@@ -103,8 +102,7 @@ async function engineBench(modelPath: string, adapters: Record<string, string>, 
 
 /** S5: a weight set's first cache from the shared prompt prefix vs its prefill (the system prompt and function docs of the trajectory). */
 async function prefixScenario(modelPath: string, adapters: Record<string, string>, sizes: Sizes, json: boolean) {
-  const first = toolTrajectory(1)[0]!;
-  const figures = await withEngine(modelPath, adapters, "reuse", (engine) => sharedPrefixVsPrefill(engine, first.kind === "turn" ? first.conversation : undefined!, sizes.prefixReps));
+  const figures = await withEngine(modelPath, adapters, "reuse", (engine) => sharedPrefixVsPrefill(engine, openingConversation(), sizes.prefixReps));
   if (json) return void process.stdout.write(JSON.stringify({ scenario: "prefix", model: modelPath, ...figures }) + "\n");
   section("S5 shared prompt prefix: a weight set's first cache restored from the saved prefix vs prefilled (target: ratio < 1)");
   process.stdout.write(table([figures]) + "\n");

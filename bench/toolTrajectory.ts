@@ -33,9 +33,14 @@ const FUNCTIONS: Conversation["functions"] = {
   run_code: { description: "Run a Python or JavaScript snippet in a sandbox.", parameters: { type: "object", properties: { language: { enum: ["python", "javascript"] }, code: { type: "string" } } } },
 };
 
+/** The trajectory's opening: the system prompt, the function docs and the task (its first turn's conversation). */
+export function openingConversation(): Conversation {
+  return { turns: scriptedTrajectory(0).turns, functions: FUNCTIONS };
+}
+
 /** The scenario's steps; `switches` shortens it (the 0.6B shape runs the first few). */
 export function toolTrajectory(switches = SWITCHES.length): Step[] {
-  const turns: ChatTurn[] = [...scriptedTrajectory(0).turns];
+  const turns: ChatTurn[] = [...openingConversation().turns];
   const conversation = (): Conversation => ({ turns: [...turns], functions: FUNCTIONS });
   const exchange = (text: string, name: string, args: Record<string, unknown>, result: string) => turns.push({ role: "assistant", text, calls: [{ name, arguments: args, result }] });
   const steps: Step[] = [];

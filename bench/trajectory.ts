@@ -5,7 +5,7 @@ import type { CacheOptions } from "../native/index.js";
 import type { Engine } from "../src/engine/index.js";
 import { startLlamaServer } from "./llamaServer.js";
 import { median } from "./stats.js";
-import { calibrateWork, runTool, toolTrajectory, TOOL_MS, type TrajectoryFigures, type TrajectoryRunConfig } from "./toolTrajectory.js";
+import { calibrateWork, openingConversation, runTool, toolTrajectory, TOOL_MS, type TrajectoryFigures, type TrajectoryRunConfig } from "./toolTrajectory.js";
 
 /** The local engine's configurations the scenario compares, each in its own process. */
 export const ENGINE_CONFIGS: readonly { strategy: string; cache: CacheOptions }[] = [
@@ -49,9 +49,8 @@ async function llamaServerRun(
       return (await res.json()) as Completion;
     };
     const steps = toolTrajectory(switches);
-    const first = steps.find((s) => s.kind === "turn")!;
     // warm-up (compute buffers, one short request): the first turn itself must find no cache, as in the engine runs
-    if (first.kind === "turn") await complete(engine.renderTokens(first.conversation).slice(0, 32));
+    await complete(engine.renderTokens(openingConversation()).slice(0, 32));
     const started = performance.now();
     for (const step of steps) {
       if (step.kind === "turn") {

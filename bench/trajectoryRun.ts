@@ -5,7 +5,7 @@
 import { LocalEngine } from "../native/index.js";
 import { nextWeights } from "../src/sessions/stateRule.js";
 import { createLogger } from "../src/log.js";
-import { runTool, toolTrajectory, type TrajectoryFigures, type TrajectoryRunConfig } from "./toolTrajectory.js";
+import { openingConversation, runTool, toolTrajectory, type TrajectoryFigures, type TrajectoryRunConfig } from "./toolTrajectory.js";
 
 async function main() {
   const config = JSON.parse(process.argv[2]!) as TrajectoryRunConfig;
@@ -14,12 +14,12 @@ async function main() {
   const aliases = Object.keys(config.adapters);
   for (const [alias, filePath] of Object.entries(config.adapters)) await engine.addAdapter({ alias, filePath, scale: 1 });
   const steps = toolTrajectory(config.switches);
-  const first = steps[0]!.kind === "turn" ? steps[0]!.conversation : undefined;
+  const first = openingConversation();
 
   // a server that has served before: each weight set's first lane of an earlier session saved its prompt prefix
   const earlier = await engine.openSession({ promptScope: "server" });
-  await earlier.prefill(first!);
-  for (const alias of aliases) await earlier.switchAdapter(alias, first!);
+  await earlier.prefill(first);
+  for (const alias of aliases) await earlier.switchAdapter(alias, first);
   await earlier.close();
 
   const session = await engine.openSession({ promptScope: "server" });
