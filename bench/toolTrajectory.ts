@@ -22,8 +22,8 @@ const STAGE_TOOLS: Readonly<Record<string, readonly ToolName[]>> = { plan: ["run
 export type Step = { kind: "turn"; conversation: Conversation; afterSwitch: boolean } | { kind: "switch"; to: string | null; conversation: Conversation } | { kind: "tool"; name: ToolName; ms: number };
 
 const RESULTS: Readonly<Record<ToolName, (i: number) => string>> = {
-  search: (i) => Array.from({ length: 5 }, (_, k) => `[${k + 1}] seine-${i}-${k}: The Seine rises at Source-Seine, crosses Paris and reaches the English Channel at Le Havre.`).join("\n"),
-  read: (i) => `Document seine-${i}: ${"The Seine is 777 km long; its basin covers 79,000 square kilometres and it flows through Troyes, Paris and Rouen. ".repeat(4)}`,
+  search: (i) => Array.from({ length: 3 }, (_, k) => `[${k + 1}] seine-${i}-${k}: The Seine rises at Source-Seine, crosses Paris and reaches the English Channel at Le Havre.`).join("\n"),
+  read: (i) => `Document seine-${i}: ${"The Seine is 777 km long; its basin covers 79,000 square kilometres and it flows through Troyes, Paris and Rouen. ".repeat(2)}`,
   run_code: (i) => `stdout: the estimate for step ${i} is 777 km\nexit_code: 0`,
 };
 
