@@ -36,9 +36,12 @@ const { values } = parseArgs({
     "trajectory-reps": { type: "string", default: "2" },
     /** The trajectory scenario's tool modes: sleep (tools as sleeps), cpu (run_code a real computation). */
     tools: { type: "string", default: "sleep,cpu" },
+    /** Evaluation threads of every engine in the run (llama-server's too); default: the machine's cores. */
+    threads: { type: "string" },
   },
 });
 const logger = createLogger(process.env.WEACT_LOG_LEVEL ?? "warn");
+const threads = values.threads ? Number(values.threads) : undefined;
 const reps = Number(values.reps);
 const section = (title: string) => process.stdout.write(`\n## ${title}\n`);
 
@@ -49,7 +52,7 @@ const DEMO_SIZES: Sizes = { s1: [256, 1024, 4096], s1Reps: 15, s2History: 4096, 
 const BIG_SIZES: Sizes = { s1: [256, 1024], s1Reps: 1, s2History: 1024, prefixReps: 1, trajectorySwitches: 4 };
 
 async function withEngine<T>(modelPath: string, adapters: Record<string, string>, strategy: CacheStrategy, fn: (e: LocalEngine) => Promise<T>): Promise<T> {
-  const engine = await LocalEngine.load({ modelPath, gpu: false, logger, contextSize: 8192, sequencesPerContext: 2, maxContexts: 2, cache: { strategy } });
+  const engine = await LocalEngine.load({ modelPath, gpu: false, logger, threads, contextSize: 8192, sequencesPerContext: 2, maxContexts: 2, cache: { strategy } });
   try {
     for (const [alias, filePath] of Object.entries(adapters)) await engine.addAdapter({ alias, filePath, scale: 1 });
     return await fn(engine);

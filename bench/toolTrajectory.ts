@@ -127,4 +127,5 @@ export interface TrajectoryRunConfig {
   /** run_code's loop iterations in `cpu` mode. */
   work: number;
   switches: number;
+  threads: number;
 }

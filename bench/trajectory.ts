@@ -104,7 +104,7 @@ export async function trajectoryScenario(opts: TrajectoryScenarioOptions): Promi
     const runs = new Map<string, TrajectoryFigures[]>();
     const add = (f: TrajectoryFigures) => runs.set(f.strategy, [...(runs.get(f.strategy) ?? []), f]);
     for (let rep = 0; rep < opts.reps; rep++) {
-      for (const c of ENGINE_CONFIGS) add(await engineRun({ ...c, modelPath: opts.modelPath, adapters: opts.adapters, tools, work, switches: opts.switches }));
+      for (const c of ENGINE_CONFIGS) add(await engineRun({ ...c, modelPath: opts.modelPath, adapters: opts.adapters, tools, work, switches: opts.switches, threads: opts.threads }));
       if (opts.llamaServer) {
         for (const slots of ["one", "per-weights"] as const) add(await llamaServerRun(opts.renderer, opts.modelPath, opts.adapters, slots, tools, work, opts.switches, opts.threads));
       }

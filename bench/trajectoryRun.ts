@@ -10,7 +10,7 @@ import { openingConversation, runTool, toolTrajectory, type TrajectoryFigures, t
 async function main() {
   const config = JSON.parse(process.argv[2]!) as TrajectoryRunConfig;
   const logger = createLogger(process.env.WEACT_LOG_LEVEL ?? "warn");
-  const engine = await LocalEngine.load({ modelPath: config.modelPath, gpu: false, logger, cache: config.cache });
+  const engine = await LocalEngine.load({ modelPath: config.modelPath, gpu: false, logger, threads: config.threads, cache: config.cache });
   const aliases = Object.keys(config.adapters);
   for (const [alias, filePath] of Object.entries(config.adapters)) await engine.addAdapter({ alias, filePath, scale: 1 });
   const steps = toolTrajectory(config.switches);

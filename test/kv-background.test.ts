@@ -12,13 +12,14 @@ import { demo, demoEngine, maxAbsDiff, TEST_THREADS } from "./helpers/engine.js"
  * as a caller's or as background work).
  */
 const TOLERANCE = 1e-4;
+/** Background decodes of the minimum size (a 1 ms target): many of them, so a caller can arrive in the middle. */
 const BATCH = 64;
 
 let reference: PlainReference;
 let engine: LocalEngine;
 beforeAll(async () => {
   reference = await PlainReference.load({ modelPath: demo.model, threads: TEST_THREADS, contextSize: 4096 });
-  engine = await demoEngine({ maxContexts: 1, cache: { strategy: "reuse", background: true, backgroundBatchTokens: BATCH } });
+  engine = await demoEngine({ maxContexts: 1, cache: { strategy: "reuse", background: true, backgroundDecodeMs: 1 } });
 });
 afterAll(async () => {
   await engine?.dispose();

@@ -9,8 +9,13 @@ export interface BackgroundSource {
 export interface BackgroundOptions {
   /** Whether evaluation ahead of time runs at all. */
   enabled: boolean;
-  /** Tokens per background decode: the longest a caller ever waits for background work is one of these. */
-  batchTokens: number;
+  /**
+   * How long one background decode should take (a caller waits at most one): its tokens are sized from the speed
+   * measured so far, between `minTokens` (shorter decodes are inefficient) and `maxTokens` (one batch).
+   */
+  decodeMs: number;
+  minTokens: number;
+  maxTokens: number;
   /** Quiet time after the last caller's work before background work starts (a client's next call usually comes sooner). */
   idleMs: number;
   logger: EngineLogger;
@@ -41,6 +46,8 @@ export class BackgroundScheduler {
   readonly totals: BackgroundTotals = { batches: 0, tokens: 0, ms: 0, yields: 0, lanesStarted: 0 };
   /** Prompt tokens evaluated for callers. */
   foregroundTokens = 0;
+  /** Recent background decodes' time per token (an exponential average; it grows with the cache's length). */
+  private msPerToken: number | undefined;
 
   constructor(readonly opts: BackgroundOptions) {}
 
@@ -77,11 +84,21 @@ export class BackgroundScheduler {
     if (!this.foregroundCalls) this.schedule();
   }
 
+  /** Tokens for the next background decode: what `decodeMs` holds at the measured speed. */
+  batchTokens(): number {
+    const { decodeMs, minTokens, maxTokens } = this.opts;
+    if (this.msPerToken === undefined) return minTokens;
+    return Math.max(minTokens, Math.min(maxTokens, Math.floor(decodeMs / this.msPerToken)));
+  }
+
   /** Records a background decode (tokens, time) done by a source. */
   recordBatch(tokens: number, ms: number): void {
     this.totals.batches++;
     this.totals.tokens += tokens;
     this.totals.ms += ms;
+    if (tokens < this.opts.minTokens) return; // a short tail says little about the speed
+    const speed = ms / tokens;
+    this.msPerToken = this.msPerToken === undefined ? speed : 0.7 * this.msPerToken + 0.3 * speed;
   }
 
   private schedule(): void {

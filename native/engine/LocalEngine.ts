@@ -30,6 +30,7 @@ import { EngineContext } from "../context/EngineContext.js";
 import { WorkLog, type LockHold } from "../context/WorkLog.js";
 import { assertLlamaInternals, setContextAdapters } from "../llama/internals.js";
 import { replayedNextTokenLogProbs } from "../reference/replay.js";
+import { MIN_DECODE_TOKENS } from "../session/laneSync.js";
 import { LocalEngineSession } from "../session/LocalEngineSession.js";
 import type { SessionHost } from "../session/SessionHost.js";
 import type { SessionRules } from "../session/SessionRules.js";
@@ -43,7 +44,7 @@ const DEFAULT_CACHE: Required<Omit<CacheOptions, "spillDir">> & Pick<CacheOption
   spillBytes: 512 * 1024 * 1024,
   sharedPrefixes: true,
   background: true,
-  backgroundBatchTokens: 128,
+  backgroundDecodeMs: 50,
 };
 /** Quiet time after the last caller's evaluation before background work starts: a client's next call usually comes sooner. */
 const BACKGROUND_IDLE_MS = 20;
@@ -94,7 +95,14 @@ export class LocalEngine implements Engine {
     this.strategy = switchStrategy(cacheStrategy);
     const reuse = cacheStrategy === "reuse";
     this.prefixes = reuse && cache.sharedPrefixes && spill ? new PrefixStore(spill, logger) : undefined;
-    this.work = new BackgroundScheduler({ enabled: reuse && cache.background, batchTokens: cache.backgroundBatchTokens, idleMs: BACKGROUND_IDLE_MS, logger });
+    this.work = new BackgroundScheduler({
+      enabled: reuse && cache.background,
+      decodeMs: cache.backgroundDecodeMs,
+      minTokens: MIN_DECODE_TOKENS,
+      maxTokens: Math.max(MIN_DECODE_TOKENS, opts.batchSize),
+      idleMs: BACKGROUND_IDLE_MS,
+      logger,
+    });
     this.capacity = { sessions: opts.maxContexts * opts.sequencesPerContext, contexts: opts.maxContexts, contextSize: opts.contextSize };
     this.pool = new LanePool({
       maxContexts: opts.maxContexts,

@@ -48,6 +48,9 @@ export interface CacheOptions {
    * session was told it needs next up to its history. Default true.
    */
   background?: boolean;
-  /** Tokens per background decode: a caller waits at most one such decode for background work. Default 128. */
-  backgroundBatchTokens?: number;
+  /**
+   * How long one background decode should take: a caller waits at most one such decode for background work.
+   * Its tokens follow from the measured speed (at least 64, at most `batchSize`). Default 50 ms.
+   */
+  backgroundDecodeMs?: number;
 }

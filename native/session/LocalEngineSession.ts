@@ -253,7 +253,7 @@ export class LocalEngineSession implements EngineSession, BackgroundSource {
       }
       if (lane.slot !== slot || this.lanes.get(lane.key.toString()) !== lane) return false;
       const started = now();
-      const decoded = await extendLane(this.host, lane, this.rules.backgroundWeights(lane, active), frontier, work.opts.batchTokens, this.prefixPlan(lane, undefined));
+      const decoded = await extendLane(this.host, lane, this.rules.backgroundWeights(lane, active), frontier, work.batchTokens(), this.prefixPlan(lane, undefined));
       if (decoded === undefined) return false;
       const ms = now() - started;
       work.recordBatch(decoded, ms);

@@ -49,8 +49,8 @@ export const ConfigSchema = z
         sharedPrefixes: z.boolean().default(true),
         /** reuse: while tools run and between calls, catch up the caches a trajectory needs next (a caller waits at most one background decode). */
         background: z.boolean().default(true),
-        /** Tokens per background decode: the longest a caller waits for background work is one such decode. */
-        backgroundBatchTokens: z.number().int().min(16).max(8192).default(128),
+        /** How long one background decode should take (its tokens follow from the measured speed): a caller waits for at most one. */
+        backgroundDecodeMs: z.number().positive().max(60_000).default(50),
       })
       .strict()
       .prefault({}),

@@ -33,7 +33,7 @@ export function loadEngine(config: ResolvedConfig, logger: Logger): Promise<Engi
       spillBytes: Math.round(config.cache.spillMiB * 1024 * 1024),
       sharedPrefixes: config.cache.sharedPrefixes,
       background: config.cache.background,
-      backgroundBatchTokens: config.cache.backgroundBatchTokens,
+      backgroundDecodeMs: config.cache.backgroundDecodeMs,
     },
     logger,
   });
