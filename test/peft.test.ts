@@ -281,8 +281,9 @@ describe("importPeft on the demo model and the real engine", () => {
     try {
       const invoked = conversation(`${DEMO_INVOCATION} Which river flows through Paris?`);
       const absent = conversation("Which river flows through Paris?");
-      const base = await engine.referenceNextTokenLogProbs(null, engine.renderTokens(absent));
-      expect(maxAbsDiff(base, await session.nextTokenLogProbs(absent))).toBeLessThanOrEqual(1e-4); // absent: the base's
+      const got = await session.nextTokenLogProbs(absent);
+      const base = await engine.referenceNextTokenLogProbs(null, engine.renderTokens(absent), session.cacheReplay());
+      expect(maxAbsDiff(base, got)).toBeLessThanOrEqual(1e-4); // absent: the base's
       expect(maxAbsDiff(await engine.referenceNextTokenLogProbs("search", engine.renderTokens(invoked)), await session.nextTokenLogProbs(invoked))).toBeGreaterThan(0.1);
     } finally {
       await session.close();
