@@ -45,6 +45,12 @@ export class LocalEngineSession implements EngineSession, BackgroundSource {
   private anticipated: readonly (readonly string[])[] = [];
   private readonly background: BackgroundWork = { tokens: 0, batches: 0, ms: 0 };
   private prompt: PromptPrefixCache | undefined;
+  /**
+   * The last prompt the session was given, but its last token (what a synced lane holds): what background work
+   * brings other lanes to. Generated tokens are left out: a turn can re-render otherwise (text that is not valid
+   * UTF-8), and once recorded it is in the next prompt.
+   */
+  private frontier: readonly Token[] = [];
 
   constructor(
     readonly id: number,
@@ -146,6 +152,7 @@ export class LocalEngineSession implements EngineSession, BackgroundSource {
             this.rememberPrompt(conversation);
             result = await this.rules.strategy.switch(this.switchingView, key, to, tokens, queued);
           }
+          this.frontier = tokens.slice(0, -1);
           queueMicrotask(() => this.host.versionsReleased());
           const { sync, queueMs, strategy } = result;
           return {
@@ -168,6 +175,7 @@ export class LocalEngineSession implements EngineSession, BackgroundSource {
     const rendered = renderConversation(this.host.model, this.host.chatWrapper, conversation);
     this.ensureFits(rendered.tokens.length + 1);
     this.rememberPrompt(conversation);
+    this.frontier = rendered.tokens.slice(0, -1);
     return this.host.work.foreground(() => {
       const queued = now();
       return this.withActiveLane((lane, sequence) => generateTurn(this.host, { lane, sequence, contextSize: this.contextSize, plan: this.planFor(lane, rendered.tokens) }, conversation, rendered, options, queued));
@@ -204,7 +212,7 @@ export class LocalEngineSession implements EngineSession, BackgroundSource {
 
   /**
    * One background step (the engine's scheduler calls it only while no caller's evaluation runs): the first
-   * anticipated weight set whose live lane lags behind the active lane's tokens gets one decode of at most the
+   * anticipated weight set whose live lane lags behind the session's last prompt gets one decode of at most the
    * scheduler's batch; one without a lane gets a new one in a free sequence (never an evicted one), started
    * from the shared prompt prefix when one is saved. Spilled lanes wait for their switch (restoring one would
    * take a sequence). An activated LoRA needs nothing ahead: its switch runs on the base lane from its
@@ -215,7 +223,7 @@ export class LocalEngineSession implements EngineSession, BackgroundSource {
     return this.switching.run(async () => {
       if (this.closed || this.host.work.mustYield) return false;
       const active = this.lane;
-      const frontier = active.tokens;
+      const frontier = this.frontier;
       if (!frontier.length) return false;
       for (const aliases of this.anticipated) {
         const versions = this.resolveAll(aliases);
@@ -325,6 +333,7 @@ export class LocalEngineSession implements EngineSession, BackgroundSource {
     const tokens = this.render(conversation);
     this.ensureFits(tokens.length);
     this.rememberPrompt(conversation);
+    this.frontier = tokens.slice(0, -1);
     return this.host.work.foreground(() =>
       this.withActiveLane(async (lane, sequence) => {
         const { reused, evaluated, ms } = await syncLane(this.host, lane, tokens, this.planFor(lane, tokens));
