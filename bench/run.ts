@@ -99,14 +99,14 @@ async function engineBench(modelPath: string, adapters: Record<string, string>, 
   section("S3 + S4 replayed soft trajectory (12 switches across plan/search/write, one process per run, default budgets; targets: switch time rebuild/reuse >= 3, peak RSS)");
   const s3 = await trajectoryComparison(modelPath, adapters, Math.max(1, Math.min(3, reps)));
   process.stdout.write(table(s3.rows) + "\n" + table([s3.ratios]) + "\n");
-  await prefixScenario(modelPath, adapters, sizes, false);
+  await prefixScenario(modelPath, adapters, sizes, label, false);
   await trajectoryLines(modelPath, adapters, sizes, label, false);
 }
 
 /** S5: a weight set's first cache from the shared prompt prefix vs its prefill (the system prompt and function docs of the trajectory). */
-async function prefixScenario(modelPath: string, adapters: Record<string, string>, sizes: Sizes, json: boolean) {
+async function prefixScenario(modelPath: string, adapters: Record<string, string>, sizes: Sizes, label: string, json: boolean) {
   const figures = await withEngine(modelPath, adapters, "reuse", (engine) => sharedPrefixVsPrefill(engine, openingConversation(), sizes.prefixReps));
-  if (json) return void process.stdout.write(JSON.stringify({ scenario: "prefix", model: modelPath, ...figures }) + "\n");
+  if (json) return void process.stdout.write(JSON.stringify({ scenario: "prefix", model: label, ...figures }) + "\n");
   section("S5 shared prompt prefix: a weight set's first cache restored from the saved prefix vs prefilled (target: ratio < 1)");
   process.stdout.write(table([figures]) + "\n");
 }
@@ -177,7 +177,7 @@ async function scenarioOnly(scenario: string) {
   }
   for (const [label, model, adapters, sizes] of runs) {
     if (scenario === "trajectory") await trajectoryLines(model, adapters, sizes, label, values.json!);
-    else if (scenario === "prefix") await prefixScenario(model, adapters, sizes, values.json!);
+    else if (scenario === "prefix") await prefixScenario(model, adapters, sizes, label, values.json!);
     else throw new Error(`--scenario ${scenario}: unknown; use trajectory or prefix`);
   }
 }
