@@ -57,7 +57,8 @@ export async function startLlamaServer(opts: LlamaServerOptions): Promise<LlamaS
   const slots = opts.slots ?? 1;
   const args = [
     ...["-m", opts.model],
-    ...opts.adapters.flatMap((a) => ["--lora", a]),
+    // one --lora with the files comma-separated: llama-server keeps only the last of repeated --lora arguments
+    ...(opts.adapters.length ? ["--lora", opts.adapters.join(",")] : []),
     "--lora-init-without-apply",
     ...["-t", String(opts.threads), "-np", String(slots), "-c", String((opts.contextSize ?? 8192) * slots)],
     // no prompt cache across slots in RAM: each slot's own cache is the whole reuse llama-server gets
@@ -85,7 +86,7 @@ export async function startLlamaServer(opts: LlamaServerOptions): Promise<LlamaS
       throw new Error(`llama-server was not healthy within 120 s; its log: ${log}`);
     }
   }
-  return {
+  const server: LlamaServer = {
     url,
     pid: child.pid!,
     async stop() {
@@ -96,4 +97,11 @@ export async function startLlamaServer(opts: LlamaServerOptions): Promise<LlamaS
       clearTimeout(timer);
     },
   };
+  // every adapter loaded, in order: a request's lora ids would otherwise name other weights, or none
+  const loaded = (await (await fetch(`${url}/lora-adapters`)).json()) as { id: number; path: string }[];
+  if (loaded.length !== opts.adapters.length) {
+    await server.stop();
+    throw new Error(`llama-server loaded ${loaded.length} LoRA adapters of ${opts.adapters.length}: ${loaded.map((l) => l.path).join(", ")}`);
+  }
+  return server;
 }
