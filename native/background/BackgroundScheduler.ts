@@ -16,8 +16,12 @@ export interface BackgroundOptions {
   decodeMs: number;
   minTokens: number;
   maxTokens: number;
-  /** Quiet time after the last caller's work before background work starts (a client's next call usually comes sooner). */
+  /**
+   * Quiet time after the last caller's work before background work starts: after a switch the client's next turn
+   * usually comes sooner; after a turn a tool usually runs (`afterTurnMs`, shorter, so none of its time is lost).
+   */
   idleMs: number;
+  afterTurnMs: number;
   logger: EngineLogger;
 }
 
@@ -55,14 +59,17 @@ export class BackgroundScheduler {
     return this.opts.enabled;
   }
 
-  /** A caller's work: background work gives way to it, and may resume once every caller's work is done. */
-  async foreground<T>(fn: () => Promise<T>): Promise<T> {
+  /**
+   * A caller's work: background work gives way to it, and may resume once every caller's work is done (after
+   * `quietMs`, default `idleMs`).
+   */
+  async foreground<T>(fn: () => Promise<T>, quietMs = this.opts.idleMs): Promise<T> {
     this.foregroundCalls++;
     clearTimeout(this.timer);
     try {
       return await fn();
     } finally {
-      if (--this.foregroundCalls === 0) this.schedule();
+      if (--this.foregroundCalls === 0) this.schedule(quietMs);
     }
   }
 
@@ -81,7 +88,7 @@ export class BackgroundScheduler {
 
   /** Something new to do (a hint changed): look again once the engine is quiet. */
   wake(): void {
-    if (!this.foregroundCalls) this.schedule();
+    if (!this.foregroundCalls) this.schedule(this.opts.idleMs);
   }
 
   /** Tokens for the next background decode: what `decodeMs` holds at the measured speed. */
@@ -101,12 +108,12 @@ export class BackgroundScheduler {
     this.msPerToken = this.msPerToken === undefined ? speed : 0.7 * this.msPerToken + 0.3 * speed;
   }
 
-  private schedule(): void {
+  private schedule(quietMs: number): void {
     if (!this.opts.enabled || this.stopped) return;
     clearTimeout(this.timer);
     this.timer = setTimeout(() => {
       this.loop ??= this.drain().finally(() => (this.loop = undefined));
-    }, this.opts.idleMs);
+    }, quietMs);
     this.timer.unref();
   }
 

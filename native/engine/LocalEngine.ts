@@ -48,6 +48,8 @@ const DEFAULT_CACHE: Required<Omit<CacheOptions, "spillDir">> & Pick<CacheOption
 };
 /** Quiet time after the last caller's evaluation before background work starts: a client's next call usually comes sooner. */
 const BACKGROUND_IDLE_MS = 20;
+/** After a turn a tool usually runs (a client's call after a switch comes within a few ms; its tool takes far longer). */
+const BACKGROUND_AFTER_TURN_MS = 2;
 type Sizes = Required<Pick<LocalEngineOptions, "contextSize" | "sequencesPerContext" | "maxContexts" | "batchSize">>;
 
 /**
@@ -101,6 +103,7 @@ export class LocalEngine implements Engine {
       minTokens: MIN_DECODE_TOKENS,
       maxTokens: Math.max(MIN_DECODE_TOKENS, opts.batchSize),
       idleMs: BACKGROUND_IDLE_MS,
+      afterTurnMs: BACKGROUND_AFTER_TURN_MS,
       logger,
     });
     this.capacity = { sessions: opts.maxContexts * opts.sequencesPerContext, contexts: opts.maxContexts, contextSize: opts.contextSize };

@@ -179,7 +179,7 @@ export class LocalEngineSession implements EngineSession, BackgroundSource {
     return this.host.work.foreground(() => {
       const queued = now();
       return this.withActiveLane((lane, sequence) => generateTurn(this.host, { lane, sequence, contextSize: this.contextSize, plan: this.planFor(lane, rendered.tokens) }, conversation, rendered, options, queued));
-    });
+    }, this.host.work.opts.afterTurnMs);
   }
 
   async prefill(conversation: Conversation): Promise<PrefillReport> {
