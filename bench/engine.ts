@@ -20,8 +20,8 @@ export function conversationOf(engine: Engine, tokens: number): Conversation {
   return make(Math.max(0, Math.round((tokens - fixed) / perRepeat)));
 }
 
-async function withSession<T>(engine: Engine, fn: (s: EngineSession) => Promise<T>, adapter: string | null = null): Promise<T> {
-  const s = await engine.openSession({ adapter });
+async function withSession<T>(engine: Engine, fn: (s: EngineSession) => Promise<T>, adapter: string | null = null, promptScope?: string): Promise<T> {
+  const s = await engine.openSession({ adapter, ...(promptScope ? { promptScope } : {}) });
   try {
     return await fn(s);
   } finally {
@@ -100,4 +100,34 @@ export async function interleaving(engine: Engine, rounds: number, tokensPerTurn
     differentRuns.push(await run("plan", "search"));
   }
   return { msPerTokenSame: fmt(median(same), 3), msPerTokenDifferent: fmt(median(differentRuns), 3), ratio: fmt(median(differentRuns) / median(same), 3) };
+}
+
+/**
+ * A weight set's first cache in a new session, its prompt prefix (system prompt and function docs) evaluated
+ * vs restored from the state a session of the same scope saved: the same conversation either way, so the
+ * difference is the restore against the prefill it replaces (the cold run also saves the state once).
+ */
+export async function sharedPrefixVsPrefill(engine: Engine, conv: Conversation, reps: number) {
+  const cold: number[] = [];
+  const warm: number[] = [];
+  let tokens = { prompt: 0, coldEvaluated: 0, warmEvaluated: 0 };
+  for (let i = -1; i < reps; i++) {
+    const scope = `bench-prefix-${i}`;
+    const a = await withSession(engine, (s) => s.prefill(conv), null, scope);
+    const b = await withSession(engine, (s) => s.prefill(conv), null, scope);
+    if (i >= 0) {
+      cold.push(a.ms);
+      warm.push(b.ms);
+    }
+    tokens = { prompt: engine.renderTokens(conv).length, coldEvaluated: a.evaluated, warmEvaluated: b.evaluated };
+  }
+  const prefixes = engine.cacheStats().sharedPrefixes;
+  return {
+    promptTokens: tokens.prompt,
+    restoredTokens: tokens.coldEvaluated - tokens.warmEvaluated,
+    stateKiB: fmt(prefixes.entries ? prefixes.bytes / prefixes.entries / 1024 : 0, 0),
+    prefillMs: fmt(median(cold)),
+    fromSharedPrefixMs: fmt(median(warm)),
+    ratio: fmt(median(warm.map((w, i) => w / cold[i]!)), 3),
+  };
 }

@@ -1,5 +1,5 @@
 /**
- * npm run bench [-- --big] [-- --model PATH --adapters a=PATH,b=PATH] [-- --scenario concurrency]
+ * npm run bench [-- --big] [-- --model PATH --adapters a=PATH,b=PATH] [-- --scenario trajectory|prefix|concurrency [--json]]
  * Every figure is measured side by side in this one run and printed as a ratio to its baseline.
  */
 import { parseArgs } from "node:util";
@@ -10,7 +10,9 @@ import { ensureDemoWeights } from "../src/demo/ensure.js";
 import { demoWeightsExist, demoWeightPaths, generateDemoWeights } from "../src/demo/generate.js";
 import { createLogger } from "../src/log.js";
 import { PACKAGE_ROOT } from "../src/paths.js";
-import { interleaving, switchVsPrefill, switchCallCost } from "./engine.js";
+import { interleaving, sharedPrefixVsPrefill, switchVsPrefill, switchCallCost } from "./engine.js";
+import { openingConversation, type TrajectoryFigures } from "./toolTrajectory.js";
+import { trajectoryRatios, trajectoryScenario } from "./trajectory.js";
 import { adapterMemory } from "./memory.js";
 import { loadLoraRoundTrip, toolRoundTrips } from "./mcp.js";
 import { compareIndexes } from "./search.js";
@@ -27,24 +29,34 @@ const { values } = parseArgs({
     model: { type: "string" },
     adapters: { type: "string" },
     reps: { type: "string", default: "7" },
-    /** Run only one scenario: `concurrency` (1/4/16 sessions, local vs llama-server). */
+    /**
+     * Only one scenario: `trajectory` (what the caller waits for on the replayed soft trajectory with tool
+     * latencies), `prefix` (shared prefix restore vs prefill) or `concurrency` (1/4/16 sessions, local vs llama-server).
+     */
     scenario: { type: "string" },
-    /** Engine threads for the concurrency scenario (default: the machine's cores). */
+    /** With --scenario: one JSON line per result instead of tables. */
+    json: { type: "boolean", default: false },
+    /** The trajectory scenario's rounds (each configuration once per round, per tool mode). */
+    "trajectory-reps": { type: "string", default: "2" },
+    /** The trajectory scenario's tool modes: sleep (tools as sleeps), cpu (run_code a real computation). */
+    tools: { type: "string", default: "sleep,cpu" },
+    /** Evaluation threads of every engine in the run (llama-server's too); default: the machine's cores. */
     threads: { type: "string" },
   },
 });
 const logger = createLogger(process.env.WEACT_LOG_LEVEL ?? "warn");
+const threads = values.threads ? Number(values.threads) : undefined;
 const reps = Number(values.reps);
 const section = (title: string) => process.stdout.write(`\n## ${title}\n`);
 
-type Sizes = { s1: number[]; s1Reps: number; s2History: number };
+type Sizes = { s1: number[]; s1Reps: number; s2History: number; prefixReps: number; trajectorySwitches: number };
 /** S1 compares two timings of tens of ms on a shared VM: it needs more pairs than the other scenarios. */
-const DEMO_SIZES: Sizes = { s1: [256, 1024, 4096], s1Reps: 15, s2History: 4096 };
-/** A 0.6B model prefills ~80 tokens a second on two cores: the same scenarios, shorter. */
-const BIG_SIZES: Sizes = { s1: [256, 1024], s1Reps: 1, s2History: 1024 };
+const DEMO_SIZES: Sizes = { s1: [256, 1024, 4096], s1Reps: 15, s2History: 4096, prefixReps: 7, trajectorySwitches: 12 };
+/** A 0.6B model prefills ~80 tokens a second on two cores: the same scenarios, shorter (the trajectory's first four switches). */
+const BIG_SIZES: Sizes = { s1: [256, 1024], s1Reps: 1, s2History: 1024, prefixReps: 1, trajectorySwitches: 4 };
 
 async function withEngine<T>(modelPath: string, adapters: Record<string, string>, strategy: CacheStrategy, fn: (e: LocalEngine) => Promise<T>): Promise<T> {
-  const engine = await LocalEngine.load({ modelPath, gpu: false, logger, contextSize: 8192, sequencesPerContext: 2, maxContexts: 2, cache: { strategy } });
+  const engine = await LocalEngine.load({ modelPath, gpu: false, logger, threads, contextSize: 8192, sequencesPerContext: 2, maxContexts: 2, cache: { strategy } });
   try {
     for (const [alias, filePath] of Object.entries(adapters)) await engine.addAdapter({ alias, filePath, scale: 1 });
     return await fn(engine);
@@ -91,26 +103,51 @@ async function engineBench(modelPath: string, adapters: Record<string, string>, 
   section("S3 + S4 replayed soft trajectory (12 switches across plan/search/write, one process per run, default budgets; targets: switch time rebuild/reuse >= 3, peak RSS)");
   const s3 = await trajectoryComparison(modelPath, adapters, Math.max(1, Math.min(3, reps)));
   process.stdout.write(table(s3.rows) + "\n" + table([s3.ratios]) + "\n");
+  await prefixScenario(modelPath, adapters, sizes, label, false);
+  await trajectoryLines(modelPath, adapters, sizes, label, false);
+}
+
+/** S5: a weight set's first cache from the shared prompt prefix vs its prefill (the system prompt and function docs of the trajectory). */
+async function prefixScenario(modelPath: string, adapters: Record<string, string>, sizes: Sizes, label: string, json: boolean) {
+  const figures = await withEngine(modelPath, adapters, "reuse", (engine) => sharedPrefixVsPrefill(engine, openingConversation(), sizes.prefixReps));
+  if (json) return void process.stdout.write(JSON.stringify({ scenario: "prefix", model: label, ...figures }) + "\n");
+  section("S5 shared prompt prefix: a weight set's first cache restored from the saved prefix vs prefilled (target: ratio < 1)");
+  process.stdout.write(table([figures]) + "\n");
+}
+
+/**
+ * S6 (`--scenario trajectory`): what the caller waits for on the replayed soft trajectory with scripted tool
+ * latencies, per configuration of the local engine and for llama-server with per-request LoRA on the same token
+ * sequences. Targets: the best configuration's critical path >= 3x below rebuild's and >= 5x below llama-server's,
+ * its wall time <= 1.05x plain reuse's.
+ */
+async function trajectoryLines(modelPath: string, adapters: Record<string, string>, sizes: Sizes, label: string, json: boolean) {
+  const modes = values.tools!.split(",").filter((m): m is "sleep" | "cpu" => m === "sleep" || m === "cpu");
+  const lines = await withEngine(modelPath, adapters, "reuse", (renderer) =>
+    trajectoryScenario({ modelPath, adapters, renderer, threads: renderer.threads, switches: sizes.trajectorySwitches, reps: Number(values["trajectory-reps"]), modes, llamaServer: true }),
+  );
+  const ratios = trajectoryRatios(lines);
+  if (json) {
+    for (const line of lines) process.stdout.write(JSON.stringify({ scenario: "trajectory", model: label, ...line } satisfies TrajectoryFigures & { scenario: string; model: string }) + "\n");
+    for (const r of ratios) process.stdout.write(JSON.stringify({ scenario: "trajectory", model: label, summary: r }) + "\n");
+    return;
+  }
+  section(`S6 trajectory with tool latencies (search 300 ms, read 200 ms, run_code 1 s; ${sizes.trajectorySwitches} switches): critical-path switch time per configuration`);
+  process.stdout.write(table(lines.map((l) => ({ ...l }) as Record<string, string | number>)) + "\n" + table(ratios.map((r) => Object.fromEntries(Object.entries(r).map(([k, v]) => [k, v ?? "-"])))) + "\n");
 }
 
 async function concurrencyBench() {
-  const threads = values.threads === undefined ? availableParallelism() : Number(values.threads);
-  section(`concurrent client-driven sessions switching adapters (load, turn, release, turn; 16 tokens a turn): local backend vs llama-server backend, ${threads} thread(s) each (--threads N)`);
-  const { rows, ratios } = await concurrencyComparison(ensureDemoWeights(logger), mkdtempSync(join(tmpdir(), "weact-bench-")), [1, 4, 16], 3, threads);
+  const each = threads ?? availableParallelism();
+  section(`concurrent client-driven sessions switching adapters (load, turn, release, turn; 16 tokens a turn): local backend vs llama-server backend, ${each} thread(s) each (--threads N)`);
+  const { rows, ratios } = await concurrencyComparison(ensureDemoWeights(logger), mkdtempSync(join(tmpdir(), "weact-bench-")), [1, 4, 16], 3, each);
   process.stdout.write(table(rows) + "\n" + table(ratios) + "\n");
 }
 
 async function main() {
-  if (values.scenario !== undefined && values.scenario !== "concurrency") throw new Error(`--scenario: "${values.scenario}" is not a scenario (concurrency)`);
   if (values.scenario === "concurrency") return concurrencyBench();
+  if (values.scenario) return scenarioOnly(values.scenario);
   if (values.model) {
-    const adapters = Object.fromEntries(
-      (values.adapters ?? "")
-        .split(",")
-        .filter(Boolean)
-        .map((kv) => kv.split("=") as [string, string]),
-    );
-    await engineBench(values.model, adapters, "configured model", BIG_SIZES);
+    await engineBench(values.model, parseAdapters(values.adapters), "configured model", BIG_SIZES);
     return;
   }
   section("search index library, on the shipped corpus (the measurement behind choosing MiniSearch)");
@@ -131,11 +168,40 @@ async function main() {
       generateDemoWeights(PACKAGE_ROOT, { big: true });
     }
     const big = demoWeightPaths(PACKAGE_ROOT, true);
-    const { code: _code, ["write-v2"]: _v2, ...library } = big.adapters;
+    const { code: _code, ["write-v2"]: _v2, verify: _verify, ...library } = big.adapters;
     section("memory: RSS with the model alone vs with all adapters resident (target: growth <= 1.2x the files)");
     process.stdout.write(table([await adapterMemory(big.model, library, logger)]) + "\n");
     await engineBench(big.model, library, "Qwen3-0.6B-shaped model", BIG_SIZES);
   }
+}
+
+/** One scenario on the demo model (and the 0.6B shape with --big; your files with --model). */
+async function scenarioOnly(scenario: string) {
+  const runs: [string, string, Record<string, string>, Sizes][] = [];
+  if (values.model) runs.push(["configured model", values.model, parseAdapters(values.adapters), BIG_SIZES]);
+  else {
+    const demo = ensureDemoWeights(logger);
+    runs.push(["demo", demo.model, { plan: demo.adapters.plan!, search: demo.adapters.search!, write: demo.adapters.write! }, DEMO_SIZES]);
+    if (values.big) {
+      if (!demoWeightsExist(PACKAGE_ROOT, true)) generateDemoWeights(PACKAGE_ROOT, { big: true });
+      const big = demoWeightPaths(PACKAGE_ROOT, true).adapters;
+      runs.push(["qwen3-0.6b-shape", demoWeightPaths(PACKAGE_ROOT, true).model, { plan: big.plan!, search: big.search!, write: big.write! }, BIG_SIZES]);
+    }
+  }
+  for (const [label, model, adapters, sizes] of runs) {
+    if (scenario === "trajectory") await trajectoryLines(model, adapters, sizes, label, values.json!);
+    else if (scenario === "prefix") await prefixScenario(model, adapters, sizes, label, values.json!);
+    else throw new Error(`--scenario ${scenario}: unknown; use trajectory, prefix or concurrency`);
+  }
+}
+
+function parseAdapters(list: string | undefined): Record<string, string> {
+  return Object.fromEntries(
+    (list ?? "")
+      .split(",")
+      .filter(Boolean)
+      .map((kv) => kv.split("=") as [string, string]),
+  );
 }
 
 main().catch((err) => {

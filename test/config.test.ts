@@ -48,7 +48,7 @@ describe("config", () => {
     expect(c.model.gpu).toBe("auto");
     expect(c.model.gpuLayers).toBe("auto");
     expect(c.manifestPath).toBe(DEFAULT_MANIFEST);
-    expect(c.cache).toEqual({ strategy: "reuse", spillMiB: 512 });
+    expect(c.cache).toEqual({ strategy: "reuse", spillMiB: 512, sharedPrefixes: true, background: true, backgroundDecodeMs: 50 });
   });
 
   it("resolves paths against the config file's folder", () => {

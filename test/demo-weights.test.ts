@@ -47,6 +47,6 @@ describe("generated demo weights", () => {
         return [alias, lora.tensors[0]!.shape[1]];
       }),
     );
-    expect(ranks).toEqual({ plan: 4, search: 8, write: 4, code: 4, "write-v2": 4 });
+    expect(ranks).toEqual({ plan: 4, search: 8, write: 4, code: 4, "write-v2": 4, verify: 4 });
   });
 });

@@ -46,7 +46,8 @@ describe("engine on the demo model", () => {
         const report = await session.switchAdapter(alias, conv);
         expect(report.rebuild.tokens).toBe(engine.renderTokens(conv).length - 1);
         const got = await session.nextTokenLogProbs(conv);
-        const want = await engine.referenceNextTokenLogProbs(alias, engine.renderTokens(conv));
+        // in the cache's own batch split (its first decode stops where the shared prompt prefix ends, to save it)
+        const want = await engine.referenceNextTokenLogProbs(alias, engine.renderTokens(conv), session.cacheReplay());
         expect(maxAbsDiff(want, got)).toBeLessThanOrEqual(1e-4);
       }
     } finally {
@@ -63,14 +64,15 @@ describe("engine on the demo model", () => {
       for (let round = 0; round < 2; round++) {
         const got = await Promise.all(sessions.map((s, i) => s.nextTokenLogProbs(convs[i]!)));
         for (const [i, alias] of aliases.entries()) {
-          const want = await engine.referenceNextTokenLogProbs(alias, engine.renderTokens(convs[i]!));
+          const want = await engine.referenceNextTokenLogProbs(alias, engine.renderTokens(convs[i]!), sessions[i]!.cacheReplay());
           expect(maxAbsDiff(want, got[i]!)).toBeLessThanOrEqual(1e-4);
         }
       }
       // interleaved generations too: each one's first-token log-prob is its own adapter's
+      const replays = sessions.map((s) => s.cacheReplay()); // the prompts are cached already: generation adds to these
       const results = await Promise.all(sessions.map((s, i) => s.generate(convs[i]!, { maxTokens: 4, topLogprobs: 1 })));
       for (const [i, alias] of aliases.entries()) {
-        const want = await engine.referenceNextTokenLogProbs(alias, engine.renderTokens(convs[i]!));
+        const want = await engine.referenceNextTokenLogProbs(alias, engine.renderTokens(convs[i]!), replays[i]);
         const first = results[i]!.logprobs![0]!;
         expect(Math.abs(first.logprob - want.get(first.token)!)).toBeLessThanOrEqual(1e-4);
         expect(results[i]!.adapter).toBe(alias);

@@ -94,9 +94,9 @@ describe("client-driven generate", () => {
       session_id,
       max_tokens: 2,
     });
-    // the base never ran in this session, so its lane starts empty and evaluates the whole history
-    expect(third.released).toMatchObject({ adapter: "plan", reason: "2 turns without a tool call", switch: { cache_strategy: "reuse", reused_tokens: 0 } });
-    expect(third.released!.switch.rebuilt_tokens).toBeGreaterThan(100);
+    // the base never ran in this session: its lane started from the shared prompt prefix and was caught up while the adapter idled, or evaluates the rest now
+    expect(third.released).toMatchObject({ adapter: "plan", reason: "2 turns without a tool call", switch: { cache_strategy: "reuse" } });
+    expect(third.released!.switch.rebuilt_tokens + third.released!.switch.reused_tokens).toBeGreaterThan(100);
     expect(third.adapter).toBeNull();
     const { history } = await call<{ history: { role: string; name?: string; author?: string; content: string }[] }>(c.client, "get_session", { session_id });
     const release = history.filter((m) => m.role === "tool").at(-1)!;

@@ -72,6 +72,14 @@ class ScriptedDriver implements TrajectoryDriver {
   async elide() {
     return { elided: 0, callIds: [], freedTokens: 0 };
   }
+  /** The weights the policy said come next, each time it said so. */
+  readonly plans: (readonly (string | null)[])[] = [];
+  plan(upcoming: readonly (string | null)[]) {
+    this.plans.push(upcoming);
+  }
+  background() {
+    return { tokens: 0, batches: 0, ms: 0 };
+  }
 }
 
 const work = (ms: number) => (ms ? new Promise((r) => setTimeout(r, ms)) : Promise.resolve());
@@ -111,6 +119,8 @@ describe("hard policy", () => {
       "offload:write:model",
     ]);
     expect(trace.events.filter((e) => e.type === "stage_end").map((e) => e.end)).toEqual(["exit_call", "exit_call", "exit_call"]);
+    // each stage tells the engine what follows it: the base (its release), then the next stage's adapter
+    expect(d.plans).toEqual([[null, "search"], [null, "write"], [null]]);
   });
 
   it("ends stages on every budget and the no-tool threshold, recording a synthetic offload that says why", async () => {

@@ -2,13 +2,17 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { LocalEngine } from "../native/index.js";
 import { demoEngine } from "./helpers/engine.js";
 import type { Generated, SessionState } from "./helpers/results.js";
-import { call, callError, connectClient, startHttpServer, type Connected, type HttpServer, type TransportKind } from "./helpers/server.js";
+import { call, callError, connectClient, startHttpServer, testConfig, type Connected, type HttpServer, type TransportKind } from "./helpers/server.js";
 
 let http: HttpServer;
 let reference: LocalEngine;
 
+// these compare a turn's log-probs with a fresh context evaluating the prompt in one decode: work ahead of time and
+// shared prefixes split decodes differently (exact only against a replay of that split, which the kv-* tests check)
+const config = testConfig({ cache: { background: false, sharedPrefixes: false } });
+
 beforeAll(async () => {
-  [http, reference] = await Promise.all([startHttpServer(), demoEngine()]);
+  [http, reference] = await Promise.all([startHttpServer([], config), demoEngine()]);
 });
 afterAll(async () => {
   await http?.stop();
@@ -25,8 +29,8 @@ describe.each<TransportKind>(["stdio", "http", "sse"])("MCP over %s", (kind) => 
   let b: Connected;
 
   beforeAll(async () => {
-    a = await connectClient(kind, http);
-    b = await connectClient(kind, http);
+    a = await connectClient(kind, http, {}, config);
+    b = await connectClient(kind, http, {}, config);
   });
   afterAll(async () => {
     await a?.close();
@@ -64,10 +68,11 @@ describe.each<TransportKind>(["stdio", "http", "sse"])("MCP over %s", (kind) => 
     const loaded = await call<{ active_adapter: string; call_id: string; switch: { rebuilt_tokens: number; rebuild_ms: number } }>(a.client, "load_lora", { session_id: id, call_id: loadCall!.id });
     expect(loaded.active_adapter).toBe(chosen);
     expect(loaded.call_id).toBe(loadCall!.id);
-    expect(loaded.switch.rebuilt_tokens).toBeGreaterThan(100);
 
     // the session really runs under the new weights: its log-probs equal a fresh context with that adapter
     const { prompt_tokens } = await state(a.client, id, { include_prompt_tokens: true });
+    // evaluated, or kept (a shared prompt prefix, work done ahead while the client was busy): the whole prompt but its last token
+    expect(loaded.switch.rebuilt_tokens + loaded.switch.reused_tokens).toBe(prompt_tokens!.length - 1);
     const second = await call<Generated>(a.client, "generate", { session_id: id, max_tokens: 3, top_logprobs: 2 });
     expect(second.adapter).toBe(chosen);
     expect(second.tokens.cached).toBe(prompt_tokens!.length - 1);
@@ -85,17 +90,15 @@ describe.each<TransportKind>(["stdio", "http", "sse"])("MCP over %s", (kind) => 
     // the default cache strategy: the base's lane kept its cache, so the return evaluates only what the base has not seen
     expect(released.switch.cache_strategy).toBe("reuse");
     expect(released.switch.reused_tokens).toBeGreaterThan(100);
-    expect(released.switch.rebuilt_tokens).toBeLessThan(loaded.switch.rebuilt_tokens);
+    expect(released.switch.rebuilt_tokens).toBeLessThan(released.switch.reused_tokens);
     const third = await call<Generated>(a.client, "generate", { session_id: id, max_tokens: 3 });
     expect(third.adapter).toBeNull();
 
     const { history, kv_lanes } = await state(a.client, id);
-    expect(kv_lanes.map((l) => [l.weights, l.active, l.state]).sort()).toEqual(
-      [
-        ["base", true, "live"],
-        [chosen, false, "live"],
-      ].sort(),
-    );
+    expect(kv_lanes.filter((l) => l.active).map((l) => [l.weights, l.state])).toEqual([["base", "live"]]);
+    expect(kv_lanes.find((l) => l.weights === chosen)).toMatchObject({ active: false, state: "live" });
+    // any other lane was started ahead of time, for an adapter the base may load next
+    for (const l of kv_lanes) expect(["base", "plan", "search", "write"]).toContain(l.weights);
     const exchanges = history.filter((m) => m.role === "tool").map((m) => [m.name, m.is_error]);
     expect(exchanges).toEqual([
       ["load_lora", false],
@@ -137,7 +140,11 @@ describe.each<TransportKind>(["stdio", "http", "sse"])("MCP over %s", (kind) => 
       ["get_session", {}, /session_id/],
     ];
     for (const [tool, args, message] of cases) expect(await callError(a.client, tool, args)).toMatch(message);
-    expect(await state(a.client, id)).toEqual({ ...before, last_active_at: expect.any(String) });
+    const after = await state(a.client, id);
+    const { kv_lanes: lanesBefore, ...rest } = before;
+    expect(after).toEqual({ ...rest, kv_lanes: expect.any(Array), last_active_at: expect.any(String) });
+    // the active cache is untouched; idle ones may have been caught up in the background meanwhile
+    expect(after.kv_lanes.find((l) => l.active)).toEqual(lanesBefore.find((l) => l.active));
     const released = await call<{ active_adapter: null }>(a.client, "offload_lora", { session_id: id });
     expect(released.active_adapter).toBeNull();
     expect(await callError(a.client, "offload_lora", { session_id: id })).toMatch(/offload_lora refused: no adapter is active/);

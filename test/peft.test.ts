@@ -3,7 +3,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { LocalEngine } from "../native/index.js";
-import { GgmlType, metaNumber, readGgufHeader, type GgufFile } from "../src/gguf/index.js";
+import { ALORA_INVOCATION_KEY, GgmlType, GgufValueType, metaNumber, readGgufHeader, type GgufFile } from "../src/gguf/index.js";
+import { DEMO_INVOCATION } from "../src/demo/generate.js";
 import { DEMO_DIMS, loraTargets } from "../src/demo/qwen3.js";
 import {
   bf16ToF32,
@@ -268,6 +269,27 @@ describe("importPeft on the demo model and the real engine", () => {
     }
   });
 
+  it("aLoRA: alora_invocation_tokens becomes llama.cpp's adapter.alora.invocation_tokens, and the engine serves it as an activated LoRA", async () => {
+    const invocation = engine.tokenize(DEMO_INVOCATION);
+    const result = await importTo(writePeftDir(peftTensorsFrom(search), { alora_invocation_tokens: invocation }), "peft-alora");
+    const out = readGgufHeader(result.outFile);
+    expect(out.metadata.get(ALORA_INVOCATION_KEY)).toEqual({ itemType: GgufValueType.UINT32, items: invocation });
+    const info = await engine.addAdapter({ alias: "peft-alora", filePath: result.outFile, scale: 1 });
+    expect(info.invocationTokens).toEqual(invocation);
+    // the same matrices as search: after its invocation at the end of the prompt, the last token is the adapter's
+    const session = await engine.openSession({ adapter: "peft-alora" });
+    try {
+      const invoked = conversation(`${DEMO_INVOCATION} Which river flows through Paris?`);
+      const absent = conversation("Which river flows through Paris?");
+      const got = await session.nextTokenLogProbs(absent);
+      const base = await engine.referenceNextTokenLogProbs(null, engine.renderTokens(absent), session.cacheReplay());
+      expect(maxAbsDiff(base, got)).toBeLessThanOrEqual(1e-4); // absent: the base's
+      expect(maxAbsDiff(await engine.referenceNextTokenLogProbs("search", engine.renderTokens(invoked)), await session.nextTokenLogProbs(invoked))).toBeGreaterThan(0.1);
+    } finally {
+      await session.close();
+    }
+  });
+
   it("accepts fan_in_fan_out (it describes the base weight's layout, not the LoRA factors)", async () => {
     const canonical = await importTo(writePeftDir(peftTensorsFrom(search)), "peft-search");
     const flagged = await importTo(writePeftDir(peftTensorsFrom(search), { fan_in_fan_out: true }), "peft-search");
@@ -286,6 +308,8 @@ describe("importPeft refuses, naming the field or file, and writes nothing", () 
     [{ bias: "lora_only" }, /bias: is "lora_only"/],
     [{ peft_type: "IA3" }, /peft_type: is "IA3"/],
     [{ r: undefined }, /\br: /],
+    [{ alora_invocation_tokens: [] }, /alora_invocation_tokens: /],
+    [{ alora_invocation_tokens: [1, 1_000_000] }, /names token ids outside the base model's vocabulary of \d+ \(1000000\)/],
   ])("adapter_config.json %j", async (config, pattern) => {
     const err = await refused(writePeftDir(good(), config), /adapter_config\.json/, pattern);
     expect(err.file).toMatch(/adapter_config\.json$/);

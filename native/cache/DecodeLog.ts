@@ -31,8 +31,13 @@ export class DecodeLog {
   }
 }
 
-/** Enough to recompute a cache exactly: replay `decodes` (erasing from each one's start first), then keep `length` tokens. */
+/**
+ * Enough to recompute a cache exactly: replay `decodes` (erasing from each one's start first), then keep
+ * `length` tokens. An activated LoRA's cache was computed under the base before `activatedFrom` and under the
+ * adapter from it (no decode spans that point); undefined: every decode ran under the same weights.
+ */
 export interface CacheReplay {
   readonly decodes: readonly Decode[];
   readonly length: number;
+  readonly activatedFrom?: number;
 }

@@ -1,4 +1,4 @@
-import type { LlamaContextSequence } from "../llama/nodeLlamaCpp.js";
+import type { LlamaContextSequence, Token } from "../llama/nodeLlamaCpp.js";
 import type { AdapterVersion } from "../../src/engine/index.js";
 import type { EngineContext } from "../context/EngineContext.js";
 import { onSequenceDecode } from "../llama/internals.js";
@@ -22,6 +22,12 @@ export class Lane {
   private live: Slot | undefined;
   spilled: SpilledState | undefined;
   private readonly log = new DecodeLog();
+  /**
+   * An activated LoRA's lane (the session's base lane while the adapter is active): its cache holds the base's
+   * KV before this position and the adapter's from it; Infinity while it is all the base's (the invocation
+   * sequence was absent). undefined for every other lane: its whole cache is under `versions`.
+   */
+  activatedFrom: number | undefined;
 
   constructor(
     readonly owner: number,
@@ -52,8 +58,8 @@ export class Lane {
     return slot;
   }
 
-  /** After a restore: the restored state's decodes stand for the cache's history. */
-  restoreLog(state: SpilledState): void {
+  /** After a restore (a spilled state, a shared prefix): the restored state's decodes stand for the cache's history. */
+  restoreLog(state: Pick<SpilledState, "decodes">): void {
     for (const d of state.decodes) this.log.record(d.start, d.tokens);
   }
 
@@ -62,6 +68,12 @@ export class Lane {
   }
 
   replay(): CacheReplay {
-    return this.log.replay(this.live?.sequence.nextTokenIndex ?? 0);
+    const replay = this.log.replay(this.live?.sequence.nextTokenIndex ?? 0);
+    return this.activatedFrom === undefined || this.activatedFrom >= replay.length ? replay : { ...replay, activatedFrom: this.activatedFrom };
+  }
+
+  /** Tokens whose KV the lane holds (its live sequence's; none when spilled or gone). */
+  get tokens(): readonly Token[] {
+    return this.live?.sequence.contextTokens ?? [];
   }
 }

@@ -15,7 +15,7 @@ export interface LanePoolOptions {
   logger: EngineLogger;
 }
 
-export type PoolStats = Omit<CacheStats, "strategy">;
+export type PoolStats = Pick<CacheStats, "contexts" | "sequences" | "idleLanes" | "spilledLanes" | "spilledBytes" | "evictions">;
 
 /**
  * The sequences of every context, handed to lanes. A lane that is a session's active one keeps its sequence;
@@ -50,6 +50,15 @@ export class LanePool {
         else throw new EngineCapacityError(this.opts.maxContexts * this.opts.sequencesPerContext);
       }
     });
+  }
+
+  /**
+   * A free sequence of a context that exists, or undefined: no idle lane is evicted and no context created for
+   * it (evaluation ahead of time must never push out a cache somebody left, nor allocate memory).
+   */
+  acquireFree(): Slot | undefined {
+    const free = this.contexts.find((c) => c.sequencesLeft > 0);
+    return free && { context: free, sequence: free.createSequence() };
   }
 
   /** The lane is in use (active in its session): it keeps its sequence. */
@@ -134,7 +143,8 @@ export class LanePool {
       sequences: this.contexts.length * this.opts.sequencesPerContext,
       idleLanes: this.idle.size,
       spilledLanes: this.spilled.size,
-      spilledBytes: this.opts.spill?.usedBytes ?? 0,
+      // the spilled lanes' own states (the store also holds shared prompt prefixes)
+      spilledBytes: [...this.spilled].reduce((bytes, lane) => bytes + (lane.spilled?.bytes ?? 0), 0),
       evictions: { ...this.evictions },
     };
   }

@@ -16,6 +16,8 @@ interface Entry {
   state: SpilledState;
   /** Called when the budget pushes the state out, so its owner forgets it. */
   dropped: () => void;
+  /** A shared prompt prefix: it yields to lanes (a cache somebody left and will come back to is worth more). */
+  prefix: boolean;
 }
 
 /**
@@ -49,9 +51,10 @@ export class SpillStore {
 
   /**
    * Saves the sequence's state; undefined when it cannot fit the budget at all. Older states are dropped
-   * to make room (their owners hear it through `dropped`). Caller holds the context lock.
+   * to make room (their owners hear it through `dropped`); a shared prefix (`prefix`) only pushes out other
+   * prefixes, and is not kept when that is not enough. Caller holds the context lock.
    */
-  async save(sequence: LlamaContextSequence, decodes: readonly Decode[], dropped: (state: SpilledState) => void): Promise<SpilledState | undefined> {
+  async save(sequence: LlamaContextSequence, decodes: readonly Decode[], dropped: (state: SpilledState) => void, prefix = false): Promise<SpilledState | undefined> {
     if (this.budgetBytes <= 0 || sequence.nextTokenIndex === 0) return undefined;
     const file = join(this.dir, `${this.baseTag}-${process.pid}-${++this.counter}.kv`);
     let fileSize: number;
@@ -67,10 +70,15 @@ export class SpillStore {
       return undefined;
     }
     const state: SpilledState = { file, bytes, tokens: sequence.nextTokenIndex, decodes };
-    this.entries.set(file, { state, dropped: () => dropped(state) });
+    const movable = [...this.entries.values()].filter((e) => !prefix || e.prefix);
+    if (prefix && this.bytes + bytes - movable.reduce((n, e) => n + e.state.bytes, 0) > this.budgetBytes) {
+      rmSync(file, { force: true });
+      return undefined;
+    }
+    this.entries.set(file, { state, dropped: () => dropped(state), prefix });
     this.bytes += bytes;
-    for (const entry of this.entries.values()) {
-      if (this.bytes <= this.budgetBytes || entry.state === state) break;
+    for (const entry of movable) {
+      if (this.bytes <= this.budgetBytes) break;
       this.remove(entry.state);
       entry.dropped();
     }
@@ -86,6 +94,19 @@ export class SpillStore {
     } finally {
       rmSync(state.file, { force: true });
     }
+  }
+
+  /**
+   * Loads a state into an empty sequence and keeps it (a shared prompt prefix: one state, many lanes), now the
+   * most recently used. False when the budget pushed it out meanwhile. Caller holds the context lock.
+   */
+  async copyInto(state: SpilledState, sequence: LlamaContextSequence): Promise<boolean> {
+    const entry = this.entries.get(state.file);
+    if (!entry) return false;
+    this.entries.delete(state.file);
+    this.entries.set(state.file, entry);
+    await sequence.loadStateFromFile(state.file, { acceptRisk: true });
+    return true;
   }
 
   remove(state: SpilledState): void {

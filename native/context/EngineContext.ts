@@ -1,7 +1,7 @@
 import type { LlamaContext, LlamaContextSequence } from "../llama/nodeLlamaCpp.js";
 import type { AdapterVersion } from "../../src/engine/index.js";
 import { setContextAdapters, type AdapterWeight } from "../llama/internals.js";
-import { Mutex } from "../../src/mutex.js";
+import { TimedLock, type WorkLog } from "./WorkLog.js";
 
 /**
  * One llama.cpp context shared by several sessions, one sequence each. llama.cpp applies the adapter set
@@ -9,12 +9,18 @@ import { Mutex } from "../../src/mutex.js";
  * whatever set is active, so every evaluation runs under `lock` after `applyWeights` for its session.
  */
 export class EngineContext {
-  readonly lock = new Mutex();
+  readonly lock: TimedLock;
   private appliedKey: string | undefined;
   /** The adapter versions in the applied set (an adapter is freed only after every context dropped it). */
   private appliedVersions: readonly AdapterVersion[] = [];
 
-  constructor(readonly context: LlamaContext) {}
+  constructor(
+    readonly context: LlamaContext,
+    log: WorkLog,
+    id: number,
+  ) {
+    this.lock = new TimedLock(log, id);
+  }
 
   get sequencesLeft(): number {
     return this.context.sequencesLeft;

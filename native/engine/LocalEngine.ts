@@ -16,24 +16,40 @@ import type {
   TokenId,
 } from "../../src/engine/index.js";
 import { DuplicateAdapterError, UnknownAdapterError, VersionPins } from "../../src/engine/index.js";
+import { invocationStart } from "../adapters/invocation.js";
 import { ResidentAdapters } from "../adapters/ResidentAdapters.js";
+import { BackgroundScheduler } from "../background/BackgroundScheduler.js";
 import type { CacheReplay } from "../cache/DecodeLog.js";
 import { Lane } from "../cache/Lane.js";
 import { LaneKey } from "../cache/LaneKey.js";
 import { LanePool } from "../cache/LanePool.js";
+import { prefixKeyOf, PrefixStore } from "../cache/PrefixStore.js";
 import { SpillStore } from "../cache/SpillStore.js";
 import { renderConversation } from "../chat/render.js";
 import { EngineContext } from "../context/EngineContext.js";
+import { WorkLog, type LockHold } from "../context/WorkLog.js";
 import { assertLlamaInternals, setContextAdapters } from "../llama/internals.js";
 import { replayedNextTokenLogProbs } from "../reference/replay.js";
+import { MIN_DECODE_TOKENS } from "../session/laneSync.js";
 import { LocalEngineSession } from "../session/LocalEngineSession.js";
-import type { LaneKeyOf, SessionHost } from "../session/SessionHost.js";
+import type { SessionHost } from "../session/SessionHost.js";
+import type { SessionRules } from "../session/SessionRules.js";
 import { switchStrategy, type SwitchStrategy } from "../session/strategies/index.js";
 import { loadModel } from "./loadModel.js";
 import type { CacheOptions, LocalEngineOptions } from "./options.js";
 
 const DEFAULTS = { contextSize: 8192, sequencesPerContext: 4, maxContexts: 2, batchSize: 512 };
-const DEFAULT_CACHE: Required<Omit<CacheOptions, "spillDir">> & Pick<CacheOptions, "spillDir"> = { strategy: "reuse", spillBytes: 512 * 1024 * 1024 };
+const DEFAULT_CACHE: Required<Omit<CacheOptions, "spillDir">> & Pick<CacheOptions, "spillDir"> = {
+  strategy: "reuse",
+  spillBytes: 512 * 1024 * 1024,
+  sharedPrefixes: true,
+  background: true,
+  backgroundDecodeMs: 50,
+};
+/** Quiet time after the last caller's evaluation before background work starts: a client's next call usually comes sooner. */
+const BACKGROUND_IDLE_MS = 20;
+/** After a turn a tool usually runs (a client's call after a switch comes within a few ms; its tool takes far longer). */
+const BACKGROUND_AFTER_TURN_MS = 2;
 type Sizes = Required<Pick<LocalEngineOptions, "contextSize" | "sequencesPerContext" | "maxContexts" | "batchSize">>;
 
 /**
@@ -51,11 +67,16 @@ export class LocalEngine implements Engine {
   private readonly pool: LanePool;
   /** What switches do with the KV cache: chosen once, here. */
   private readonly strategy: SwitchStrategy;
+  private readonly prefixes: PrefixStore | undefined;
+  private readonly work: BackgroundScheduler;
+  /** Every hold of every context's lock, with timestamps: what a caller waited for. */
+  private readonly workLog = new WorkLog();
   readonly capabilities: EngineCapabilities = {
     logProbs: true,
     runtimeAdapterLoading: true,
     adapterSets: true,
-    alora: false, // llama.cpp has the API; node-llama-cpp does not expose it
+    // llama.cpp's key, read from the file (node-llama-cpp exposes nothing for it); applied by the engine's own lanes
+    alora: true,
     grammar: true,
     cacheStrategies: ["rebuild", "reuse"],
   };
@@ -70,9 +91,21 @@ export class LocalEngine implements Engine {
     private readonly opts: Sizes,
     readonly cacheStrategy: CacheStrategy,
     spill: SpillStore | undefined,
+    cache: Required<Omit<CacheOptions, "spillDir">>,
     private readonly logger: EngineLogger,
   ) {
     this.strategy = switchStrategy(cacheStrategy);
+    const reuse = cacheStrategy === "reuse";
+    this.prefixes = reuse && cache.sharedPrefixes && spill ? new PrefixStore(spill, logger) : undefined;
+    this.work = new BackgroundScheduler({
+      enabled: reuse && cache.background,
+      decodeMs: cache.backgroundDecodeMs,
+      minTokens: MIN_DECODE_TOKENS,
+      maxTokens: Math.max(MIN_DECODE_TOKENS, opts.batchSize),
+      idleMs: BACKGROUND_IDLE_MS,
+      afterTurnMs: BACKGROUND_AFTER_TURN_MS,
+      logger,
+    });
     this.capacity = { sessions: opts.maxContexts * opts.sequencesPerContext, contexts: opts.maxContexts, contextSize: opts.contextSize };
     this.pool = new LanePool({
       maxContexts: opts.maxContexts,
@@ -82,15 +115,18 @@ export class LocalEngine implements Engine {
       createContext: async () => {
         const context = await this.llamaModel.createContext({ ...this.contextOptions(), sequences: this.opts.sequencesPerContext });
         assertLlamaInternals(this.llamaModel, context);
-        return new EngineContext(context);
+        return new EngineContext(context, this.workLog, this.pool.contexts.length);
       },
     });
     this.host = {
       model: llamaModel,
       chatWrapper: resolveChatWrapper(llamaModel),
       pool: this.pool,
+      prefixes: this.prefixes,
+      work: this.work,
       resolve: (alias) => this.versionOf(alias),
       weightOf: (version) => resident.weight(version),
+      invocationOf: (version) => resident.get(version).invocationTokens,
       pin: (versions) => this.pin(versions),
       unpin: (versions) => this.unpin(versions),
       versionsReleased: () => void this.collect(),
@@ -119,6 +155,7 @@ export class LocalEngine implements Engine {
       },
       cache.strategy,
       cache.strategy === "reuse" && cache.spillDir !== null ? SpillStore.open(cache.spillDir, cache.spillBytes, info.sha256.slice(0, 16)) : undefined,
+      cache,
       options.logger,
     );
     options.logger.info({ model: info.filePath, architecture: info.architecture, chatWrapper: info.chatWrapper, gpu: llama.gpu, threads, cache: cache.strategy }, "base model loaded");
@@ -129,7 +166,7 @@ export class LocalEngine implements Engine {
     if (this.current.has(spec.alias)) throw new DuplicateAdapterError(spec.alias);
     const info = await this.resident.load(spec);
     this.current.set(spec.alias, info.version);
-    this.logger.info({ alias: info.alias, sha256: info.sha256, rank: info.rank, scale: info.scale }, "adapter resident");
+    this.logger.info({ alias: info.alias, sha256: info.sha256, rank: info.rank, scale: info.scale, activated: Boolean(info.invocationTokens) }, "adapter resident");
     return info;
   }
 
@@ -222,29 +259,51 @@ export class LocalEngine implements Engine {
   }
 
   async openSession(options: OpenSessionOptions = {}): Promise<LocalEngineSession> {
-    return this.openSessionWith({ adapters: options.adapters ?? (options.adapter ? [options.adapter] : []) });
+    return this.openSessionWith({ adapters: options.adapters ?? (options.adapter ? [options.adapter] : []), ...(options.promptScope !== undefined ? { promptScope: options.promptScope } : {}) });
   }
 
   /**
-   * @internal Tests reach another strategy (a planted bug such as keeping the stale cache) and careless lane
-   * keys through native/testing.ts, to prove that the rebuild and the exact keys matter.
+   * @internal Tests reach other session rules (a planted bug such as keeping the stale cache, careless lane or
+   * prefix keys, an invocation point off by one, background work under the wrong weights) through
+   * native/testing.ts, to prove that each mechanism matters.
    */
-  async openSessionWith(options: { adapters?: readonly string[]; strategy?: SwitchStrategy; keyOf?: LaneKeyOf }): Promise<LocalEngineSession> {
-    const { adapters = [], strategy = this.strategy, keyOf = (versions) => LaneKey.of(this.model.sha256, versions) } = options;
+  async openSessionWith(options: { adapters?: readonly string[] } & Partial<SessionRules>): Promise<LocalEngineSession> {
+    const { adapters = [], ...given } = options;
     for (const a of adapters) this.versionOf(a); // fail fast on an unknown alias
-    const slot = await this.pool.acquire();
+    const slot = await this.work.foreground(() => this.pool.acquire());
     // resolved and registered together, after the await: a refresh in between cannot hand out a freed version
     const versions = adapters.map((a) => this.versionOf(a));
     const id = this.nextSessionId++;
-    const lane = new Lane(id, keyOf(versions), versions);
+    const rules: SessionRules = {
+      strategy: this.strategy,
+      keyOf: (v) => LaneKey.of(this.model.sha256, v),
+      invocationOf: invocationStart,
+      prefixKeyOf,
+      backgroundWeights: (lane) => lane.versions,
+      promptScope: `session:${id}`,
+      ...given,
+    };
+    const lane = new Lane(id, rules.keyOf(versions), versions);
     lane.attach(slot);
-    const session = new LocalEngineSession(id, this.host, strategy, keyOf, lane);
+    const session = new LocalEngineSession(id, this.host, rules, lane);
     this.sessions.set(id, session);
     return session;
   }
 
   cacheStats(): CacheStats {
-    return { strategy: this.cacheStrategy, ...this.pool.stats() };
+    const { batches, ms, yields, lanesStarted, tokens } = this.work.totals;
+    return {
+      strategy: this.cacheStrategy,
+      ...this.pool.stats(),
+      evaluatedTokens: { foreground: this.work.foregroundTokens, background: tokens },
+      background: { enabled: this.work.enabled, batches, ms: Math.round(ms), yields, lanesStarted },
+      sharedPrefixes: this.prefixes?.stats() ?? { enabled: false, entries: 0, bytes: 0, hits: 0, saved: 0 },
+    };
+  }
+
+  /** @internal Every recent hold of a context lock (callers' and background work's), with timestamps: tests and the bench check waits with it. */
+  lockHolds(): readonly LockHold[] {
+    return this.workLog.list();
   }
 
   renderTokens(conversation: Conversation): Token[] {
@@ -269,21 +328,27 @@ export class LocalEngine implements Engine {
     const versions = aliases.map((a) => this.versionOf(a));
     const weights = versions.map((v) => this.resident.weight(v));
     this.pin(versions);
-    const context = await this.llamaModel.createContext({ ...this.contextOptions(), sequences: 1 }).catch((err) => {
-      this.unpin(versions);
-      throw err;
+    return this.work.foreground(async () => {
+      const contexts = [];
+      try {
+        const context = await this.llamaModel.createContext({ ...this.contextOptions(), sequences: 1 });
+        contexts.push(context);
+        await setContextAdapters(context, weights);
+        // an activated LoRA's cache: the base's before its invocation point, in a context of its own
+        const from = replay?.activatedFrom;
+        const base = from === undefined ? undefined : await this.llamaModel.createContext({ ...this.contextOptions(), sequences: 1 });
+        if (base) contexts.push(base);
+        return await replayedNextTokenLogProbs(context.getSequence(), tokens as readonly Token[], replay, base && { base: base.getSequence(), from: from! });
+      } finally {
+        for (const c of contexts) await c.dispose();
+        this.unpin(versions);
+      }
     });
-    try {
-      await setContextAdapters(context, weights);
-      return await replayedNextTokenLogProbs(context.getSequence(), tokens as readonly Token[], replay);
-    } finally {
-      await context.dispose();
-      this.unpin(versions);
-    }
   }
 
   async dispose(): Promise<void> {
     if (this.disposed) return;
+    await this.work.stop();
     await this.collecting;
     this.disposed = true;
     for (const c of this.pool.contexts) await c.dispose();

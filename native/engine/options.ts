@@ -36,6 +36,21 @@ export interface CacheOptions {
   strategy?: CacheStrategy;
   /** Where idle lanes are saved when their sequence is needed; null keeps no spilled states (they are dropped). Default: a private temporary folder. */
   spillDir?: string | null;
-  /** Disk budget for spilled states; the oldest go first. Default 512 MiB. */
+  /** Disk budget for spilled states (shared prompt prefixes included); the oldest go first. Default 512 MiB. */
   spillBytes?: number;
+  /**
+   * `reuse` only: save the KV of each weight set's prompt prefix (system prompt and function docs) once and start
+   * new caches from it (kept in the spill store). Default true.
+   */
+  sharedPrefixes?: boolean;
+  /**
+   * `reuse` only: while no caller's evaluation runs (a tool is running, or between calls), bring the caches a
+   * session was told it needs next up to its history. Default true.
+   */
+  background?: boolean;
+  /**
+   * How long one background decode should take: a caller waits at most one such decode for background work.
+   * Its tokens follow from the measured speed (at least 64, at most `batchSize`). Default 50 ms.
+   */
+  backgroundDecodeMs?: number;
 }

@@ -49,23 +49,30 @@ export class PlainReference {
   }
 
   /**
-   * Log-probs of the token after `tokens` under the base with `adapters` applied from the start. The batch
-   * split follows `replay` (a session's `cacheReplay()`: data, no engine code) when given, else all but the
-   * last token in one decode; then the rest; then the last token.
+   * Log-probs of the token after `tokens` under the base with `adapters` applied from the start, or, given
+   * `activatedFrom` (an activated LoRA's invocation point, found by the caller), under the base before that
+   * position and the adapters from it. The batch split follows `replay` (a session's `cacheReplay()`: data, no
+   * engine code) when given, else all but the last token in one decode; then the rest; then the last token.
    */
-  async nextTokenLogProbs(adapters: readonly PlainAdapter[], tokens: readonly Token[], replay?: CacheReplay): Promise<Map<number, number>> {
-    const context = await this.model.createContext({
+  async nextTokenLogProbs(adapters: readonly PlainAdapter[], tokens: readonly Token[], replay?: CacheReplay, activatedFrom?: number): Promise<Map<number, number>> {
+    const context = await this.context(adapters);
+    const base = activatedFrom === undefined ? undefined : await this.context([]);
+    try {
+      return await replayedNextTokenLogProbs(context.getSequence(), tokens, replay, base && { base: base.getSequence(), from: activatedFrom! });
+    } finally {
+      await context.dispose();
+      await base?.dispose();
+    }
+  }
+
+  private context(adapters: readonly PlainAdapter[]) {
+    return this.model.createContext({
       contextSize: this.opts.contextSize,
       batchSize: this.opts.batchSize,
       threads: this.opts.threads,
       sequences: 1,
       lora: { adapters: adapters.map((a) => ({ filePath: a.filePath, scale: a.scale })) },
     });
-    try {
-      return await replayedNextTokenLogProbs(context.getSequence(), tokens, replay);
-    } finally {
-      await context.dispose();
-    }
   }
 
   async dispose(): Promise<void> {

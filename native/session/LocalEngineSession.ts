@@ -1,28 +1,39 @@
 import type { LlamaContextSequence, Token } from "../llama/nodeLlamaCpp.js";
-import type { AdapterVersion, Conversation, EngineSession, GenerateOptions, GenerateResult, LaneState, LogProbs, PrefillReport, SwitchReport } from "../../src/engine/index.js";
-import { ContextOverflowError, SessionClosedError, UnknownAdapterError } from "../../src/engine/index.js";
+import type { AdapterVersion, BackgroundWork, Conversation, EngineSession, GenerateOptions, GenerateResult, LaneState, LogProbs, PrefillReport, SwitchReport } from "../../src/engine/index.js";
+import { ContextOverflowError, InvalidAdapterSetError, SessionClosedError, UnknownAdapterError } from "../../src/engine/index.js";
 import { Mutex } from "../../src/mutex.js";
+import type { BackgroundSource } from "../background/BackgroundScheduler.js";
 import type { CacheReplay } from "../cache/DecodeLog.js";
-import type { Lane, Slot } from "../cache/Lane.js";
+import { Lane, type Slot } from "../cache/Lane.js";
 import type { LaneKey } from "../cache/LaneKey.js";
 import { renderConversation } from "../chat/render.js";
 import { generateTurn } from "./generate.js";
-import { applyWeights, now, syncPrefix, weightsLabel } from "./laneSync.js";
+import { extendLane, now, syncLane, weightsLabel, type PrefixPlan, type SyncPlan } from "./laneSync.js";
 import { nextTokenAfter } from "./logProbs.js";
-import type { LaneKeyOf, SessionHost } from "./SessionHost.js";
-import type { SwitchingSession, SwitchOutcome, SwitchStrategy } from "./strategies/index.js";
+import type { SessionHost } from "./SessionHost.js";
+import type { SessionRules } from "./SessionRules.js";
+import type { SwitchingSession, SwitchOutcome } from "./strategies/index.js";
+
+/** The rendered system prompt and function docs of the conversations this session was last given. */
+interface PromptPrefixCache {
+  system: string | undefined;
+  functions: Conversation["functions"];
+  tokens: readonly Token[];
+}
 
 /**
  * One conversation on the local engine: its history's KV cache, held in lanes (one per weight set under
  * `reuse`, a single one rebuilt on each switch under `rebuild`: the engine's `SwitchStrategy`), and its
  * active adapter set. Every evaluation holds its lane's context lock and first applies the lane's adapter
  * set, so sessions on different adapters can share a context without ever decoding under each other's weights.
+ * While nobody waits on the engine, the session brings the lanes it was told it will need next up to its
+ * history (`catchUpStep`, called by the engine's background scheduler).
  */
-export class LocalEngineSession implements EngineSession {
+export class LocalEngineSession implements EngineSession, BackgroundSource {
   private closed = false;
   /** The active lane: live (it has a sequence), but inside an in-place switch. */
   private lane: Lane;
-  /** Switches and close, one at a time: lanes are created, parked and dropped only here. */
+  /** Switches, close and background steps, one at a time: lanes are created, parked and dropped only under it. */
   private readonly switching = new Mutex();
   /** Tokens one lane holds at most (every sequence of the engine has the same size). */
   readonly contextSize: number;
@@ -30,18 +41,28 @@ export class LocalEngineSession implements EngineSession {
   private readonly lanes = new Map<string, Lane>();
   /** What the switch strategy may see and change of this session. */
   private readonly switchingView: SwitchingSession;
+  /** The weight sets (aliases) the session will probably need next, most likely first. */
+  private anticipated: readonly (readonly string[])[] = [];
+  private readonly background: BackgroundWork = { tokens: 0, batches: 0, ms: 0 };
+  private prompt: PromptPrefixCache | undefined;
+  /**
+   * The last prompt the session was given, but its last token (what a synced lane holds): what background work
+   * brings other lanes to. Generated tokens are left out: a turn can re-render otherwise (text that is not valid
+   * UTF-8), and once recorded it is in the next prompt.
+   */
+  private frontier: readonly Token[] = [];
 
   constructor(
     readonly id: number,
     private readonly host: SessionHost,
-    private readonly strategy: SwitchStrategy,
-    private readonly keyOf: LaneKeyOf,
+    private readonly rules: SessionRules,
     first: Lane,
   ) {
     this.lane = first;
     this.lanes.set(first.key.toString(), first);
     this.contextSize = first.slot!.sequence.contextSize;
     host.pool.use(first);
+    if (this.activates(first.versions)) first.activatedFrom = Infinity;
     this.switchingView = {
       id,
       host,
@@ -52,7 +73,11 @@ export class LocalEngineSession implements EngineSession {
       },
       cachedTokens: () => this.cachedTokens,
       liveSlot: () => this.liveSlot(),
+      planFor: (lane, tokens) => this.planFor(lane, tokens),
+      activates: (versions) => this.activates(versions),
+      baseKey: () => this.rules.keyOf([]),
     };
+    host.work.add(this);
   }
 
   get activeAdapter(): string | null {
@@ -86,7 +111,7 @@ export class LocalEngineSession implements EngineSession {
 
   private keyOfCurrent(versions: readonly AdapterVersion[]): LaneKey | undefined {
     try {
-      return this.keyOf(versions.map((v) => this.host.resolve(v.alias)));
+      return this.rules.keyOf(versions.map((v) => this.host.resolve(v.alias)));
     } catch (err) {
       if (err instanceof UnknownAdapterError) return undefined; // an alias left the library
       throw err;
@@ -105,38 +130,43 @@ export class LocalEngineSession implements EngineSession {
 
   async switchAdapters(aliases: readonly string[], conversation: Conversation): Promise<SwitchReport> {
     this.ensureOpen();
-    for (const a of aliases) this.host.resolve(a); // an unknown alias is refused before anything changes
+    this.ensureApplicable(aliases.map((a) => this.host.resolve(a))); // refused before anything changes
     const tokens = this.render(conversation);
     this.ensureFits(tokens.length);
-    const queued = now();
-    return this.switching.run(async () => {
-      this.ensureOpen();
-      // resolved and pinned with no await between: a refresh cannot free them before the session holds them
-      const to = aliases.map((a) => this.host.resolve(a));
-      this.host.pin(to);
-      try {
-        const key = this.keyOf(to);
-        const from = this.activeAdapter;
-        let result: SwitchOutcome;
-        if (key.equals(this.lane.key)) {
-          this.lane.versions = to;
-          result = { sync: { reused: this.cachedTokens, evaluated: 0, restored: 0, ms: 0 }, queueMs: 0, strategy: "unchanged" };
-        } else {
-          result = await this.strategy.switch(this.switchingView, key, to, tokens, queued);
+    return this.host.work.foreground(() => {
+      const queued = now();
+      return this.switching.run(async () => {
+        this.ensureOpen();
+        // resolved and pinned with no await between: a refresh cannot free them before the session holds them
+        const to = aliases.map((a) => this.host.resolve(a));
+        this.ensureApplicable(to);
+        this.host.pin(to);
+        try {
+          const key = this.rules.keyOf(to);
+          const from = this.activeAdapter;
+          let result: SwitchOutcome;
+          if (key.equals(this.lane.key)) {
+            this.lane.versions = to;
+            result = { sync: { reused: this.cachedTokens, evaluated: 0, restored: 0, shared: 0, ms: 0 }, queueMs: 0, strategy: "unchanged" };
+          } else {
+            this.rememberPrompt(conversation);
+            result = await this.rules.strategy.switch(this.switchingView, key, to, tokens, queued);
+          }
+          this.frontier = tokens.slice(0, -1);
+          queueMicrotask(() => this.host.versionsReleased());
+          const { sync, queueMs, strategy } = result;
+          return {
+            from,
+            to: weightsLabel(to),
+            strategy,
+            switchMs: Math.max(0, now() - queued - queueMs - sync.ms),
+            rebuild: { tokens: sync.evaluated, reused: sync.reused, restored: sync.restored, shared: sync.shared, ms: sync.ms },
+            queueMs,
+          };
+        } finally {
+          this.host.unpin(to);
         }
-        queueMicrotask(() => this.host.versionsReleased());
-        const { sync, queueMs, strategy } = result;
-        return {
-          from,
-          to: weightsLabel(to),
-          strategy,
-          switchMs: Math.max(0, now() - queued - queueMs - sync.ms),
-          rebuild: { tokens: sync.evaluated, reused: sync.reused, restored: sync.restored, ms: sync.ms },
-          queueMs,
-        };
-      } finally {
-        this.host.unpin(to);
-      }
+      });
     });
   }
 
@@ -144,8 +174,12 @@ export class LocalEngineSession implements EngineSession {
     this.ensureOpen();
     const rendered = renderConversation(this.host.model, this.host.chatWrapper, conversation);
     this.ensureFits(rendered.tokens.length + 1);
-    const queued = now();
-    return this.withActiveLane((lane, sequence) => generateTurn(this.host, { lane, sequence, contextSize: this.contextSize }, conversation, rendered, options, queued));
+    this.rememberPrompt(conversation);
+    this.frontier = rendered.tokens.slice(0, -1);
+    return this.host.work.foreground(() => {
+      const queued = now();
+      return this.withActiveLane((lane, sequence) => generateTurn(this.host, { lane, sequence, contextSize: this.contextSize, plan: this.planFor(lane, rendered.tokens) }, conversation, rendered, options, queued));
+    }, this.host.work.opts.afterTurnMs);
   }
 
   async prefill(conversation: Conversation): Promise<PrefillReport> {
@@ -154,14 +188,143 @@ export class LocalEngineSession implements EngineSession {
 
   async clearCache(): Promise<void> {
     this.ensureOpen();
-    await this.withActiveLane(async (lane, sequence) => {
-      await sequence.clearHistory();
-      lane.clearLog();
-    });
+    await this.host.work.foreground(() =>
+      this.withActiveLane(async (lane, sequence) => {
+        await sequence.clearHistory();
+        lane.clearLog();
+        if (lane.activatedFrom !== undefined) lane.activatedFrom = Infinity;
+      }),
+    );
   }
 
   async nextTokenLogProbs(conversation: Conversation): Promise<LogProbs> {
     return this.synced(conversation, (sequence, tokens) => nextTokenAfter(sequence, tokens));
+  }
+
+  anticipate(next: readonly (readonly string[])[]): void {
+    this.anticipated = next.map((set) => [...set]);
+    if (next.length) this.host.work.wake();
+  }
+
+  backgroundWork(): BackgroundWork {
+    return { ...this.background };
+  }
+
+  /**
+   * One background step (the engine's scheduler calls it only while no caller's evaluation runs): the first
+   * anticipated weight set whose live lane lags behind the session's last prompt gets one decode of at most the
+   * scheduler's batch; one without a lane gets a new one in a free sequence (never an evicted one), started
+   * from the shared prompt prefix when one is saved. Spilled lanes wait for their switch (restoring one would
+   * take a sequence). An activated LoRA needs nothing ahead: its switch runs on the base lane from its
+   * invocation point. False when there is nothing to do.
+   */
+  async catchUpStep(): Promise<boolean> {
+    if (this.closed || !this.anticipated.length || this.switching.depth > 0) return false;
+    return this.switching.run(async () => {
+      if (this.closed || this.host.work.mustYield) return false;
+      const active = this.lane;
+      const frontier = this.frontier;
+      if (!frontier.length) return false;
+      for (const aliases of this.anticipated) {
+        const versions = this.resolveAll(aliases);
+        if (!versions || this.activates(versions)) continue;
+        const key = this.rules.keyOf(versions);
+        // the active lane, or the base lane while an activated LoRA runs on it
+        if (key.equals(active.key) || (versions.length === 0 && active.activatedFrom !== undefined)) continue;
+        let lane = this.lanes.get(key.toString());
+        if (lane?.empty) this.lanes.delete(key.toString());
+        else if (lane && !lane.slot) continue;
+        if (lane && !lane.empty && holdsAll(lane.tokens, frontier)) continue;
+        if (!lane || lane.empty) {
+          const free = this.host.pool.acquireFree();
+          if (!free) continue;
+          lane = new Lane(this.id, key, versions);
+          lane.attach(free);
+          this.lanes.set(key.toString(), lane);
+          this.host.pool.park(lane);
+          this.host.work.totals.lanesStarted++;
+        }
+        return this.extendInBackground(lane, active, frontier);
+      }
+      return false;
+    });
+  }
+
+  /** One decode extending `lane` towards `frontier` under its context's lock, unless a caller arrived meanwhile. */
+  private async extendInBackground(lane: Lane, active: Lane, frontier: readonly Token[]): Promise<boolean> {
+    const slot = lane.slot!;
+    const work = this.host.work;
+    return slot.context.lock.runBackground(async () => {
+      if (work.mustYield) {
+        work.totals.yields++;
+        return false;
+      }
+      if (lane.slot !== slot || this.lanes.get(lane.key.toString()) !== lane) return false;
+      const started = now();
+      const decoded = await extendLane(this.host, lane, this.rules.backgroundWeights(lane, active), frontier, work.batchTokens(), this.prefixPlan(lane, undefined));
+      if (decoded === undefined) return false;
+      const ms = now() - started;
+      work.recordBatch(decoded, ms);
+      this.background.tokens += decoded;
+      this.background.batches++;
+      this.background.ms += ms;
+      return true;
+    });
+  }
+
+  private resolveAll(aliases: readonly string[]): AdapterVersion[] | undefined {
+    try {
+      return aliases.map((a) => this.host.resolve(a));
+    } catch (err) {
+      if (err instanceof UnknownAdapterError) return undefined; // a hint may name an adapter that left the library
+      throw err;
+    }
+  }
+
+  /** Whether `versions` is an activated LoRA (which applies alone). */
+  private activates(versions: readonly AdapterVersion[]): boolean {
+    return versions.length === 1 && this.host.invocationOf(versions[0]!) !== undefined;
+  }
+
+  /** An activated LoRA applies alone: with other adapters its invocation point would have no meaning. */
+  private ensureApplicable(versions: readonly AdapterVersion[]): void {
+    if (versions.length > 1 && versions.some((v) => this.host.invocationOf(v))) {
+      throw new InvalidAdapterSetError(
+        versions.map((v) => v.alias),
+        "an activated LoRA (one with adapter.alora.invocation_tokens) applies alone, from its invocation point on",
+      );
+    }
+  }
+
+  /** How a sync brings `lane` to `tokens`: its activated LoRA's invocation point, and the shared prefix an empty cache may start from. */
+  private planFor(lane: Lane, tokens: readonly Token[]): SyncPlan {
+    const invocation = this.activates(lane.versions) ? this.host.invocationOf(lane.versions[0]!) : undefined;
+    const activatedFrom = invocation ? (this.rules.invocationOf(tokens, invocation) ?? Infinity) : undefined;
+    return { activatedFrom, prefix: this.prefixPlan(lane, activatedFrom) };
+  }
+
+  /** The shared prompt prefix for `lane`: computed under the base before an activated LoRA's invocation point, else under the lane's weights. */
+  private prefixPlan(lane: Lane, activatedFrom: number | undefined): PrefixPlan | undefined {
+    if (!this.host.prefixes || !this.prompt?.tokens.length) return undefined;
+    const weights = activatedFrom === undefined ? lane.key : this.rules.keyOf([]);
+    return { tokens: this.prompt.tokens, scope: this.rules.promptScope, weights, keyOf: this.rules.prefixKeyOf };
+  }
+
+  /**
+   * The conversation's shareable prefix: the tokens its system turn (with the function docs, which chat
+   * templates render into it) shares with the whole prompt. Rendered again only when the system text or the
+   * functions change.
+   */
+  private rememberPrompt(conversation: Conversation): void {
+    if (!this.host.prefixes) return;
+    const first = conversation.turns[0];
+    const system = first?.role === "system" ? first.text : undefined;
+    if (this.prompt && this.prompt.system === system && this.prompt.functions === conversation.functions) return;
+    const whole = this.render(conversation);
+    const head = this.render({ turns: first?.role === "system" ? [first] : [], functions: conversation.functions });
+    let n = 0;
+    while (n < whole.length && n < head.length && whole[n] === head[n]) n++;
+    this.prompt = { system, functions: conversation.functions, tokens: whole.slice(0, n) };
   }
 
   /** Runs `fn` under the context lock with this session's weights applied and the prompt (all but its last token) cached. */
@@ -169,10 +332,14 @@ export class LocalEngineSession implements EngineSession {
     this.ensureOpen();
     const tokens = this.render(conversation);
     this.ensureFits(tokens.length);
-    return this.withActiveLane(async (lane, sequence) => {
-      await applyWeights(this.host, lane);
-      return fn(sequence, tokens, await syncPrefix(sequence, tokens));
-    });
+    this.rememberPrompt(conversation);
+    this.frontier = tokens.slice(0, -1);
+    return this.host.work.foreground(() =>
+      this.withActiveLane(async (lane, sequence) => {
+        const { reused, evaluated, ms } = await syncLane(this.host, lane, tokens, this.planFor(lane, tokens));
+        return fn(sequence, tokens, { reused, evaluated, ms });
+      }),
+    );
   }
 
   /** Runs `fn` on the active lane under its context lock (re-read under the lock: a switch may have moved it). */
@@ -202,17 +369,20 @@ export class LocalEngineSession implements EngineSession {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true; // refuses new work at once; a switch under way finishes first, then everything is dropped
-    await this.switching.run(async () => {
-      try {
-        for (const lane of this.lanes.values()) {
-          const slot = lane.slot;
-          if (slot) await slot.context.lock.run(() => this.host.pool.drop(lane));
-          else await this.host.pool.drop(lane);
+    this.host.work.remove(this);
+    await this.host.work.foreground(() =>
+      this.switching.run(async () => {
+        try {
+          for (const lane of this.lanes.values()) {
+            const slot = lane.slot;
+            if (slot) await slot.context.lock.run(() => this.host.pool.drop(lane));
+            else await this.host.pool.drop(lane);
+          }
+        } finally {
+          this.host.closed(this.id);
         }
-      } finally {
-        this.host.closed(this.id);
-      }
-    });
+      }),
+    );
   }
 
   private liveSlot(): Slot {
@@ -228,4 +398,11 @@ export class LocalEngineSession implements EngineSession {
   private ensureFits(tokens: number) {
     if (tokens > this.contextSize) throw new ContextOverflowError(tokens, this.contextSize);
   }
+}
+
+/** Whether `held` (a lane's tokens) already begins with all of `frontier`. */
+function holdsAll(held: readonly Token[], frontier: readonly Token[]): boolean {
+  if (held.length < frontier.length) return false;
+  for (let i = 0; i < frontier.length; i++) if (frontier[i] !== held[i]) return false;
+  return true;
 }

@@ -1,7 +1,8 @@
 import type { ChatWrapper, LlamaModel } from "../llama/nodeLlamaCpp.js";
 import type { AdapterVersion } from "../../src/engine/index.js";
-import type { LaneKey } from "../cache/LaneKey.js";
+import type { BackgroundScheduler } from "../background/BackgroundScheduler.js";
 import type { LanePool } from "../cache/LanePool.js";
+import type { PrefixStore } from "../cache/PrefixStore.js";
 import type { AdapterWeight } from "../llama/internals.js";
 
 /** What a session needs from its engine. */
@@ -9,9 +10,15 @@ export interface SessionHost {
   readonly model: LlamaModel;
   readonly chatWrapper: ChatWrapper;
   readonly pool: LanePool;
+  /** Saved prompt prefixes new caches start from; undefined when the engine shares none (`rebuild`, no spill store). */
+  readonly prefixes: PrefixStore | undefined;
+  /** The engine's scheduler of evaluation ahead of time; every caller's evaluation runs through `work.foreground`. */
+  readonly work: BackgroundScheduler;
   /** The current version of an alias; throws UnknownAdapterError for an alias not in the library. */
   resolve(alias: string): AdapterVersion;
   weightOf(version: AdapterVersion): AdapterWeight;
+  /** An activated LoRA's invocation sequence; undefined for an ordinary adapter. */
+  invocationOf(version: AdapterVersion): readonly number[] | undefined;
   /** Keeps versions from being freed while a switch to them is under way. */
   pin(versions: readonly AdapterVersion[]): void;
   unpin(versions: readonly AdapterVersion[]): void;
@@ -20,6 +27,3 @@ export interface SessionHost {
   /** The session with this id closed and gave back everything it held. */
   closed(sessionId: number): void;
 }
-
-/** Names a weight set exactly; tests swap in a careless one to prove the key matters. */
-export type LaneKeyOf = (versions: readonly AdapterVersion[]) => LaneKey;

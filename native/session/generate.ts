@@ -3,18 +3,19 @@ import type { Conversation, FinishReason, GenerateOptions, GenerateResult, Gener
 import type { Lane } from "../cache/Lane.js";
 import { generationBias } from "../chat/bias.js";
 import { toChatModelFunctions, type RenderedConversation } from "../chat/render.js";
-import { applyWeights, now, syncPrefix, weightsLabel } from "./laneSync.js";
+import { applySet, now, syncLane, tailWeights, weightsLabel, type SyncPlan } from "./laneSync.js";
 import { teacherForcedLogprobs } from "./logProbs.js";
 import type { SessionHost } from "./SessionHost.js";
 
 /** Tokens before a steered turn's limit from which its call's arguments are closed (the rest of the call fits in them). */
 const CLOSING_MARGIN = 48;
 
-/** Where a turn runs: the session's active lane, its sequence (its context lock held), its window. */
+/** Where a turn runs: the session's active lane, its sequence (its context lock held), its window, how its prompt is synced. */
 export interface TurnTarget {
   lane: Lane;
   sequence: LlamaContextSequence;
   contextSize: number;
+  plan: SyncPlan;
 }
 
 /**
@@ -22,7 +23,7 @@ export interface TurnTarget {
  * with node-llama-cpp's LlamaChat (function calls returned, not executed). Caller holds the context lock.
  */
 export async function generateTurn(host: SessionHost, target: TurnTarget, conversation: Conversation, rendered: RenderedConversation, options: GenerateOptions, queued: number): Promise<GenerateResult> {
-  const { lane, sequence, contextSize } = target;
+  const { lane, sequence, contextSize, plan } = target;
   const { history, wrapper, tokens } = rendered;
   // Never let node-llama-cpp shift the context (it would silently drop the start of the prompt).
   const maxTokens = Math.min(options.maxTokens ?? 256, contextSize - tokens.length);
@@ -35,9 +36,10 @@ export async function generateTurn(host: SessionHost, target: TurnTarget, conver
     return { text: "", calls: [], finishReason: "cancelled" as const, adapter: weightsLabel(lane.versions), tokens: tokenCounts, timings, contextRemaining: contextSize - tokens.length };
   }
   const adapterSetStart = now();
-  await applyWeights(host, lane);
+  await applySet(host, lane, tailWeights(lane));
   const adapterSetMs = now() - adapterSetStart;
-  const prefill = await syncPrefix(sequence, tokens);
+  // leaves the weights of the prompt's tail applied: the turn is generated under them
+  const prefill = await syncLane(host, lane, tokens, plan);
   const decodeStart = now();
   const model = host.model;
   const chat = new LlamaChat({ contextSequence: sequence, chatWrapper: wrapper, autoDisposeSequence: false });

@@ -73,12 +73,18 @@ export const ConfigSchema = z
         strategy: z.enum(["reuse", "rebuild"]).default("reuse"),
         /** Folder for idle lanes' spilled KV states (default: a private temporary folder); null keeps none. */
         spillDir: z.string().min(1).nullable().optional(),
-        /** Disk budget for spilled states, in MiB; the oldest go first. */
+        /** Disk budget for spilled states (shared prompt prefixes included), in MiB; the oldest go first. */
         spillMiB: z
           .number()
           .nonnegative()
           .max(1 << 20)
           .default(512),
+        /** reuse: evaluate each weight set's prompt prefix (system prompt + function docs) once and start new caches from its saved KV. */
+        sharedPrefixes: z.boolean().default(true),
+        /** reuse: while tools run and between calls, catch up the caches a trajectory needs next (a caller waits at most one background decode). */
+        background: z.boolean().default(true),
+        /** How long one background decode should take (its tokens follow from the measured speed): a caller waits for at most one. */
+        backgroundDecodeMs: z.number().positive().max(60_000).default(50),
       })
       .strict()
       .prefault({}),

@@ -6,14 +6,24 @@ import { buildVocabulary } from "./vocabulary.js";
 
 export const DEMO_SEED = 20260;
 
-/** The demo adapters: the default library (plan, search, write), `code` for runtime insertion, `write-v2` for refresh. */
-export const DEMO_ADAPTERS = [
+/**
+ * The text whose tokens invoke the demo's activated LoRA (`verify`): printable ASCII without spaces, which the
+ * demo vocabulary tokenizes one byte token per character in any context (its few merges are lower case).
+ */
+export const DEMO_INVOCATION = "VERIFY:";
+
+/**
+ * The demo adapters: the default library (plan, search, write), `code` for runtime insertion, `write-v2` for
+ * refresh, `verify` an activated LoRA (it applies from the last `DEMO_INVOCATION` in the prompt on).
+ */
+export const DEMO_ADAPTERS: readonly { alias: string; rank: number; invocation?: string }[] = [
   { alias: "plan", rank: 4 },
   { alias: "search", rank: 8 },
   { alias: "write", rank: 4 },
   { alias: "code", rank: 4 },
   { alias: "write-v2", rank: 4 },
-] as const;
+  { alias: "verify", rank: 4, invocation: DEMO_INVOCATION },
+];
 
 export interface DemoWeights {
   model: string;
@@ -74,7 +84,8 @@ export function generateDemoWeights(root: string, opts: { seed?: number; big?: b
   const model = qwen3ModelFile({ name: v.modelName, dims: v.dims, vocab, seed, weightType: v.weightType });
   writeGguf(paths.model, model.metadata, model.tensors);
   DEMO_ADAPTERS.forEach((a, i) => {
-    const lora = qwen3LoraFile({ name: `${v.modelName}-${a.alias}`, dims: v.dims, rank: v.ranks(a.rank), seed: seed + 1000 * (i + 1), strength: 0.5 });
+    const invocationTokens = a.invocation ? [...a.invocation].map((c) => vocab.idOf(c)) : undefined;
+    const lora = qwen3LoraFile({ name: `${v.modelName}-${a.alias}`, dims: v.dims, rank: v.ranks(a.rank), seed: seed + 1000 * (i + 1), strength: 0.5, invocationTokens });
     writeGguf(paths.adapters[a.alias]!, lora.metadata, lora.tensors);
   });
   return paths;

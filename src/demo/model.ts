@@ -1,4 +1,4 @@
-import { FILE_TYPE_OF, GgmlType, f32ToF16, quantize, gguf, type GgufEntry, type GgufTensorSource } from "../gguf/index.js";
+import { ALORA_INVOCATION_KEY, FILE_TYPE_OF, GgmlType, f32ToF16, quantize, gguf, type GgufEntry, type GgufTensorSource } from "../gguf/index.js";
 import type { Architecture, ModelDims } from "./architectures.js";
 import { SeededRandom } from "./random.js";
 import type { DemoVocabulary } from "./vocabulary.js";
@@ -109,7 +109,17 @@ export function modelFile(opts: ModelFileOptions): { metadata: Record<string, Gg
  * convert_lora_to_gguf.py writes). Both factors are random (a trained adapter's B is not zero), sized so the
  * adapter visibly moves the next-token distribution.
  */
-export function loraFile(opts: { name: string; architecture: Architecture; dims: ModelDims; rank: number; seed: number; strength: number; type?: GgmlType.F32 | GgmlType.F16 }) {
+export function loraFile(opts: {
+  name: string;
+  architecture: Architecture;
+  dims: ModelDims;
+  rank: number;
+  seed: number;
+  strength: number;
+  type?: GgmlType.F32 | GgmlType.F16;
+  /** An activated LoRA's invocation sequence (token ids), written as llama.cpp's `adapter.alora.invocation_tokens`. */
+  invocationTokens?: readonly number[];
+}) {
   const { dims: d, rank } = opts;
   const type = opts.type ?? GgmlType.F32;
   const root = new SeededRandom(opts.seed);
@@ -129,6 +139,7 @@ export function loraFile(opts: { name: string; architecture: Architecture; dims:
     "general.name": gguf.str(opts.name),
     "adapter.type": gguf.str("lora"),
     "adapter.lora.alpha": gguf.f32(rank),
+    ...(opts.invocationTokens ? { [ALORA_INVOCATION_KEY]: gguf.u32s(opts.invocationTokens) } : {}),
   };
   return { metadata, tensors };
 }

@@ -23,6 +23,6 @@ export function qwen3ModelFile(opts: { name: string; dims: Qwen3Dims; vocab: Dem
   });
 }
 
-export function qwen3LoraFile(opts: { name: string; dims: Qwen3Dims; rank: number; seed: number; strength: number }) {
+export function qwen3LoraFile(opts: { name: string; dims: Qwen3Dims; rank: number; seed: number; strength: number; invocationTokens?: readonly number[] }) {
   return loraFile({ ...opts, architecture: ARCHITECTURES.qwen3 });
 }

@@ -14,6 +14,12 @@ export interface CacheStats {
   spilledLanes: number;
   spilledBytes: number;
   evictions: { spilled: number; dropped: number };
+  /** Prompt tokens evaluated for a caller waiting on them (switches, turns) and ahead of time while nobody waited. */
+  evaluatedTokens: { foreground: number; background: number };
+  /** Evaluation ahead of time (while tools run or between calls): its decodes, their time, how often it gave way to a caller. */
+  background: { enabled: boolean; batches: number; ms: number; yields: number; lanesStarted: number };
+  /** Saved prompt prefixes (the system prompt and function docs) new caches start from, per weight set and sharing scope. */
+  sharedPrefixes: { enabled: boolean; entries: number; bytes: number; hits: number; saved: number };
 }
 
 export interface OpenSessionOptions {
@@ -21,6 +27,13 @@ export interface OpenSessionOptions {
   adapter?: string | null;
   /** Start on several adapters applied together. */
   adapters?: readonly string[];
+  /**
+   * Who may share the cached KV of this session's prompt prefix (the system prompt and the function docs):
+   * sessions of one scope start their caches from a prefix another of them computed, so its evaluation is
+   * saved but also observable (by timing) across the scope. The server's own prompt may use one scope for
+   * everyone; a prompt a client wrote must use that client's own. Default: this session alone.
+   */
+  promptScope?: string;
 }
 
 /**

@@ -11,6 +11,13 @@ export interface LaneState {
   tokens: number;
 }
 
+/** Evaluation an engine did ahead of time for a session, while nobody waited on it. */
+export interface BackgroundWork {
+  tokens: number;
+  batches: number;
+  ms: number;
+}
+
 /** What bringing a cache up to a prompt cost: tokens kept from the cache, tokens evaluated. */
 export interface PrefillReport {
   reused: number;
@@ -54,6 +61,16 @@ export interface EngineSession {
   clearCache(): Promise<void>;
   /** Tokens of the conversation's prompt as the model would read it now (what the window must hold). */
   promptTokens(conversation: Conversation): number;
+
+  /**
+   * The weight sets this session will probably switch to next, most likely first (each a list of aliases; [] is
+   * the base): a hint. An engine that can evaluate while nobody waits may bring their caches up to the history
+   * in the background (while a tool runs, between calls), so the switch finds little left to do; one that
+   * cannot ignores it. Replaces the previous hint.
+   */
+  anticipate(next: readonly (readonly string[])[]): void;
+  /** Evaluation done for this session in the background so far (tokens, decodes and their time). */
+  backgroundWork(): BackgroundWork;
 
   /** Frees the session's caches and slot; later calls throw SessionClosedError. */
   close(): Promise<void>;

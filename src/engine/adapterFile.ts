@@ -33,6 +33,7 @@ export async function readAdapterFile(spec: AdapterSpec, base: GgufFile): Promis
     alpha: check.shape.alpha,
     targetTensors: check.shape.targets,
     sizeBytes: header.fileSize,
+    ...(check.shape.invocationTokens ? { invocationTokens: check.shape.invocationTokens } : {}),
   };
   return { info, header };
 }

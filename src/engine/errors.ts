@@ -79,6 +79,17 @@ export class EngineCapacityError extends EngineError {
   }
 }
 
+/** A set of adapters that cannot be applied together (an activated LoRA applies alone). */
+export class InvalidAdapterSetError extends EngineError {
+  readonly code = "invalid_adapter_set";
+  constructor(
+    readonly aliases: readonly string[],
+    readonly reason: string,
+  ) {
+    super(`adapters ${aliases.join(" + ")} cannot be applied together: ${reason}`);
+  }
+}
+
 /** The conversation cannot be rendered, e.g. a tool call still waits for its result. */
 export class InvalidConversationError extends EngineError {
   readonly code = "invalid_conversation";

@@ -4,7 +4,7 @@
  * (through node-llama-cpp); the composition root (src/runtime) is the one place that picks a backend.
  */
 export type { Engine, CacheStats, OpenSessionOptions } from "./Engine.js";
-export type { EngineSession, LaneState, PrefillReport } from "./EngineSession.js";
+export type { BackgroundWork, EngineSession, LaneState, PrefillReport } from "./EngineSession.js";
 export type { EngineCapabilities, EngineCapacity } from "./capabilities.js";
 export type { CallSyntax, ChatCodec } from "./ChatCodec.js";
 export type * from "./types.js";

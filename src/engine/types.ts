@@ -58,6 +58,12 @@ export interface AdapterInfo {
   alpha: number | undefined;
   targetTensors: number;
   sizeBytes: number;
+  /**
+   * An activated LoRA's invocation sequence (llama.cpp's `adapter.alora.invocation_tokens`): the adapter applies
+   * only from the start of its last occurrence in the prompt on, and not at all when the prompt lacks it.
+   * Undefined for an ordinary LoRA, which applies to every token.
+   */
+  invocationTokens?: readonly TokenId[];
 }
 
 /** A JSON schema object describing a function's parameters (the subset the engine's function-calling grammar supports). */
@@ -169,8 +175,9 @@ export interface SwitchReport {
   strategy: "rebuild" | "reuse" | "unchanged";
   /**
    * Bringing the cache up to the history under the new weights: `tokens` evaluated, `reused` kept from a
-   * cache computed under the same weights, `restored` of them read back from a spilled state; `ms` in all.
+   * cache computed under the same weights, `restored` of them read back from a saved state (a spilled lane, or
+   * a shared prompt prefix), `shared` of those from a prompt prefix another session computed; `ms` in all.
    */
-  rebuild: { tokens: number; reused: number; restored: number; ms: number };
+  rebuild: { tokens: number; reused: number; restored: number; shared: number; ms: number };
   queueMs: number;
 }

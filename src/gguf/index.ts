@@ -9,5 +9,5 @@ export { FILE_TYPE_OF, GGML_BLOCK, GGML_TYPE_SIZE, GgmlType, GgufValueType, ggml
 export { bf16ToF32, bytesOf, f16ToF32, f32ToBf16, f32ToF16, viewAs } from "./halfFloat.js";
 export { dequantize, quantize, quantizeQ4_0, quantizeQ8_0, type QuantType } from "./quantize.js";
 export { fileKind, GgufFormatError, metaNumber, metaString, readGgufHeader, readGgufHeaderAsync, type GgufFile } from "./reader.js";
-export { baseModelProblems, loraProblems, type LoraShape } from "./validate.js";
+export { ALORA_INVOCATION_KEY, baseModelProblems, loraProblems, type LoraShape } from "./validate.js";
 export { gguf, tensorByteSize, writeGguf, type GgufEntry, type GgufTensorSource } from "./writer.js";

@@ -1,4 +1,4 @@
-import { GgmlType, type GgufTensorInfo } from "./format.js";
+import { GgmlType, GgufValueType, type GgufTensorInfo } from "./format.js";
 import { metaNumber, metaString, type GgufFile } from "./reader.js";
 
 /**
@@ -54,10 +54,30 @@ export function baseModelProblems(file: GgufFile): string[] {
 const LORA_TENSOR_TYPES = new Set<number>([GgmlType.F32, GgmlType.F16, GgmlType.BF16, 8 /* Q8_0 */]);
 const MAX_LISTED = 5;
 
+/** llama.cpp's key for an activated LoRA's invocation sequence (token ids of the base vocabulary, UINT32). */
+export const ALORA_INVOCATION_KEY = "adapter.alora.invocation_tokens";
+
 export interface LoraShape {
   rank: number;
   alpha: number | undefined;
   targets: number;
+  /** An activated LoRA's invocation sequence; undefined for an ordinary LoRA. */
+  invocationTokens: number[] | undefined;
+}
+
+/** The invocation sequence as llama.cpp reads it (an array of UINT32 token ids of the base), or why it cannot be one. */
+function invocationTokens(adapter: GgufFile, base: GgufFile): { tokens?: number[]; problem?: string } {
+  const value = adapter.metadata.get(ALORA_INVOCATION_KEY);
+  if (value === undefined) return {};
+  if (typeof value !== "object" || !("items" in value)) return { problem: `${ALORA_INVOCATION_KEY} is not an array (llama.cpp needs an array of UINT32 token ids)` };
+  if (value.itemType !== GgufValueType.UINT32) return { problem: `${ALORA_INVOCATION_KEY} has items of GGUF type ${value.itemType}; llama.cpp needs UINT32 token ids` };
+  if (!value.items.length) return { problem: `${ALORA_INVOCATION_KEY} is empty: an activated LoRA needs its invocation sequence` };
+  const vocab = base.metadata.get("tokenizer.ggml.tokens");
+  const size = vocab && typeof vocab === "object" && "items" in vocab ? vocab.items.length : Infinity;
+  const tokens = value.items.map(Number);
+  const outside = tokens.filter((t) => !Number.isInteger(t) || t < 0 || t >= size);
+  if (outside.length) return { problem: `${ALORA_INVOCATION_KEY} names token ids outside the base vocabulary of ${size}: ${outside.slice(0, MAX_LISTED).join(", ")}` };
+  return { tokens };
 }
 
 /** Problems that make `adapter` unusable with `base`; an empty list means llama.cpp can load it safely. */
@@ -86,6 +106,8 @@ export function loraProblems(adapter: GgufFile, base: GgufFile): { problems: str
     pairs.set(m[1]!, pair);
   }
   if (pairs.size === 0) mismatches.push("the adapter has no LoRA tensors");
+  const invocation = invocationTokens(adapter, base);
+  if (invocation.problem) mismatches.push(invocation.problem);
   let rank = 0;
   for (const [target, { a, b }] of pairs) {
     if (!a || !b) {
@@ -108,6 +130,6 @@ export function loraProblems(adapter: GgufFile, base: GgufFile): { problems: str
   return {
     problems: mismatches,
     incompatible: mismatches.length > 0,
-    shape: { rank, alpha: metaNumber(adapter, "adapter.lora.alpha"), targets: pairs.size },
+    shape: { rank, alpha: metaNumber(adapter, "adapter.lora.alpha"), targets: pairs.size, invocationTokens: invocation.tokens },
   };
 }

@@ -12,6 +12,7 @@ export const gguf = {
   str: (value: string): GgufEntry => ({ type: GgufValueType.STRING, value }),
   strings: (items: readonly string[]): GgufEntry => ({ type: GgufValueType.ARRAY, itemType: GgufValueType.STRING, items }),
   i32s: (items: readonly number[]): GgufEntry => ({ type: GgufValueType.ARRAY, itemType: GgufValueType.INT32, items }),
+  u32s: (items: readonly number[]): GgufEntry => ({ type: GgufValueType.ARRAY, itemType: GgufValueType.UINT32, items }),
   bools: (items: readonly boolean[]): GgufEntry => ({ type: GgufValueType.ARRAY, itemType: GgufValueType.BOOL, items }),
 };
 

@@ -36,6 +36,8 @@ export class RunContext {
   reusedTokens = 0;
   /** Time spent waiting on the client (its own tools): not counted against stage and run time budgets. */
   private waitedMs = 0;
+  /** The engine's background work for this run as last seen. */
+  private backgroundSeen = { tokens: 0, batches: 0, ms: 0 };
 
   constructor(
     readonly driver: TrajectoryDriver,
@@ -141,8 +143,24 @@ export class RunContext {
     this.visitTurns.set(route, 0);
   }
 
+  /**
+   * Evaluation the engine did ahead of time since the last look (while a tool ran, or between calls): its own
+   * trace event, and counted beside the partition of time, never inside the tool's.
+   */
+  private noteBackground(stage: string): void {
+    const seen = this.driver.background();
+    const tokens = seen.tokens - this.backgroundSeen.tokens;
+    const batches = seen.batches - this.backgroundSeen.batches;
+    if (batches <= 0) return;
+    const ms = seen.ms - this.backgroundSeen.ms;
+    this.backgroundSeen = seen;
+    this.trace.background(ms);
+    this.trace.event("background", { stage, adapter: this.route(), tokens, batches, ms: round(ms) });
+  }
+
   async modelTurn(stage: string, maxTokens = this.opts.maxTokensPerTurn): Promise<ModelTurn> {
     this.checkCancelled();
+    this.noteBackground(stage);
     const route = this.route();
     const turn = (this.visitTurns.get(route) ?? 0) + 1;
     this.visitTurns.set(route, turn);
@@ -182,6 +200,7 @@ export class RunContext {
   /** A load or offload; the KV rebuild inside it is moved from adapter control to cache rebuild time. */
   async weightAction(stage: string, action: "load" | "offload", author: "model" | "harness", fn: () => Promise<WeightOutcome>, detail: Record<string, unknown> = {}): Promise<WeightOutcome> {
     this.checkCancelled();
+    this.noteBackground(stage);
     const { value, ms } = await this.trace.measure("adapter_control", fn);
     if (value.rebuildMs > 0) this.trace.move(value.rebuildMs, "adapter_control", "cache_rebuild");
     if (value.ok) this.switches++;
@@ -198,7 +217,7 @@ export class RunContext {
       active: this.driver.active(),
       ...detail,
     });
-    if (value.rebuildMs > 0) this.trace.event("cache_rebuild", { stage, adapter: this.route(), tokens: value.rebuiltTokens, reused: value.reusedTokens, ms: round(value.rebuildMs) });
+    if (value.rebuildMs > 0) this.trace.event("cache_rebuild", { stage, adapter: this.route(), tokens: value.rebuiltTokens, reused: value.reusedTokens, shared: value.sharedTokens, ms: round(value.rebuildMs) });
     return value;
   }
 

@@ -1,3 +1,4 @@
+import type { BackgroundWork } from "../engine/index.js";
 import type { Owner } from "./types.js";
 import type { SessionService } from "../sessions/SessionService.js";
 
@@ -26,6 +27,8 @@ export interface WeightOutcome {
   rebuiltTokens: number;
   /** Tokens whose KV was kept from earlier work under the same weights (`reuse`). */
   reusedTokens: number;
+  /** Of those, tokens restored from a prompt prefix another session computed. */
+  sharedTokens: number;
 }
 
 export interface GenerateRequest {
@@ -61,6 +64,10 @@ export interface TrajectoryDriver {
   room(): Promise<{ size: number; used: number; release: number }>;
   /** Elides the oldest external tool results read in full until `needed` tokens are free (or none is left). */
   elide(needed: number): Promise<{ elided: number; callIds: string[]; freedTokens: number }>;
+  /** The weights the policy knows come next, in order (null: the base): the engine may catch their caches up ahead. */
+  plan(upcoming: readonly (string | null)[]): void;
+  /** Evaluation the engine did ahead of time for this trajectory so far. */
+  background(): BackgroundWork;
 }
 
 /** The driver over a live server session. */
@@ -130,10 +137,26 @@ export class SessionDriver implements TrajectoryDriver {
   elide(needed: number) {
     return this.sessions.elideToolResults(this.owner, this.sessionId, needed);
   }
+
+  plan(upcoming: readonly (string | null)[]): void {
+    this.sessions.planWeights(this.owner, this.sessionId, upcoming);
+  }
+
+  background(): BackgroundWork {
+    return this.sessions.backgroundWork(this.owner, this.sessionId);
+  }
 }
 
 function toWeightOutcome(o: Awaited<ReturnType<SessionService["loadLora"]>>): WeightOutcome {
   return o.ok
-    ? { ok: true, callId: o.callId, switchMs: o.switch.switchMs + o.switch.queueMs, rebuildMs: o.switch.rebuild.ms, rebuiltTokens: o.switch.rebuild.tokens, reusedTokens: o.switch.rebuild.reused }
-    : { ok: false, error: o.error, switchMs: 0, rebuildMs: 0, rebuiltTokens: 0, reusedTokens: 0 };
+    ? {
+        ok: true,
+        callId: o.callId,
+        switchMs: o.switch.switchMs + o.switch.queueMs,
+        rebuildMs: o.switch.rebuild.ms,
+        rebuiltTokens: o.switch.rebuild.tokens,
+        reusedTokens: o.switch.rebuild.reused,
+        sharedTokens: o.switch.rebuild.shared,
+      }
+    : { ok: false, error: o.error, switchMs: 0, rebuildMs: 0, rebuiltTokens: 0, reusedTokens: 0, sharedTokens: 0 };
 }

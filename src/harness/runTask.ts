@@ -192,7 +192,8 @@ export async function runTask(deps: HarnessDeps, owner: Owner, raw: RunTaskInput
 function fixedAdapters(policy: Policy, library: AdapterLibrary): string[] | undefined {
   if (policy === "hard" || policy === "soft") return undefined;
   if (policy === "base") return [];
-  if (policy === "static") return library.aliases();
+  // an activated LoRA applies alone (from its invocation point), so it cannot join the static merge
+  if (policy === "static") return library.aliases().filter((a) => !library.get(a)?.info?.invocationTokens);
   const alias = policy.slice("single:".length);
   if (!library.get(alias)?.info) throw new InvalidPolicyError(`policy ${policy}: the library has no adapter "${alias}" (it has ${library.aliases().join(", ")})`);
   return [alias];

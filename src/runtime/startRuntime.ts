@@ -50,7 +50,14 @@ export async function loadEngine(config: ResolvedConfig, logger: Logger): Promis
     sequencesPerContext: config.model.sequencesPerContext,
     maxContexts: config.model.maxContexts,
     batchSize: config.model.batchSize,
-    cache: { strategy: config.cache.strategy, spillDir: config.cache.spillDir, spillBytes: Math.round(config.cache.spillMiB * 1024 * 1024) },
+    cache: {
+      strategy: config.cache.strategy,
+      spillDir: config.cache.spillDir,
+      spillBytes: Math.round(config.cache.spillMiB * 1024 * 1024),
+      sharedPrefixes: config.cache.sharedPrefixes,
+      background: config.cache.background,
+      backgroundDecodeMs: config.cache.backgroundDecodeMs,
+    },
     logger,
   });
 }

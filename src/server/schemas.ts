@@ -12,7 +12,8 @@ export const switchShape = {
   rebuild_ms: z.number().describe("Bringing the KV cache up to the history under the new weights."),
   rebuilt_tokens: z.number().int().describe("Tokens evaluated under the new weights."),
   reused_tokens: z.number().int().describe("Tokens whose KV, computed earlier under the same weights, was kept."),
-  restored_tokens: z.number().int().describe("Of the reused tokens, those read back from a spilled state."),
+  restored_tokens: z.number().int().describe("Of the reused tokens, those read back from a saved state (a spilled cache, or a shared prompt prefix)."),
+  shared_tokens: z.number().int().describe("Of the restored tokens, those of a prompt prefix (system prompt and function docs) computed once for these weights and shared within the prompt's scope."),
   queue_ms: z.number(),
 };
 

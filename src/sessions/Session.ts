@@ -4,6 +4,7 @@ import type { StageBudget } from "../budgets/budgets.js";
 import { UnknownCallError } from "./errors.js";
 import { elidedResults, pendingCalls, toConversation, type HistoryMessage, type ToolCallRecord, type ToolMessage } from "./history.js";
 import { callableFunctions } from "./modelFunctions.js";
+import { nextWeights } from "./stateRule.js";
 import type { StageUsage } from "./StageUsage.js";
 
 export interface SessionSettings {
@@ -24,6 +25,8 @@ export class Session {
   lastActiveAt = Date.now();
   /** What the active adapter's stage has used so far (client-driven budgets); none on the base. */
   stage: StageUsage | undefined;
+  /** The weights the harness knows come next, in order (null: the base); without it the state rule says what may. */
+  private planned: readonly (string | null)[] | undefined;
   private messages: HistoryMessage[];
 
   constructor(
@@ -92,5 +95,16 @@ export class Session {
 
   touch(): void {
     this.lastActiveAt = Date.now();
+  }
+
+  /** The harness's plan of the weights to come (hard mode knows its next stage); replaces the state rule's guess. */
+  plan(upcoming: readonly (string | null)[]): void {
+    this.planned = upcoming;
+  }
+
+  /** Tells the engine which weights this trajectory needs next (`nextWeights`), so it can catch their caches up while tools run. Fixed weights need nothing. */
+  anticipateNext(resident: readonly string[]): void {
+    if (!this.settings.weightActions) return;
+    this.engine.anticipate(nextWeights(this.activeAdapter, resident, this.planned).map((a) => (a === null ? [] : [a])));
   }
 }

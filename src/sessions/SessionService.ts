@@ -1,4 +1,4 @@
-import type { Engine, EngineSession, FunctionSpec, GenerateResult } from "../engine/index.js";
+import type { BackgroundWork, Engine, EngineSession, FunctionSpec, GenerateResult } from "../engine/index.js";
 import type { AdapterLibrary } from "../library/AdapterLibrary.js";
 import type { Logger } from "../log.js";
 import type { ExternalTool, ToolOutcome } from "../tools/ExternalTool.js";
@@ -65,6 +65,15 @@ export interface GenerateOutcome {
 }
 
 /**
+ * Who may share the KV of a session's prompt prefix (the system prompt and function docs): the server's own
+ * prompt and tools are the same text for everyone, so everyone may; a prompt or tool a client wrote stays within
+ * that client's identity, so no timing tells another client what it contains.
+ */
+function promptScope(owner: string, serverAuthored: boolean): string {
+  return serverAuthored ? "server" : `identity:${owner}`;
+}
+
+/**
  * The operations on sessions, independent of MCP: create, generate, switch weights, record tool results,
  * close. Each runs under its session's lock; model work also passes the bounded work queue. The jobs live
  * beside it: `SessionRegistry` (who owns what, limits, expiry), `WeightActions` (the state rule and every
@@ -104,8 +113,9 @@ export class SessionService {
     const clashing = Object.keys(clientTools).filter((t) => t in offered || WEIGHT_ACTIONS.has(t));
     if (clashing.length) throw new LimitError(`tools: ${clashing.join(", ")} is a function of this server; name the client's tools differently`);
     const functions = { ...(fixed ? external : modelFunctions(this.runtime.library, external)), ...clientTools };
+    const system = input.system ?? this.defaultSystem;
     const session = await this.registry.add(owner, async () => {
-      const engineSession: EngineSession = await this.runtime.engine.openSession({ adapters: fixed ?? [] });
+      const engineSession: EngineSession = await this.runtime.engine.openSession({ adapters: fixed ?? [], promptScope: promptScope(owner, system === this.defaultSystem && !Object.keys(clientTools).length) });
       return new Session(
         newId("s_", 18),
         owner,
@@ -114,13 +124,14 @@ export class SessionService {
         functions,
         toolNames,
         { keepToolResults: this.config.keepToolResults, weightActions: !fixed, ...(input.stageBudget ? { stageBudget: input.stageBudget } : {}) },
-        input.system ?? this.defaultSystem,
+        system,
         {
           clientTools: Object.keys(clientTools),
           ...input.history,
         },
       );
     });
+    session.anticipateNext(this.runtime.library.aliases());
     this.logger.info({ session: session.id, owner, tools: toolNames }, "session created");
     return session;
   }
@@ -194,6 +205,18 @@ export class SessionService {
   /** Answers a pending model call with an error the model reads (a harness guard refusing it). */
   async rejectCall(owner: string, id: string, callId: string, message: string): Promise<void> {
     return rejectCall(this.get(owner, id), callId, message);
+  }
+
+  /** The harness's plan of the weights to come (see `Session.plan`): the engine catches their caches up ahead. */
+  planWeights(owner: string, id: string, upcoming: readonly (string | null)[]): void {
+    const session = this.get(owner, id);
+    session.plan(upcoming);
+    session.anticipateNext(this.runtime.library.aliases());
+  }
+
+  /** Evaluation the engine did ahead of time for the session (kept apart from the time anyone waited). */
+  backgroundWork(owner: string, id: string): BackgroundWork {
+    return this.get(owner, id).engine.backgroundWork();
   }
 
   /**

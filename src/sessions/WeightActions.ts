@@ -109,6 +109,7 @@ export class WeightActions {
     const report = await this.queue.run(session.owner, () => session.engine.switchAdapter(target, session.conversation([...session.history, ...exchange])));
     session.append(...exchange);
     session.stage = target === null ? undefined : new StageUsage(target);
+    session.anticipateNext(this.library.aliases());
     const { tokens, reused, restored, ms } = report.rebuild;
     this.logger.info({ session: session.id, from, to: target, cache: report.strategy, rebuiltTokens: tokens, reusedTokens: reused, restoredTokens: restored, rebuildMs: ms }, "weights switched");
     return report;

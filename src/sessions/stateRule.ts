@@ -40,3 +40,14 @@ export function stateRuleProblem({ action, active, adapter, call, pending, resid
   if (adapter !== undefined && adapter !== active) return `offload_lora refused: "${adapter}" is not the active adapter; "${active}" is`;
   return undefined;
 }
+
+/**
+ * The weights a trajectory needs next, most likely first (null: the base): the harness's plan when it has one
+ * (hard mode knows its next stage), else what the state rule allows within two actions from here: an adapter
+ * is released to the base first, then any other resident adapter may be loaded; from the base, any of them.
+ */
+export function nextWeights(active: string | null, resident: readonly string[], planned?: readonly (string | null)[]): (string | null)[] {
+  if (planned) return planned.filter((a) => a !== active);
+  const adapters = resident.filter((a) => a !== active);
+  return active === null ? adapters : [null, ...adapters];
+}

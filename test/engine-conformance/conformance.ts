@@ -34,6 +34,9 @@ export interface ConformanceOptions<E extends Engine = Engine> {
   tolerance?: number;
 }
 
+/** Cached tokens a backend may evaluate again to make a short append one efficient decode (the local engine's MIN_DECODE_TOKENS). */
+const DECODE_FLOOR = 64;
+
 /** base -> plan -> base -> search -> base -> search -> base -> write, with history appended between switches. */
 const SCRIPT: (string | null)[] = ["plan", null, "search", null, "search", null, "write", null];
 
@@ -109,6 +112,27 @@ export function describeEngineConformance<E extends Engine>(name: string, opts: 
             for (const r of reports.filter((r) => !returns.includes(r))) expect(r.rebuild.reused).toBe(0);
           }
           console.log(`${name} ${strategy}: tokens evaluated by the 8 switches`, reports.map((r) => r.rebuild.tokens).join(" "), `; max |delta log-prob| vs reference ${Math.max(...diffs)}`);
+        } finally {
+          await session.close();
+        }
+      });
+
+      it("a hint of the weights to come changes only the work done ahead: with idle time between calls, every switch stays exact and its figures add up", async () => {
+        const session = await engine.openSession();
+        try {
+          let steps = 1;
+          await session.prefill(trajectory(steps));
+          for (const adapter of ["plan", null, "search", null]) {
+            session.anticipate(adapter === null ? [[], ["search"]] : [["plan"], ["search"]]);
+            await new Promise((resolve) => setTimeout(resolve, 300)); // as while a tool runs
+            steps += 1;
+            const conv = trajectory(steps);
+            const report = await session.switchAdapter(adapter, conv);
+            expect(report.rebuild.tokens + report.rebuild.reused).toBe(engine.renderTokens(conv).length - 1);
+            expect(await exactness(session, adapter, conv)).toBeLessThanOrEqual(tolerance);
+          }
+          // rebuild keeps no other cache to work on; a backend may also ignore the hint (and report nothing)
+          if (strategy === "rebuild") expect(session.backgroundWork()).toEqual({ tokens: 0, batches: 0, ms: 0 });
         } finally {
           await session.close();
         }
@@ -220,7 +244,7 @@ export function describeEngineConformance<E extends Engine>(name: string, opts: 
           const next: Conversation = { ...conv, turns: [...conv.turns, { role: "assistant", text: "The Seine." }, { role: "user", text: "And its length?" }] };
           const second = await session.generate(next, { maxTokens: 4 });
           expect(second.tokens.cached + second.tokens.evaluated).toBe(second.tokens.prompt);
-          expect(second.tokens.cached).toBeGreaterThan(first.tokens.prompt - 2);
+          expect(second.tokens.cached).toBeGreaterThan(first.tokens.prompt - 2 - DECODE_FLOOR);
           expect(second.tokens.evaluated).toBeLessThan(second.tokens.prompt / 2);
         } finally {
           await session.close();

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { ToolCallRecord } from "../../src/sessions/history.js";
 import { callableFunctions, LOAD_LORA, OFFLOAD_LORA } from "../../src/sessions/modelFunctions.js";
-import { callMismatch, stateRuleProblem, type StateRuleInput } from "../../src/sessions/stateRule.js";
+import { callMismatch, nextWeights, stateRuleProblem, type StateRuleInput } from "../../src/sessions/stateRule.js";
 
 const call = (name: string, args: Record<string, unknown> = {}, id = "call_1"): ToolCallRecord => ({ id, name, arguments: args });
 const rule = (over: Partial<StateRuleInput>) => stateRuleProblem({ action: LOAD_LORA, active: null, adapter: "plan", call: undefined, pending: [], resident: ["plan", "search"], ...over });
@@ -50,5 +50,13 @@ describe("the state rule", () => {
     expect(callableFunctions(null, ["search", "read"])).toEqual([LOAD_LORA, "search", "read"]);
     expect(callableFunctions("plan", ["search"])).toEqual([OFFLOAD_LORA, "search"]);
     expect(callableFunctions("plan", [])).toEqual([OFFLOAD_LORA]);
+  });
+
+  it("anticipates the weights two actions ahead: the base after an adapter, then the other adapters; a harness plan overrides", () => {
+    const resident = ["plan", "search", "write"];
+    expect(nextWeights(null, resident)).toEqual(["plan", "search", "write"]);
+    expect(nextWeights("search", resident)).toEqual([null, "plan", "write"]);
+    expect(nextWeights("plan", resident, [null, "search"])).toEqual([null, "search"]);
+    expect(nextWeights(null, resident, [null, "search"])).toEqual(["search"]);
   });
 });

@@ -2,7 +2,7 @@ import type { Token } from "../../llama/nodeLlamaCpp.js";
 import type { AdapterVersion, SwitchReport } from "../../../src/engine/index.js";
 import type { Lane, Slot } from "../../cache/Lane.js";
 import type { LaneKey } from "../../cache/LaneKey.js";
-import type { Synced } from "../laneSync.js";
+import type { Synced, SyncPlan } from "../laneSync.js";
 import type { SessionHost } from "../SessionHost.js";
 
 /** What a strategy sees and changes of the session it switches. */
@@ -19,6 +19,12 @@ export interface SwitchingSession {
   cachedTokens(): number;
   /** The active lane's slot; SessionClosedError if it has none. */
   liveSlot(): Slot;
+  /** How a sync brings `lane` (with the versions it has now) to `tokens`: invocation point, shared prefix. */
+  planFor(lane: Lane, tokens: readonly Token[]): SyncPlan;
+  /** Whether `versions` is an activated LoRA: it runs on the session's base lane, from its invocation point on. */
+  activates(versions: readonly AdapterVersion[]): boolean;
+  /** The key of the session's base lane. */
+  baseKey(): LaneKey;
 }
 
 export interface SwitchOutcome {

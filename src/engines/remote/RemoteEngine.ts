@@ -60,6 +60,8 @@ export class RemoteEngine implements Engine {
   private readonly freeSlots: number[];
   private readonly host: RemoteSessionHost;
   private nextSessionId = 1;
+  /** Prompt tokens the engine evaluated for this backend's requests, by its own figures. */
+  private evaluatedTokens = 0;
   private collecting: Promise<void> = Promise.resolve();
   /** Set when the engine was unreachable: it may have restarted, so its adapters are checked before the next request. */
   private stale = false;
@@ -92,7 +94,11 @@ export class RemoteEngine implements Engine {
       resolve: (alias) => this.versionOf(alias),
       pin: (versions) => this.pinned.pin(versions),
       unpin: (versions) => void this.pinned.unpin(versions),
-      complete: (versions, request, flavorOverride) => this.complete(versions, request, flavorOverride),
+      complete: async (versions, request, flavorOverride) => {
+        const result = await this.complete(versions, request, flavorOverride);
+        this.evaluatedTokens += result.evaluated ?? 0;
+        return result;
+      },
       noAdapterSets: () => this.noAdapterSets(),
       versionsReleased: () => void this.collect(),
       closed: (session) => {
@@ -177,6 +183,7 @@ export class RemoteEngine implements Engine {
   /** Validates the file against the base, prepares the engine's form of it and registers it (once per version). */
   private async hold(spec: AdapterSpec): Promise<HeldVersion> {
     const { info, header } = await readAdapterFile(spec, this.base);
+    if (info.invocationTokens) throw new UnsupportedFeatureError(this.http.label, "activated LoRA (aLoRA) adapters", "serve it on the local engine (engine.backend: local)");
     const existing = this.held.get(info.id);
     if (existing) return existing;
     const prepared: PreparedAdapter = { version: info.version, filePath: info.filePath };
@@ -272,7 +279,19 @@ export class RemoteEngine implements Engine {
   }
 
   cacheStats(): CacheStats {
-    return { strategy: this.cacheStrategy, contexts: 1, sequences: this.sessions.size, idleLanes: 0, spilledLanes: 0, spilledBytes: 0, evictions: { spilled: 0, dropped: 0 } };
+    // the engine evaluates only when a request asks it to: there is no work ahead of time, and its own prefix cache is its business
+    return {
+      strategy: this.cacheStrategy,
+      contexts: 1,
+      sequences: this.sessions.size,
+      idleLanes: 0,
+      spilledLanes: 0,
+      spilledBytes: 0,
+      evictions: { spilled: 0, dropped: 0 },
+      evaluatedTokens: { foreground: this.evaluatedTokens, background: 0 },
+      background: { enabled: false, batches: 0, ms: 0, yields: 0, lanesStarted: 0 },
+      sharedPrefixes: { enabled: false, entries: 0, bytes: 0, hits: 0, saved: 0 },
+    };
   }
 
   renderTokens(conversation: Conversation): TokenId[] {

@@ -3,6 +3,7 @@ import {
   ContextOverflowError,
   SessionClosedError,
   type AdapterVersion,
+  type BackgroundWork,
   type CacheStrategy,
   type ChatCodec,
   type Conversation,
@@ -110,6 +111,13 @@ export class RemoteEngineSession implements EngineSession {
     return this.cache.length;
   }
 
+  /** The engine evaluates only what a request asks for: nothing to do ahead of time. */
+  anticipate(): void {}
+
+  backgroundWork(): BackgroundWork {
+    return { tokens: 0, batches: 0, ms: 0 };
+  }
+
   laneStates(): LaneState[] {
     return [{ weights: this.activeAdapter ?? "base", active: true, state: "live", tokens: this.cache.length }];
   }
@@ -139,12 +147,12 @@ export class RemoteEngineSession implements EngineSession {
         const from = this.activeAdapter;
         if (sameVersions(to, this.versions)) {
           this.versions = to;
-          return { from, to: label(to), strategy: "unchanged", switchMs: 0, rebuild: { tokens: 0, reused: this.cache.length, restored: 0, ms: 0 }, queueMs };
+          return { from, to: label(to), strategy: "unchanged", switchMs: 0, rebuild: { tokens: 0, reused: this.cache.length, restored: 0, shared: 0, ms: 0 }, queueMs };
         }
         // the new weights over the whole history now, so the next turn only evaluates what it appends
         const prefill = await this.prefillUnder(to, tokens, true);
         this.versions = to;
-        return { from, to: label(to), strategy: this.host.cacheStrategy, switchMs: 0, rebuild: { tokens: prefill.evaluated, reused: prefill.cached, restored: 0, ms: prefill.ms }, queueMs };
+        return { from, to: label(to), strategy: this.host.cacheStrategy, switchMs: 0, rebuild: { tokens: prefill.evaluated, reused: prefill.cached, restored: 0, shared: 0, ms: prefill.ms }, queueMs };
       } finally {
         this.host.unpin(to);
         queueMicrotask(() => this.host.versionsReleased());

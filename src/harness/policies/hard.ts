@@ -43,6 +43,8 @@ export async function runHard(ctx: RunContext, workflow: readonly string[], budg
     } else if (onAdapter) {
       const loaded = await ctx.weightAction(stage, "load", "harness", () => ctx.driver.load(alias, { reason: `stage ${i + 1} of the prescribed workflow ${workflow.join(" -> ")}` }));
       onAdapter = loaded.ok;
+      // the release returns to the base, and the next stage's adapter follows: both caught up while this stage's tools run
+      if (onAdapter) ctx.driver.plan([null, ...workflow.slice(i + 1, i + 2)]);
       if (!loaded.ok) ctx.trace.event("fallback", { stage, adapter: alias, runsOn: ctx.route(), reason: `load failed: ${loaded.error}` });
     } else if (!ctx.driver.adapters.includes(alias)) {
       ctx.trace.event("fallback", { stage, adapter: alias, runsOn: ctx.route(), reason: "the library has no such adapter; the base model runs this stage" });

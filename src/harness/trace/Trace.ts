@@ -19,6 +19,11 @@ export interface TimeBreakdown {
   /** Wall time no timer covered; must stay under 1%. */
   unattributedMs: number;
   unattributedShare: number;
+  /**
+   * Evaluation the engine did ahead of time for this run (while its tools ran, between its calls): it overlaps
+   * the categories above, so it is reported beside them, never inside (it is not hidden in tool time).
+   */
+  backgroundMs: number;
 }
 
 const now = () => performance.now();
@@ -34,6 +39,7 @@ export class Trace {
   private readonly started = now();
   private ended: number | undefined;
   private readonly totals = new Map<string, number>();
+  private backgroundMs = 0;
   /** Called with every event as it is recorded (streaming clients, the status page). */
   readonly listeners: ((e: TraceEvent) => void)[] = [];
 
@@ -82,6 +88,11 @@ export class Trace {
     this.add(to, ms);
   }
 
+  /** Counts evaluation done ahead of time: beside the partition, since it ran while something else was being timed. */
+  background(ms: number): void {
+    this.backgroundMs += ms;
+  }
+
   end(): TimeBreakdown {
     this.ended ??= now();
     return this.breakdown();
@@ -104,6 +115,7 @@ export class Trace {
       orchestration: round(get("orchestration")),
       unattributedMs: round(unattributed),
       unattributedShare: wallMs > 0 ? Number((unattributed / wallMs).toFixed(5)) : 0,
+      backgroundMs: round(this.backgroundMs),
     };
   }
 

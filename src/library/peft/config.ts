@@ -11,7 +11,8 @@ const nonEmpty = (v: unknown) => v !== undefined && v !== null && (Array.isArray
  * with the reason: DoRA, trained copies of whole modules (`modules_to_save`), per-module ranks or alphas,
  * trained biases, layer replication, parameter (not module) targets.
  *
- * Accepted: `use_rslora` (PEFT scales by alpha/sqrt(r); the importer writes alpha*sqrt(r) so llama.cpp's
+ * Accepted: `alora_invocation_tokens` (an activated LoRA: written as llama.cpp's `adapter.alora.invocation_tokens`,
+ * which the engine applies from the invocation point on), `use_rslora` (PEFT scales by alpha/sqrt(r); the importer writes alpha*sqrt(r) so llama.cpp's
  * alpha/r gives the same factor) and `fan_in_fan_out` (it only says how the *base* weight is laid out, for
  * GPT-2's Conv1D; lora_A and lora_B are nn.Linear either way, and the families mapped here use nn.Linear,
  * for which PEFT itself resets the flag).
@@ -33,6 +34,8 @@ export const PeftConfigSchema = z
     alpha_pattern: z.record(z.string(), z.unknown()).nullable().optional(),
     layer_replication: z.unknown().optional(),
     target_parameters: z.array(z.string()).nullable().optional(),
+    /** An activated LoRA (PEFT's aLoRA): the token ids after whose last occurrence the adapter applies. */
+    alora_invocation_tokens: z.array(z.number().int().nonnegative()).min(1).nullable().optional(),
   })
   .superRefine((c, ctx) => {
     const refuse = (field: string, message: string) => ctx.addIssue({ code: "custom", path: [field], message });

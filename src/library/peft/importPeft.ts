@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, renameSync, rmSync, statSync } from "node:fs";
 import { basename, dirname, join, resolve } from "node:path";
 import {
+  ALORA_INVOCATION_KEY,
   sha256File,
   GgmlType,
   type GgufTensorInfo,
@@ -84,7 +85,18 @@ export async function importPeft(opts: ImportPeftOptions): Promise<ImportPeftRes
   if (!existsSync(dir) || !statSync(dir).isDirectory()) throw new PeftImportError(dir, undefined, "is not a folder");
   if (existsSync(outFile) && !opts.overwrite) throw new PeftImportError(outFile, "outFile", "already exists (pass overwrite to replace it)");
 
-  const config = readPeftConfig(join(dir, PEFT_CONFIG_FILE));
+  const configFile = join(dir, PEFT_CONFIG_FILE);
+  const config = readPeftConfig(configFile);
+  const invocation = config.alora_invocation_tokens ?? undefined;
+  const vocabulary = opts.base.metadata.get("tokenizer.ggml.tokens");
+  const vocabSize = vocabulary && typeof vocabulary === "object" && "items" in vocabulary ? vocabulary.items.length : Infinity;
+  const outside = invocation?.filter((t) => t >= vocabSize) ?? [];
+  if (outside.length)
+    throw new PeftImportError(
+      configFile,
+      "alora_invocation_tokens",
+      `names token ids outside the base model's vocabulary of ${vocabSize} (${listSome(outside.map(String))}): the adapter was trained for another tokenizer`,
+    );
   const architecture = metaString(opts.base, "general.architecture");
   if (!architecture) throw new PeftImportError(opts.base.path, "general.architecture", "the base model names no architecture");
   const family = PEFT_ARCHITECTURES[architecture];
@@ -105,6 +117,7 @@ export async function importPeft(opts: ImportPeftOptions): Promise<ImportPeftRes
       "general.name": gguf.str(opts.name ?? opts.alias),
       "adapter.type": gguf.str("lora"),
       "adapter.lora.alpha": gguf.f32(alpha),
+      ...(invocation ? { [ALORA_INVOCATION_KEY]: gguf.u32s(invocation) } : {}),
     };
 
     // llama.cpp's rules, checked on the header we are about to write (nothing is on disk yet)

@@ -11,5 +11,7 @@ export const adapterListing = (ctx: ServerContext) =>
     sha256: info?.sha256 ?? null,
     size_bytes: info?.sizeBytes ?? null,
     resident: Boolean(info),
+    // an activated LoRA: the text whose last occurrence in the prompt starts it
+    ...(info?.invocationTokens ? { invocation: ctx.runtime.engine.detokenize(info.invocationTokens) } : {}),
     ...(error ? { error } : {}),
   }));

@@ -9,6 +9,7 @@ export function switchView(r: SwitchReport) {
     rebuilt_tokens: r.rebuild.tokens,
     reused_tokens: r.rebuild.reused,
     restored_tokens: r.rebuild.restored,
+    shared_tokens: r.rebuild.shared,
     queue_ms: r.queueMs,
   };
 }

@@ -28,6 +28,7 @@ export function registerListAdaptersTool(server: McpServer, ctx: ServerContext) 
             sha256: orNull(z.string(), "not resident"),
             size_bytes: orNull(z.number(), "not resident"),
             resident: z.boolean(),
+            invocation: z.string().optional().describe("An activated LoRA's invocation text: it applies from the last occurrence of it in the prompt on (the KV before it is the base's), and not at all without one."),
             error: z.string().optional(),
           }),
         ),

@@ -84,6 +84,10 @@ function render(d) {
     ["spilled lanes", c.spilledLanes],
     ["spilled", bytes(c.spilledBytes)],
     ["evictions", `${c.evictions.spilled} spilled, ${c.evictions.dropped} dropped`],
+    // evaluation for callers and ahead of time, apart: background work is never hidden in anyone's wait
+    ["evaluated", `${c.evaluatedTokens.foreground} tokens for callers, ${c.evaluatedTokens.background} ahead of time`],
+    ["background", c.background.enabled ? `${c.background.batches} decodes, ${(c.background.ms / 1000).toFixed(1)} s, gave way ${c.background.yields}x, ${c.background.lanesStarted} caches started` : "off"],
+    ["shared prefixes", c.sharedPrefixes.enabled ? `${c.sharedPrefixes.entries} (${bytes(c.sharedPrefixes.bytes)}), ${c.sharedPrefixes.hits} restores` : "off"],
   ]);
   dl(document.getElementById("work"), [
     ["queued", `${d.queue.pending} of ${d.queue.maxPending}`],
