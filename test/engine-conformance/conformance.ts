@@ -181,8 +181,9 @@ export function describeEngineConformance<E extends Engine>(name: string, opts: 
           for (let step = 0; step < 4; step++) {
             const convs = sessions.map((_, i) => trajectory(2 + step * 2 + i));
             await Promise.all(sessions.map((s, i) => s.switchAdapter(routes[i]![step]!, convs[i]!)));
-            const diffs = await Promise.all(sessions.map((s, i) => exactness(s, routes[i]![step]!, convs[i]!)));
-            for (const d of diffs) expect(d).toBeLessThanOrEqual(tolerance);
+            // measured one after the other: a serving engine batches concurrent requests, which moves log-probs by
+            // float noise (1e-3 on llama-server) that has nothing to do with whose cache a switch kept
+            for (const [i, s] of sessions.entries()) expect(await exactness(s, routes[i]![step]!, convs[i]!)).toBeLessThanOrEqual(tolerance);
           }
         } finally {
           await Promise.all(sessions.map((s) => s.close()));
