@@ -71,11 +71,15 @@ export class DuplicateAdapterError extends EngineError {
   }
 }
 
-/** Every sequence of every allowed context is taken. */
+/** Every session the engine can hold is open (every sequence of every allowed context, every slot of a remote engine). */
 export class EngineCapacityError extends EngineError {
   readonly code = "engine_capacity";
-  constructor(readonly maxSessions: number) {
-    super(`all ${maxSessions} engine session slots are in use; close a session or raise model.maxContexts / model.sequencesPerContext`);
+  constructor(
+    readonly maxSessions: number,
+    /** What raises the limit on this backend. */
+    fix = "raise model.maxContexts / model.sequencesPerContext",
+  ) {
+    super(`all ${maxSessions} engine session slots are in use; close a session or ${fix}`);
   }
 }
 
@@ -97,8 +101,10 @@ export class ContextOverflowError extends EngineError {
   constructor(
     readonly tokens: number,
     readonly contextSize: number,
+    /** What gives a session a longer window on this backend. */
+    fix = "raise model.contextSize",
   ) {
-    super(`the conversation needs ${tokens} tokens but the session's context holds ${contextSize}; shorten the history or raise model.contextSize`);
+    super(`the conversation needs ${tokens} tokens but the session's context holds ${contextSize}; shorten the history or ${fix}`);
   }
 }
 
@@ -124,7 +130,7 @@ export class EngineTimeoutError extends EngineError {
   }
 }
 
-/** The serving engine answered with an error. */
+/** The serving engine answered with an error, or with an answer this backend cannot read. */
 export class EngineRequestError extends EngineError {
   readonly code = "engine_error";
   constructor(
@@ -132,7 +138,7 @@ export class EngineRequestError extends EngineError {
     readonly status: number,
     readonly detail: string,
   ) {
-    super(`engine ${engine} refused the request (HTTP ${status}): ${detail}`);
+    super(status >= 200 && status < 300 ? `engine ${engine} answered (HTTP ${status}) with what this backend cannot use: ${detail}` : `engine ${engine} refused the request (HTTP ${status}): ${detail}`);
   }
 }
 
