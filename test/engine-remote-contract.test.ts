@@ -183,7 +183,7 @@ describe("vLLM (fixtures of its OpenAI-compatible server)", () => {
     // the scaled copy keeps the weights: only lora_alpha carries the scale
     const weightsOf = (folder: string) => readFileSync(join(folder, "adapter_model.safetensors"));
     const full = join(tempDir(), "full");
-    exportPeft({ adapter: readGgufHeader(demo.adapters.search!), base: readGgufHeader(demo.model), outDir: full, scale: 1 });
+    await exportPeft({ adapter: readGgufHeader(demo.adapters.search!), base: readGgufHeader(demo.model), outDir: full, scale: 1 });
     expect(weightsOf(localFolder(loads[1]!.lora_path as string)).equals(weightsOf(full))).toBe(true);
   });
 
@@ -350,7 +350,7 @@ describe("SGLang (fixtures of its native API)", () => {
     await start();
     const engine = await connect("sglang");
     const given = join(tempDir(), "given");
-    exportPeft({ adapter: readGgufHeader(demo.adapters.write!), base: readGgufHeader(demo.model), outDir: given, scale: 1 });
+    await exportPeft({ adapter: readGgufHeader(demo.adapters.write!), base: readGgufHeader(demo.model), outDir: given, scale: 1 });
     await engine.addAdapter({ alias: "write", filePath: demo.adapters.write!, scale: 2, peftDir: given });
     const [load] = fake.sent("POST /load_lora_adapter");
     expect(load!.lora_name).toMatch(/^write-[0-9a-f]{12}-s2$/);

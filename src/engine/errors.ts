@@ -125,8 +125,14 @@ export class EngineTimeoutError extends EngineError {
   constructor(
     readonly engine: string,
     readonly timeoutMs: number,
+    /** Set when the request never reached the engine: it waited that long for one of this many places (engine.remote.maxInFlight). */
+    readonly queuedFor?: number,
   ) {
-    super(`engine ${engine} sent nothing for ${timeoutMs} ms and the request was cancelled; nothing was changed (raise engine.remote.timeoutMs for a slow engine)`);
+    super(
+      queuedFor === undefined
+        ? `engine ${engine} sent nothing for ${timeoutMs} ms and the request was cancelled; nothing was changed (raise engine.remote.timeoutMs for a slow engine)`
+        : `engine ${engine}: the request waited ${timeoutMs} ms for one of the ${queuedFor} requests in flight to end and was dropped before it was sent; nothing was changed (raise engine.remote.maxInFlight, or engine.remote.timeoutMs)`,
+    );
   }
 }
 

@@ -24,6 +24,7 @@ import {
   type TokenId,
 } from "../../engine/index.js";
 import { readGgufHeaderAsync, type GgufFile } from "../../gguf/index.js";
+import { peftFolderSha256 } from "../../library/peft/index.js";
 import { placePeft, type PeftDirs } from "./adapters/peftForm.js";
 import { AdapterLostError, type CompletionRequest, type CompletionResult, type EngineAdapter, type EngineFacts, type PreparedAdapter } from "./flavors/Flavor.js";
 import { flavorFor, type Flavor } from "./flavors/index.js";
@@ -199,13 +200,13 @@ export class RemoteEngine implements Engine {
    * An engine that loads adapters only at start is asked first what it holds now (it may have restarted).
    */
   private async hold(spec: AdapterSpec): Promise<HeldVersion> {
-    const { info, header } = await readAdapterFile(spec, this.base);
+    const peftDir = this.flavor.features.adapterForm === "peft" && spec.peftDir ? resolve(spec.peftDir) : undefined;
+    // the engine loads the manifest's PEFT folder, not the GGUF: its bytes are part of the version
+    const { info, header } = await readAdapterFile(spec, this.base, peftDir && (await peftFolderSha256(peftDir)));
     const existing = this.held.get(info.id);
     if (existing && !(existing.engine instanceof EngineError)) return existing;
     const prepared: PreparedAdapter = { version: info.version, filePath: info.filePath };
-    if (this.flavor.features.adapterForm === "peft") {
-      prepared.peft = await placePeft(info, header, this.base, spec.peftDir && resolve(spec.peftDir), this.peftDirs!, this.facts.servedModel);
-    }
+    if (this.flavor.features.adapterForm === "peft") prepared.peft = await placePeft(info, header, this.base, peftDir, this.peftDirs!, this.facts.servedModel);
     if (this.flavor.features.runtimeAdapterLoading) await this.ready();
     else await this.verify();
     const engine = await this.flavor.register(this.http, prepared);
@@ -294,7 +295,8 @@ export class RemoteEngine implements Engine {
     try {
       result = await send(request);
     } catch (err) {
-      if (err instanceof EngineUnavailableError || err instanceof EngineTimeoutError) this.stale = true;
+      // a request that timed out in this server's own line never reached the engine: nothing to check there
+      if (err instanceof EngineUnavailableError || (err instanceof EngineTimeoutError && err.queuedFor === undefined)) this.stale = true;
       if (!(err instanceof AdapterLostError)) throw err;
       this.opts.logger.warn({ engine: this.http.label, detail: err.detail }, "the engine lost an adapter (restarted?); registering again and repeating the request");
       this.stale = true;

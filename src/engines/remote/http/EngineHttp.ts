@@ -10,10 +10,8 @@ export interface EngineHttpOptions {
   /** Longest wait for the response's headers, and between two chunks of a stream. */
   timeoutMs: number;
   /**
-   * Requests in flight at once; more wait their turn here (FIFO). The wait is not part of `timeoutMs`: that
-   * bounds the engine's silence, and a place frees as soon as one of the requests holding one ends, each of
-   * them bounded by it; a long wait means this server's own requests are streaming, not that the engine hangs.
-   * A caller that gives up (its signal) leaves the line at once.
+   * Requests in flight at once; more wait their turn here (FIFO), each at most `timeoutMs` (then an
+   * engine_timeout saying it was never sent). A caller that gives up (its signal) leaves the line at once.
    */
   maxInFlight: number;
   /** Sent as `Authorization: Bearer ...` when set. */
@@ -175,18 +173,28 @@ export class EngineHttp {
     }
   }
 
-  /** A place, or the caller's abort reason as soon as it gives up waiting (the place it would have had is passed on at once). */
+  /**
+   * A place, or an error as soon as the caller gives up waiting (its abort reason) or the wait reaches timeoutMs
+   * (EngineTimeoutError with `queuedFor`); the place it would have had is passed on at once.
+   */
   private place(signal: AbortSignal | undefined): Promise<[number, () => void]> {
     const acquired = this.places.acquire();
-    if (!signal) return acquired;
     return new Promise((resolve, reject) => {
-      const onAbort = () => reject(signal.reason);
-      signal.addEventListener("abort", onAbort, { once: true });
+      let left = false;
+      const leave = (reason: unknown) => {
+        left = true;
+        clearTimeout(timer);
+        signal?.removeEventListener("abort", onAbort);
+        reject(reason);
+      };
+      const onAbort = () => leave(signal!.reason);
+      const timer = setTimeout(() => leave(new EngineTimeoutError(this.opts.label, this.opts.timeoutMs, this.opts.maxInFlight)), this.opts.timeoutMs);
+      signal?.addEventListener("abort", onAbort, { once: true });
       void acquired.then((place) => {
-        signal.removeEventListener("abort", onAbort);
-        // a caller that left the line passes its place on to the next
-        if (signal.aborted) place[1]();
-        else resolve(place);
+        if (left) return place[1]();
+        clearTimeout(timer);
+        signal?.removeEventListener("abort", onAbort);
+        resolve(place);
       });
     });
   }
