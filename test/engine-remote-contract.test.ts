@@ -1,4 +1,5 @@
-import { readFileSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { copyFileSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
@@ -256,6 +257,51 @@ describe("vLLM (fixtures of its OpenAI-compatible server)", () => {
     await session.close();
   });
 
+  it("keeps each session off every other's prefix cache: its own cache_salt on each of its requests, a new one after clearCache", async () => {
+    await start();
+    const engine = await connect("vllm");
+    const [a, b] = [await engine.openSession(), await engine.openSession()];
+    const saltsOf = async (session: typeof a) => {
+      const from = fake.sent("POST /v1/completions").length;
+      await session.generate(conv, { maxTokens: 8 });
+      await session.generate(conv, { maxTokens: 8 });
+      return fake
+        .sent("POST /v1/completions")
+        .slice(from)
+        .map((r) => r.cache_salt);
+    };
+    const saltsA = await saltsOf(a);
+    const saltsB = await saltsOf(b);
+    expect(saltsA.length).toBeGreaterThanOrEqual(2);
+    for (const salts of [saltsA, saltsB]) {
+      expect(salts[0]).toMatch(/^[0-9a-f]{32}$/);
+      expect(new Set(salts).size).toBe(1);
+    }
+    expect(saltsA[0]).not.toBe(saltsB[0]);
+    await a.clearCache();
+    const [after] = await saltsOf(a);
+    expect(after).toMatch(/^[0-9a-f]{32}$/);
+    expect(after).not.toBe(saltsA[0]);
+    await a.close();
+    await b.close();
+  });
+
+  it("unloads the adapters it loaded when it shuts down (each takes one of the engine's --max-loras slots)", async () => {
+    await start();
+    const engine = await connect("vllm");
+    await engine.addAdapter({ alias: "plan", filePath: demo.adapters.plan!, scale: 1 });
+    await engine.addAdapter({ alias: "search", filePath: demo.adapters.search!, scale: 0.5 });
+    const loaded = fake.sent("POST /v1/load_lora_adapter").map((l) => l.lora_name);
+    expect(fake.sent("POST /v1/unload_lora_adapter")).toEqual([]);
+    await engine.dispose();
+    expect(
+      fake
+        .sent("POST /v1/unload_lora_adapter")
+        .map((u) => u.lora_name)
+        .sort(),
+    ).toEqual([...loaded].sort());
+  });
+
   it("refuses what vLLM cannot do with errors naming the flavor, the feature and the fix", async () => {
     await start();
     fake.on("POST /v1/load_lora_adapter", () => ({ status: 404, body: VLLM.responses.load_route_missing }));
@@ -344,6 +390,45 @@ describe("SGLang (fixtures of its native API)", () => {
     expect(turn.calls[0]?.name).toBe("search");
     expect(fake.sent("POST /load_lora_adapter")).toHaveLength(3);
     await session.close();
+  });
+
+  it("a manifest's PEFT folder is part of the version: other bytes in it are a new name, the same GGUF notwithstanding", async () => {
+    await start();
+    const engine = await connect("sglang");
+    const given = join(tempDir(), "given");
+    await exportPeft({ adapter: readGgufHeader(demo.adapters.write!), base: readGgufHeader(demo.model), outDir: given, scale: 1 });
+    const first = await engine.addAdapter({ alias: "write", filePath: demo.adapters.write!, scale: 1, peftDir: given });
+    expect(first.peftSha256).toMatch(/^[0-9a-f]{64}$/);
+    // the same GGUF, the folder's weights changed (a retrained export): a new version under a new name
+    const weights = join(given, "adapter_model.safetensors");
+    const bytes = readFileSync(weights);
+    bytes[bytes.length - 1] ^= 0x01;
+    writeFileSync(weights, bytes);
+    const { previous, current } = await engine.refreshAdapter({ alias: "write", filePath: demo.adapters.write!, scale: 1, peftDir: given });
+    expect(current.sha256).toBe(previous.sha256);
+    expect(current.peftSha256).not.toBe(previous.peftSha256);
+    expect(current.id).not.toBe(previous.id);
+    const [oldName, newName] = fake.sent("POST /load_lora_adapter").map((l) => l.lora_name);
+    expect(newName).not.toBe(oldName);
+  });
+
+  it("reads only the regular files of a manifest's PEFT folder: a symbolic link out of it or a FIFO is refused, naming the file", async () => {
+    await start();
+    const engine = await connect("sglang");
+    const outside = join(tempDir(), "outside");
+    await exportPeft({ adapter: readGgufHeader(demo.adapters.write!), base: readGgufHeader(demo.model), outDir: outside, scale: 1 });
+    const linked = join(tempDir(), "linked");
+    mkdirSync(linked);
+    copyFileSync(join(outside, "adapter_config.json"), join(linked, "adapter_config.json"));
+    symlinkSync(join(outside, "adapter_model.safetensors"), join(linked, "adapter_model.safetensors"));
+    await expect(engine.addAdapter({ alias: "write", filePath: demo.adapters.write!, scale: 1, peftDir: linked })).rejects.toThrow(/linked\/adapter_model\.safetensors.*is a symbolic link/);
+    const fifo = join(tempDir(), "fifo");
+    mkdirSync(fifo);
+    copyFileSync(join(outside, "adapter_config.json"), join(fifo, "adapter_config.json"));
+    execFileSync("mkfifo", [join(fifo, "adapter_model.safetensors")]);
+    await expect(engine.addAdapter({ alias: "write", filePath: demo.adapters.write!, scale: 1, peftDir: fifo })).rejects.toThrow(/fifo\/adapter_model\.safetensors.*is not a regular file/);
+    expect(fake.sent("POST /load_lora_adapter")).toEqual([]);
+    expect(engine.adapters()).toEqual([]);
   });
 
   it("a manifest's own PEFT folder is placed as a scaled copy: the weights as they are, the scale in lora_alpha", async () => {
