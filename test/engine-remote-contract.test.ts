@@ -7,7 +7,7 @@ import { LocalChatCodec } from "../native/index.js";
 import { scriptedTrajectory } from "../src/demo/trajectory.js";
 import { AdapterCapacityError, UnsupportedFeatureError } from "../src/engine/index.js";
 import { RemoteEngine, type FlavorName } from "../src/engines/remote/index.js";
-import { readGgufHeader } from "../src/gguf/index.js";
+import { readGgufHeader, sha256File } from "../src/gguf/index.js";
 import { exportPeft, importPeft, parsePeftConfig, readGgufTensorData, SafetensorsFile } from "../src/library/peft/index.js";
 import { PACKAGE_ROOT } from "../src/paths.js";
 import { demo, quietLogger } from "./helpers/engine.js";
@@ -443,5 +443,159 @@ describe("SGLang (fixtures of its native API)", () => {
     await expectPeftFormOf(placed, demo.adapters.write!, 2);
     expect(readFileSync(join(placed, "adapter_model.safetensors")).equals(readFileSync(join(given, "adapter_model.safetensors")))).toBe(true);
     expect(SafetensorsFile.open(join(placed, "adapter_model.safetensors")).header.tensors.length).toBeGreaterThan(0);
+  });
+});
+
+describe("llama-server (its API as a loopback double: the backend's own request logic; test/engine-remote-llama-server.test.ts proves it on the real server)", () => {
+  interface Listed {
+    id: number;
+    path: string;
+    scale: number;
+  }
+  /** What the double's server was started with, and what each slot holds (a host-memory cache keeps every prompt). */
+  let listed: Listed[];
+  let slots: Map<number, number[]>;
+  let hostCache: boolean;
+  const prefix = (a: readonly number[], b: readonly number[]) => {
+    let i = 0;
+    while (i < a.length && i < b.length && a[i] === b[i]) i++;
+    return i;
+  };
+  const completions = () => fake.sent("POST /completion");
+  /** A request's adapters as "id:scale" for the active ones. */
+  const active = (r: Record<string, unknown>) => (r.lora as { id: number; scale: number }[]).filter((l) => l.scale !== 0).map((l) => `${l.id}:${l.scale}`);
+
+  const start = async (files: string[]) => {
+    listed = files.map((path, id) => ({ id, path, scale: 1 }));
+    slots = new Map();
+    hostCache = false;
+    const all: number[][] = [];
+    fake = await new FixtureEngine().start();
+    fake
+      .on("GET /props", () => ok({ total_slots: 4, model_path: "demo.gguf", default_generation_settings: { n_ctx: 8192 } }))
+      .on("GET /v1/models", () => ok({ data: [{ id: "demo.gguf" }] }))
+      .on("POST /tokenize", (b) => ok({ tokens: tokenizer.tokenize(b.content as string, true) }))
+      // written by hand: JSON.stringify loses the sign of -0, the server's JSON keeps it
+      .on("GET /lora-adapters", () => ok(`[${listed.map((a) => `{"id":${a.id},"path":${JSON.stringify(a.path)},"scale":${Object.is(a.scale, -0) ? "-0.0" : a.scale}}`).join(",")}]`))
+      .on("POST /lora-adapters", (b) => {
+        for (const { id, scale } of b as unknown as { id: number; scale: number }[]) listed.find((a) => a.id === id)!.scale = scale;
+        return ok({ success: true });
+      })
+      .on("POST /completion", (b) => {
+        const prompt = b.prompt as number[];
+        const slot = b.id_slot as number;
+        const held = hostCache ? all : [slots.get(slot) ?? []];
+        const cacheN = b.cache_prompt ? Math.min(Math.max(0, ...held.map((h) => prefix(h, prompt))), prompt.length - 1) : 0;
+        slots.set(slot, prompt);
+        all.push(prompt);
+        const timings = { cache_n: cacheN, prompt_n: prompt.length - cacheN };
+        if (b.n_predict === 0) return ok({ content: "", tokens: [], timings });
+        const top = [{ id: 35, logprob: -0.1 }];
+        return ok({ content: "Done.", tokens: tokenizer.tokenize("Done.", false), tokens_predicted: 2, stop: true, stop_type: "eos", timings, completion_probabilities: [{ id: 35, logprob: -0.1, top_logprobs: top }] });
+      });
+  };
+  const connectTo = async (adapterSha256?: Record<string, string>) => {
+    const logger = quietLogger();
+    const engine = await RemoteEngine.connect({ url: fake.url, flavor: "llama-server", adapterSha256, timeoutMs: 5000, maxInFlight: 4, codec: await LocalChatCodec.load({ modelPath: demo.model, logger }), logger });
+    engines.push(engine);
+    return engine;
+  };
+
+  it("lets the engine continue from a slot's cache only where the session knows what it computed there under the same adapters", async () => {
+    await start([demo.adapters.plan!, demo.adapters.search!]);
+    const engine = await connectTo();
+    await engine.addAdapter({ alias: "plan", filePath: demo.adapters.plan!, scale: 1 });
+    await engine.addAdapter({ alias: "search", filePath: demo.adapters.search!, scale: 0.5 });
+    const session = await engine.openSession({ adapter: "plan" });
+    let from = completions().length;
+    const sent = () => completions().slice(from);
+    await session.generate(conv, { maxTokens: 4 });
+    // a new session: its slot may hold anything, so the prefill evaluates everything; the turn continues from it
+    expect(sent().map((r) => [r.n_predict, r.cache_prompt, active(r)])).toEqual([
+      [0, false, ["0:1"]],
+      [4, true, ["0:1"]],
+    ]);
+    from = completions().length;
+    await session.switchAdapter("search", conv);
+    await session.generate(conv, { maxTokens: 4 });
+    // a switch's prefill never continues from the cache computed under plan
+    expect(sent().map((r) => [r.n_predict, r.cache_prompt, active(r)])).toEqual([
+      [0, false, ["1:0.5"]],
+      [4, true, ["1:0.5"]],
+    ]);
+    // every request names every adapter (0 = off): none takes the server's global scales
+    for (const r of completions()) expect((r.lora as unknown[]).length).toBe(2);
+    from = completions().length;
+    await session.clearCache();
+    await session.generate(conv, { maxTokens: 4 });
+    expect(sent().map((r) => r.cache_prompt)).toEqual([false, true]);
+    const other = await engine.openSession({ adapter: "search" });
+    from = completions().length;
+    await other.generate(conv, { maxTokens: 4 });
+    expect(sent()[0]).toMatchObject({ n_predict: 0, cache_prompt: false });
+    expect(sent()[0]!.id_slot).not.toBe(completions().find((r) => r.n_predict === 4)!.id_slot);
+    await session.close();
+    await other.close();
+  });
+
+  it("maps versions to the server's adapters by content: a file under another name is found, one that changed is refused naming the flavor and the feature", async () => {
+    const dir = tempDir();
+    // what the server loaded: search's bytes under another name, and write-v2's bytes under plan's name
+    copyFileSync(demo.adapters.search!, join(dir, "renamed.gguf"));
+    copyFileSync(demo.adapters["write-v2"]!, join(dir, "plan.gguf"));
+    await start([join(dir, "renamed.gguf"), join(dir, "plan.gguf"), "/srv/elsewhere/write.gguf"]);
+    const engine = await connectTo({ "/srv/elsewhere/write.gguf": await sha256File(demo.adapters.write!) });
+    await engine.addAdapter({ alias: "search", filePath: demo.adapters.search!, scale: 1 });
+    await engine.addAdapter({ alias: "write", filePath: demo.adapters.write!, scale: 1 });
+    const refused = await engine.addAdapter({ alias: "plan", filePath: demo.adapters.plan!, scale: 1 }).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(UnsupportedFeatureError);
+    expect((refused as Error).message).toMatch(
+      /llama-server at http:\/\/127\.0\.0\.1:\d+ does not support an adapter file that changed after it started: it loaded .*plan\.gguf with other contents .*restart llama-server with --lora/,
+    );
+    const session = await engine.openSession({ adapter: "write" });
+    await session.generate(conv, { maxTokens: 2 });
+    expect(active(completions().at(-1)!)).toEqual(["2:1"]);
+    // a refresh to bytes the server has maps to them, whatever the file is called there
+    await engine.refreshAdapter({ alias: "write", filePath: demo.adapters["write-v2"]!, scale: 1 });
+    await session.switchAdapter("write", conv);
+    expect(active(completions().at(-1)!)).toEqual(["1:1"]);
+    // a refresh to bytes it does not have is refused, and the alias keeps its version
+    const before = engine.adapters().find((a) => a.alias === "write")!;
+    copyFileSync(demo.adapters.plan!, join(dir, "other.gguf"));
+    await expect(engine.refreshAdapter({ alias: "write", filePath: join(dir, "other.gguf"), scale: 1 })).rejects.toThrow(
+      /llama-server at .* does not support loading adapters at runtime: .*restart it with --lora .*other\.gguf/,
+    );
+    expect(engine.adapters().find((a) => a.alias === "write")!.id).toBe(before.id);
+    await session.close();
+  });
+
+  it("refuses a server with a host-memory prompt cache (--cache-ram), which gives back states computed under other adapters", async () => {
+    await start([demo.adapters.plan!]);
+    hostCache = true;
+    await expect(connectTo()).rejects.toThrow(/llama-server at .* does not support a host-memory prompt cache: .*restart llama-server with --cache-ram 0/);
+  });
+
+  it("a server restarted with its --lora files in another order: the next request finds out, the adapters are mapped again by content, the turn repeated under the right ids", async () => {
+    await start([demo.adapters.plan!, demo.adapters.search!]);
+    const engine = await connectTo();
+    await engine.addAdapter({ alias: "plan", filePath: demo.adapters.plan!, scale: 1 });
+    await engine.addAdapter({ alias: "search", filePath: demo.adapters.search!, scale: 1 });
+    const session = await engine.openSession({ adapter: "plan" });
+    await session.generate(conv, { maxTokens: 4 });
+    expect(active(completions().at(-1)!)).toEqual(["0:1"]);
+    // the restart: every slot empty, the files in reverse order, the global scales as --lora gives them
+    listed = [demo.adapters.search!, demo.adapters.plan!].map((path, id) => ({ id, path, scale: 1 }));
+    slots.clear();
+    const from = completions().length;
+    const turn = await session.generate(conv, { maxTokens: 4 });
+    const after = completions().slice(from);
+    expect(after.at(-1)).toMatchObject({ n_predict: 4, cache_prompt: false });
+    expect(active(after.at(-1)!)).toEqual(["1:1"]);
+    expect(turn.tokens.cached).toBe(0);
+    // the server is marked again: the next turn continues from the cache
+    await session.generate(conv, { maxTokens: 4 });
+    expect(completions().at(-1)).toMatchObject({ cache_prompt: true });
+    expect(active(completions().at(-1)!)).toEqual(["1:1"]);
+    await session.close();
   });
 });
