@@ -361,15 +361,18 @@ export class RemoteEngine implements Engine {
     for (const session of [...this.sessions.values()]) await session.close();
     await this.collecting;
     this.disposed = true;
-    // an engine that loaded them at runtime for this server keeps them otherwise, each taking an adapter slot
+    // an engine that loaded them at runtime for this server keeps them otherwise, each taking an adapter slot;
+    // at once, so a hung engine holds shutdown about timeoutMs (each request's bound), not that per adapter
     if (this.flavor.features.runtimeAdapterLoading) {
-      for (const [id, held] of this.held) {
-        if (held.engine instanceof EngineError) continue;
-        await this.flavor
-          .unregister(this.http, held.engine)
-          .then(() => this.opts.logger.info({ version: id, engine: handleOf(held) }, "adapter version unregistered"))
-          .catch((err: unknown) => this.opts.logger.warn({ version: id, err: (err as Error).message }, "unregistering an adapter at shutdown failed; it stays loaded in the engine"));
-      }
+      await Promise.all(
+        [...this.held].map(async ([id, held]) => {
+          if (held.engine instanceof EngineError) return;
+          await this.flavor
+            .unregister(this.http, held.engine)
+            .then(() => this.opts.logger.info({ version: id, engine: handleOf(held) }, "adapter version unregistered"))
+            .catch((err: unknown) => this.opts.logger.warn({ version: id, err: (err as Error).message }, "unregistering an adapter at shutdown failed; it stays loaded in the engine"));
+        }),
+      );
       this.held.clear();
     }
     await this.opts.codec.dispose();

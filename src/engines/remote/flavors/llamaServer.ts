@@ -119,8 +119,8 @@ export class LlamaServerFlavor implements Flavor {
     this.serverAdapters = await Promise.all(listed.map(async (a) => ({ ...a, sha256: await this.contentOf(a.path) })));
     this.read = true;
     if (listed.length) {
-      // JSON.stringify writes -0 as 0: the marker goes as text
-      const scales = listed.map((a, i) => `{"id":${a.id},"scale":${i === 0 ? "-0.0" : JSON.stringify(a.scale)}}`);
+      // every global scale off (no path of this backend uses them); JSON.stringify writes -0 as 0: the marker goes as text
+      const scales = listed.map((a, i) => `{"id":${a.id},"scale":${i === 0 ? "-0.0" : "0"}}`);
       await http.answer({ path: "/lora-adapters", bodyText: `[${scales.join(",")}]` }, z.unknown());
     }
     return true;
