@@ -84,6 +84,16 @@ describe("engine.remote", () => {
     ["a remote backend without engine.remote", () => resolveConfig({ engine: { backend: "remote" } }, "weact.json", dir), /engine\.remote: required when engine\.backend is "remote"/],
     ["an unknown flavor", () => remote({ url: "http://x:1", flavor: "tgi" }), /engine\.remote\.flavor: Invalid option: expected one of "llama-server"\|"vllm"\|"sglang"/],
     ["a URL that is none", () => remote({ url: "localhost", flavor: "vllm" }), /engine\.remote\.url/],
+    [
+      "credentials in the URL (they would show in errors and listings)",
+      () => remote({ url: "http://user:secret@gpu:8000", flavor: "llama-server" }),
+      /engine\.remote\.url: must not carry a user name or password .*engine\.remote\.apiKeyEnv/,
+    ],
+    [
+      "an adapter hash that is none",
+      () => remote({ url: "http://127.0.0.1:8080", flavor: "llama-server", adapterSha256: { "/srv/plan.gguf": "abc" } }),
+      /engine\.remote\.adapterSha256\.\/srv\/plan\.gguf: a sha256 in hex/,
+    ],
     ["vLLM without an adapter folder", () => remote({ url: "http://gpu:8000", flavor: "vllm" }), /engine\.remote\.adapterDir: required for vllm, which loads PEFT folders/],
     [
       "an API key variable that is not set",

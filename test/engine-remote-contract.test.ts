@@ -1,4 +1,5 @@
-import { readFileSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { copyFileSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
@@ -6,7 +7,7 @@ import { LocalChatCodec } from "../native/index.js";
 import { scriptedTrajectory } from "../src/demo/trajectory.js";
 import { AdapterCapacityError, UnsupportedFeatureError } from "../src/engine/index.js";
 import { RemoteEngine, type FlavorName } from "../src/engines/remote/index.js";
-import { readGgufHeader } from "../src/gguf/index.js";
+import { readGgufHeader, sha256File } from "../src/gguf/index.js";
 import { exportPeft, importPeft, parsePeftConfig, readGgufTensorData, SafetensorsFile } from "../src/library/peft/index.js";
 import { PACKAGE_ROOT } from "../src/paths.js";
 import { demo, quietLogger } from "./helpers/engine.js";
@@ -183,7 +184,7 @@ describe("vLLM (fixtures of its OpenAI-compatible server)", () => {
     // the scaled copy keeps the weights: only lora_alpha carries the scale
     const weightsOf = (folder: string) => readFileSync(join(folder, "adapter_model.safetensors"));
     const full = join(tempDir(), "full");
-    exportPeft({ adapter: readGgufHeader(demo.adapters.search!), base: readGgufHeader(demo.model), outDir: full, scale: 1 });
+    await exportPeft({ adapter: readGgufHeader(demo.adapters.search!), base: readGgufHeader(demo.model), outDir: full, scale: 1 });
     expect(weightsOf(localFolder(loads[1]!.lora_path as string)).equals(weightsOf(full))).toBe(true);
   });
 
@@ -254,6 +255,51 @@ describe("vLLM (fixtures of its OpenAI-compatible server)", () => {
     await expect.poll(() => fake.sent("POST /v1/unload_lora_adapter")).toEqual([{ lora_name: oldName }]);
     expectDocumentedShape(fake.sent("POST /v1/unload_lora_adapter")[0]!, VLLM.requests.unload_lora_adapter!);
     await session.close();
+  });
+
+  it("keeps each session off every other's prefix cache: its own cache_salt on each of its requests, a new one after clearCache", async () => {
+    await start();
+    const engine = await connect("vllm");
+    const [a, b] = [await engine.openSession(), await engine.openSession()];
+    const saltsOf = async (session: typeof a) => {
+      const from = fake.sent("POST /v1/completions").length;
+      await session.generate(conv, { maxTokens: 8 });
+      await session.generate(conv, { maxTokens: 8 });
+      return fake
+        .sent("POST /v1/completions")
+        .slice(from)
+        .map((r) => r.cache_salt);
+    };
+    const saltsA = await saltsOf(a);
+    const saltsB = await saltsOf(b);
+    expect(saltsA.length).toBeGreaterThanOrEqual(2);
+    for (const salts of [saltsA, saltsB]) {
+      expect(salts[0]).toMatch(/^[0-9a-f]{32}$/);
+      expect(new Set(salts).size).toBe(1);
+    }
+    expect(saltsA[0]).not.toBe(saltsB[0]);
+    await a.clearCache();
+    const [after] = await saltsOf(a);
+    expect(after).toMatch(/^[0-9a-f]{32}$/);
+    expect(after).not.toBe(saltsA[0]);
+    await a.close();
+    await b.close();
+  });
+
+  it("unloads the adapters it loaded when it shuts down (each takes one of the engine's --max-loras slots)", async () => {
+    await start();
+    const engine = await connect("vllm");
+    await engine.addAdapter({ alias: "plan", filePath: demo.adapters.plan!, scale: 1 });
+    await engine.addAdapter({ alias: "search", filePath: demo.adapters.search!, scale: 0.5 });
+    const loaded = fake.sent("POST /v1/load_lora_adapter").map((l) => l.lora_name);
+    expect(fake.sent("POST /v1/unload_lora_adapter")).toEqual([]);
+    await engine.dispose();
+    expect(
+      fake
+        .sent("POST /v1/unload_lora_adapter")
+        .map((u) => u.lora_name)
+        .sort(),
+    ).toEqual([...loaded].sort());
   });
 
   it("refuses what vLLM cannot do with errors naming the flavor, the feature and the fix", async () => {
@@ -346,11 +392,50 @@ describe("SGLang (fixtures of its native API)", () => {
     await session.close();
   });
 
+  it("a manifest's PEFT folder is part of the version: other bytes in it are a new name, the same GGUF notwithstanding", async () => {
+    await start();
+    const engine = await connect("sglang");
+    const given = join(tempDir(), "given");
+    await exportPeft({ adapter: readGgufHeader(demo.adapters.write!), base: readGgufHeader(demo.model), outDir: given, scale: 1 });
+    const first = await engine.addAdapter({ alias: "write", filePath: demo.adapters.write!, scale: 1, peftDir: given });
+    expect(first.peftSha256).toMatch(/^[0-9a-f]{64}$/);
+    // the same GGUF, the folder's weights changed (a retrained export): a new version under a new name
+    const weights = join(given, "adapter_model.safetensors");
+    const bytes = readFileSync(weights);
+    bytes[bytes.length - 1] ^= 0x01;
+    writeFileSync(weights, bytes);
+    const { previous, current } = await engine.refreshAdapter({ alias: "write", filePath: demo.adapters.write!, scale: 1, peftDir: given });
+    expect(current.sha256).toBe(previous.sha256);
+    expect(current.peftSha256).not.toBe(previous.peftSha256);
+    expect(current.id).not.toBe(previous.id);
+    const [oldName, newName] = fake.sent("POST /load_lora_adapter").map((l) => l.lora_name);
+    expect(newName).not.toBe(oldName);
+  });
+
+  it("reads only the regular files of a manifest's PEFT folder: a symbolic link out of it or a FIFO is refused, naming the file", async () => {
+    await start();
+    const engine = await connect("sglang");
+    const outside = join(tempDir(), "outside");
+    await exportPeft({ adapter: readGgufHeader(demo.adapters.write!), base: readGgufHeader(demo.model), outDir: outside, scale: 1 });
+    const linked = join(tempDir(), "linked");
+    mkdirSync(linked);
+    copyFileSync(join(outside, "adapter_config.json"), join(linked, "adapter_config.json"));
+    symlinkSync(join(outside, "adapter_model.safetensors"), join(linked, "adapter_model.safetensors"));
+    await expect(engine.addAdapter({ alias: "write", filePath: demo.adapters.write!, scale: 1, peftDir: linked })).rejects.toThrow(/linked\/adapter_model\.safetensors.*is a symbolic link/);
+    const fifo = join(tempDir(), "fifo");
+    mkdirSync(fifo);
+    copyFileSync(join(outside, "adapter_config.json"), join(fifo, "adapter_config.json"));
+    execFileSync("mkfifo", [join(fifo, "adapter_model.safetensors")]);
+    await expect(engine.addAdapter({ alias: "write", filePath: demo.adapters.write!, scale: 1, peftDir: fifo })).rejects.toThrow(/fifo\/adapter_model\.safetensors.*is not a regular file/);
+    expect(fake.sent("POST /load_lora_adapter")).toEqual([]);
+    expect(engine.adapters()).toEqual([]);
+  });
+
   it("a manifest's own PEFT folder is placed as a scaled copy: the weights as they are, the scale in lora_alpha", async () => {
     await start();
     const engine = await connect("sglang");
     const given = join(tempDir(), "given");
-    exportPeft({ adapter: readGgufHeader(demo.adapters.write!), base: readGgufHeader(demo.model), outDir: given, scale: 1 });
+    await exportPeft({ adapter: readGgufHeader(demo.adapters.write!), base: readGgufHeader(demo.model), outDir: given, scale: 1 });
     await engine.addAdapter({ alias: "write", filePath: demo.adapters.write!, scale: 2, peftDir: given });
     const [load] = fake.sent("POST /load_lora_adapter");
     expect(load!.lora_name).toMatch(/^write-[0-9a-f]{12}-s2$/);
@@ -358,5 +443,159 @@ describe("SGLang (fixtures of its native API)", () => {
     await expectPeftFormOf(placed, demo.adapters.write!, 2);
     expect(readFileSync(join(placed, "adapter_model.safetensors")).equals(readFileSync(join(given, "adapter_model.safetensors")))).toBe(true);
     expect(SafetensorsFile.open(join(placed, "adapter_model.safetensors")).header.tensors.length).toBeGreaterThan(0);
+  });
+});
+
+describe("llama-server (its API as a loopback double: the backend's own request logic; test/engine-remote-llama-server.test.ts proves it on the real server)", () => {
+  interface Listed {
+    id: number;
+    path: string;
+    scale: number;
+  }
+  /** What the double's server was started with, and what each slot holds (a host-memory cache keeps every prompt). */
+  let listed: Listed[];
+  let slots: Map<number, number[]>;
+  let hostCache: boolean;
+  const prefix = (a: readonly number[], b: readonly number[]) => {
+    let i = 0;
+    while (i < a.length && i < b.length && a[i] === b[i]) i++;
+    return i;
+  };
+  const completions = () => fake.sent("POST /completion");
+  /** A request's adapters as "id:scale" for the active ones. */
+  const active = (r: Record<string, unknown>) => (r.lora as { id: number; scale: number }[]).filter((l) => l.scale !== 0).map((l) => `${l.id}:${l.scale}`);
+
+  const start = async (files: string[]) => {
+    listed = files.map((path, id) => ({ id, path, scale: 1 }));
+    slots = new Map();
+    hostCache = false;
+    const all: number[][] = [];
+    fake = await new FixtureEngine().start();
+    fake
+      .on("GET /props", () => ok({ total_slots: 4, model_path: "demo.gguf", default_generation_settings: { n_ctx: 8192 } }))
+      .on("GET /v1/models", () => ok({ data: [{ id: "demo.gguf" }] }))
+      .on("POST /tokenize", (b) => ok({ tokens: tokenizer.tokenize(b.content as string, true) }))
+      // written by hand: JSON.stringify loses the sign of -0, the server's JSON keeps it
+      .on("GET /lora-adapters", () => ok(`[${listed.map((a) => `{"id":${a.id},"path":${JSON.stringify(a.path)},"scale":${Object.is(a.scale, -0) ? "-0.0" : a.scale}}`).join(",")}]`))
+      .on("POST /lora-adapters", (b) => {
+        for (const { id, scale } of b as unknown as { id: number; scale: number }[]) listed.find((a) => a.id === id)!.scale = scale;
+        return ok({ success: true });
+      })
+      .on("POST /completion", (b) => {
+        const prompt = b.prompt as number[];
+        const slot = b.id_slot as number;
+        const held = hostCache ? all : [slots.get(slot) ?? []];
+        const cacheN = b.cache_prompt ? Math.min(Math.max(0, ...held.map((h) => prefix(h, prompt))), prompt.length - 1) : 0;
+        slots.set(slot, prompt);
+        all.push(prompt);
+        const timings = { cache_n: cacheN, prompt_n: prompt.length - cacheN };
+        if (b.n_predict === 0) return ok({ content: "", tokens: [], timings });
+        const top = [{ id: 35, logprob: -0.1 }];
+        return ok({ content: "Done.", tokens: tokenizer.tokenize("Done.", false), tokens_predicted: 2, stop: true, stop_type: "eos", timings, completion_probabilities: [{ id: 35, logprob: -0.1, top_logprobs: top }] });
+      });
+  };
+  const connectTo = async (adapterSha256?: Record<string, string>) => {
+    const logger = quietLogger();
+    const engine = await RemoteEngine.connect({ url: fake.url, flavor: "llama-server", adapterSha256, timeoutMs: 5000, maxInFlight: 4, codec: await LocalChatCodec.load({ modelPath: demo.model, logger }), logger });
+    engines.push(engine);
+    return engine;
+  };
+
+  it("lets the engine continue from a slot's cache only where the session knows what it computed there under the same adapters", async () => {
+    await start([demo.adapters.plan!, demo.adapters.search!]);
+    const engine = await connectTo();
+    await engine.addAdapter({ alias: "plan", filePath: demo.adapters.plan!, scale: 1 });
+    await engine.addAdapter({ alias: "search", filePath: demo.adapters.search!, scale: 0.5 });
+    const session = await engine.openSession({ adapter: "plan" });
+    let from = completions().length;
+    const sent = () => completions().slice(from);
+    await session.generate(conv, { maxTokens: 4 });
+    // a new session: its slot may hold anything, so the prefill evaluates everything; the turn continues from it
+    expect(sent().map((r) => [r.n_predict, r.cache_prompt, active(r)])).toEqual([
+      [0, false, ["0:1"]],
+      [4, true, ["0:1"]],
+    ]);
+    from = completions().length;
+    await session.switchAdapter("search", conv);
+    await session.generate(conv, { maxTokens: 4 });
+    // a switch's prefill never continues from the cache computed under plan
+    expect(sent().map((r) => [r.n_predict, r.cache_prompt, active(r)])).toEqual([
+      [0, false, ["1:0.5"]],
+      [4, true, ["1:0.5"]],
+    ]);
+    // every request names every adapter (0 = off): none takes the server's global scales
+    for (const r of completions()) expect((r.lora as unknown[]).length).toBe(2);
+    from = completions().length;
+    await session.clearCache();
+    await session.generate(conv, { maxTokens: 4 });
+    expect(sent().map((r) => r.cache_prompt)).toEqual([false, true]);
+    const other = await engine.openSession({ adapter: "search" });
+    from = completions().length;
+    await other.generate(conv, { maxTokens: 4 });
+    expect(sent()[0]).toMatchObject({ n_predict: 0, cache_prompt: false });
+    expect(sent()[0]!.id_slot).not.toBe(completions().find((r) => r.n_predict === 4)!.id_slot);
+    await session.close();
+    await other.close();
+  });
+
+  it("maps versions to the server's adapters by content: a file under another name is found, one that changed is refused naming the flavor and the feature", async () => {
+    const dir = tempDir();
+    // what the server loaded: search's bytes under another name, and write-v2's bytes under plan's name
+    copyFileSync(demo.adapters.search!, join(dir, "renamed.gguf"));
+    copyFileSync(demo.adapters["write-v2"]!, join(dir, "plan.gguf"));
+    await start([join(dir, "renamed.gguf"), join(dir, "plan.gguf"), "/srv/elsewhere/write.gguf"]);
+    const engine = await connectTo({ "/srv/elsewhere/write.gguf": await sha256File(demo.adapters.write!) });
+    await engine.addAdapter({ alias: "search", filePath: demo.adapters.search!, scale: 1 });
+    await engine.addAdapter({ alias: "write", filePath: demo.adapters.write!, scale: 1 });
+    const refused = await engine.addAdapter({ alias: "plan", filePath: demo.adapters.plan!, scale: 1 }).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(UnsupportedFeatureError);
+    expect((refused as Error).message).toMatch(
+      /llama-server at http:\/\/127\.0\.0\.1:\d+ does not support an adapter file that changed after it started: it loaded .*plan\.gguf with other contents .*restart llama-server with --lora/,
+    );
+    const session = await engine.openSession({ adapter: "write" });
+    await session.generate(conv, { maxTokens: 2 });
+    expect(active(completions().at(-1)!)).toEqual(["2:1"]);
+    // a refresh to bytes the server has maps to them, whatever the file is called there
+    await engine.refreshAdapter({ alias: "write", filePath: demo.adapters["write-v2"]!, scale: 1 });
+    await session.switchAdapter("write", conv);
+    expect(active(completions().at(-1)!)).toEqual(["1:1"]);
+    // a refresh to bytes it does not have is refused, and the alias keeps its version
+    const before = engine.adapters().find((a) => a.alias === "write")!;
+    copyFileSync(demo.adapters.plan!, join(dir, "other.gguf"));
+    await expect(engine.refreshAdapter({ alias: "write", filePath: join(dir, "other.gguf"), scale: 1 })).rejects.toThrow(
+      /llama-server at .* does not support loading adapters at runtime: .*restart it with --lora .*other\.gguf/,
+    );
+    expect(engine.adapters().find((a) => a.alias === "write")!.id).toBe(before.id);
+    await session.close();
+  });
+
+  it("refuses a server with a host-memory prompt cache (--cache-ram), which gives back states computed under other adapters", async () => {
+    await start([demo.adapters.plan!]);
+    hostCache = true;
+    await expect(connectTo()).rejects.toThrow(/llama-server at .* does not support a host-memory prompt cache: .*restart llama-server with --cache-ram 0/);
+  });
+
+  it("a server restarted with its --lora files in another order: the next request finds out, the adapters are mapped again by content, the turn repeated under the right ids", async () => {
+    await start([demo.adapters.plan!, demo.adapters.search!]);
+    const engine = await connectTo();
+    await engine.addAdapter({ alias: "plan", filePath: demo.adapters.plan!, scale: 1 });
+    await engine.addAdapter({ alias: "search", filePath: demo.adapters.search!, scale: 1 });
+    const session = await engine.openSession({ adapter: "plan" });
+    await session.generate(conv, { maxTokens: 4 });
+    expect(active(completions().at(-1)!)).toEqual(["0:1"]);
+    // the restart: every slot empty, the files in reverse order, the global scales as --lora gives them
+    listed = [demo.adapters.search!, demo.adapters.plan!].map((path, id) => ({ id, path, scale: 1 }));
+    slots.clear();
+    const from = completions().length;
+    const turn = await session.generate(conv, { maxTokens: 4 });
+    const after = completions().slice(from);
+    expect(after.at(-1)).toMatchObject({ n_predict: 4, cache_prompt: false });
+    expect(active(after.at(-1)!)).toEqual(["1:1"]);
+    expect(turn.tokens.cached).toBe(0);
+    // the server is marked again: the next turn continues from the cache
+    await session.generate(conv, { maxTokens: 4 });
+    expect(completions().at(-1)).toMatchObject({ cache_prompt: true });
+    expect(active(completions().at(-1)!)).toEqual(["1:1"]);
+    await session.close();
   });
 });

@@ -164,7 +164,7 @@ describe("MCP over stdio, served by --engine-url ... --engine-flavor llama-serve
   });
 
   it("maps a refresh to a file llama-server has; a file it was not started with is refused naming the flavor, the feature and the fix", async () => {
-    // the library is a private copy: files beside its manifest (llama-server knows them by name and size)
+    // the library is a private copy: files beside its manifest (llama-server knows them by their contents)
     const refreshed = await call<{ current: { sha256: string } }>(c.client, "refresh_adapter", { alias: "write", file: "write-v2.gguf" });
     expect(refreshed.current.sha256).toMatch(/^[0-9a-f]{64}$/);
     const error = await callError(c.client, "register_adapter", { alias: "code", file: "code.gguf", description: "Coding." });
@@ -229,7 +229,7 @@ describe("an engine that stops, hangs or is cancelled: the session keeps its his
   let c: Connected;
   // an idle timeout: long enough for a first prefill on one contended CPU thread, short enough for the hang test
   const TIMEOUT_MS = 8000;
-  const start = () => startLlamaServer({ model: demo.model, adapters: ADAPTERS, threads: TEST_THREADS, slots: 3, contextPerSlot: 8192, port });
+  const start = (adapters: readonly string[] = ADAPTERS) => startLlamaServer({ model: demo.model, adapters, threads: TEST_THREADS, slots: 3, contextPerSlot: 8192, port });
   beforeAll(async () => {
     port = await freePort();
     flaky = await start();
@@ -252,12 +252,16 @@ describe("an engine that stops, hangs or is cancelled: the session keeps its his
     await call(c.client, "load_lora", { session_id: id, adapter: "plan" });
     await call<Generated>(c.client, "generate", { session_id: id, max_tokens: 2 });
     const before = await kept(id);
+    // the backend marks the server it mapped (adapter 0's global scale -0, which applies nothing), to know a restart
+    const marker = /^\[\{"id":0,[^}]*"scale":-0\.0,/;
+    expect(await (await fetch(`${flaky.url}/lora-adapters`)).text()).toMatch(marker);
     await flaky.stop();
     expect(await callError(c.client, "generate", { session_id: id, max_tokens: 2 })).toMatch(/engine llama-server at http:\/\/127\.0\.0\.1:\d+ is unavailable: ECONNREFUSED.*nothing was changed.*\[engine_unavailable\]/);
     expect(await callError(c.client, "offload_lora", { session_id: id })).toMatch(/offload_lora failed, nothing changed: engine llama-server at .* is unavailable/);
     expect(await kept(id)).toEqual(before);
 
-    flaky = await start();
+    // restarted with its --lora files in the reverse order: every id now names other weights, remapped by content
+    flaky = await start([...ADAPTERS].reverse());
     const { prompt_tokens } = await state(id, { include_prompt_tokens: true });
     const after = await call<Generated>(c.client, "generate", { session_id: id, max_tokens: 2, top_logprobs: 1 });
     expect(after.adapter).toBe("plan");
@@ -265,6 +269,8 @@ describe("an engine that stops, hangs or is cancelled: the session keeps its his
     expect(after.tokens.cached).toBe(0);
     const want = await referenceLogProbs(prompt_tokens!, weights("plan"));
     expect(Math.abs(after.logprobs![0]!.logprob - want.get(after.logprobs![0]!.token)!)).toBeLessThanOrEqual(1e-3);
+    // the new server is marked in turn
+    expect(await (await fetch(`${flaky.url}/lora-adapters`)).text()).toMatch(marker);
     const released = await call<SwitchResult>(c.client, "offload_lora", { session_id: id });
     expect(released.active_adapter).toBeNull();
     await call(c.client, "close_session", { session_id: id });
@@ -380,6 +386,10 @@ describe("cache-crossing probe of this llama-server build", () => {
       await prime(cached.url, prompt, { id_slot: 0, lora: list(PLAN) });
       await prime(cached.url, await tokenize(cached.url, other), { id_slot: 0, lora: list(SEARCH) }); // moves the plan cache to host memory
       rows["--cache-ram (host-memory prompt cache)"] = await asked(cached.url, prompt, { id_slot: 0, lora: list(SEARCH) });
+      // so the backend refuses such a server at connect
+      const logger = quietLogger();
+      const refused = RemoteEngine.connect({ url: cached.url, flavor: "llama-server", timeoutMs: 30_000, maxInFlight: 2, codec: await LocalChatCodec.load({ modelPath: demo.model, logger }), logger });
+      await expect(refused).rejects.toThrow(/llama-server at .* does not support a host-memory prompt cache: .*restart llama-server with --cache-ram 0/);
     } finally {
       await cached.stop();
     }

@@ -19,7 +19,7 @@ describe("PEFT export", () => {
     const peft = writePeftFolder(join(dir, "peft"), factors);
     const imported = await importPeft({ dir: peft, base: readGgufHeader(path), alias: "a", outFile: join(dir, "a.gguf") });
     const out = join(dir, "exported");
-    const result = exportPeft({ adapter: readGgufHeader(imported.outFile), base: readGgufHeader(path), outDir: out, scale: 1 });
+    const result = await exportPeft({ adapter: readGgufHeader(imported.outFile), base: readGgufHeader(path), outDir: out, scale: 1 });
     expect(result).toMatchObject({ rank: RANK, alpha: RANK, targetModules: ["k_proj", "q_proj", "v_proj"] });
     const st = SafetensorsFile.open(join(out, "adapter_model.safetensors"));
     try {
@@ -39,13 +39,13 @@ describe("PEFT export", () => {
     expect(q).toBe(!PEFT_ARCHITECTURES[arch.name]!.permuteQK);
   });
 
-  it("bakes a scale into lora_alpha and keeps the weights; the config passes the importer's own checks", () => {
+  it("bakes a scale into lora_alpha and keeps the weights; the config passes the importer's own checks", async () => {
     const full = join(tempDir(), "full");
     const half = join(tempDir(), "half");
     const adapter = readGgufHeader(demo.adapters.search!);
     const base = readGgufHeader(demo.model);
-    exportPeft({ adapter, base, outDir: full, scale: 1, baseModel: "Qwen/Qwen3-0.6B" });
-    const r = exportPeft({ adapter, base, outDir: half, scale: 0.5 });
+    await exportPeft({ adapter, base, outDir: full, scale: 1, baseModel: "Qwen/Qwen3-0.6B" });
+    const r = await exportPeft({ adapter, base, outDir: half, scale: 0.5 });
     const config = (dir: string) => parsePeftConfig(JSON.parse(readFileSync(join(dir, "adapter_config.json"), "utf8")), dir);
     expect(config(half).lora_alpha).toBeCloseTo(config(full).lora_alpha / 2, 6);
     expect(r.alpha).toBeCloseTo(config(full).lora_alpha / 2, 6);

@@ -80,6 +80,8 @@ export function llamaServerArgs(opts: LlamaServerOptions, port: number): string[
   return [
     "-m",
     opts.model,
+    // one --lora per file: this llama.cpp's parser runs --lora's handler for every occurrence and each adds its
+    // files (common/arg.cpp), whatever its "specified multiple times" warning says; the ids follow this order
     ...(opts.adapters ?? []).flatMap((a) => ["--lora", a]),
     ...SAFE_LLAMA_SERVER_FLAGS,
     "--host",

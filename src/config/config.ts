@@ -16,8 +16,14 @@ const GpuSchema = z.union([z.enum(["auto", "cuda", "vulkan", "metal"]), z.litera
 /** A serving engine in another process (README "Remote engines"). */
 export const RemoteEngineConfigSchema = z
   .object({
-    /** The engine's base URL. */
-    url: z.string().url(),
+    /** The engine's base URL, without credentials: they would show in errors, listings and logs (engine.remote.apiKeyEnv names the key). */
+    url: z
+      .string()
+      .url()
+      .refine(
+        (u) => !/^[a-z][a-z0-9+.-]*:\/\/[^/?#]*@/i.test(u),
+        "must not carry a user name or password (they would show in errors, listings and logs): put the key in an environment variable named by engine.remote.apiKeyEnv",
+      ),
     flavor: z.enum(FLAVORS),
     /** The served base model's name (vLLM, SGLang); default: the first the engine lists. */
     model: z.string().min(1).max(1000).optional(),
@@ -25,6 +31,11 @@ export const RemoteEngineConfigSchema = z
     adapterDir: z.string().min(1).optional(),
     /** The same folder as this server sees it, when the engine mounts it elsewhere. */
     localAdapterDir: z.string().min(1).optional(),
+    /**
+     * llama-server: the sha256 of each adapter file it was started with, by the path it reports (GET /lora-adapters),
+     * for files this server cannot read at that path; the backend maps versions to its adapters by content.
+     */
+    adapterSha256: z.record(z.string().min(1), z.string().regex(/^[0-9a-fA-F]{64}$/, "a sha256 in hex (sha256sum FILE)")).optional(),
     /** Environment variable holding the engine's API key (sent as a bearer token). */
     apiKeyEnv: z.string().min(1).optional(),
     /** Longest wait for the engine's answer, or between two chunks of a streamed one. */

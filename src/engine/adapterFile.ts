@@ -6,9 +6,10 @@ import type { AdapterInfo, AdapterSpec } from "./types.js";
 
 /**
  * An adapter file checked against the base model (llama.cpp's own rules, before any engine sees it) and named as
- * the version it is: its content hash at the spec's scale. Every backend makes its versions through this.
+ * the version it is: its content hash at the spec's scale (and the hash of the PEFT folder an engine loads
+ * instead, `peftSha256`). Every backend makes its versions through this.
  */
-export async function readAdapterFile(spec: AdapterSpec, base: GgufFile): Promise<{ info: AdapterInfo; header: GgufFile }> {
+export async function readAdapterFile(spec: AdapterSpec, base: GgufFile, peftSha256?: string): Promise<{ info: AdapterInfo; header: GgufFile }> {
   const filePath = resolve(spec.filePath);
   let header: GgufFile;
   try {
@@ -21,7 +22,7 @@ export async function readAdapterFile(spec: AdapterSpec, base: GgufFile): Promis
   if (check.incompatible) throw new AdapterIncompatibleError(filePath, check.problems);
   if (check.problems.length || !check.shape) throw new AdapterFileError(filePath, check.problems.join("; "));
   const sha256 = await sha256File(filePath);
-  const version = AdapterVersion.of(spec.alias, sha256, spec.scale);
+  const version = AdapterVersion.of(spec.alias, sha256, spec.scale, peftSha256);
   const info: AdapterInfo = {
     version,
     id: version.toString(),
@@ -29,6 +30,7 @@ export async function readAdapterFile(spec: AdapterSpec, base: GgufFile): Promis
     filePath,
     scale: spec.scale,
     sha256,
+    ...(peftSha256 ? { peftSha256 } : {}),
     rank: check.shape.rank,
     alpha: check.shape.alpha,
     targetTensors: check.shape.targets,

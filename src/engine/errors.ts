@@ -71,11 +71,15 @@ export class DuplicateAdapterError extends EngineError {
   }
 }
 
-/** Every sequence of every allowed context is taken. */
+/** Every session the engine can hold is open (every sequence of every allowed context, every slot of a remote engine). */
 export class EngineCapacityError extends EngineError {
   readonly code = "engine_capacity";
-  constructor(readonly maxSessions: number) {
-    super(`all ${maxSessions} engine session slots are in use; close a session or raise model.maxContexts / model.sequencesPerContext`);
+  constructor(
+    readonly maxSessions: number,
+    /** What raises the limit on this backend. */
+    fix = "raise model.maxContexts / model.sequencesPerContext",
+  ) {
+    super(`all ${maxSessions} engine session slots are in use; close a session or ${fix}`);
   }
 }
 
@@ -108,8 +112,10 @@ export class ContextOverflowError extends EngineError {
   constructor(
     readonly tokens: number,
     readonly contextSize: number,
+    /** What gives a session a longer window on this backend. */
+    fix = "raise model.contextSize",
   ) {
-    super(`the conversation needs ${tokens} tokens but the session's context holds ${contextSize}; shorten the history or raise model.contextSize`);
+    super(`the conversation needs ${tokens} tokens but the session's context holds ${contextSize}; shorten the history or ${fix}`);
   }
 }
 
@@ -130,12 +136,18 @@ export class EngineTimeoutError extends EngineError {
   constructor(
     readonly engine: string,
     readonly timeoutMs: number,
+    /** Set when the request never reached the engine: it waited that long for one of this many places (engine.remote.maxInFlight). */
+    readonly queuedFor?: number,
   ) {
-    super(`engine ${engine} sent nothing for ${timeoutMs} ms and the request was cancelled; nothing was changed (raise engine.remote.timeoutMs for a slow engine)`);
+    super(
+      queuedFor === undefined
+        ? `engine ${engine} sent nothing for ${timeoutMs} ms and the request was cancelled; nothing was changed (raise engine.remote.timeoutMs for a slow engine)`
+        : `engine ${engine}: the request waited ${timeoutMs} ms for one of the ${queuedFor} requests in flight to end and was dropped before it was sent; nothing was changed (raise engine.remote.maxInFlight, or engine.remote.timeoutMs)`,
+    );
   }
 }
 
-/** The serving engine answered with an error. */
+/** The serving engine answered with an error, or with an answer this backend cannot read. */
 export class EngineRequestError extends EngineError {
   readonly code = "engine_error";
   constructor(
@@ -143,7 +155,7 @@ export class EngineRequestError extends EngineError {
     readonly status: number,
     readonly detail: string,
   ) {
-    super(`engine ${engine} refused the request (HTTP ${status}): ${detail}`);
+    super(status >= 200 && status < 300 ? `engine ${engine} answered (HTTP ${status}) with what this backend cannot use: ${detail}` : `engine ${engine} refused the request (HTTP ${status}): ${detail}`);
   }
 }
 

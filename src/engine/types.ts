@@ -54,6 +54,8 @@ export interface AdapterInfo {
   filePath: string;
   scale: number;
   sha256: string;
+  /** The PEFT folder's hash, where the engine loads that folder (AdapterSpec.peftDir) and it is part of the version. */
+  peftSha256?: string;
   rank: number;
   alpha: number | undefined;
   targetTensors: number;

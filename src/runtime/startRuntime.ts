@@ -30,6 +30,7 @@ export async function loadEngine(config: ResolvedConfig, logger: Logger): Promis
       model: remote.model,
       adapterDir: remote.adapterDir,
       localAdapterDir: remote.localAdapterDir,
+      adapterSha256: remote.adapterSha256,
       apiKey: remote.apiKeyEnv ? process.env[remote.apiKeyEnv] : undefined,
       timeoutMs: remote.timeoutMs,
       maxInFlight: remote.maxInFlight,

@@ -14,6 +14,16 @@ describe("adapter versions", () => {
     expect(v("plan", "1").equals(v("plan", "1"))).toBe(true);
   });
 
+  it("the PEFT folder an engine loads instead of the GGUF is part of the version: other folder bytes, another version", () => {
+    const gguf = "1".repeat(64);
+    const a = AdapterVersion.of("plan", gguf, 1, "a".repeat(64));
+    const b = AdapterVersion.of("plan", gguf, 1, "b".repeat(64));
+    expect(a.equals(b)).toBe(false);
+    expect(a.equals(AdapterVersion.of("plan", gguf, 1))).toBe(false);
+    expect(a.toString()).toBe(`plan@${gguf}+peft:${"a".repeat(64)}x1`);
+    expect(new Set([a, b, AdapterVersion.of("plan", gguf, 1)].map(String)).size).toBe(3);
+  });
+
   it("keeps its alias as a field, even one that contains the separators (nothing is parsed back)", () => {
     expect(v("plan", "1").alias).toBe("plan");
     expect(v("my@adapter", "f", 0.25).alias).toBe("my@adapter");

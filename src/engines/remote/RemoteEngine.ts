@@ -2,6 +2,7 @@ import { resolve } from "node:path";
 import {
   DuplicateAdapterError,
   EngineCapacityError,
+  EngineError,
   EngineTimeoutError,
   EngineUnavailableError,
   ModelFileError,
@@ -23,6 +24,7 @@ import {
   type TokenId,
 } from "../../engine/index.js";
 import { readGgufHeaderAsync, type GgufFile } from "../../gguf/index.js";
+import { peftFolderSha256 } from "../../library/peft/index.js";
 import { placePeft, type PeftDirs } from "./adapters/peftForm.js";
 import { AdapterLostError, type CompletionRequest, type CompletionResult, type EngineAdapter, type EngineFacts, type PreparedAdapter } from "./flavors/Flavor.js";
 import { flavorFor, type Flavor } from "./flavors/index.js";
@@ -37,7 +39,16 @@ const TOKENIZER_PROBE = 'Which river flows through Paris? 777 km, 2 seas; naïve
 interface HeldVersion {
   info: AdapterInfo;
   prepared: PreparedAdapter;
-  engine: EngineAdapter;
+  /** How requests name it, or why the engine no longer serves it (it restarted without it). */
+  engine: EngineAdapter | EngineError;
+}
+
+/** The engine's address as errors, listings and logs show it: never a user name or password (engine.remote.apiKeyEnv is for those). */
+export function engineAddress(url: string): string {
+  const u = new URL(url);
+  u.username = "";
+  u.password = "";
+  return u.toString().replace(/\/$/, "");
 }
 
 /**
@@ -59,13 +70,15 @@ export class RemoteEngine implements Engine {
   private readonly sessions = new Map<number, RemoteEngineSession>();
   private readonly freeSlots: number[];
   private readonly host: RemoteSessionHost;
+  /** What raises the session limit on this engine, for EngineCapacityError. */
+  private readonly sessionsLimit: string;
   private nextSessionId = 1;
   /** Prompt tokens the engine evaluated for this backend's requests, by its own figures. */
   private evaluatedTokens = 0;
   private collecting: Promise<void> = Promise.resolve();
   /** Set when the engine was unreachable: it may have restarted, so its adapters are checked before the next request. */
   private stale = false;
-  private reconciling: Promise<void> | undefined;
+  private verifying: Promise<void> | undefined;
   private disposed = false;
 
   private constructor(
@@ -80,6 +93,12 @@ export class RemoteEngine implements Engine {
     const codec = opts.codec;
     const sessions = Math.min(opts.sessions ?? facts.slots ?? DEFAULT_SESSIONS, facts.slots ?? Infinity);
     this.capacity = { sessions, contexts: Math.max(1, Math.min(opts.maxInFlight, sessions)), contextSize: Math.min(opts.contextSize ?? facts.contextSize, facts.contextSize) };
+    this.sessionsLimit =
+      facts.slots === undefined
+        ? "raise engine.remote.sessions"
+        : sessions < facts.slots
+          ? `raise engine.remote.sessions (up to the engine's ${facts.slots} slots)`
+          : `start ${flavor.title} with more slots (it has ${facts.slots}) and raise engine.remote.sessions`;
     this.capabilities = { logProbs: true, runtimeAdapterLoading: features.runtimeAdapterLoading, adapterSets: features.adapterSets, alora: false, grammar: true, cacheStrategies: [features.cacheStrategy] };
     this.cacheStrategy = features.cacheStrategy;
     this.model = { ...codec.model, filePath: `${http.label} (${facts.servedModel}; tokenizer and chat template from ${codec.model.filePath})`, name: facts.servedModel };
@@ -90,6 +109,8 @@ export class RemoteEngine implements Engine {
       capacity: this.capacity,
       cacheStrategy: this.cacheStrategy,
       engineLabel: http.label,
+      contextLimit:
+        this.capacity.contextSize < facts.contextSize ? `raise model.contextSize (the engine allows ${facts.contextSize} tokens a session)` : `${features.contextLimit} (now ${facts.contextSize} tokens a session)`,
       maxLogprobs: features.logProbs === "full" ? codec.vocabularySize : (opts.maxLogprobs ?? 20),
       resolve: (alias) => this.versionOf(alias),
       pin: (versions) => this.pinned.pin(versions),
@@ -110,9 +131,9 @@ export class RemoteEngine implements Engine {
   }
 
   /** Connects to the engine, checks it serves a model this tokenizer fits, and learns its limits. */
-  static async connect(opts: RemoteEngineOptions, flavor: Flavor = flavorFor(opts.flavor)): Promise<RemoteEngine> {
+  static async connect(opts: RemoteEngineOptions, flavor: Flavor = flavorFor(opts.flavor, { adapterSha256: opts.adapterSha256 })): Promise<RemoteEngine> {
     const { codec, logger } = opts;
-    const http = new EngineHttp({ url: opts.url, label: `${flavor.title} at ${opts.url}`, timeoutMs: opts.timeoutMs, maxInFlight: opts.maxInFlight, apiKey: opts.apiKey });
+    const http = new EngineHttp({ url: opts.url, label: `${flavor.title} at ${engineAddress(opts.url)}`, timeoutMs: opts.timeoutMs, maxInFlight: opts.maxInFlight, apiKey: opts.apiKey });
     try {
       if (flavor.features.adapterForm === "peft" && !opts.adapterDir) {
         throw new UnsupportedFeatureError(http.label, "GGUF adapters", "it loads PEFT folders: set engine.remote.adapterDir to a folder it can read (and localAdapterDir if this server sees it elsewhere)");
@@ -142,7 +163,7 @@ export class RemoteEngine implements Engine {
     if (this.current.has(spec.alias)) throw new DuplicateAdapterError(spec.alias);
     const held = await this.hold(spec);
     this.current.set(spec.alias, held.info.version);
-    this.opts.logger.info({ alias: spec.alias, sha256: held.info.sha256, scale: spec.scale, engine: String(held.engine.handle) }, "adapter registered with the engine");
+    this.opts.logger.info({ alias: spec.alias, sha256: held.info.sha256, scale: spec.scale, engine: handleOf(held) }, "adapter registered with the engine");
     return held.info;
   }
 
@@ -150,7 +171,7 @@ export class RemoteEngine implements Engine {
     const previous = this.adapter(spec.alias);
     const held = await this.hold(spec);
     this.current.set(spec.alias, held.info.version);
-    this.opts.logger.info({ alias: spec.alias, from: previous.sha256, to: held.info.sha256, engine: String(held.engine.handle) }, "adapter refreshed");
+    this.opts.logger.info({ alias: spec.alias, from: previous.sha256, to: held.info.sha256, engine: handleOf(held) }, "adapter refreshed");
     await this.collect();
     return { previous, current: held.info };
   }
@@ -180,15 +201,21 @@ export class RemoteEngine implements Engine {
     return version;
   }
 
-  /** Validates the file against the base, prepares the engine's form of it and registers it (once per version). */
+  /**
+   * Validates the file against the base, prepares the engine's form of it and registers it (once per version).
+   * An engine that loads adapters only at start is asked first what it holds now (it may have restarted).
+   */
   private async hold(spec: AdapterSpec): Promise<HeldVersion> {
-    const { info, header } = await readAdapterFile(spec, this.base);
+    const peftDir = this.flavor.features.adapterForm === "peft" && spec.peftDir ? resolve(spec.peftDir) : undefined;
+    // the engine loads the manifest's PEFT folder, not the GGUF: its bytes are part of the version
+    const { info, header } = await readAdapterFile(spec, this.base, peftDir && (await peftFolderSha256(peftDir)));
     if (info.invocationTokens) throw new UnsupportedFeatureError(this.http.label, "activated LoRA (aLoRA) adapters", "serve it on the local engine (engine.backend: local)");
     const existing = this.held.get(info.id);
-    if (existing) return existing;
+    if (existing && !(existing.engine instanceof EngineError)) return existing;
     const prepared: PreparedAdapter = { version: info.version, filePath: info.filePath };
-    if (this.flavor.features.adapterForm === "peft") prepared.peft = await placePeft(info, header, this.base, spec.peftDir && resolve(spec.peftDir), this.peftDirs!, this.facts.servedModel);
-    await this.ready();
+    if (this.flavor.features.adapterForm === "peft") prepared.peft = await placePeft(info, header, this.base, peftDir, this.peftDirs!, this.facts.servedModel);
+    if (this.flavor.features.runtimeAdapterLoading) await this.ready();
+    else await this.verify();
     const engine = await this.flavor.register(this.http, prepared);
     const held = { info, prepared, engine };
     this.held.set(info.id, held);
@@ -208,48 +235,90 @@ export class RemoteEngine implements Engine {
         for (const [id, held] of this.held) {
           if (inUse(held.info.version)) continue;
           this.held.delete(id);
+          if (held.engine instanceof EngineError) continue;
           await this.flavor.unregister(this.http, held.engine);
-          this.opts.logger.info({ version: id, engine: String(held.engine.handle) }, "adapter version unregistered");
+          this.opts.logger.info({ version: id, engine: handleOf(held) }, "adapter version unregistered");
         }
       })
       .catch((err) => this.opts.logger.warn({ err: (err as Error).message }, "unregistering unused adapters failed; they stay loaded in the engine"));
     return this.collecting;
   }
 
-  /**
-   * Before a request after the engine was unreachable (it may have restarted): re-read what it holds and register
-   * every held version again, and tell the sessions their caches there are gone.
-   */
+  /** Before a request after the engine was unreachable (it may have restarted): the check below. */
   private ready(): Promise<void> {
-    if (!this.stale) return Promise.resolve();
-    this.reconciling ??= (async () => {
-      try {
-        await this.flavor.reset(this.http);
-        for (const held of this.held.values()) held.engine = await this.flavor.register(this.http, held.prepared);
-        for (const session of this.sessions.values()) session.forgetCache();
-        this.stale = false;
-        this.opts.logger.info({ engine: this.http.label }, "engine reachable again; adapters registered again");
-      } finally {
-        this.reconciling = undefined;
-      }
-    })();
-    return this.reconciling;
+    return this.stale ? this.verify() : Promise.resolve();
   }
 
-  /** One completion under `versions` (the engine's names looked up now), with the recovery above. */
+  /**
+   * Asks the engine what it holds now and maps every held version again: llama-server's adapter ids and the
+   * contents it loaded (a restart may have put other files under them, or the same files in another order),
+   * vLLM's and SGLang's runtime-loaded adapters (loaded again). A restarted engine has none of the sessions'
+   * caches. A version the engine no longer serves fails only the requests that name it.
+   */
+  private verify(): Promise<void> {
+    this.verifying ??= (async () => {
+      try {
+        const restarted = await this.flavor.reset(this.http, this.freeSlots[0] ?? 0);
+        if (restarted || this.stale) {
+          for (const session of this.sessions.values()) session.forgetCache();
+        }
+        for (const held of this.held.values()) {
+          held.engine = await this.flavor.register(this.http, held.prepared).catch((err: unknown) => {
+            if (!(err instanceof EngineError) || err instanceof EngineUnavailableError || err instanceof EngineTimeoutError) throw err;
+            return err;
+          });
+        }
+        if (restarted || this.stale) this.opts.logger.info({ engine: this.http.label, restarted }, "engine checked again; adapters mapped again");
+        this.stale = false;
+      } finally {
+        this.verifying = undefined;
+      }
+    })();
+    return this.verifying;
+  }
+
+  /** The engine's names of `versions` now, or the error of one it does not serve. */
+  private engineAdapters(versions: readonly AdapterVersion[]): EngineAdapter[] {
+    return versions.map((v) => {
+      const engine = this.held.get(v.toString())!.engine;
+      if (engine instanceof EngineError) throw engine;
+      return engine;
+    });
+  }
+
+  /**
+   * One completion under `versions`, with the recovery above. On a slot engine, a request that does not continue
+   * from the slot's cache first checks which adapters the engine holds (a switch's prefill, a new session's
+   * first request); one that does continue finds out from the cached-token figure whether the engine still had
+   * the slot's state: when it had not (it restarted), the adapters are checked, and the request repeated if it
+   * named them by ids that now mean other weights.
+   */
   private async complete(versions: readonly AdapterVersion[], request: Omit<CompletionRequest, "adapters">, flavor: Flavor = this.flavor): Promise<CompletionResult> {
-    const adapters = () => versions.map((v) => this.held.get(v.toString())!.engine);
-    await this.ready();
+    const slots = this.flavor.features.slots;
+    if (slots && request.reuse === undefined) await this.verify();
+    else await this.ready();
+    const send = (req: Omit<CompletionRequest, "adapters">) => flavor.complete(this.http, { ...req, adapters: this.engineAdapters(versions) });
+    let result: CompletionResult;
     try {
-      return await flavor.complete(this.http, { ...request, adapters: adapters() });
+      result = await send(request);
     } catch (err) {
-      if (err instanceof EngineUnavailableError || err instanceof EngineTimeoutError) this.stale = true;
+      // a request that timed out in this server's own line never reached the engine: nothing to check there
+      if (err instanceof EngineUnavailableError || (err instanceof EngineTimeoutError && err.queuedFor === undefined)) this.stale = true;
       if (!(err instanceof AdapterLostError)) throw err;
       this.opts.logger.warn({ engine: this.http.label, detail: err.detail }, "the engine lost an adapter (restarted?); registering again and repeating the request");
       this.stale = true;
       await this.ready();
-      return flavor.complete(this.http, { ...request, adapters: adapters() });
+      return send(request);
     }
+    const expected = request.reuse === undefined ? 0 : Math.min(request.reuse, request.prompt.length - 1);
+    if (slots && result.cached !== undefined && result.cached < expected) {
+      const before = this.engineAdapters(versions).map((a) => a.handle);
+      this.opts.logger.warn({ engine: this.http.label, slot: request.slot, cached: result.cached, expected }, "the engine no longer had a session's cache (restarted?); checking its adapters");
+      await this.verify();
+      const now = this.engineAdapters(versions).map((a) => a.handle);
+      if (now.some((h, i) => h !== before[i])) return send({ ...request, reuse: undefined });
+    }
+    return result;
   }
 
   async openSession(options: OpenSessionOptions = {}): Promise<RemoteEngineSession> {
@@ -263,10 +332,10 @@ export class RemoteEngine implements Engine {
   async openSessionWith(options: { adapters?: readonly string[]; flavor?: Flavor }): Promise<RemoteEngineSession> {
     const aliases = options.adapters ?? [];
     if (aliases.length > 1 && !this.capabilities.adapterSets) throw this.noAdapterSets();
-    if (options.flavor) await options.flavor.reset(this.http);
+    if (options.flavor) await options.flavor.reset(this.http, this.freeSlots[0] ?? 0);
     // from here to the session's registration nothing awaits: two opens cannot take the same slot
     const versions = aliases.map((a) => this.versionOf(a));
-    if (this.sessions.size >= this.capacity.sessions) throw new EngineCapacityError(this.capacity.sessions);
+    if (this.sessions.size >= this.capacity.sessions) throw new EngineCapacityError(this.capacity.sessions, this.sessionsLimit);
     const slot = this.flavor.features.slots ? this.freeSlots.shift() : undefined;
     const session = new RemoteEngineSession(this.nextSessionId++, this.host, slot, versions, options.flavor);
     this.sessions.set(session.id, session);
@@ -311,7 +380,23 @@ export class RemoteEngine implements Engine {
     for (const session of [...this.sessions.values()]) await session.close();
     await this.collecting;
     this.disposed = true;
+    // an engine that loaded them at runtime for this server keeps them otherwise, each taking an adapter slot;
+    // at once, so a hung engine holds shutdown about timeoutMs (each request's bound), not that per adapter
+    if (this.flavor.features.runtimeAdapterLoading) {
+      await Promise.all(
+        [...this.held].map(async ([id, held]) => {
+          if (held.engine instanceof EngineError) return;
+          await this.flavor
+            .unregister(this.http, held.engine)
+            .then(() => this.opts.logger.info({ version: id, engine: handleOf(held) }, "adapter version unregistered"))
+            .catch((err: unknown) => this.opts.logger.warn({ version: id, err: (err as Error).message }, "unregistering an adapter at shutdown failed; it stays loaded in the engine"));
+        }),
+      );
+      this.held.clear();
+    }
     await this.opts.codec.dispose();
     this.opts.logger.info({ engine: this.http.label }, "remote engine disconnected");
   }
 }
+
+const handleOf = (held: HeldVersion) => (held.engine instanceof EngineError ? `(${held.engine.code})` : String(held.engine.handle));

@@ -23,19 +23,15 @@ import {
 import { Mutex } from "../../mutex.js";
 import type { CompletionRequest, CompletionResult, Flavor } from "./flavors/Flavor.js";
 import { parseTurn, ResponseTextStream } from "./turn/calls.js";
-import { boundStrings, countStrings, turnGrammar, type GrammarFunction, type TurnStart } from "./turn/grammar.js";
-
-/**
- * Requests that only need the next-token distribution sample one complete ASCII character: the distribution is
- * the raw one, and a token that ends inside a character would be dropped from llama-server's answer.
- */
-const ONE_CHARACTER = "root ::= [\\x09\\x0a\\x20-\\x7e]+";
+import { boundStrings, countStrings, ONE_CHARACTER, turnGrammar, type GrammarFunction, type TurnStart } from "./turn/grammar.js";
 /** Tokens a character can take at most once the grammar has escaped it ("\\u00e9" is six). */
 const TOKENS_PER_CHAR = 6;
 
 const now = () => performance.now();
 const label = (versions: readonly AdapterVersion[]) => (versions.length ? versions.map((v) => v.alias).join("+") : null);
 const sameVersions = (a: readonly AdapterVersion[], b: readonly AdapterVersion[]) => a.length === b.length && a.every((v, i) => v.equals(b[i]!));
+
+const newSalt = () => randomBytes(16).toString("hex");
 
 function commonPrefix(a: readonly TokenId[], b: readonly TokenId[]): number {
   let i = 0;
@@ -57,6 +53,8 @@ export interface RemoteSessionHost {
   unpin(versions: readonly AdapterVersion[]): void;
   complete(versions: readonly AdapterVersion[], request: Omit<CompletionRequest, "adapters">, flavor?: Flavor): Promise<CompletionResult>;
   noAdapterSets(): Error;
+  /** What gives a session a longer window on this engine (ContextOverflowError's fix). */
+  readonly contextLimit: string;
   versionsReleased(): void;
   closed(session: RemoteEngineSession): void;
 }
@@ -70,20 +68,22 @@ interface Prefilled {
 /**
  * One conversation on a remote engine. Its cache is the engine's (llama-server: the session's own slot; vLLM and
  * SGLang: their prefix caches keyed by adapter name), so a switch only changes which adapters the next requests
- * name, and evaluates the history under them at once (a prefill request). Correctness does not rest on what the
- * session believes the engine holds: every request names its adapters in full, and the engine recomputes what it
- * cannot prove was computed under them. Requests of one session run one at a time, in order.
+ * name, and evaluates the history under them at once (a prefill request). Every request names its adapters in
+ * full; on a slot, the engine may continue from its cache only where the prompt agrees with what the session
+ * knows it computed there under the same adapters, and evaluates everything else again (a switch, a new
+ * session, after an error). Requests of one session run one at a time, in order.
  */
 export class RemoteEngineSession implements EngineSession {
   private versions: AdapterVersion[];
-  /** The tokens the engine holds for this session under `versions`, as far as the session knows. */
-  private cache: TokenId[] = [];
-  /** The next request evaluates everything again: a new session (its slot may hold another's cache) or clearCache. */
-  private fresh = true;
+  /**
+   * Tokens the engine's slot holds for this session, computed by its requests under `versions` (the slot may hold
+   * more of them, e.g. the tokens of a turn it generated); undefined when that is not known.
+   */
+  private cache: TokenId[] | undefined;
   private closed = false;
   private readonly lock = new Mutex();
-  /** Keeps other sessions (other clients) off this session's cache in an engine whose prefix cache is shared. */
-  private readonly cacheSalt = randomBytes(16).toString("hex");
+  /** Keeps other sessions (other clients) off this session's cache in an engine whose prefix cache is shared; a new one on clearCache. */
+  private cacheSalt = newSalt();
   readonly contextSize: number;
 
   constructor(
@@ -108,7 +108,7 @@ export class RemoteEngineSession implements EngineSession {
   }
 
   get cachedTokens(): number {
-    return this.cache.length;
+    return this.cache?.length ?? 0;
   }
 
   /** The engine evaluates only what a request asks for: nothing to do ahead of time. */
@@ -119,12 +119,12 @@ export class RemoteEngineSession implements EngineSession {
   }
 
   laneStates(): LaneState[] {
-    return [{ weights: this.activeAdapter ?? "base", active: true, state: "live", tokens: this.cache.length }];
+    return [{ weights: this.activeAdapter ?? "base", active: true, state: "live", tokens: this.cachedTokens }];
   }
 
   /** The engine lost its caches (it restarted): the next request evaluates everything. */
   forgetCache(): void {
-    this.cache = [];
+    this.cache = undefined;
   }
 
   async switchAdapter(to: string | null, conversation: Conversation): Promise<SwitchReport> {
@@ -147,12 +147,12 @@ export class RemoteEngineSession implements EngineSession {
         const from = this.activeAdapter;
         if (sameVersions(to, this.versions)) {
           this.versions = to;
-          return { from, to: label(to), strategy: "unchanged", switchMs: 0, rebuild: { tokens: 0, reused: this.cache.length, restored: 0, shared: 0, ms: 0 }, queueMs };
+          return { from, to: label(to), strategy: "unchanged", switchMs: 0, rebuild: { tokens: 0, reused: this.cachedTokens, restored: 0, shared: 0, ms: 0 }, queueMs };
         }
         // the new weights over the whole history now, so the next turn only evaluates what it appends
-        const prefill = await this.prefillUnder(to, tokens, true);
+        const prefill = await this.prefillUnder(to, tokens, "switch");
         this.versions = to;
-        return { from, to: label(to), strategy: this.host.cacheStrategy, switchMs: 0, rebuild: { tokens: prefill.evaluated, reused: prefill.cached, restored: 0, shared: 0, ms: prefill.ms }, queueMs };
+        return { from, to: label(to), strategy: this.host.cacheStrategy, switchMs: 0, rebuild: { tokens: prefill?.evaluated ?? 0, reused: prefill?.cached ?? 0, restored: 0, shared: 0, ms: prefill?.ms ?? 0 }, queueMs };
       } finally {
         this.host.unpin(to);
         queueMicrotask(() => this.host.versionsReleased());
@@ -166,16 +166,16 @@ export class RemoteEngineSession implements EngineSession {
     this.ensureFits(tokens.length);
     return this.lock.run(async () => {
       this.ensureOpen();
-      const p = await this.prefillUnder(this.versions, tokens, true);
-      return { reused: p.cached, evaluated: p.evaluated, ms: p.ms };
+      const p = await this.prefillUnder(this.versions, tokens, "always");
+      return { reused: p?.cached ?? 0, evaluated: p?.evaluated ?? 0, ms: p?.ms ?? 0 };
     });
   }
 
   async clearCache(): Promise<void> {
     this.ensureOpen();
     await this.lock.run(async () => {
-      this.cache = [];
-      this.fresh = true;
+      this.cache = undefined;
+      this.cacheSalt = newSalt();
     });
   }
 
@@ -185,26 +185,37 @@ export class RemoteEngineSession implements EngineSession {
     this.ensureFits(tokens.length);
     return this.lock.run(async () => {
       this.ensureOpen();
-      if (this.host.flavor.features.slots) await this.prefillUnder(this.versions, tokens, false);
+      if (this.host.flavor.features.slots) await this.prefillUnder(this.versions, tokens, "ifNeeded");
       const dist = await this.distributionAfter(tokens);
       return new Map(dist.top.map((t) => [t.token, t.logprob]));
     });
   }
 
   /**
-   * Brings the engine's cache to the prompt minus its last token under `versions` (`always`: even if the session
-   * believes it holds it, as a switch must). Where sessions have slots this is what makes every sampled position
-   * be evaluated alone, whatever was cached before.
+   * How many of `prompt`'s tokens the engine may take from the session's slot: what the session knows the slot
+   * holds under `versions`, where the prompt agrees with it (one is the start of the other). Undefined (evaluate
+   * everything) otherwise: the slot may hold another session's cache, a state computed under other adapters, or
+   * one put back by a host-memory cache.
    */
-  private async prefillUnder(versions: readonly AdapterVersion[], tokens: readonly TokenId[], always: boolean, signal?: AbortSignal): Promise<Prefilled> {
+  private reusable(versions: readonly AdapterVersion[], prompt: readonly TokenId[]): number | undefined {
+    if (!this.cache || !sameVersions(versions, this.versions)) return undefined;
+    const agreed = commonPrefix(this.cache, prompt);
+    return agreed === Math.min(this.cache.length, prompt.length) ? agreed : undefined;
+  }
+
+  /**
+   * Brings the engine's cache to the prompt minus its last token under `versions`: `switch` evaluates all of it
+   * under new adapters, `always` sends the request even if the session knows the slot holds it, `ifNeeded` only
+   * when it does not. Where sessions have slots this is what makes every sampled position be evaluated alone,
+   * whatever was cached before. Undefined when nothing was sent.
+   */
+  private async prefillUnder(versions: readonly AdapterVersion[], tokens: readonly TokenId[], mode: "switch" | "always" | "ifNeeded", signal?: AbortSignal): Promise<Prefilled | undefined> {
     const target = tokens.slice(0, -1);
+    if (!target.length) return undefined;
+    const reuse = mode === "switch" ? undefined : this.reusable(versions, target);
+    if (mode === "ifNeeded" && reuse === target.length) return undefined;
     const started = now();
-    if (!target.length || (!always && !this.fresh && sameVersions(versions, this.versions) && commonPrefix(this.cache, tokens) >= target.length)) {
-      return { cached: Math.min(this.cache.length, target.length), evaluated: 0, ms: 0 };
-    }
-    this.cache = [];
-    const r = await this.request(versions, { prompt: target, maxTokens: 0, temperature: 0, fresh: this.fresh, grammar: ONE_CHARACTER, signal });
-    this.fresh = false;
+    const r = await this.request(versions, { prompt: target, maxTokens: 0, temperature: 0, reuse, grammar: ONE_CHARACTER, signal });
     this.cache = target;
     const cached = Math.min(r.cached ?? 0, target.length);
     return { cached, evaluated: r.evaluated ?? target.length - cached, ms: now() - started };
@@ -212,14 +223,16 @@ export class RemoteEngineSession implements EngineSession {
 
   /** The distribution after `tokens` (whose prefix the engine holds): one sampled character, the top `maxLogprobs`. */
   private async distributionAfter(tokens: readonly TokenId[]): Promise<{ top: { token: TokenId; logprob: number }[]; result: CompletionResult }> {
-    const result = await this.request(this.versions, { prompt: tokens, maxTokens: 1, temperature: 0, topLogprobs: this.host.maxLogprobs, grammar: ONE_CHARACTER });
+    const result = await this.request(this.versions, { prompt: tokens, maxTokens: 1, temperature: 0, topLogprobs: this.host.maxLogprobs, grammar: ONE_CHARACTER, reuse: this.reusable(this.versions, tokens) });
     this.cache = [...tokens];
     const first = result.logprobs?.[0];
     if (!first) throw new Error(`${this.host.engineLabel} returned no log-probs for the next token`);
     return { top: first.top, result };
   }
 
-  private request(versions: readonly AdapterVersion[], request: Omit<CompletionRequest, "adapters" | "slot">): Promise<CompletionResult> {
+  /** One request in the session's slot with its salt; after a failure the session no longer knows what its slot holds. */
+  private async request(versions: readonly AdapterVersion[], request: Omit<CompletionRequest, "adapters" | "slot">): Promise<CompletionResult> {
+    this.cache = undefined;
     return this.host.complete(versions, { ...request, slot: this.slot, cacheSalt: this.cacheSalt }, this.flavor);
   }
 
@@ -257,10 +270,11 @@ export class RemoteEngineSession implements EngineSession {
 
       let prefill: Prefilled | undefined;
       try {
-        if (this.host.flavor.features.slots) prefill = await this.prefillUnder(this.versions, tokens, false, options.signal);
+        if (this.host.flavor.features.slots) prefill = await this.prefillUnder(this.versions, tokens, "ifNeeded", options.signal);
         const stream = options.onText && new ResponseTextStream(syntax.trigger, options.onText);
         const decodeStart = now();
         const prompt = [...tokens, ...forced];
+        const reuse = this.reusable(this.versions, prompt);
         const r = await this.request(this.versions, {
           prompt,
           maxTokens: Math.max(0, maxTokens - forced.length),
@@ -273,7 +287,7 @@ export class RemoteEngineSession implements EngineSession {
           topLogprobs: options.topLogprobs,
           stop: options.stop,
           showSpecial: syntax.specialTokens,
-          fresh: this.fresh,
+          reuse,
           signal: options.signal,
           onText:
             options.onText || options.onToken
@@ -283,8 +297,8 @@ export class RemoteEngineSession implements EngineSession {
                 }
               : undefined,
         });
-        this.fresh = false;
-        this.cache = r.tokens ? [...prompt, ...r.tokens.slice(0, -1)] : prompt;
+        // the slot holds the turn's tokens too, but the next prompt has the turn as the template renders it
+        this.cache = prompt;
         const decodeMs = now() - decodeStart;
         const output = forcedText + r.text;
         stream?.update(output);
@@ -298,6 +312,7 @@ export class RemoteEngineSession implements EngineSession {
         const logprobsStart = now();
         const logprobs = options.topLogprobs ? await this.generatedLogprobs(tokens, forced, r, options.topLogprobs) : undefined;
         const logprobsMs = options.topLogprobs ? now() - logprobsStart : 0;
+        // the engine's own figures: of the prefill when one ran, else of this request
         const cached = Math.min(prefill ? prefill.cached : (r.cached ?? 0), tokens.length);
         const finishReason: FinishReason = calls.length ? "tool_calls" : r.finish === "length" || parsed.truncatedCall ? "length" : "stop";
         return {
@@ -311,7 +326,6 @@ export class RemoteEngineSession implements EngineSession {
           ...(logprobs ? { logprobs } : {}),
         };
       } catch (err) {
-        this.cache = []; // whatever the engine kept, the next request names its adapters and evaluates what differs
         if (options.signal?.aborted) return cancelled(prefill?.ms);
         throw err;
       }
@@ -375,6 +389,6 @@ export class RemoteEngineSession implements EngineSession {
   }
 
   private ensureFits(tokens: number) {
-    if (tokens > this.contextSize) throw new ContextOverflowError(tokens, this.contextSize);
+    if (tokens > this.contextSize) throw new ContextOverflowError(tokens, this.contextSize, this.host.contextLimit);
   }
 }

@@ -7,4 +7,3 @@ export { RemoteEngine } from "./RemoteEngine.js";
 export type { RemoteEngineSession } from "./RemoteEngineSession.js";
 export type { RemoteEngineOptions } from "./options.js";
 export { FLAVORS, flavorFor, type Flavor, type FlavorFeatures, type FlavorName } from "./flavors/index.js";
-export { versionedName } from "./adapters/peftForm.js";

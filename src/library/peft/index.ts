@@ -7,3 +7,4 @@ export { exportPeft, scaledPeftCopy, type ExportPeftOptions, type ExportPeftResu
 export { SafetensorsFile, writeSafetensors, SAFETENSORS_DTYPE_SIZE, type SafetensorsHeader, type SafetensorsTensor, type SafetensorsTensorSource } from "./safetensors.js";
 export { f32ToF16, f16ToF32, f32ToBf16, bf16ToF32 } from "../../gguf/index.js";
 export { readGgufTensorData } from "./ggufData.js";
+export { peftFolderSha256 } from "./peftFolder.js";

@@ -162,8 +162,13 @@ export interface SafetensorsTensorSource {
   readonly data: Uint8Array;
 }
 
-/** Writes a safetensors file the way the reference library does: buffer in the given order, header padded with spaces to 8 bytes. */
+/** Writes a safetensors file the way the reference library does (safetensorsBytes). */
 export function writeSafetensors(path: string, tensors: readonly SafetensorsTensorSource[], metadata: Record<string, string> = { format: "pt" }): void {
+  writeFileSync(path, safetensorsBytes(tensors, metadata));
+}
+
+/** A safetensors file's bytes the way the reference library writes them: buffer in the given order, header padded with spaces to 8 bytes. */
+export function safetensorsBytes(tensors: readonly SafetensorsTensorSource[], metadata: Record<string, string> = { format: "pt" }): Buffer {
   const header: Record<string, unknown> = {};
   if (Object.keys(metadata).length) header.__metadata__ = metadata;
   let offset = 0;
@@ -176,5 +181,5 @@ export function writeSafetensors(path: string, tensors: readonly SafetensorsTens
   json = Buffer.concat([json, Buffer.alloc(padded - json.length, 0x20)]);
   const len = Buffer.alloc(8);
   len.writeBigUInt64LE(BigInt(json.length));
-  writeFileSync(path, Buffer.concat([len, json, ...tensors.map((t) => Buffer.from(t.data.buffer, t.data.byteOffset, t.data.byteLength))]));
+  return Buffer.concat([len, json, ...tensors.map((t) => Buffer.from(t.data.buffer, t.data.byteOffset, t.data.byteLength))]);
 }

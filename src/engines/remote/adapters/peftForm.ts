@@ -1,5 +1,5 @@
 import { randomBytes, createHash } from "node:crypto";
-import { existsSync, mkdirSync, renameSync, rmSync } from "node:fs";
+import { mkdir, rename, rm, stat } from "node:fs/promises";
 import { join, posix } from "node:path";
 import type { AdapterInfo } from "../../../engine/index.js";
 import { sha256File, type GgufFile } from "../../../gguf/index.js";
@@ -16,7 +16,7 @@ export interface PeftDirs {
  * baked into them) and the scale, e.g. `search-3f2a9c01b7d4-s1`. A refreshed adapter is a new name, so an engine
  * whose caches are keyed by adapter name can never serve a cache computed under the old weights.
  */
-export function versionedName(alias: string, contentHash: string, scale: number): string {
+function versionedName(alias: string, contentHash: string, scale: number): string {
   return `${alias}-${contentHash.slice(0, 12)}-s${scale}`;
 }
 
@@ -26,23 +26,24 @@ export function versionedName(alias: string, contentHash: string, scale: number)
  * content-addressed: written once under a temporary name, then renamed to their versioned name (an existing one
  * holds the same bytes and is kept).
  */
-export async function placePeft(info: AdapterInfo, header: GgufFile, base: GgufFile, peftDir: string | undefined, dirs: PeftDirs, baseModel: string): Promise<{ name: string; enginePath: string; localPath: string }> {
-  mkdirSync(dirs.local, { recursive: true });
+export async function placePeft(info: AdapterInfo, header: GgufFile, base: GgufFile, peftDir: string | undefined, dirs: PeftDirs, baseModel: string): Promise<{ name: string; enginePath: string }> {
+  await mkdir(dirs.local, { recursive: true });
   const tmp = join(dirs.local, `.tmp-${info.alias}-${process.pid}-${randomBytes(4).toString("hex")}`);
   try {
-    if (peftDir) scaledPeftCopy(peftDir, tmp, info.scale);
-    else exportPeft({ adapter: header, base, outDir: tmp, scale: info.scale, baseModel });
+    if (peftDir) await scaledPeftCopy(peftDir, tmp, info.scale);
+    else await exportPeft({ adapter: header, base, outDir: tmp, scale: info.scale, baseModel });
     const hash = createHash("sha256")
       .update(await sha256File(join(tmp, PEFT_CONFIG_FILE)))
       .update(await sha256File(join(tmp, PEFT_WEIGHTS_FILE)))
       .digest("hex");
     const name = versionedName(info.alias, hash, info.scale);
-    const localPath = join(dirs.local, name);
-    if (existsSync(localPath)) rmSync(tmp, { recursive: true, force: true });
-    else renameSync(tmp, localPath);
-    return { name, enginePath: posix.join(dirs.engine, name), localPath };
+    const placed = join(dirs.local, name);
+    // a folder of that name holds these very bytes (content-addressed): keep it
+    if (await stat(placed).catch(() => undefined)) await rm(tmp, { recursive: true, force: true });
+    else await rename(tmp, placed);
+    return { name, enginePath: posix.join(dirs.engine, name) };
   } catch (err) {
-    rmSync(tmp, { recursive: true, force: true });
+    await rm(tmp, { recursive: true, force: true });
     throw err;
   }
 }

@@ -4,22 +4,16 @@ import type { EngineHttp } from "../http/EngineHttp.js";
 export const FLAVORS = ["llama-server", "vllm", "sglang"] as const;
 export type FlavorName = (typeof FLAVORS)[number];
 
-/** What a serving engine can do, as the backend uses it: the capability table of README "Remote engines". */
+/** What a serving engine can do, as the backend uses it (README "Remote engines" has the whole capability table). */
 export interface FlavorFeatures {
   /** Adapters can be loaded and unloaded while it serves (else only the ones it started with can be mapped). */
   runtimeAdapterLoading: boolean;
-  /** The adapter form it loads: GGUF files (given at its start) or PEFT folders (under engine.remote.adapterDir). */
+  /** The adapter form it loads: GGUF files (given at its start) or PEFT folders (under engine.remote.adapterDir), the scale baked in. */
   adapterForm: "gguf" | "peft";
-  /** A per-request adapter scale; without it a scale other than 1 is baked into a scaled copy. */
-  perRequestScale: boolean;
   /** Several adapters applied in one request (the `static` policy). */
   adapterSets: boolean;
   /** Next-token log-probs: the whole vocabulary, or only the top ones the engine allows (vLLM's --max-logprobs). */
   logProbs: "full" | "top";
-  /** The function-calling grammar's dialect (both are the GBNF text the backend builds; vLLM and SGLang read it through xgrammar). */
-  grammar: "gbnf" | "xgrammar";
-  /** Where the cached-token figures come from. */
-  cachedTokens: string;
   /** What a switch does with the engine's cache (see Engine.cacheStrategy). */
   cacheStrategy: CacheStrategy;
   /**
@@ -28,19 +22,19 @@ export interface FlavorFeatures {
    * log-probs of a turn do not depend on how much of the prompt happened to be cached.
    */
   slots: boolean;
+  /** How to give a session a longer window, for ContextOverflowError. */
+  contextLimit: string;
 }
 
 /** What vLLM and SGLang have in common: PEFT folders loaded at runtime, one adapter a request, a scale baked in, a prefix cache keyed by adapter. */
-export const PEFT_ENGINE_FEATURES: Omit<FlavorFeatures, "cachedTokens"> = {
+export const PEFT_ENGINE_FEATURES = {
   runtimeAdapterLoading: true,
   adapterForm: "peft",
-  perRequestScale: false,
   adapterSets: false,
   logProbs: "top",
-  grammar: "xgrammar",
   cacheStrategy: "reuse",
   slots: false,
-};
+} as const satisfies Partial<FlavorFeatures>;
 
 /** What the engine says about itself at connect. */
 export interface EngineFacts {
@@ -87,8 +81,13 @@ export interface CompletionRequest {
   stop?: readonly string[];
   /** Special-token texts that must appear in the output text (the call syntax's). */
   showSpecial?: readonly string[];
-  /** Evaluate the whole prompt again (a cleared cache). */
-  fresh?: boolean;
+  /**
+   * Slot flavors: how many of the prompt's tokens the session knows its slot holds, computed by it under these
+   * very adapters (the prompt agrees with them), so the engine may continue from its cache. Undefined: what
+   * the slot holds is not known (a new session, a switch, after an error or a restart), and the engine
+   * evaluates the whole prompt (llama-server: cache_prompt off).
+   */
+  reuse?: number;
   /** The session's own salt for engines with a shared prefix cache (vLLM's cache_salt): no other session can hit its cache or time it. */
   cacheSalt?: string;
   /** Text as it is generated (the request is streamed). */
@@ -135,8 +134,12 @@ export interface Flavor {
   /** The engine may forget a version no session holds any more. */
   unregister(http: EngineHttp, adapter: EngineAdapter): Promise<void>;
   complete(http: EngineHttp, request: CompletionRequest): Promise<CompletionResult>;
-  /** Forgets what it learnt of the engine's adapters (it may have restarted); `register` asks again. */
-  reset(http: EngineHttp): Promise<void>;
+  /**
+   * Re-reads what the engine holds (llama-server: its adapters, by id and content), after which `register` maps
+   * versions by it. Resolves true when the engine is not the process it was (it restarted: every cache in it is
+   * gone). `freeSlot` is a slot no session holds, for a check that needs one.
+   */
+  reset(http: EngineHttp, freeSlot: number): Promise<boolean>;
 }
 
 /**

@@ -6,8 +6,8 @@ import { VllmFlavor } from "./vllm.js";
 export { FLAVORS, type Flavor, type FlavorName, type FlavorFeatures } from "./Flavor.js";
 
 /** A fresh client of the flavor's API (it keeps what it learns of one engine). */
-export function flavorFor(name: FlavorName): Flavor {
-  if (name === "llama-server") return new LlamaServerFlavor();
+export function flavorFor(name: FlavorName, opts: { adapterSha256?: Readonly<Record<string, string>> } = {}): Flavor {
+  if (name === "llama-server") return new LlamaServerFlavor(opts.adapterSha256);
   if (name === "vllm") return new VllmFlavor();
   return new SglangFlavor();
 }

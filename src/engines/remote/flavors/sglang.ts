@@ -1,3 +1,4 @@
+import { z } from "zod";
 import { AdapterCapacityError, EngineRequestError, UnsupportedFeatureError, type TokenId } from "../../../engine/index.js";
 import { errorDetail, type EngineHttp } from "../http/EngineHttp.js";
 import {
@@ -12,23 +13,28 @@ import {
   type GeneratedLogprob,
   type PreparedAdapter,
 } from "./Flavor.js";
-import { isMissingRoute, servedBaseModel } from "./openaiModels.js";
+import { isMissingRoute, servedBaseModel, TokenizeSchema } from "./openaiModels.js";
 
-/** [logprob, token id, text or null], as SGLang's meta_info lists them. */
-type LogprobEntry = [number, number, string | null];
-
-interface GenerateBody {
-  text?: string;
-  output_ids?: number[];
-  meta_info?: {
-    prompt_tokens?: number;
-    completion_tokens?: number;
-    cached_tokens?: number;
-    finish_reason?: { type?: string } | null;
-    output_token_logprobs?: LogprobEntry[];
-    output_top_logprobs?: (LogprobEntry[] | null)[];
-  };
-}
+const Int = z.number().int();
+/** [logprob, token id, text or null], as SGLang's meta_info lists them (a log-prob JSON cannot write is null). */
+const LogprobEntry = z.tuple([z.number().nullable(), Int], z.unknown()).transform(([logprob, token]) => ({ logprob: logprob ?? -Infinity, token }));
+/** A /generate answer, or one streamed chunk (each carries the whole text so far). */
+const GenerateSchema = z.object({
+  text: z.string().default(""),
+  output_ids: z.array(Int).nullish(),
+  meta_info: z
+    .object({
+      prompt_tokens: Int.optional(),
+      completion_tokens: Int.optional(),
+      cached_tokens: Int.optional(),
+      finish_reason: z.object({ type: z.string().optional() }).nullish(),
+      output_token_logprobs: z.array(LogprobEntry).nullish(),
+      output_top_logprobs: z.array(z.array(LogprobEntry).nullable()).nullish(),
+    })
+    .default({}),
+});
+type GenerateBody = z.infer<typeof GenerateSchema>;
+const ServerInfoSchema = z.object({ context_length: Int.positive().optional() });
 
 /**
  * SGLang's native API. Adapters are PEFT folders under engine.remote.adapterDir, loaded at runtime under their
@@ -39,31 +45,33 @@ interface GenerateBody {
 export class SglangFlavor implements Flavor {
   readonly name = "sglang" as const;
   readonly title = "SGLang";
-  readonly features: FlavorFeatures = { ...PEFT_ENGINE_FEATURES, cachedTokens: "meta_info.cached_tokens" };
+  readonly features: FlavorFeatures = { ...PEFT_ENGINE_FEATURES, contextLimit: "serve a longer --context-length, then raise model.contextSize" };
 
   async inspect(http: EngineHttp, model: string | undefined): Promise<EngineFacts> {
     const served = await servedBaseModel(http, model);
     let contextSize = served.contextSize;
     if (!contextSize) {
-      const info = await http.json<{ context_length?: number; max_total_num_tokens?: number }>({ path: "/get_server_info" });
+      const info = await http.answer({ path: "/get_server_info" }, ServerInfoSchema);
       contextSize = info.context_length;
     }
     if (!contextSize) throw new EngineRequestError(http.label, 200, "neither GET /v1/models nor GET /get_server_info gives the context length: is this SGLang (engine.remote.flavor)?");
     return { servedModel: served.id, contextSize };
   }
 
-  async reset(): Promise<void> {}
+  async reset(): Promise<boolean> {
+    // a restart loses the runtime-loaded adapters, which a request naming one finds out (AdapterLostError)
+    return false;
+  }
 
   async tokenize(http: EngineHttp, text: string): Promise<TokenId[] | undefined> {
-    let missing = false;
-    const res = await http.json<{ tokens?: TokenId[] }>({ path: "/tokenize", body: { prompt: text, add_special_tokens: false } }, (r) => (missing = r.status === 404));
-    return missing ? undefined : res.tokens;
+    const res = await http.json({ path: "/tokenize", body: { prompt: text, add_special_tokens: false } }, TokenizeSchema, (r) => r.status === 404);
+    return res?.tokens;
   }
 
   async register(http: EngineHttp, adapter: PreparedAdapter): Promise<EngineAdapter> {
     const { name, enginePath } = adapter.peft!;
     let refused: { status: number; detail: string } | undefined;
-    await http.json({ path: "/load_lora_adapter", body: { lora_name: name, lora_path: enginePath } }, ({ status, body }) => {
+    await http.json({ path: "/load_lora_adapter", body: { lora_name: name, lora_path: enginePath } }, z.unknown(), ({ status, body }) => {
       refused = { status, detail: isMissingRoute(status, body) ? "no /load_lora_adapter route" : errorDetail(body) };
       return true;
     });
@@ -81,7 +89,7 @@ export class SglangFlavor implements Flavor {
   }
 
   async unregister(http: EngineHttp, adapter: EngineAdapter): Promise<void> {
-    await http.json({ path: "/unload_lora_adapter", body: { lora_name: adapter.handle } }, ({ status }) => status === 400 || status === 404);
+    await http.json({ path: "/unload_lora_adapter", body: { lora_name: adapter.handle } }, z.unknown(), ({ status }) => status === 400 || status === 404);
   }
 
   body(req: CompletionRequest): Record<string, unknown> {
@@ -110,14 +118,14 @@ export class SglangFlavor implements Flavor {
     let final: GenerateBody;
     try {
       if (req.onText && !req.topLogprobs && req.maxTokens > 0) {
-        final = {};
+        final = GenerateSchema.parse({});
         // each streamed chunk carries the whole text so far
-        await http.stream({ path: "/generate", body: { ...body, stream: true }, signal: req.signal }, (event) => {
-          final = event as GenerateBody;
-          req.onText!(final.text ?? "", final.meta_info?.completion_tokens ?? 0);
+        await http.stream({ path: "/generate", body: { ...body, stream: true }, signal: req.signal }, GenerateSchema, (chunk) => {
+          final = chunk;
+          req.onText!(chunk.text, chunk.meta_info.completion_tokens ?? 0);
         });
       } else {
-        final = await http.json<GenerateBody>({ path: "/generate", body, signal: req.signal });
+        final = await http.answer({ path: "/generate", body, signal: req.signal }, GenerateSchema);
       }
     } catch (err) {
       if (err instanceof EngineRequestError && req.adapters.length > 0 && /lora/i.test(err.detail) && /not (been )?loaded|not found|unknown/i.test(err.detail)) throw new AdapterLostError(err.detail);
@@ -128,19 +136,19 @@ export class SglangFlavor implements Flavor {
 }
 
 /** SGLang's /generate answer (or its last streamed chunk) as a result. */
-export function readGenerate(body: GenerateBody, prefillOnly: boolean): CompletionResult {
-  const meta = body.meta_info ?? {};
+function readGenerate(body: GenerateBody, prefillOnly: boolean): CompletionResult {
+  const meta = body.meta_info;
   const cached = meta.cached_tokens;
   const evaluated = meta.prompt_tokens === undefined ? undefined : meta.prompt_tokens - (cached ?? 0);
   if (prefillOnly) return { text: "", tokens: [], generated: 0, finish: "stop", cached, evaluated };
-  const logprobs = meta.output_token_logprobs?.map(([logprob, token], i): GeneratedLogprob => ({
+  const logprobs = meta.output_token_logprobs?.map(({ logprob, token }, i): GeneratedLogprob => ({
     token,
     logprob,
-    top: (meta.output_top_logprobs?.[i] ?? []).map(([lp, t]) => ({ token: t, logprob: lp })).sort((a, b) => b.logprob - a.logprob),
+    top: [...(meta.output_top_logprobs?.[i] ?? [])].sort((a, b) => b.logprob - a.logprob),
   }));
   return {
-    text: body.text ?? "",
-    tokens: body.output_ids,
+    text: body.text,
+    tokens: body.output_ids ?? undefined,
     generated: body.output_ids?.length ?? meta.completion_tokens ?? 0,
     finish: meta.finish_reason?.type === "length" ? "length" : "stop",
     cached,

@@ -1,4 +1,4 @@
-import { randomBytes } from "node:crypto";
+import { z } from "zod";
 import { EngineRequestError, UnsupportedFeatureError, type TokenId } from "../../../engine/index.js";
 import { errorDetail, type EngineHttp } from "../http/EngineHttp.js";
 import {
@@ -13,19 +13,19 @@ import {
   type GeneratedLogprob,
   type PreparedAdapter,
 } from "./Flavor.js";
-import { isMissingRoute, servedBaseModel } from "./openaiModels.js";
+import { isMissingRoute, servedBaseModel, TokenizeSchema } from "./openaiModels.js";
 
-interface Choice {
-  text?: string;
-  finish_reason?: string | null;
-  token_ids?: number[];
-  logprobs?: { tokens?: string[]; token_logprobs?: (number | null)[]; top_logprobs?: (Record<string, number> | null)[] } | null;
-}
-
-interface CompletionBody {
-  choices?: Choice[];
-  usage?: { prompt_tokens?: number; completion_tokens?: number; prompt_tokens_details?: { cached_tokens?: number } | null } | null;
-}
+const Int = z.number().int();
+const ChoiceSchema = z.object({
+  text: z.string().default(""),
+  finish_reason: z.string().nullish(),
+  token_ids: z.array(Int).nullish(),
+  logprobs: z.object({ tokens: z.array(z.string()).optional(), token_logprobs: z.array(z.number().nullable()).optional(), top_logprobs: z.array(z.record(z.string(), z.number()).nullable()).optional() }).nullish(),
+});
+const UsageSchema = z.object({ prompt_tokens: Int.optional(), completion_tokens: Int.optional(), prompt_tokens_details: z.object({ cached_tokens: Int.nullish() }).nullish() }).nullish();
+/** A completion, or one streamed chunk of it (the last one with the usage and no choice). */
+const CompletionSchema = z.object({ choices: z.array(ChoiceSchema).default([]), usage: UsageSchema });
+type CompletionBody = z.infer<typeof CompletionSchema>;
 
 /** "token_id:42" (return_tokens_as_token_ids) -> 42. */
 const tokenId = (s: string) => Number(s.slice(s.lastIndexOf(":") + 1));
@@ -40,7 +40,7 @@ const tokenId = (s: string) => Number(s.slice(s.lastIndexOf(":") + 1));
 export class VllmFlavor implements Flavor {
   readonly name = "vllm" as const;
   readonly title = "vLLM";
-  readonly features: FlavorFeatures = { ...PEFT_ENGINE_FEATURES, cachedTokens: "usage.prompt_tokens_details.cached_tokens (vllm serve --enable-prompt-tokens-details)" };
+  readonly features: FlavorFeatures = { ...PEFT_ENGINE_FEATURES, contextLimit: "serve a longer --max-model-len, then raise model.contextSize" };
   private base = "";
 
   async inspect(http: EngineHttp, model: string | undefined): Promise<EngineFacts> {
@@ -50,18 +50,20 @@ export class VllmFlavor implements Flavor {
     return { servedModel: served.id, contextSize: served.contextSize };
   }
 
-  async reset(): Promise<void> {}
+  async reset(): Promise<boolean> {
+    // a restart loses the runtime-loaded adapters, which a request naming one finds out (AdapterLostError)
+    return false;
+  }
 
   async tokenize(http: EngineHttp, text: string): Promise<TokenId[] | undefined> {
-    let missing = false;
-    const res = await http.json<{ tokens?: TokenId[] }>({ path: "/tokenize", body: { model: this.base, prompt: text, add_special_tokens: false } }, (r) => (missing = r.status === 404));
-    return missing ? undefined : res.tokens;
+    const res = await http.json({ path: "/tokenize", body: { model: this.base, prompt: text, add_special_tokens: false } }, TokenizeSchema, (r) => r.status === 404);
+    return res?.tokens;
   }
 
   async register(http: EngineHttp, adapter: PreparedAdapter): Promise<EngineAdapter> {
     const { name, enginePath } = adapter.peft!;
     let routeMissing = false;
-    await http.json({ path: "/v1/load_lora_adapter", body: { lora_name: name, lora_path: enginePath } }, ({ status, body }) => {
+    await http.json({ path: "/v1/load_lora_adapter", body: { lora_name: name, lora_path: enginePath } }, z.unknown(), ({ status, body }) => {
       routeMissing = isMissingRoute(status, body);
       // the versioned name is content-addressed: loaded already (by an earlier run) means these very weights
       return routeMissing || (status === 400 && /already been loaded/.test(errorDetail(body)));
@@ -73,7 +75,7 @@ export class VllmFlavor implements Flavor {
   }
 
   async unregister(http: EngineHttp, adapter: EngineAdapter): Promise<void> {
-    await http.json({ path: "/v1/unload_lora_adapter", body: { lora_name: adapter.handle } }, ({ status }) => status === 404);
+    await http.json({ path: "/v1/unload_lora_adapter", body: { lora_name: adapter.handle } }, z.unknown(), ({ status }) => status === 404);
   }
 
   body(req: CompletionRequest): Record<string, unknown> {
@@ -93,8 +95,8 @@ export class VllmFlavor implements Flavor {
       ...(req.logitBias?.size ? { logit_bias: Object.fromEntries([...req.logitBias].map(([t, b]) => [String(t), b])) } : {}),
       ...(req.topLogprobs ? { logprobs: req.topLogprobs, return_tokens_as_token_ids: true } : {}),
       ...(req.stop?.length ? { stop: req.stop } : {}),
-      // the session's salt keeps other sessions off its prefix cache; a fresh request's salt was never used, so nothing matches
-      ...(req.fresh || req.cacheSalt ? { cache_salt: req.fresh ? randomBytes(16).toString("hex") : req.cacheSalt } : {}),
+      // the session's salt keeps other sessions off its prefix cache (a cleared session has a new one)
+      ...(req.cacheSalt ? { cache_salt: req.cacheSalt } : {}),
     };
   }
 
@@ -108,11 +110,10 @@ export class VllmFlavor implements Flavor {
         let tokens: number[] = [];
         let finish: string | null | undefined;
         let usage: CompletionBody["usage"];
-        await http.stream({ path: "/v1/completions", body: { ...body, stream: true, stream_options: { include_usage: true } }, signal: req.signal }, (event) => {
-          const chunk = event as CompletionBody;
-          const choice = chunk.choices?.[0];
+        await http.stream({ path: "/v1/completions", body: { ...body, stream: true, stream_options: { include_usage: true } }, signal: req.signal }, CompletionSchema, (chunk) => {
+          const choice = chunk.choices[0];
           if (choice) {
-            text += choice.text ?? "";
+            text += choice.text;
             tokens = [...tokens, ...(choice.token_ids ?? [])];
             finish = choice.finish_reason ?? finish;
             req.onText!(text, tokens.length);
@@ -121,7 +122,7 @@ export class VllmFlavor implements Flavor {
         });
         final = { choices: [{ text, token_ids: tokens, finish_reason: finish }], usage };
       } else {
-        final = await http.json<CompletionBody>({ path: "/v1/completions", body, signal: req.signal });
+        final = await http.answer({ path: "/v1/completions", body, signal: req.signal }, CompletionSchema);
       }
     } catch (err) {
       if (err instanceof EngineRequestError && lost(err.status, err.detail)) throw new AdapterLostError(err.detail);
@@ -132,8 +133,8 @@ export class VllmFlavor implements Flavor {
 }
 
 /** vLLM's completion (or its streamed pieces, joined) as a result. */
-export function readCompletion(body: CompletionBody, prefillOnly: boolean): CompletionResult {
-  const choice = body.choices?.[0] ?? {};
+function readCompletion(body: CompletionBody, prefillOnly: boolean): CompletionResult {
+  const choice = body.choices[0] ?? ChoiceSchema.parse({});
   const promptTokens = body.usage?.prompt_tokens;
   const cached = body.usage?.prompt_tokens_details?.cached_tokens ?? undefined;
   const evaluated = promptTokens === undefined ? undefined : promptTokens - (cached ?? 0);
@@ -148,7 +149,7 @@ export function readCompletion(body: CompletionBody, prefillOnly: boolean): Comp
   }));
   return {
     text: choice.text ?? "",
-    tokens: choice.token_ids,
+    tokens: choice.token_ids ?? undefined,
     generated: choice.token_ids?.length ?? body.usage?.completion_tokens ?? 0,
     finish: choice.finish_reason === "length" ? "length" : "stop",
     cached,

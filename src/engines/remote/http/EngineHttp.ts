@@ -1,4 +1,5 @@
 import { Semaphore } from "async-mutex";
+import type { z } from "zod";
 import { EngineRequestError, EngineTimeoutError, EngineUnavailableError } from "../../../engine/index.js";
 
 export interface EngineHttpOptions {
@@ -8,7 +9,10 @@ export interface EngineHttpOptions {
   label: string;
   /** Longest wait for the response's headers, and between two chunks of a stream. */
   timeoutMs: number;
-  /** Requests in flight at once; more wait their turn here (FIFO). */
+  /**
+   * Requests in flight at once; more wait their turn here (FIFO), each at most `timeoutMs` (then an
+   * engine_timeout saying it was never sent). A caller that gives up (its signal) leaves the line at once.
+   */
   maxInFlight: number;
   /** Sent as `Authorization: Bearer ...` when set. */
   apiKey?: string;
@@ -17,7 +21,10 @@ export interface EngineHttpOptions {
 export interface EngineRequest {
   method?: "GET" | "POST";
   path: string;
+  /** Sent as JSON. */
   body?: unknown;
+  /** The body as JSON text already, for what JSON.stringify cannot write (a negative zero). */
+  bodyText?: string;
   signal?: AbortSignal;
 }
 
@@ -63,40 +70,36 @@ export class EngineHttp {
     return this.opts.label;
   }
 
-  /** A JSON request; a non-2xx status is an EngineRequestError unless `accept` takes it. */
-  async json<T = unknown>(req: EngineRequest, accept?: (res: EngineResponse) => boolean): Promise<T> {
+  /**
+   * A JSON request whose answer must match `answer` (else an engine_error naming what is wrong with it). A non-2xx
+   * status is an EngineRequestError unless `accept` takes it; then the result is undefined.
+   */
+  async json<T>(req: EngineRequest, answer: z.ZodType<T>, accept?: (res: EngineResponse) => boolean): Promise<T | undefined> {
     return this.withPlace(req.signal, async (signal, idle) => {
       const res = await this.send(req, signal);
-      const textBody = await res.text();
+      const body = await readBody(res);
       idle.stop();
-      let body: unknown = textBody;
-      try {
-        body = JSON.parse(textBody);
-      } catch {
-        // not JSON: errors quote the text
+      if (!res.ok) {
+        if (accept?.({ status: res.status, body })) return undefined;
+        throw new EngineRequestError(this.opts.label, res.status, errorDetail(body));
       }
-      if (!res.ok && !accept?.({ status: res.status, body })) throw new EngineRequestError(this.opts.label, res.status, errorDetail(body));
-      return body as T;
+      return this.checked(req, answer, body);
     });
   }
 
+  /** As `json`, for a request whose every error status is an error. */
+  async answer<T>(req: EngineRequest, answer: z.ZodType<T>): Promise<T> {
+    return (await this.json(req, answer))!;
+  }
+
   /**
-   * A streamed request (server-sent events): `onEvent` gets each `data:` payload parsed as JSON, in order, until
-   * the stream ends or `[DONE]`. The idle timeout restarts with every chunk.
+   * A streamed request (server-sent events): `onEvent` gets each `data:` payload parsed as JSON and checked
+   * against `event`, in order, until the stream ends or `[DONE]`. The idle timeout restarts with every chunk.
    */
-  async stream(req: EngineRequest, onEvent: (event: unknown) => void): Promise<void> {
+  async stream<T>(req: EngineRequest, event: z.ZodType<T>, onEvent: (event: T) => void): Promise<void> {
     return this.withPlace(req.signal, async (signal, idle) => {
       const res = await this.send(req, signal);
-      if (!res.ok) {
-        const textBody = await res.text();
-        let body: unknown = textBody;
-        try {
-          body = JSON.parse(textBody);
-        } catch {
-          // text
-        }
-        throw new EngineRequestError(this.opts.label, res.status, errorDetail(body));
-      }
+      if (!res.ok) throw new EngineRequestError(this.opts.label, res.status, errorDetail(await readBody(res)));
       const decoder = new TextDecoder();
       let buffer = "";
       const reader = res.body!.getReader();
@@ -112,10 +115,20 @@ export class EngineHttp {
           if (!line.startsWith("data:")) continue;
           const data = line.slice(5).trim();
           if (data === "[DONE]") return;
-          if (data) onEvent(JSON.parse(data));
+          if (data) onEvent(this.checked(req, event, JSON.parse(data)));
         }
       }
     });
+  }
+
+  /** The answer as `schema` reads it; anything else is an engine_error that names the field (a wrong flavor, another version of the engine). */
+  private checked<T>(req: EngineRequest, schema: z.ZodType<T>, body: unknown): T {
+    const parsed = schema.safeParse(body);
+    if (parsed.success) return parsed.data;
+    const issue = parsed.error.issues[0]!;
+    const where = issue.path.length ? issue.path.join(".") : "the body";
+    const route = `${methodOf(req)} ${req.path}`;
+    throw new EngineRequestError(this.opts.label, 200, `its answer to ${route} is not what this backend reads (${where}: ${issue.message}); is engine.remote.flavor right?`);
   }
 
   /**
@@ -124,9 +137,10 @@ export class EngineHttp {
    */
   private async send(req: EngineRequest, signal: AbortSignal): Promise<Response> {
     const headers: Record<string, string> = { accept: "application/json, text/event-stream" };
-    if (req.body !== undefined) headers["content-type"] = "application/json";
+    const body = req.bodyText ?? (req.body === undefined ? undefined : JSON.stringify(req.body));
+    if (body !== undefined) headers["content-type"] = "application/json";
     if (this.opts.apiKey) headers.authorization = `Bearer ${this.opts.apiKey}`;
-    const init = { method: req.method ?? (req.body === undefined ? "GET" : "POST"), headers, body: req.body === undefined ? undefined : JSON.stringify(req.body), signal };
+    const init = { method: methodOf(req), headers, body, signal };
     try {
       return await fetch(new URL(req.path, this.opts.url), init);
     } catch (err) {
@@ -139,7 +153,7 @@ export class EngineHttp {
   /** Runs `fn` holding a place, with a signal that fires on the caller's abort or on the idle timeout. */
   private async withPlace<T>(callerSignal: AbortSignal | undefined, fn: (signal: AbortSignal, idle: IdleTimer) => Promise<T>): Promise<T> {
     callerSignal?.throwIfAborted();
-    const [, release] = await this.places.acquire();
+    const [, release] = await this.place(callerSignal);
     const controller = new AbortController();
     const idle = new IdleTimer(this.opts.timeoutMs, () => controller.abort(new EngineTimeoutError(this.opts.label, this.opts.timeoutMs)));
     const onAbort = () => controller.abort(callerSignal!.reason);
@@ -157,6 +171,44 @@ export class EngineHttp {
       callerSignal?.removeEventListener("abort", onAbort);
       release();
     }
+  }
+
+  /**
+   * A place, or an error as soon as the caller gives up waiting (its abort reason) or the wait reaches timeoutMs
+   * (EngineTimeoutError with `queuedFor`); the place it would have had is passed on at once.
+   */
+  private place(signal: AbortSignal | undefined): Promise<[number, () => void]> {
+    const acquired = this.places.acquire();
+    return new Promise((resolve, reject) => {
+      let left = false;
+      const leave = (reason: unknown) => {
+        left = true;
+        clearTimeout(timer);
+        signal?.removeEventListener("abort", onAbort);
+        reject(reason);
+      };
+      const onAbort = () => leave(signal!.reason);
+      const timer = setTimeout(() => leave(new EngineTimeoutError(this.opts.label, this.opts.timeoutMs, this.opts.maxInFlight)), this.opts.timeoutMs);
+      signal?.addEventListener("abort", onAbort, { once: true });
+      void acquired.then((place) => {
+        if (left) return place[1]();
+        clearTimeout(timer);
+        signal?.removeEventListener("abort", onAbort);
+        resolve(place);
+      });
+    });
+  }
+}
+
+const methodOf = (req: EngineRequest) => req.method ?? (req.body === undefined && req.bodyText === undefined ? "GET" : "POST");
+
+/** The body parsed as JSON, or its text when it is not JSON (errors quote it). */
+async function readBody(res: Response): Promise<unknown> {
+  const text = await res.text();
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
   }
 }
 

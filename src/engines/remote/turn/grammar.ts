@@ -8,6 +8,12 @@ import type { CallSyntax, JsonSchemaObject } from "../../../engine/index.js";
  * accepts complete characters, so the engine never has invalid UTF-8 to send back.
  */
 
+/**
+ * The grammar of requests that only need the next-token distribution: one complete ASCII character, so the
+ * distribution is the raw one, and no token that ends inside a character is dropped from llama-server's answer.
+ */
+export const ONE_CHARACTER = "root ::= [\\x09\\x0a\\x20-\\x7e]+";
+
 /** A GBNF string literal. */
 export function gbnfLiteral(value: string): string {
   let out = '"';

@@ -1,0 +1,83 @@
+import { createServer, type Server, type ServerResponse } from "node:http";
+import { afterEach, describe, expect, it } from "vitest";
+import { z } from "zod";
+import { EngineRequestError, EngineTimeoutError } from "../../src/engine/index.js";
+import { engineAddress } from "../../src/engines/remote/RemoteEngine.js";
+import { EngineHttp } from "../../src/engines/remote/http/EngineHttp.js";
+
+/**
+ * The engine client's own rules, against a loopback server: a request waiting for a place leaves the line when
+ * its caller gives up or after timeoutMs, answers are checked at the boundary, and no credential shows in a label.
+ */
+let server: Server | undefined;
+const streams: ServerResponse[] = [];
+afterEach(async () => {
+  for (const res of streams.splice(0)) res.end();
+  await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
+  server = undefined;
+});
+
+/** /stream keeps a request in flight (an event every 50 ms, so its own idle timeout never fires); /json answers `answer`. */
+async function engine(answer: unknown = { tokens: [1, 2] }): Promise<string> {
+  server = createServer((req, res) => {
+    if (req.url === "/stream") {
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      streams.push(res);
+      const tick = setInterval(() => (res.writableEnded ? clearInterval(tick) : res.write("data: {}\n\n")), 50);
+      return;
+    }
+    res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(answer));
+  });
+  await new Promise<void>((resolve) => server!.listen(0, "127.0.0.1", resolve));
+  return `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+}
+
+const client = (url: string, timeoutMs: number) => new EngineHttp({ url, label: `test engine at ${url}`, timeoutMs, maxInFlight: 1 });
+const Tokens = z.object({ tokens: z.array(z.number().int()) });
+
+describe("EngineHttp", () => {
+  it("a request waiting for a place leaves the line at once when its caller aborts, and the place goes to the next", async () => {
+    const http = client(await engine(), 5000);
+    const holder = http.stream({ path: "/stream" }, z.unknown(), () => {});
+    await expect.poll(() => streams.length).toBe(1);
+    const controller = new AbortController();
+    const queued = http.answer({ path: "/json", signal: controller.signal }, Tokens);
+    const started = Date.now();
+    controller.abort(new Error("the client cancelled"));
+    await expect(queued).rejects.toThrow("the client cancelled");
+    expect(Date.now() - started).toBeLessThan(1000);
+    // the aborted one does not keep a place: once the holder ends, the next request is served
+    const next = http.answer({ path: "/json" }, Tokens);
+    streams[0]!.end();
+    await holder;
+    await expect(next).resolves.toEqual({ tokens: [1, 2] });
+  });
+
+  it("a request waits at most timeoutMs for a place: then an engine_timeout saying it was never sent", async () => {
+    const http = client(await engine(), 400);
+    const holder = http.stream({ path: "/stream" }, z.unknown(), () => {});
+    await expect.poll(() => streams.length).toBe(1);
+    const started = Date.now();
+    const err = await http.answer({ path: "/json" }, Tokens).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(EngineTimeoutError);
+    expect((err as EngineTimeoutError).queuedFor).toBe(1);
+    expect((err as Error).message).toMatch(/waited 400 ms for one of the 1 requests in flight to end and was dropped before it was sent; nothing was changed \(raise engine\.remote\.maxInFlight/);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(350);
+    expect(Date.now() - started).toBeLessThan(3000);
+    streams[0]!.end();
+    await holder;
+  });
+
+  it("an answer that is not what the backend reads is an engine_error naming the route and the field", async () => {
+    const http = client(await engine({ tokens: ["a"] }), 5000);
+    const err = await http.answer({ path: "/json", body: { content: "x" } }, Tokens).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(EngineRequestError);
+    expect((err as Error).message).toMatch(/answered \(HTTP 200\) with what this backend cannot use: its answer to POST \/json is not what this backend reads \(tokens\.0: .*\); is engine\.remote\.flavor right\?/);
+  });
+
+  it("labels name the engine's address without a user name or password", () => {
+    expect(engineAddress("http://user:secret@gpu.example:8000/")).toBe("http://gpu.example:8000");
+    expect(engineAddress("https://key@gpu.example/v1")).toBe("https://gpu.example/v1");
+    expect(engineAddress("http://127.0.0.1:8080")).toBe("http://127.0.0.1:8080");
+  });
+});
