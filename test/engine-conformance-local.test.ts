@@ -1,6 +1,6 @@
 import { afterAll, beforeAll } from "vitest";
 import { LocalEngine, type LocalEngineSession } from "../native/index.js";
-import { openStaleSession, PlainReference } from "../native/testing.js";
+import { MIN_DECODE_TOKENS, openStaleSession, PlainReference } from "../native/testing.js";
 import { describeEngineConformance } from "./engine-conformance/conformance.js";
 import { demo, quietLogger, TEST_THREADS } from "./helpers/engine.js";
 
@@ -22,4 +22,5 @@ describeEngineConformance<LocalEngine>("local (node-llama-cpp)", {
   reference: (engine, session, weights, conversation) => reference.nextTokenLogProbs(weights, engine.renderTokens(conversation), (session as LocalEngineSession).cacheReplay()),
   adapters: { plan: demo.adapters.plan!, search: demo.adapters.search!, write: demo.adapters.write!, writeV2: demo.adapters["write-v2"]! },
   openStaleSession,
+  decodeFloor: MIN_DECODE_TOKENS,
 });

@@ -135,3 +135,36 @@ describe("lanes caught up in the background (reuse)", () => {
     }
   });
 });
+
+describe("a lane started ahead of time is a guess: it never costs another session", () => {
+  let small: LocalEngine;
+  beforeAll(async () => {
+    // three sequences: a session's base and plan lanes, and one free for work ahead of time
+    small = await demoEngine({ maxContexts: 1, sequencesPerContext: 3, cache: { strategy: "reuse", background: true, backgroundDecodeMs: 1 } });
+  });
+  afterAll(async () => small?.dispose());
+
+  it("another session's sequence comes from the unused guess first (dropped, not spilled), then from a lane a session left (spilled)", async () => {
+    const a = await small.openSession();
+    const opened: LocalEngineSession[] = [];
+    try {
+      await a.prefill(scriptedTrajectory(2));
+      await a.switchAdapter("plan", scriptedTrajectory(3)); // the base lane idles, older than anything after it
+      a.anticipate([["search"]]);
+      await expect.poll(() => laneTokens(a, "search"), { timeout: 30_000, interval: 20 }).toBe(activeTokens(a));
+      const before = small.cacheStats().evictions;
+
+      opened.push(await small.openSession()); // no free sequence: the guess goes, though the base lane is older
+      expect(small.cacheStats().evictions).toEqual({ spilled: before.spilled, dropped: before.dropped + 1 });
+      expect(laneTokens(a, "search")).toBe(0);
+      expect(laneTokens(a, "base")).toBeGreaterThan(0);
+
+      opened.push(await small.openSession()); // then the lane the session left, saved to the spill store
+      expect(small.cacheStats().evictions).toEqual({ spilled: before.spilled + 1, dropped: before.dropped + 1 });
+      const back = await a.switchAdapter(null, scriptedTrajectory(3));
+      expect(back.rebuild.restored).toBeGreaterThan(0);
+    } finally {
+      await Promise.all([a, ...opened].map((s) => s.close()));
+    }
+  });
+});

@@ -28,6 +28,12 @@ export class Lane {
    * sequence was absent). undefined for every other lane: its whole cache is under `versions`.
    */
   activatedFrom: number | undefined;
+  /**
+   * Started ahead of time on a guess of the session's next weights and never used since: the first lane the
+   * pool takes a sequence from, and dropped rather than spilled, so a guess never costs another session a spill
+   * in its foreground nor pushes out their spilled caches.
+   */
+  speculative = false;
 
   constructor(
     readonly owner: number,

@@ -64,6 +64,7 @@ export class LanePool {
   /** The lane is in use (active in its session): it keeps its sequence. */
   use(lane: Lane): void {
     this.idle.delete(lane);
+    lane.speculative = false;
   }
 
   /** The lane's session moved to other weights: its sequence may be taken (the most recently parked last). */
@@ -80,7 +81,8 @@ export class LanePool {
     this.idle.delete(lane);
     const slot = lane.slot;
     if (!slot) return undefined;
-    const spill = this.opts.spill;
+    // a lane nobody used yet was a guess: cheaper to drop than to write out under the caller's lock
+    const spill = lane.speculative ? undefined : this.opts.spill;
     const forget = (state: SpilledState) => {
       if (lane.spilled === state) this.unspill(lane);
     };
@@ -149,14 +151,22 @@ export class LanePool {
     };
   }
 
-  /** The least recently used idle lane, preferring one whose context is not busy (its lock would hold up every allocation). */
+  /**
+   * The idle lane to take a sequence from: a speculative one first (work ahead of time never displaces a cache
+   * a session left), else the least recently used; either preferring one whose context is not busy (its lock
+   * would hold up every allocation).
+   */
   private leastRecentlyUsed(): Lane | undefined {
     let oldest: Lane | undefined;
-    for (const lane of this.idle.rkeys()) {
-      if (!lane.slot?.context.lock.depth) return lane;
-      oldest ??= lane;
+    for (const speculative of [true, false]) {
+      for (const lane of this.idle.rkeys()) {
+        if (lane.speculative !== speculative) continue;
+        if (!lane.slot?.context.lock.depth) return lane;
+        oldest ??= lane;
+      }
+      if (oldest) return oldest;
     }
-    return oldest;
+    return undefined;
   }
 
   private async evict(lane: Lane): Promise<void> {

@@ -239,6 +239,7 @@ export class LocalEngineSession implements EngineSession, BackgroundSource {
           const free = this.host.pool.acquireFree();
           if (!free) continue;
           lane = new Lane(this.id, key, versions);
+          lane.speculative = true;
           lane.attach(free);
           this.lanes.set(key.toString(), lane);
           this.host.pool.park(lane);

@@ -155,7 +155,8 @@ export async function extendLane(host: LaneHost, lane: Lane, weights: readonly A
   await eraseFrom(sequence, lcp);
   if (lcp === 0 && (await restorePrefix(host, lane, frontier, prefix, frontier.length)) > 0) return 0;
   await applySet(host, lane, weights);
-  return evaluateRange(host, lane, frontier, lcp, Math.min(frontier.length, lcp + maxTokens), 0, prefix);
+  // no prefix is saved from here: a save (a state file written) would hold the context past one decode batch
+  return evaluateRange(host, lane, frontier, lcp, Math.min(frontier.length, lcp + maxTokens), 0, undefined);
 }
 
 /** Clears the lane and evaluates the prompt under its weights from the start. Caller holds the lock. */

@@ -1,7 +1,7 @@
 import { execFile, spawn, type ChildProcess } from "node:child_process";
 import { existsSync } from "node:fs";
 import { createServer } from "node:net";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import { promisify } from "node:util";
 import { PACKAGE_ROOT } from "../paths.js";
 
@@ -124,6 +124,13 @@ export async function startLlamaServer(opts: LlamaServerOptions): Promise<LlamaS
       throw new Error(`llama-server did not answer /health within ${opts.startTimeoutMs ?? 60_000} ms:\n${log.slice(-4000)}`);
     }
     await new Promise((r) => setTimeout(r, 100));
+  }
+  // a request's `lora` ids are indexes into this list: every file loaded, in the order given, or ids name other weights
+  const loaded = (await (await fetch(`${url}/lora-adapters`)).json()) as { id: number; path: string }[];
+  const expected = (opts.adapters ?? []).map((a) => resolve(a));
+  if (loaded.length !== expected.length || loaded.some((l, i) => l.id !== i || resolve(l.path) !== expected[i])) {
+    child.kill("SIGKILL");
+    throw new Error(`llama-server loaded LoRA adapters [${loaded.map((l) => `${l.id}: ${l.path}`).join(", ")}], not [${expected.join(", ")}] in that order`);
   }
   return {
     url,

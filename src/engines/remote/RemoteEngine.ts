@@ -115,11 +115,7 @@ export class RemoteEngine implements Engine {
       resolve: (alias) => this.versionOf(alias),
       pin: (versions) => this.pinned.pin(versions),
       unpin: (versions) => void this.pinned.unpin(versions),
-      complete: async (versions, request, flavorOverride) => {
-        const result = await this.complete(versions, request, flavorOverride);
-        this.evaluatedTokens += result.evaluated ?? 0;
-        return result;
-      },
+      complete: (versions, request, flavorOverride) => this.complete(versions, request, flavorOverride),
       noAdapterSets: () => this.noAdapterSets(),
       versionsReleased: () => void this.collect(),
       closed: (session) => {
@@ -297,7 +293,12 @@ export class RemoteEngine implements Engine {
     const slots = this.flavor.features.slots;
     if (slots && request.reuse === undefined) await this.verify();
     else await this.ready();
-    const send = (req: Omit<CompletionRequest, "adapters">) => flavor.complete(this.http, { ...req, adapters: this.engineAdapters(versions) });
+    // every request sent counts, a repeated one too: what the engine evaluated for this backend
+    const send = async (req: Omit<CompletionRequest, "adapters">) => {
+      const result = await flavor.complete(this.http, { ...req, adapters: this.engineAdapters(versions) });
+      this.evaluatedTokens += result.evaluated ?? 0;
+      return result;
+    };
     let result: CompletionResult;
     try {
       result = await send(request);
