@@ -89,6 +89,10 @@ describeEngineConformance<RemoteEngine>("remote (llama-server)", {
   adapters: { plan: demo.adapters.plan!, search: demo.adapters.search!, write: demo.adapters.write!, writeV2: demo.adapters["write-v2"]! },
   openStaleSession: openCrossingSession,
   tolerance: 1e-3,
+  // llama-server decodes the tokens of slots under the same adapters in one batch, so a session's cache may be computed
+  // in another split than a request alone: on the random demo model that moved log-probs by 1.7e-3 in two full-suite
+  // runs (the same value both times); a cache computed under other adapters is off by ~6
+  concurrentTolerance: 1e-2,
 });
 
 interface SwitchResult {

@@ -32,6 +32,11 @@ export interface ConformanceOptions<E extends Engine = Engine> {
   openStaleSession?(engine: E): Promise<EngineSession>;
   /** Largest |log-prob difference| accepted as the same cache (default 1e-4). */
   tolerance?: number;
+  /**
+   * For sessions switching at the same moment: an engine that batches concurrent requests into one decode computes
+   * them with other float rounding than a request alone (default: `tolerance`).
+   */
+  concurrentTolerance?: number;
   /** Cached tokens the backend may evaluate again to make a short append one efficient decode (the local engine's MIN_DECODE_TOKENS); default 0. */
   decodeFloor?: number;
 }
@@ -180,9 +185,8 @@ export function describeEngineConformance<E extends Engine>(name: string, opts: 
           for (let step = 0; step < 4; step++) {
             const convs = sessions.map((_, i) => trajectory(2 + step * 2 + i));
             await Promise.all(sessions.map((s, i) => s.switchAdapter(routes[i]![step]!, convs[i]!)));
-            // measured one after the other: a serving engine batches concurrent requests, which moves log-probs by
-            // float noise (1e-3 on llama-server) that has nothing to do with whose cache a switch kept
-            for (const [i, s] of sessions.entries()) expect(await exactness(s, routes[i]![step]!, convs[i]!)).toBeLessThanOrEqual(tolerance);
+            // measured one after the other, so only the switches ran batched
+            for (const [i, s] of sessions.entries()) expect(await exactness(s, routes[i]![step]!, convs[i]!)).toBeLessThanOrEqual(opts.concurrentTolerance ?? tolerance);
           }
         } finally {
           await Promise.all(sessions.map((s) => s.close()));
