@@ -1,6 +1,6 @@
 import { spawn } from "node:child_process";
 import type { CacheOptions } from "../native/index.js";
-import type { ChatTurn, Conversation } from "../src/engine/index.js";
+import type { ChatTurn, Conversation, HistorySoFar } from "../src/engine/index.js";
 import { scriptedTrajectory } from "../src/demo/trajectory.js";
 
 /**
@@ -8,7 +8,8 @@ import { scriptedTrajectory } from "../src/demo/trajectory.js";
  * plan again, search, then write, releasing in between), now with the stages' tool calls and their latencies.
  * Each adapter stage acts (a model turn), calls its tools (a turn each, the result appended), then releases; the
  * base writes one turn before each load. Generated text is not appended (the history is the same for every
- * engine, token for token); the exchanges are.
+ * engine, token for token); the exchanges are. While a tool runs, the history so far holds the turn that called
+ * it (as a session's does once the model's turn is recorded), its result still awaited.
  */
 export const SWITCHES: readonly (string | null)[] = ["plan", null, "search", null, "search", null, "plan", null, "search", null, "write", null];
 
@@ -19,7 +20,8 @@ export type ToolName = keyof typeof TOOL_MS;
 /** The tools each adapter's stage calls, in order. */
 const STAGE_TOOLS: Readonly<Record<string, readonly ToolName[]>> = { plan: ["run_code"], search: ["search", "read"], write: ["read"] };
 
-export type Step = { kind: "turn"; conversation: Conversation; afterSwitch: boolean } | { kind: "switch"; to: string | null; conversation: Conversation } | { kind: "tool"; name: ToolName; ms: number };
+export type Step =
+  { kind: "turn"; conversation: Conversation; afterSwitch: boolean } | { kind: "switch"; to: string | null; conversation: Conversation } | { kind: "tool"; name: ToolName; ms: number; soFar: HistorySoFar };
 
 const RESULTS: Readonly<Record<ToolName, (i: number) => string>> = {
   search: (i) => Array.from({ length: 3 }, (_, k) => `[${k + 1}] seine-${i}-${k}: The Seine rises at Source-Seine, crosses Paris and reaches the English Channel at Le Havre.`).join("\n"),
@@ -53,8 +55,11 @@ export function toolTrajectory(switches = SWITCHES.length): Step[] {
       steps.push({ kind: "switch", to, conversation: conversation() });
       for (const tool of STAGE_TOOLS[to] ?? []) {
         steps.push({ kind: "turn", conversation: conversation(), afterSwitch: steps.at(-1)?.kind === "switch" });
-        steps.push({ kind: "tool", name: tool, ms: TOOL_MS[tool] });
-        exchange(`Calling ${tool}.`, tool, { query: `seine fact ${n}` }, RESULTS[tool](n++));
+        const text = `Calling ${tool}.`;
+        const args = { query: `seine fact ${n}` };
+        const soFar = { conversation: { turns: [...turns, { role: "assistant" as const, text, calls: [] }], functions: FUNCTIONS }, awaiting: [{ name: tool, arguments: args }] };
+        steps.push({ kind: "tool", name: tool, ms: TOOL_MS[tool], soFar });
+        exchange(text, tool, args, RESULTS[tool](n++));
       }
       steps.push({ kind: "turn", conversation: conversation(), afterSwitch: false });
     } else {

@@ -5,6 +5,7 @@
 import { LocalEngine } from "../native/index.js";
 import { nextWeights } from "../src/sessions/stateRule.js";
 import { createLogger } from "../src/log.js";
+import type { HistorySoFar } from "../src/engine/index.js";
 import { openingConversation, runTool, toolTrajectory, type TrajectoryFigures, type TrajectoryRunConfig } from "./toolTrajectory.js";
 
 async function main() {
@@ -23,7 +24,16 @@ async function main() {
   await earlier.close();
 
   const session = await engine.openSession({ promptScope: "server" });
-  const hint = (active: string | null) => session.anticipate(nextWeights(active, aliases).map((a) => (a === null ? [] : [a])));
+  // the hints a server's session gives (Session.anticipateNext)
+  const used = new Set<string>();
+  const hint = (active: string | null, soFar?: HistorySoFar) => {
+    if (active !== null) used.add(active);
+    session.anticipate(
+      nextWeights(active, aliases, undefined, used).map((a) => (a === null ? [] : [a])),
+      soFar,
+    );
+  };
+  let active: string | null = null;
   hint(null);
   const before = engine.cacheStats().evaluatedTokens;
   const f: TrajectoryFigures = {
@@ -54,8 +64,10 @@ async function main() {
       f.switchMs += ms;
       f.criticalPathMs += ms;
       f.switches++;
-      hint(step.to);
+      active = step.to;
+      hint(active);
     } else {
+      hint(active, step.soFar); // the session records the model's turn before its tool runs
       await runTool(step.name, step.ms, config.tools, config.work);
     }
   }

@@ -76,6 +76,35 @@ describe("lanes caught up in the background (reuse)", () => {
     }
   });
 
+  it("while the model's call runs, the base lane is brought over its turn (the history so far); the return evaluates from the result on, exactly", async () => {
+    const s = await engine.openSession();
+    try {
+      await s.prefill(scriptedTrajectory(1));
+      const stage = scriptedTrajectory(5);
+      await s.switchAdapter("plan", stage);
+      // the model's turn is recorded and its call is running: the result is not back yet
+      const done = scriptedTrajectory(6);
+      const turn = done.turns.at(-1)!;
+      if (turn.role !== "assistant" || !turn.calls?.length) throw new Error("the scripted turn makes a call");
+      const soFar = { conversation: { ...done, turns: [...done.turns.slice(0, -1), { ...turn, calls: [] }] }, awaiting: turn.calls.map(({ name, arguments: args }) => ({ name, arguments: args })) };
+      // everything before the result's text is settled (two results part there), nothing of the result is
+      const result = turn.calls[0]!.result;
+      const final = engine.renderTokens(done);
+      const withOther = engine.renderTokens({ ...done, turns: [...done.turns.slice(0, -1), { ...turn, calls: [{ ...turn.calls[0]!, result: "x" + result }] }] });
+      let settled = 0;
+      while (final[settled] === withOther[settled]) settled++;
+      expect(settled).toBeGreaterThan(engine.renderTokens(stage).length);
+      s.anticipate([[]], soFar);
+      await expect.poll(() => laneTokens(s, "base"), { timeout: 30_000, interval: 20 }).toBe(settled);
+      const back = await s.switchAdapter(null, done);
+      expect(back.rebuild.reused).toBeGreaterThanOrEqual(settled - 64);
+      expect(back.rebuild.tokens).toBeLessThanOrEqual(Math.max(final.length - 1 - settled, 64));
+      expect(await diffFromReference(s, null, done)).toBeLessThanOrEqual(TOLERANCE);
+    } finally {
+      await s.close();
+    }
+  });
+
   it("an anticipated first visit gets a lane ahead, in a free sequence; the switch then finds it nearly ready", async () => {
     const s = await engine.openSession();
     try {

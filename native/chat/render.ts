@@ -1,6 +1,6 @@
 import type { ChatHistoryItem, ChatModelFunctionCall, ChatModelFunctions, ChatModelResponse, ChatWrapper, LlamaModel, Token } from "../llama/nodeLlamaCpp.js";
 import { InvalidConversationError } from "../../src/engine/index.js";
-import type { Conversation, FunctionSpec } from "../../src/engine/index.js";
+import type { Conversation, FunctionSpec, HistorySoFar } from "../../src/engine/index.js";
 
 export function toChatModelFunctions(functions: Readonly<Record<string, FunctionSpec>>, only?: readonly string[]): ChatModelFunctions {
   const out: Record<string, { description: string; params?: unknown }> = {};
@@ -70,4 +70,22 @@ export function renderConversation(model: LlamaModel, chatWrapper: ChatWrapper, 
   const wrapper = documentingWrapper(chatWrapper, toChatModelFunctions(conversation.functions));
   const { contextText } = wrapper.generateContextState({ chatHistory: history });
   return { history, wrapper, tokens: contextText.tokenize(model.tokenizer) };
+}
+
+/**
+ * The tokens of `soFar` that no awaited result can change: the prompt rendered with two different stand-in
+ * results agrees up to where the first result begins (less any token the result could merge into).
+ */
+export function settledTokens(model: LlamaModel, chatWrapper: ChatWrapper, soFar: HistorySoFar): Token[] {
+  const withResults = (result: string): Conversation => {
+    const turns = [...soFar.conversation.turns];
+    const last = turns.pop();
+    if (last?.role !== "assistant") throw new InvalidConversationError("the history so far must end with the model's turn that made the awaited calls");
+    return { ...soFar.conversation, turns: [...turns, { ...last, calls: [...(last.calls ?? []), ...soFar.awaiting.map((c) => ({ ...c, result }))] }] };
+  };
+  const a = renderConversation(model, chatWrapper, withResults("0")).tokens;
+  const b = renderConversation(model, chatWrapper, withResults("1")).tokens;
+  let n = 0;
+  while (n < a.length && n < b.length && a[n] === b[n]) n++;
+  return a.slice(0, n);
 }

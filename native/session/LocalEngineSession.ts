@@ -1,12 +1,12 @@
 import type { LlamaContextSequence, Token } from "../llama/nodeLlamaCpp.js";
-import type { AdapterVersion, BackgroundWork, Conversation, EngineSession, GenerateOptions, GenerateResult, LaneState, LogProbs, PrefillReport, SwitchReport } from "../../src/engine/index.js";
+import type { AdapterVersion, BackgroundWork, Conversation, EngineSession, GenerateOptions, GenerateResult, HistorySoFar, LaneState, LogProbs, PrefillReport, SwitchReport } from "../../src/engine/index.js";
 import { ContextOverflowError, InvalidAdapterSetError, SessionClosedError, UnknownAdapterError } from "../../src/engine/index.js";
 import { Mutex } from "../../src/mutex.js";
 import type { BackgroundSource } from "../background/BackgroundScheduler.js";
 import type { CacheReplay } from "../cache/DecodeLog.js";
 import { Lane, type Slot } from "../cache/Lane.js";
 import type { LaneKey } from "../cache/LaneKey.js";
-import { renderConversation } from "../chat/render.js";
+import { renderConversation, settledTokens } from "../chat/render.js";
 import { generateTurn } from "./generate.js";
 import { extendLane, now, syncLane, weightsLabel, type PrefixPlan, type SyncPlan } from "./laneSync.js";
 import { nextTokenAfter } from "./logProbs.js";
@@ -48,9 +48,11 @@ export class LocalEngineSession implements EngineSession, BackgroundSource {
   /**
    * The last prompt the session was given, but its last token (what a synced lane holds): what background work
    * brings other lanes to. Generated tokens are left out: a turn can re-render otherwise (text that is not valid
-   * UTF-8), and once recorded it is in the next prompt.
+   * UTF-8), and once recorded it is in the next prompt. A hint's history so far moves it on (`soFar`).
    */
   private frontier: readonly Token[] = [];
+  /** The history so far of the last hint, rendered into `frontier` by the first background step that needs it. */
+  private soFar: HistorySoFar | undefined;
 
   constructor(
     readonly id: number,
@@ -153,6 +155,7 @@ export class LocalEngineSession implements EngineSession, BackgroundSource {
             result = await this.rules.strategy.switch(this.switchingView, key, to, tokens, queued);
           }
           this.frontier = tokens.slice(0, -1);
+          this.soFar = undefined;
           queueMicrotask(() => this.host.versionsReleased());
           const { sync, queueMs, strategy } = result;
           return {
@@ -176,6 +179,7 @@ export class LocalEngineSession implements EngineSession, BackgroundSource {
     this.ensureFits(rendered.tokens.length + 1);
     this.rememberPrompt(conversation);
     this.frontier = rendered.tokens.slice(0, -1);
+    this.soFar = undefined;
     return this.host.work.foreground(() => {
       const queued = now();
       return this.withActiveLane((lane, sequence) => generateTurn(this.host, { lane, sequence, contextSize: this.contextSize, plan: this.planFor(lane, rendered.tokens) }, conversation, rendered, options, queued));
@@ -201,9 +205,26 @@ export class LocalEngineSession implements EngineSession, BackgroundSource {
     return this.synced(conversation, (sequence, tokens) => nextTokenAfter(sequence, tokens));
   }
 
-  anticipate(next: readonly (readonly string[])[]): void {
+  anticipate(next: readonly (readonly string[])[], soFar?: HistorySoFar): void {
     this.anticipated = next.map((set) => [...set]);
+    this.soFar = soFar;
     if (next.length) this.host.work.wake();
+  }
+
+  /**
+   * Renders the hint's history so far into the frontier (once, in a background step: a caller never pays for
+   * it). The model's turn and its calls are settled while the tools run; only their results are not.
+   */
+  private settleFrontier(): void {
+    const soFar = this.soFar;
+    if (!soFar) return;
+    this.soFar = undefined;
+    try {
+      const settled = settledTokens(this.host.model, this.host.chatWrapper, soFar);
+      if (settled.length <= this.contextSize) this.frontier = settled;
+    } catch (err) {
+      this.host.work.opts.logger.debug({ err: (err as Error).message }, "history so far not rendered; background work stops at the last prompt");
+    }
   }
 
   backgroundWork(): BackgroundWork {
@@ -222,6 +243,7 @@ export class LocalEngineSession implements EngineSession, BackgroundSource {
     if (this.closed || !this.anticipated.length || this.switching.depth > 0) return false;
     return this.switching.run(async () => {
       if (this.closed || this.host.work.mustYield) return false;
+      this.settleFrontier();
       const active = this.lane;
       const frontier = this.frontier;
       if (!frontier.length) return false;
@@ -335,6 +357,7 @@ export class LocalEngineSession implements EngineSession, BackgroundSource {
     this.ensureFits(tokens.length);
     this.rememberPrompt(conversation);
     this.frontier = tokens.slice(0, -1);
+    this.soFar = undefined;
     return this.host.work.foreground(() =>
       this.withActiveLane(async (lane, sequence) => {
         const { reused, evaluated, ms } = await syncLane(this.host, lane, tokens, this.planFor(lane, tokens));

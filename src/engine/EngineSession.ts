@@ -1,5 +1,5 @@
 import type { AdapterVersion } from "./AdapterVersion.js";
-import type { Conversation, GenerateOptions, GenerateResult, LogProbs, SwitchReport } from "./types.js";
+import type { Conversation, GenerateOptions, GenerateResult, HistorySoFar, LogProbs, SwitchReport } from "./types.js";
 
 /** One KV cache a session holds: under the weights it has active, or idle under weights it left. */
 export interface LaneState {
@@ -66,9 +66,11 @@ export interface EngineSession {
    * The weight sets this session will probably switch to next, most likely first (each a list of aliases; [] is
    * the base): a hint. An engine that can evaluate while nobody waits may bring their caches up to the history
    * in the background (while a tool runs, between calls), so the switch finds little left to do; one that
-   * cannot ignores it. Replaces the previous hint.
+   * cannot ignores it. `soFar`: the history as it stands now, when it has grown since the last call (the model's
+   * turn whose calls are running): the caches may be brought up to its settled part, everything before the
+   * first awaited result. Replaces the previous hint.
    */
-  anticipate(next: readonly (readonly string[])[]): void;
+  anticipate(next: readonly (readonly string[])[], soFar?: HistorySoFar): void;
   /** Evaluation done for this session in the background so far (tokens, decodes and their time). */
   backgroundWork(): BackgroundWork;
 

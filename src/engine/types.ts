@@ -84,6 +84,9 @@ export interface AnsweredCall {
   raw?: unknown;
 }
 
+/** A call of the model's last turn whose result is not back yet (its tool is running). */
+export type AwaitedCall = Omit<AnsweredCall, "result">;
+
 export type ChatTurn = { role: "system"; text: string } | { role: "user"; text: string } | { role: "assistant"; text: string; calls?: readonly AnsweredCall[] };
 
 /**
@@ -93,6 +96,16 @@ export type ChatTurn = { role: "system"; text: string } | { role: "user"; text: 
 export interface Conversation {
   turns: readonly ChatTurn[];
   functions: Readonly<Record<string, FunctionSpec>>;
+}
+
+/**
+ * The history while the caller is busy: `conversation` ends with the model's turn (with the calls answered so
+ * far), and that turn also made the `awaiting` calls, whose results are not back yet. What comes before those
+ * results is settled: an engine may evaluate it ahead of time.
+ */
+export interface HistorySoFar {
+  conversation: Conversation;
+  awaiting: readonly AwaitedCall[];
 }
 
 export interface GenerateOptions {

@@ -1,4 +1,4 @@
-import type { Conversation, EngineSession, FunctionSpec } from "../engine/index.js";
+import type { ChatTurn, Conversation, EngineSession, FunctionSpec, HistorySoFar } from "../engine/index.js";
 import { Mutex } from "../mutex.js";
 import type { StageBudget } from "../budgets/budgets.js";
 import { UnknownCallError } from "./errors.js";
@@ -27,6 +27,8 @@ export class Session {
   stage: StageUsage | undefined;
   /** The weights the harness knows come next, in order (null: the base); without it the state rule says what may. */
   private planned: readonly (string | null)[] | undefined;
+  /** The adapters this trajectory has had active (told to the engine's guesses: see `nextWeights`). */
+  private readonly used = new Set<string>();
   private messages: HistoryMessage[];
 
   constructor(
@@ -102,9 +104,31 @@ export class Session {
     this.planned = upcoming;
   }
 
-  /** Tells the engine which weights this trajectory needs next (`nextWeights`), so it can catch their caches up while tools run. Fixed weights need nothing. */
+  /**
+   * Tells the engine which weights this trajectory needs next (`nextWeights`), and the history so far while the
+   * model's calls run, so it can catch their caches up meanwhile. Fixed weights need nothing.
+   */
   anticipateNext(resident: readonly string[]): void {
     if (!this.settings.weightActions) return;
-    this.engine.anticipate(nextWeights(this.activeAdapter, resident, this.planned).map((a) => (a === null ? [] : [a])));
+    if (this.activeAdapter !== null) this.used.add(this.activeAdapter);
+    this.engine.anticipate(
+      nextWeights(this.activeAdapter, resident, this.planned, this.used).map((a) => (a === null ? [] : [a])),
+      this.historySoFar(),
+    );
+  }
+
+  /** The history while the model's last turn has calls without results: the turn with its answered calls, and the rest awaited. */
+  private historySoFar(): HistorySoFar | undefined {
+    if (!this.pendingCalls().length) return undefined;
+    const conversation = this.conversation();
+    const last = conversation.turns.at(-1);
+    if (last?.role !== "assistant") return undefined;
+    const calls = last.calls ?? [];
+    const first = calls.findIndex((c) => typeof c.result !== "string"); // toConversation leaves a pending call's result out
+    const turn: ChatTurn = { ...last, calls: calls.slice(0, first) };
+    return {
+      conversation: { ...conversation, turns: [...conversation.turns.slice(0, -1), turn] },
+      awaiting: calls.slice(first).map(({ name, arguments: args, raw }) => ({ name, arguments: args, ...(raw !== undefined ? { raw } : {}) })),
+    };
   }
 }

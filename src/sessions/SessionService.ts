@@ -175,6 +175,7 @@ export class SessionService {
         result.tokens.generated,
         calls.some((c) => !WEIGHT_ACTIONS.has(c.name)),
       );
+      if (calls.length) session.anticipateNext(this.runtime.library.aliases()); // the calls run now: the turn is settled
       return { result, calls, recorded: true, ...(released ? { released } : {}) };
     });
   }

@@ -45,9 +45,12 @@ export function stateRuleProblem({ action, active, adapter, call, pending, resid
  * The weights a trajectory needs next, most likely first (null: the base): the harness's plan when it has one
  * (hard mode knows its next stage), else what the state rule allows within two actions from here: an adapter
  * is released to the base first, then any other resident adapter may be loaded; from the base, any of them.
+ * Adapters the trajectory has not `used` yet come before those it has: a trajectory moves on through its stages,
+ * and a first visit has the whole history to evaluate, a return only what came since.
  */
-export function nextWeights(active: string | null, resident: readonly string[], planned?: readonly (string | null)[]): (string | null)[] {
+export function nextWeights(active: string | null, resident: readonly string[], planned?: readonly (string | null)[], used: ReadonlySet<string> = new Set()): (string | null)[] {
   if (planned) return planned.filter((a) => a !== active);
-  const adapters = resident.filter((a) => a !== active);
+  const others = resident.filter((a) => a !== active);
+  const adapters = [...others.filter((a) => !used.has(a)), ...others.filter((a) => used.has(a))];
   return active === null ? adapters : [null, ...adapters];
 }

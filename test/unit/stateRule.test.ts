@@ -59,4 +59,11 @@ describe("the state rule", () => {
     expect(nextWeights("plan", resident, [null, "search"])).toEqual([null, "search"]);
     expect(nextWeights(null, resident, [null, "search"])).toEqual(["search"]);
   });
+
+  it("guesses the adapters the trajectory has not used yet before those it has (a first visit costs the whole history)", () => {
+    const resident = ["plan", "search", "write"];
+    expect(nextWeights("search", resident, undefined, new Set(["plan", "search"]))).toEqual([null, "write", "plan"]);
+    expect(nextWeights(null, resident, undefined, new Set(["plan"]))).toEqual(["search", "write", "plan"]);
+    expect(nextWeights(null, resident, [null, "plan"], new Set(["plan"]))).toEqual(["plan"]);
+  });
 });
