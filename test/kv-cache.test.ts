@@ -203,3 +203,25 @@ describe("adapters are told apart", () => {
     }
   });
 });
+
+describe("how an append is split into decodes", () => {
+  it("an append a little longer than a batch goes in even decodes, not a full batch and a short (per token dear) remainder; the cache stays exact", async () => {
+    const engine = await demoEngine({ maxContexts: 1, batchSize: 256, cache: { strategy: "reuse", background: false, sharedPrefixes: false } });
+    const s = await engine.openSession();
+    try {
+      // two points of the scripted trajectory between which 257..319 tokens are appended (a remainder of 1..63)
+      const lengths = Array.from({ length: 20 }, (_, k) => engine.renderTokens(trajectory(k)).length);
+      const pair = lengths.flatMap((a, i) => lengths.slice(i + 1).map((b, j) => [i, i + 1 + j, b - a] as const)).find(([, , d]) => d % 256 > 1 && d % 256 < 64 && d > 256 && d < 512);
+      if (!pair) throw new Error("no pair of trajectory points appends 257..319 tokens");
+      const [from, to, appended] = pair;
+      await s.prefill(trajectory(from));
+      await s.prefill(trajectory(to));
+      const decodes = s.cacheReplay().decodes.filter((d) => d.start >= lengths[from]! - 1);
+      expect(decodes.map((d) => d.tokens.length)).toEqual([Math.ceil(appended / 2), Math.floor(appended / 2)]);
+      expect(await checkExact(engine, s, null, trajectory(to))).toBeLessThanOrEqual(TOLERANCE);
+    } finally {
+      await s.close();
+      await engine.dispose();
+    }
+  });
+});
