@@ -1,5 +1,5 @@
 import type { ChatHistoryItem, ChatModelFunctionCall, ChatModelFunctions, ChatModelResponse, ChatWrapper, LlamaModel, Token } from "../llama/nodeLlamaCpp.js";
-import { InvalidConversationError } from "../../src/engine/index.js";
+import { commonPrefixLength, InvalidConversationError } from "../../src/engine/index.js";
 import type { Conversation, FunctionSpec, HistorySoFar } from "../../src/engine/index.js";
 
 export function toChatModelFunctions(functions: Readonly<Record<string, FunctionSpec>>, only?: readonly string[]): ChatModelFunctions {
@@ -84,8 +84,5 @@ export function settledTokens(model: LlamaModel, chatWrapper: ChatWrapper, soFar
     return { ...soFar.conversation, turns: [...turns, { ...last, calls: [...(last.calls ?? []), ...soFar.awaiting.map((c) => ({ ...c, result }))] }] };
   };
   const a = renderConversation(model, chatWrapper, withResults("0")).tokens;
-  const b = renderConversation(model, chatWrapper, withResults("1")).tokens;
-  let n = 0;
-  while (n < a.length && n < b.length && a[n] === b[n]) n++;
-  return a.slice(0, n);
+  return a.slice(0, commonPrefixLength(a, renderConversation(model, chatWrapper, withResults("1")).tokens));
 }

@@ -1,6 +1,6 @@
 import type { LlamaContextSequence, Token } from "../llama/nodeLlamaCpp.js";
 import type { AdapterVersion, BackgroundWork, Conversation, EngineSession, GenerateOptions, GenerateResult, HistorySoFar, LaneState, LogProbs, PrefillReport, SwitchReport } from "../../src/engine/index.js";
-import { ContextOverflowError, InvalidAdapterSetError, SessionClosedError, UnknownAdapterError } from "../../src/engine/index.js";
+import { commonPrefixLength, ContextOverflowError, InvalidAdapterSetError, SessionClosedError, UnknownAdapterError } from "../../src/engine/index.js";
 import { Mutex } from "../../src/mutex.js";
 import type { BackgroundSource } from "../background/BackgroundScheduler.js";
 import type { CacheReplay } from "../cache/DecodeLog.js";
@@ -256,7 +256,7 @@ export class LocalEngineSession implements EngineSession, BackgroundSource {
         let lane = this.lanes.get(key.toString());
         if (lane?.empty) this.lanes.delete(key.toString());
         else if (lane && !lane.slot) continue;
-        if (lane && !lane.empty && holdsAll(lane.tokens, frontier)) continue;
+        if (lane && !lane.empty && commonPrefixLength(lane.tokens, frontier) === frontier.length) continue;
         if (!lane || lane.empty) {
           const free = this.host.pool.acquireFree();
           if (!free) continue;
@@ -345,9 +345,7 @@ export class LocalEngineSession implements EngineSession, BackgroundSource {
     if (this.prompt && this.prompt.system === system && this.prompt.functions === conversation.functions) return;
     const whole = this.render(conversation);
     const head = this.render({ turns: first?.role === "system" ? [first] : [], functions: conversation.functions });
-    let n = 0;
-    while (n < whole.length && n < head.length && whole[n] === head[n]) n++;
-    this.prompt = { system, functions: conversation.functions, tokens: whole.slice(0, n) };
+    this.prompt = { system, functions: conversation.functions, tokens: whole.slice(0, commonPrefixLength(whole, head)) };
   }
 
   /** Runs `fn` under the context lock with this session's weights applied and the prompt (all but its last token) cached. */
@@ -422,11 +420,4 @@ export class LocalEngineSession implements EngineSession, BackgroundSource {
   private ensureFits(tokens: number) {
     if (tokens > this.contextSize) throw new ContextOverflowError(tokens, this.contextSize);
   }
-}
-
-/** Whether `held` (a lane's tokens) already begins with all of `frontier`. */
-function holdsAll(held: readonly Token[], frontier: readonly Token[]): boolean {
-  if (held.length < frontier.length) return false;
-  for (let i = 0; i < frontier.length; i++) if (frontier[i] !== held[i]) return false;
-  return true;
 }

@@ -1,5 +1,6 @@
 import type { LlamaContextSequence, Token } from "../llama/nodeLlamaCpp.js";
 import type { AdapterVersion } from "../../src/engine/index.js";
+import { commonPrefixLength } from "../../src/engine/index.js";
 import type { Lane } from "../cache/Lane.js";
 import type { LaneKey } from "../cache/LaneKey.js";
 import type { PrefixKeyOf, PromptPrefix } from "../cache/PrefixStore.js";
@@ -56,12 +57,6 @@ export async function applySet(host: Pick<SessionHost, "weightOf">, lane: Lane, 
 /** The weights the lane's next tokens are computed under: its own, or the base for an activated LoRA whose invocation is absent. */
 export const tailWeights = (lane: Lane): readonly AdapterVersion[] => (lane.activatedFrom === Infinity ? [] : lane.versions);
 
-const commonPrefix = (a: readonly Token[], b: readonly Token[]) => {
-  let i = 0;
-  while (i < a.length && i < b.length && a[i] === b[i]) i++;
-  return i;
-};
-
 async function eraseFrom(sequence: LlamaContextSequence, start: number): Promise<void> {
   if (start < sequence.nextTokenIndex) await sequence.eraseContextTokenRanges([{ start, end: sequence.nextTokenIndex }]);
 }
@@ -74,7 +69,7 @@ async function eraseFrom(sequence: LlamaContextSequence, start: number): Promise
  */
 async function evaluateRange(host: LaneHost, lane: Lane, target: readonly Token[], start: number, end: number, floor: number, prefix: PrefixPlan | undefined): Promise<number> {
   const sequence = lane.slot!.sequence;
-  const saveAt = prefix && host.prefixes && prefix.tokens.length > start && commonPrefix(prefix.tokens, target) === prefix.tokens.length && !host.prefixes.has(prefixKey(prefix)) ? prefix.tokens.length : undefined;
+  const saveAt = prefix && host.prefixes && prefix.tokens.length > start && commonPrefixLength(prefix.tokens, target) === prefix.tokens.length && !host.prefixes.has(prefixKey(prefix)) ? prefix.tokens.length : undefined;
   const batch = sequence.context.batchSize;
   let decoded = 0;
   while (start < end) {
@@ -101,7 +96,7 @@ const prefixKey = (p: PrefixPlan) => p.keyOf(p.scope, p.weights, p.tokens);
 async function restorePrefix(host: LaneHost, lane: Lane, target: readonly Token[], prefix: PrefixPlan | undefined, upTo: number): Promise<number> {
   const length = prefix?.tokens.length ?? 0;
   if (!prefix || !host.prefixes || length === 0 || length > upTo || lane.slot!.sequence.nextTokenIndex !== 0) return 0;
-  if (commonPrefix(prefix.tokens, target) < length) return 0;
+  if (commonPrefixLength(prefix.tokens, target) < length) return 0;
   const decodes = await host.prefixes.restore(prefixKey(prefix), lane.slot!.sequence);
   if (!decodes) return 0;
   lane.restoreLog({ decodes });
@@ -128,7 +123,7 @@ export async function syncLane(host: LaneHost, lane: Lane, tokens: readonly Toke
   // where the lane's own weights begin: in the prompt, and in what the cache holds
   const from = plan.activatedFrom ?? 0;
   const was = lane.activatedFrom ?? 0;
-  const lcp = commonPrefix(sequence.contextTokens, target);
+  const lcp = commonPrefixLength(sequence.contextTokens, target);
   let keep = was === from ? lcp : Math.min(lcp, was, from);
   await eraseFrom(sequence, keep);
   lane.activatedFrom = activated ? from : undefined;
@@ -156,7 +151,7 @@ export async function syncLane(host: LaneHost, lane: Lane, tokens: readonly Toke
  */
 export async function extendLane(host: LaneHost, lane: Lane, weights: readonly AdapterVersion[], frontier: readonly Token[], maxTokens: number, prefix: PrefixPlan | undefined): Promise<number | undefined> {
   const sequence = lane.slot!.sequence;
-  const lcp = commonPrefix(sequence.contextTokens, frontier);
+  const lcp = commonPrefixLength(sequence.contextTokens, frontier);
   if (lcp >= frontier.length) return undefined;
   await eraseFrom(sequence, lcp);
   if (lcp === 0 && (await restorePrefix(host, lane, frontier, prefix, frontier.length)) > 0) return 0;

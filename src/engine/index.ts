@@ -10,5 +10,6 @@ export type { CallSyntax, ChatCodec } from "./ChatCodec.js";
 export type * from "./types.js";
 export { AdapterVersion } from "./AdapterVersion.js";
 export { readAdapterFile } from "./adapterFile.js";
+export { commonPrefixLength } from "./tokens.js";
 export { VersionPins } from "./VersionPins.js";
 export * from "./errors.js";

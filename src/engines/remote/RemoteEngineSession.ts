@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
 import {
+  commonPrefixLength,
   ContextOverflowError,
   SessionClosedError,
   type AdapterVersion,
@@ -32,12 +33,6 @@ const label = (versions: readonly AdapterVersion[]) => (versions.length ? versio
 const sameVersions = (a: readonly AdapterVersion[], b: readonly AdapterVersion[]) => a.length === b.length && a.every((v, i) => v.equals(b[i]!));
 
 const newSalt = () => randomBytes(16).toString("hex");
-
-function commonPrefix(a: readonly TokenId[], b: readonly TokenId[]): number {
-  let i = 0;
-  while (i < a.length && i < b.length && a[i] === b[i]) i++;
-  return i;
-}
 
 /** What a session needs of its engine. */
 export interface RemoteSessionHost {
@@ -199,7 +194,7 @@ export class RemoteEngineSession implements EngineSession {
    */
   private reusable(versions: readonly AdapterVersion[], prompt: readonly TokenId[]): number | undefined {
     if (!this.cache || !sameVersions(versions, this.versions)) return undefined;
-    const agreed = commonPrefix(this.cache, prompt);
+    const agreed = commonPrefixLength(this.cache, prompt);
     return agreed === Math.min(this.cache.length, prompt.length) ? agreed : undefined;
   }
 
