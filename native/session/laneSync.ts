@@ -63,9 +63,10 @@ async function eraseFrom(sequence: LlamaContextSequence, start: number): Promise
 
 /**
  * Evaluates `target[start, end)` after the cache (which holds at least `start` tokens of it), under the weights
- * already applied, never leaving a short remainder after a cache as a decode of its own. Decodes stop at the shared prefix's end to save it there; a first decode shorter than
- * MIN_DECODE_TOKENS starts earlier, in what the cache held before (never before `floor`, where these weights
- * begin; never into tokens this call decoded). Returns the tokens decoded.
+ * already applied, never leaving a short remainder after a cache as a decode of its own. Decodes stop at the
+ * shared prefix's end to save it there; a first decode shorter than MIN_DECODE_TOKENS starts earlier, in what
+ * the cache held before (never before `floor`, where these weights begin; never into tokens this call decoded).
+ * Returns the tokens decoded.
  */
 async function evaluateRange(host: LaneHost, lane: Lane, target: readonly Token[], start: number, end: number, floor: number, prefix: PrefixPlan | undefined): Promise<number> {
   const sequence = lane.slot!.sequence;

@@ -119,12 +119,12 @@ export class Session {
 
   /** The history while the model's last turn has calls without results: the turn with its answered calls, and the rest awaited. */
   private historySoFar(): HistorySoFar | undefined {
-    if (!this.pendingCalls().length) return undefined;
     const conversation = this.conversation();
     const last = conversation.turns.at(-1);
     if (last?.role !== "assistant") return undefined;
     const calls = last.calls ?? [];
     const first = calls.findIndex((c) => typeof c.result !== "string"); // toConversation leaves a pending call's result out
+    if (first < 0) return undefined;
     const turn: ChatTurn = { ...last, calls: calls.slice(0, first) };
     return {
       conversation: { ...conversation, turns: [...conversation.turns.slice(0, -1), turn] },
