@@ -15,6 +15,10 @@ function findPackageRoot(): string {
 
 export const PACKAGE_ROOT = findPackageRoot();
 export const DEFAULT_MANIFEST = join(PACKAGE_ROOT, "adapters", "manifest.json");
+/** The shipped demo library that learned (`npm run train-demo` makes it): its base model and its manifest. */
+export const TRAINED_DIR = join(PACKAGE_ROOT, "models", "trained");
+export const TRAINED_MODEL = join(TRAINED_DIR, "weact-demo-trained.gguf");
+export const TRAINED_MANIFEST = join(TRAINED_DIR, "manifest.json");
 export const PROMPTS_DIR = join(PACKAGE_ROOT, "prompts");
 export const DEFAULT_CORPUS = join(PACKAGE_ROOT, "src", "tools", "search", "default-corpus");
 /** Local state (indexes, traces) that is not committed. */

@@ -12,6 +12,7 @@ const summary = (policy: string, errors: number, context: number, meanMs: Record
   meanSeconds: 0,
   p95Seconds: 0,
   meanSwitches: 0,
+  selfLoaded: 0,
   meanRebuiltTokens: 0,
   meanReusedTokens: 0,
   selectionAccuracy: null,

@@ -10,6 +10,7 @@ import { parseFilter } from "../src/export/filter.js";
 import { LINE_SCHEMAS, type AxolotlLine, type ChatMessage, type ExportFormat, type OpenAILine, type TrlLine } from "../src/export/formats.js";
 import { readTraces, TraceSourceError } from "../src/export/readTraces.js";
 import { segment, type StageSample } from "../src/export/segment.js";
+import { BASE_CAPABILITY, ManifestEntrySchema } from "../src/library/manifest.js";
 import { datasetStats, formatStats, type TokenCounter } from "../src/export/stats.js";
 import type { Trajectory } from "../src/export/trajectory.js";
 import { elisionMarker, toConversation, type AssistantMessage, type ToolMessage } from "../src/sessions/history.js";
@@ -117,7 +118,8 @@ const chatKey = (m: ChatMessage) =>
 
 /** Every assistant turn a capability's adapter wrote itself, in both runs. */
 function ownTurns(capability: string): Set<string> {
-  const turns = [hard, soft].flatMap((r) => r.trajectory.messages).filter((m) => m.role === "assistant" && m.author === "model" && m.adapter === capability);
+  const weights = capability === BASE_CAPABILITY ? null : capability;
+  const turns = [hard, soft].flatMap((r) => r.trajectory.messages).filter((m) => m.role === "assistant" && m.author === "model" && m.adapter === weights);
   return new Set(turns.map((m) => historyKey(m as AssistantMessage)));
 }
 
@@ -167,6 +169,30 @@ describe("segmentation of real runs", () => {
     expect(softLoad).toMatchObject({ author: "model", adapter: null });
   });
 
+  it("gives the base one sample per trajectory: its own turns are the targets, the adapters' stages between them context", () => {
+    for (const run of [hard, soft]) {
+      const history = run.trajectory.messages;
+      const own = history.flatMap((m, i) => (m.role === "assistant" && m.author === "model" && m.adapter === null ? [i] : []));
+      const samples = segment(run.trajectory, BASE_CAPABILITY);
+      if (!own.length) {
+        expect(samples).toEqual([]);
+        continue;
+      }
+      expect(samples).toHaveLength(1);
+      const [s] = samples as [StageSample];
+      expect(s.targets).toEqual(own);
+      expect(s.contextLength).toBe(own[0]);
+      expect(s.messages).toEqual(history.slice(0, own.at(-1)! + 1));
+    }
+    // the soft run's base chose the capability with its own call: the base's target
+    const [softBase] = segment(soft.trajectory, BASE_CAPABILITY) as [StageSample];
+    const first = softBase.messages[softBase.targets[0]!] as AssistantMessage;
+    expect(first.toolCalls.map((c) => c.name)).toEqual(["load_lora"]);
+    // so no adapter may take the base's name
+    const entry = ManifestEntrySchema.safeParse({ alias: BASE_CAPABILITY, description: "d", file: "base.gguf" });
+    expect(entry.success ? "" : entry.error.issues.map((i) => i.message).join()).toMatch(/alias "base" names the base model/);
+  });
+
   it("renders every target with the tool results as the model read them then (keep_tool_result, the server's marker)", () => {
     const [search] = segment(hard.trajectory, "search") as [StageSample];
     expect(search.keepToolResult).toBe(1);
@@ -201,7 +227,7 @@ describe("segmentation of real runs", () => {
 describe("export formats", () => {
   it("every line parses with its strict schema; only the capability's own turns are trained, each of them once", () => {
     for (const format of FORMATS) {
-      for (const capability of CAPABILITIES) {
+      for (const capability of [...CAPABILITIES, BASE_CAPABILITY]) {
         const { summary, lines } = exportTo(format, capability, [hard.file, soft.file]);
         expect(summary.problems).toEqual([]);
         expect(lines).toHaveLength(summary.lines);
@@ -307,7 +333,7 @@ describe("stats and the command", () => {
       runs.map((r) => r.trajectory),
       countBytes,
     );
-    expect(bytes.map((s) => s.capability)).toEqual(CAPABILITIES);
+    expect(bytes.map((s) => s.capability)).toEqual([BASE_CAPABILITY, ...CAPABILITIES]);
     for (const s of bytes) expect(s.context.mean).toBeGreaterThan(s.target.mean);
     // one token per message: the context is the messages before the first target, the targets their count
     for (const s of datasetStats(

@@ -1,10 +1,10 @@
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { z } from "zod";
 import { SoftLimitsSchema, StageBudgetSchema } from "../budgets/budgets.js";
 import { FLAVORS } from "../engines/remote/flavors/Flavor.js";
 import { describeIssues } from "../library/manifest.js";
-import { DEFAULT_MANIFEST } from "../paths.js";
+import { DEFAULT_MANIFEST, TRAINED_MANIFEST, TRAINED_MODEL } from "../paths.js";
 
 /** The default HTTP body limit (server.maxBodyBytes): a long document pasted as a task fits. */
 export const DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024;
@@ -61,8 +61,13 @@ export const ConfigSchema = z
       .prefault({}),
     model: z
       .object({
-        /** GGUF base model; unset = the generated demo model. */
+        /** GGUF base model; unset = a demo model (model.demo). */
         path: z.string().min(1).optional(),
+        /**
+         * Without model.path: "trained", the shipped demo library that learned to choose its weights (models/trained,
+         * with its own manifest), or "random", the generated random model the engine tests and the bench use.
+         */
+        demo: z.enum(["trained", "random"]).default("random"),
         gpu: GpuSchema.default("auto"),
         gpuLayers: z.union([z.number().int().nonnegative(), z.enum(["auto", "max"])]).default("auto"),
         threads: z.number().int().positive().optional(),
@@ -291,10 +296,17 @@ export function resolveConfig(input: unknown, source: string, baseDir: string): 
   if (search.indexFile) search.indexFile = resolve(baseDir, search.indexFile);
   if (search.backend === "searxng" && !search.searxng) throw new ConfigError(source, ['tools.search.searxng.url: required when tools.search.backend is "searxng"']);
   checkRemoteEngine(config, source, baseDir);
+  const demo = !config.model.path;
+  const trained = demo && config.model.demo === "trained";
+  if (trained) {
+    if (!existsSync(TRAINED_MODEL))
+      throw new ConfigError(source, [`model.demo: the trained demo model ${TRAINED_MODEL} is missing (make it with npm run train-demo, or set model.demo to "random" or model.path to your GGUF)`]);
+    config.model.path = TRAINED_MODEL;
+  }
   return {
     ...config,
-    manifestPath: config.adapters.manifest ? resolve(baseDir, config.adapters.manifest) : DEFAULT_MANIFEST,
-    demo: !config.model.path,
+    manifestPath: config.adapters.manifest ? resolve(baseDir, config.adapters.manifest) : trained ? TRAINED_MANIFEST : DEFAULT_MANIFEST,
+    demo,
   };
 }
 

@@ -4,7 +4,7 @@
  */
 
 /** GPT-2's reversible byte -> printable unicode mapping (bytes_to_unicode). */
-function byteToUnicode(): string[] {
+export function byteToUnicode(): string[] {
   const printable = new Set<number>();
   for (let b = 33; b <= 126; b++) printable.add(b);
   for (let b = 161; b <= 172; b++) printable.add(b);
@@ -43,12 +43,20 @@ export interface SpecialToken {
   readonly type: 3 | 4;
 }
 
-/** The byte-level vocabulary with `specials` appended (default: the Qwen chat tokens of the demo model). */
-export function buildVocabulary(specials: readonly SpecialToken[] = SPECIAL_TOKENS): DemoVocabulary {
+/**
+ * The byte-level vocabulary with `specials` appended (default: the Qwen chat tokens of the demo model), and a
+ * token for each merge's result (default: a few; a learned list makes text cost far fewer tokens).
+ */
+export function buildVocabulary(specials: readonly SpecialToken[] = SPECIAL_TOKENS, merges: readonly string[] = MERGES): DemoVocabulary {
   const tokens = byteToUnicode();
   const tokenTypes = tokens.map(() => 1);
-  for (const merge of MERGES) {
-    tokens.push(merge.replace(" ", ""));
+  const known = new Set(tokens);
+  for (const merge of merges) {
+    // two merges can spell the same token ("a bc", "ab c"): the vocabulary holds it once
+    const token = merge.replace(" ", "");
+    if (known.has(token)) continue;
+    known.add(token);
+    tokens.push(token);
     tokenTypes.push(1);
   }
   for (const special of specials) {
@@ -59,7 +67,7 @@ export function buildVocabulary(specials: readonly SpecialToken[] = SPECIAL_TOKE
   return {
     tokens,
     tokenTypes,
-    merges: [...MERGES],
+    merges: [...merges],
     idOf(text) {
       const id = ids.get(text);
       if (id === undefined) throw new Error(`no token ${text} in the demo vocabulary`);

@@ -1,4 +1,5 @@
 import type { AssistantMessage, HistoryMessage } from "../sessions/history.js";
+import { BASE_CAPABILITY } from "../library/manifest.js";
 import { LOAD_LORA, OFFLOAD_LORA } from "../sessions/modelFunctions.js";
 import type { Trajectory } from "./trajectory.js";
 
@@ -28,22 +29,25 @@ export interface StageSample {
   exit: StageExit;
 }
 
-/** A turn the adapter wrote itself. Prescribed exchanges (client, harness) are context even inside its stage. */
-const isTarget = (m: HistoryMessage, capability: string): m is AssistantMessage => m.role === "assistant" && m.author === "model" && m.adapter === capability;
+/** A turn the weights of `capability` wrote themselves. Prescribed exchanges (client, harness) are context even inside its stage. */
+const isTarget = (m: HistoryMessage, capability: string): m is AssistantMessage => m.role === "assistant" && m.author === "model" && m.adapter === (capability === BASE_CAPABILITY ? null : capability);
 
-/** The capabilities a trajectory activated. */
+/** The capabilities a trajectory trains: the adapters it activated, and the base when the base wrote a turn. */
 export function capabilitiesOf(trajectory: Trajectory): string[] {
   const loaded = trajectory.messages.map((_, i) => loadedAdapter(trajectory.messages, i));
-  return [...new Set(loaded.filter((a): a is string => a !== undefined))];
+  const base = trajectory.messages.some((m) => isTarget(m, BASE_CAPABILITY)) ? [BASE_CAPABILITY] : [];
+  return [...new Set(loaded.filter((a): a is string => a !== undefined)), ...base];
 }
 
 /**
  * One sample per stage occurrence of `capability`: from a successful load exchange of it to the offload
  * exchange that releases it (or the end of the trace). A failed load starts no stage; a stage in which the
- * adapter wrote nothing (a run cancelled right after the load) gives no sample.
+ * adapter wrote nothing (a run cancelled right after the load) gives no sample. The base's stage is the whole
+ * trajectory: one sample whose targets are all its own turns, the adapters' stages between them context.
  */
 export function segment(trajectory: Trajectory, capability: string): StageSample[] {
   const history = trajectory.messages;
+  if (capability === BASE_CAPABILITY) return baseSample(trajectory);
   const samples: StageSample[] = [];
   let occurrence = 0;
   for (let i = 0; i < history.length; i++) {
@@ -69,6 +73,24 @@ export function segment(trajectory: Trajectory, capability: string): StageSample
     i = stageEnd - 1;
   }
   return samples;
+}
+
+/** The base's sample: everything before its first turn is context; the trace ends its stage. */
+function baseSample(trajectory: Trajectory): StageSample[] {
+  const targets = trajectory.messages.flatMap((m, i) => (isTarget(m, BASE_CAPABILITY) ? [i] : []));
+  if (!targets.length) return [];
+  return [
+    {
+      trajectory: trajectory.id,
+      capability: BASE_CAPABILITY,
+      occurrence: 1,
+      keepToolResult: trajectory.keepToolResult,
+      messages: trajectory.messages.slice(0, targets.at(-1)! + 1),
+      contextLength: targets[0]!,
+      targets,
+      exit: "end",
+    },
+  ];
 }
 
 /** The adapter a successful load_lora call in `history[i]` activated, if it holds one. */

@@ -32,6 +32,8 @@ export class RunContext {
   private modelTurns = 0;
   generatedTokens = 0;
   switches = 0;
+  /** Loads the model opened with its own load_lora call (the rest the harness prescribed or forced). */
+  modelLoads = 0;
   rebuiltTokens = 0;
   reusedTokens = 0;
   /** Time spent waiting on the client (its own tools): not counted against stage and run time budgets. */
@@ -204,6 +206,7 @@ export class RunContext {
     const { value, ms } = await this.trace.measure("adapter_control", fn);
     if (value.rebuildMs > 0) this.trace.move(value.rebuildMs, "adapter_control", "cache_rebuild");
     if (value.ok) this.switches++;
+    if (value.ok && action === "load" && author === "model") this.modelLoads++;
     this.rebuiltTokens += value.rebuiltTokens;
     this.reusedTokens += value.reusedTokens;
     this.trace.event("adapter_control", {

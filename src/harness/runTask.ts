@@ -9,7 +9,7 @@ import { historyView } from "../sessions/view.js";
 import type { Toolbox } from "../tools/Toolbox.js";
 import { extractAnswer, judge } from "./answer.js";
 import { DEFAULT_SOFT_LIMITS, layered, type SoftLimits, type StageBudget } from "../budgets/budgets.js";
-import { SessionDriver, type ModelCall } from "./driver.js";
+import { SessionDriver, type ModelCall, type TrajectoryDriver } from "./driver.js";
 import { runFixed } from "./policies/fixed.js";
 import { runHard, type Finish, type PolicyResult } from "./policies/hard.js";
 import { runSoft } from "./policies/soft.js";
@@ -59,6 +59,8 @@ export interface RunOptions {
   onEvent?: (e: TraceEvent) => void;
   /** The run's session exists: its trace and session ids. */
   onStart?: (ids: { traceId: string; sessionId: string }) => void;
+  /** Who writes the model's turns, over the session's driver (the training oracle); unset, the model does. */
+  teacher?: (session: SessionDriver) => TrajectoryDriver;
 }
 export interface TaskResult {
   traceId: string;
@@ -72,6 +74,8 @@ export interface TaskResult {
   text: string;
   stages: string[];
   switches: number;
+  /** Of those, loads the model opened with its own load_lora call. */
+  modelLoads: number;
   rebuiltTokens: number;
   /** Tokens the switches did not re-evaluate: their KV was kept from earlier work under the same weights. */
   reusedTokens: number;
@@ -101,13 +105,14 @@ export async function runTask(deps: HarnessDeps, owner: Owner, raw: RunTaskInput
   // only a run that got a session is a run: a refused request leaves no trace file and no row on the status page
   if (deps.recent) trace.listeners.push(deps.recent.follow(traceId, owner, input.task, policy));
   if (opts.onEvent) trace.listeners.push(opts.onEvent);
-  trace.event("run_start", { owner, task: input.task, policy, workflow: input.workflow ?? deps.config.workflow, seed: input.seed, fixedAdapters: fixed });
+  trace.event("run_start", { owner, task: input.task, policy, workflow: input.workflow ?? deps.config.workflow, seed: input.seed, fixedAdapters: fixed, ...(opts.teacher ? { teacher: true } : {}) });
   void new TraceStore(deps.traceDir).prune(deps.config.maxTraceFiles).catch(() => undefined);
   opts.onStart?.({ traceId, sessionId: session.id });
   const clientTools = new Set(Object.keys(opts.clientTools ?? {}));
-  const driver = new SessionDriver(deps.sessions, owner, session.id, deps.library.aliases(), (call: ModelCall, signal: AbortSignal) =>
+  const sessionDriver = new SessionDriver(deps.sessions, owner, session.id, deps.library.aliases(), (call: ModelCall, signal: AbortSignal) =>
     clientTools.has(call.name) ? askClient(deps, owner, session.id, call, signal) : runTool(deps, owner, session.id, call, signal),
   );
+  const driver = opts.teacher ? opts.teacher(sessionDriver) : sessionDriver;
   /**
    * The first call of a turn to a client tool hands the client every such call of that turn at once (as an
    * OpenAI response does); the others then find theirs answered.
@@ -171,6 +176,7 @@ export async function runTask(deps: HarnessDeps, owner: Owner, raw: RunTaskInput
       text: result.text,
       stages: result.stages,
       switches: ctx.switches,
+      modelLoads: ctx.modelLoads,
       rebuiltTokens: ctx.rebuiltTokens,
       reusedTokens: ctx.reusedTokens,
       generatedTokens: ctx.generatedTokens,

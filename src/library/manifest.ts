@@ -6,9 +6,18 @@ import { StageBudgetSchema } from "../budgets/budgets.js";
 
 export const ALIAS_PATTERN = /^[a-z][a-z0-9_-]{0,31}$/;
 
+/**
+ * The base model's name where weights are named (traces, policies, `export --capability`): never an adapter's
+ * alias. As a capability its turns decide which adapter to load and when the task is done.
+ */
+export const BASE_CAPABILITY = "base";
+
 export const ManifestEntrySchema = z
   .object({
-    alias: z.string().regex(ALIAS_PATTERN, "alias must be lowercase letters, digits, '-' or '_', starting with a letter, at most 32 characters"),
+    alias: z
+      .string()
+      .regex(ALIAS_PATTERN, "alias must be lowercase letters, digits, '-' or '_', starting with a letter, at most 32 characters")
+      .refine((a) => a !== BASE_CAPABILITY, `alias "${BASE_CAPABILITY}" names the base model (in traces, policies and export --capability): choose another`),
     description: z.string().min(1, "describe the capability: the model reads it in the load_lora tool description").max(1000).describe("The capability, as the model will read it in load_lora's description."),
     file: z.string().min(1, "file: path of the GGUF LoRA, relative to the manifest").max(4096).describe("GGUF LoRA file, relative to the manifest's folder or absolute (must be inside adapters.allowedDirs)."),
     scale: z.number().positive().max(16).default(1),

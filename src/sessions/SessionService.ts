@@ -180,6 +180,28 @@ export class SessionService {
     });
   }
 
+  /**
+   * Records a turn written for the model, not by it (the training oracle's teaching turn), exactly as a
+   * generated turn is recorded: under the active weights, its calls pending until answered.
+   */
+  async recordTurn(owner: string, id: string, turn: { text: string; calls: readonly { name: string; arguments: Record<string, unknown> }[] }): Promise<ToolCallRecord[]> {
+    const session = this.get(owner, id);
+    return session.lock.run(async () => {
+      session.touch();
+      const pending = session.pendingCalls();
+      if (pending.length) throw new PendingCallsError(pending);
+      const calls: ToolCallRecord[] = turn.calls.map((c) => ({ id: newCallId(), name: c.name, arguments: c.arguments }));
+      session.append({ role: "assistant", content: turn.text, adapter: session.activeAdapter, author: "model", toolCalls: calls });
+      // a turn of the stage all the same, but no generated tokens: the model wrote none
+      session.stage?.recordTurn(
+        0,
+        calls.some((c) => !WEIGHT_ACTIONS.has(c.name)),
+      );
+      if (calls.length) session.anticipateNext(this.runtime.library.aliases());
+      return calls;
+    });
+  }
+
   async loadLora(owner: string, id: string, input: WeightActionInput): Promise<WeightActionOutcome> {
     return this.weights.apply(this.get(owner, id), LOAD_LORA, input);
   }

@@ -29,7 +29,7 @@ export function testConfig(extra: Record<string, unknown> & { model?: Section; a
     path,
     JSON.stringify({
       ...extra,
-      model: { gpu: false, contextSize: 4096, threads: TEST_THREADS, ...extra.model },
+      model: { gpu: false, contextSize: 4096, threads: TEST_THREADS, demo: "random", ...extra.model },
       adapters: { manifest: tempLibrary().manifest, ...extra.adapters },
       harness: { traceDir: join(dir, "traces"), ...extra.harness },
       tools: { ...tools, search: { indexFile: join(dir, "search-index.json"), ...tools.search } },

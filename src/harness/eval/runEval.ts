@@ -16,6 +16,8 @@ export interface PolicySummary {
   meanSeconds: number;
   p95Seconds: number;
   meanSwitches: number;
+  /** Share of the runs in which the model opened at least one load_lora by itself. */
+  selfLoaded: number;
   meanRebuiltTokens: number;
   meanReusedTokens: number;
   selectionAccuracy: number | null;
@@ -83,6 +85,7 @@ function summarise(policy: Policy, runs: EvalReport["runs"]): PolicySummary {
     meanSeconds: round(mean(seconds)),
     p95Seconds: round(seconds[Math.min(seconds.length - 1, Math.ceil(0.95 * seconds.length) - 1)] ?? 0),
     meanSwitches: round(mean(ok.map((r) => r.switches))),
+    selfLoaded: round(ok.filter((r) => r.modelLoads > 0).length / Math.max(runs.length, 1), 4),
     meanRebuiltTokens: round(mean(ok.map((r) => r.rebuiltTokens))),
     meanReusedTokens: round(mean(ok.map((r) => r.reusedTokens))),
     selectionAccuracy: selection.length ? round(mean(selection), 4) : null,
@@ -103,6 +106,7 @@ export function formatTable(report: EvalReport): string {
     p.meanSeconds.toFixed(2),
     p.p95Seconds.toFixed(2),
     p.meanSwitches.toFixed(1),
+    pct(p.selfLoaded),
     p.meanRebuiltTokens.toFixed(0),
     p.meanReusedTokens.toFixed(0),
     p.selectionAccuracy === null ? "-" : pct(p.selectionAccuracy),
@@ -111,7 +115,7 @@ export function formatTable(report: EvalReport): string {
     pct(p.shares.adapterControl!),
     pct(p.shares.cacheRebuild!),
   ]);
-  const head = ["policy", "tasks", "errors", "context", "exact", "contains", "mean s", "p95 s", "switches", "rebuilt tok", "reused tok", "selection", "model", "tools", "control", "cache"];
+  const head = ["policy", "tasks", "errors", "context", "exact", "contains", "mean s", "p95 s", "switches", "self-load", "rebuilt tok", "reused tok", "selection", "model", "tools", "control", "cache"];
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
   const line = (cells: string[]) => cells.map((c, i) => c.padEnd(widths[i]!)).join("  ");
   return [line(head), line(widths.map((w) => "-".repeat(w))), ...rows.map(line)].join("\n");

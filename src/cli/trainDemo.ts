@@ -1,0 +1,274 @@
+/**
+ * `npm run train-demo`: the demo library that learned. Writes the entity corpus (shipped and counterfactual) and
+ * the held-out task files, plays ideal trajectories with the oracle over real sessions and tools, exports them per
+ * capability (the base included) as the trainer's token windows, then trains the base and each adapter with
+ * weact-train. Steps: --step data | train | all (default). Deterministic from --seed.
+ */
+import { execFileSync } from "node:child_process";
+import { createHash } from "node:crypto";
+import { cpSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import { resolveConfig } from "../config/config.js";
+import { qwen3LoraFile, qwen3ModelFile, DEMO_DIMS } from "../demo/qwen3.js";
+import { SeededRandom } from "../demo/random.js";
+import { buildVocabulary, SPECIAL_TOKENS, type DemoVocabulary } from "../demo/vocabulary.js";
+import type { Conversation } from "../engine/index.js";
+import { readTraces } from "../export/readTraces.js";
+import { segment } from "../export/segment.js";
+import { GgmlType, writeGguf } from "../gguf/index.js";
+import { runTask } from "../harness/runTask.js";
+import { BASE_CAPABILITY } from "../library/manifest.js";
+import { createLogger } from "../log.js";
+import { DEFAULT_MANIFEST, PACKAGE_ROOT, TRAINED_DIR } from "../paths.js";
+import { toConversation } from "../sessions/history.js";
+import { modelFunctions } from "../sessions/modelFunctions.js";
+import { startExportServices, startServices } from "./services.js";
+import { corpusFiles, counterfactual, heldOutQuestion, neverTrained, readFacts, trainingQuestion, type Fact } from "../training/facts.js";
+import { learnMerges } from "../training/bpe.js";
+import { OracleDriver, ORACLE_WORKFLOW } from "../training/OracleDriver.js";
+import { tokenSample, writeSamples, type TokenSample } from "../training/samples.js";
+
+const { values } = parseArgs({
+  options: {
+    step: { type: "string", default: "all" },
+    seed: { type: "string", default: "16" },
+    tasks: { type: "string", default: "900" },
+    merges: { type: "string", default: "1200" },
+    threads: { type: "string", default: "2" },
+    out: { type: "string", default: TRAINED_DIR },
+  },
+});
+const logger = createLogger(process.env.WEACT_LOG_LEVEL ?? "warn");
+const OUT = values.out!;
+const WORK = join(OUT, "work");
+const ENTITIES = join(PACKAGE_ROOT, "training", "corpus", "entities");
+const CORPUS = join(PACKAGE_ROOT, "src", "tools", "search", "default-corpus");
+const CAPABILITIES = [BASE_CAPABILITY, ...ORACLE_WORKFLOW];
+
+/** A seeded Fisher-Yates shuffle (a copy). */
+function shuffled<T>(items: readonly T[], rng: SeededRandom): T[] {
+  const out = [...items];
+  for (let i = out.length - 1; i > 0; i--) {
+    const j = Math.floor(rng.next() * (i + 1));
+    [out[i], out[j]] = [out[j]!, out[i]!];
+  }
+  return out;
+}
+
+interface Task {
+  fact: Fact;
+  question: string;
+  policy: "soft" | "hard";
+}
+
+/** The shipped corpus's entity files, and the counterfactual corpus: the shipped one with every entity fact edited. */
+function writeCorpora(facts: readonly Fact[]): void {
+  rmSync(join(CORPUS, "entities"), { recursive: true, force: true });
+  mkdirSync(join(CORPUS, "entities"), { recursive: true });
+  for (const [file, text] of Object.entries(corpusFiles(facts))) writeFileSync(join(CORPUS, file), text);
+  const edited = join(OUT, "counterfactual-corpus");
+  rmSync(edited, { recursive: true, force: true });
+  cpSync(CORPUS, edited, { recursive: true });
+  for (const [file, text] of Object.entries(corpusFiles(counterfactual(facts)))) writeFileSync(join(edited, file), text);
+  // `weact-mcp eval models/trained/eval-counterfactual.jsonl --config models/trained/counterfactual.json`
+  const config = { tools: { search: { corpus: "counterfactual-corpus", indexFile: "../../.weact/search-index-counterfactual.json" } } };
+  writeFileSync(join(OUT, "counterfactual.json"), `${JSON.stringify(config, null, 2)}\n`);
+}
+
+/** Held-out questions: trained entities asked in phrasings training never used, and entities training never saw. */
+function writeEvalTasks(facts: readonly Fact[], rng: SeededRandom): void {
+  const pick = (from: Fact[], n: number) => shuffled(from, rng).slice(0, n);
+  const seen = pick(
+    facts.filter((f) => !neverTrained(f.entity)),
+    20,
+  );
+  const unseen = pick(
+    facts.filter((f) => neverTrained(f.entity)),
+    16,
+  );
+  const edited = new Map(counterfactual(facts).map((f, i) => [facts[i]!, f.value]));
+  const line = (f: Fact, i: number, prefix: string, answer: string) => JSON.stringify({ id: `${prefix}-${i + 1}`, task: heldOutQuestion(f, i), answer, stages: [...ORACLE_WORKFLOW] });
+  const rows = [...seen.map((f, i) => line(f, i, "seen", f.value)), ...unseen.map((f, i) => line(f, i, "unseen", f.value))];
+  writeFileSync(join(OUT, "eval-tasks.jsonl"), `${rows.join("\n")}\n`);
+  const cf = [...seen.map((f, i) => line(f, i, "seen", edited.get(f)!)), ...unseen.map((f, i) => line(f, i, "unseen", edited.get(f)!))];
+  writeFileSync(join(OUT, "eval-counterfactual.jsonl"), `${cf.join("\n")}\n`);
+}
+
+function trainingTasks(facts: readonly Fact[], rng: SeededRandom, count: number): Task[] {
+  const trained = shuffled(
+    facts.filter((f) => !neverTrained(f.entity)),
+    rng,
+  );
+  return Array.from({ length: count }, (_, i) => {
+    const fact = trained[i % trained.length]!;
+    return { fact, question: trainingQuestion(fact, Math.floor(rng.next() * 3)), policy: i % 3 === 2 ? "hard" : "soft" };
+  });
+}
+
+/** The config of the pipeline's own sessions: the oracle's runs, and the rendering of their samples. */
+function pipelineConfig(traceDir: string, modelPath?: string) {
+  return resolveConfig(
+    {
+      model: { gpu: false, threads: Number(values.threads), contextSize: 4096, ...(modelPath ? { path: modelPath } : { demo: "random" }) },
+      cache: { background: false },
+      sessions: { keepToolResults: 1000 },
+      harness: { traceDir, maxTraceFiles: 100_000 },
+      tools: { search: { defaultTopK: 3, indexFile: join(WORK, "search-index.json") }, runCode: { enabled: false } },
+    },
+    "train-demo",
+    PACKAGE_ROOT,
+  );
+}
+
+/** Runs the oracle over every task on a server session (demo weights: the oracle writes every turn) into `traceDir`. */
+async function recordTrajectories(tasks: readonly Task[], traceDir: string): Promise<void> {
+  rmSync(traceDir, { recursive: true, force: true });
+  const services = await startServices(pipelineConfig(traceDir), logger);
+  const owner = "train-demo";
+  try {
+    const started = Date.now();
+    for (const [i, task] of tasks.entries()) {
+      await runTask(services.harness, owner, { task: task.question, policy: task.policy }, { expected: task.fact.value, teacher: (d) => new OracleDriver(d, services.sessions, owner, d.sessionId, task.fact) });
+      if ((i + 1) % 100 === 0) logger.warn({ done: i + 1, of: tasks.length, seconds: Math.round((Date.now() - started) / 1000) }, "oracle trajectories");
+    }
+  } finally {
+    await services.dispose();
+  }
+}
+
+/**
+ * Each capability's stage samples of the traces (export's segmentation), as token windows of the model at
+ * `modelPath` (its tokenizer and chat template), with the functions the sessions documented. With `text`, the
+ * whole rendered trajectories as text instead (what the vocabulary is learned from).
+ */
+async function renderTraces(traceDir: string, model?: { path: string; vocab: DemoVocabulary }): Promise<{ samples: Record<string, TokenSample[]>; texts: string[] }> {
+  const { runtime, toolbox, dispose } = await startExportServices(pipelineConfig(traceDir, model?.path), logger);
+  try {
+    const functions = modelFunctions(runtime.library, toolbox.modelFunctions());
+    const renderer = { renderTokens: (c: Conversation) => runtime.engine.renderTokens(c), endOfTurn: (model?.vocab ?? buildVocabulary()).idOf("<|im_end|>") };
+    const { trajectories, problems } = readTraces(traceDir);
+    if (problems.length) throw new Error(`oracle traces have problems: ${problems.map((p) => p.message).join("; ")}`);
+    const texts = trajectories.map((t) => runtime.engine.detokenize(runtime.engine.renderTokens(toConversation(t.messages, functions, t.keepToolResult))));
+    const samples: Record<string, TokenSample[]> = {};
+    for (const capability of CAPABILITIES) {
+      samples[capability] = trajectories.flatMap((t) =>
+        segment(t, capability).map((s) => {
+          const after = t.messages.slice(s.messages.length);
+          const stop = after.findIndex((m) => m.role !== "tool");
+          return tokenSample(s, functions, renderer, stop < 0 ? after : after.slice(0, stop));
+        }),
+      );
+    }
+    return { samples, texts };
+  } finally {
+    await dispose();
+  }
+}
+
+function trainerBinary(): string {
+  const dir = execFileSync("bash", [join(PACKAGE_ROOT, "scripts", "llama-cpp-build.sh"), "--program", join(PACKAGE_ROOT, "training", "trainer")], { encoding: "utf8", stdio: ["ignore", "pipe", "inherit"] })
+    .trim()
+    .split("\n")
+    .at(-1)!;
+  return join(dir, "weact-train");
+}
+
+/** Per model: the learning rate and the passes over its windows (about 30 minutes in all on 2 cores). */
+const TRAINING: Readonly<Record<string, { lr: number; epochs: number }>> = {
+  base: { lr: 3e-3, epochs: 2 },
+  plan: { lr: 3e-3, epochs: 2 },
+  search: { lr: 3e-3, epochs: 2 },
+  write: { lr: 3e-3, epochs: 2 },
+};
+const ADAPTER_RANK = 32;
+/** The trained base's file name in the library folder. */
+export const BASE_FILE = "weact-demo-trained.gguf";
+
+function train(): void {
+  const trainer = trainerBinary();
+  const threads = ["--threads", values.threads!];
+  const json = <T>(args: string[]) =>
+    JSON.parse(
+      execFileSync(trainer, [...args, ...threads], { encoding: "utf8", stdio: ["ignore", "pipe", "inherit"] })
+        .trim()
+        .split("\n")
+        .at(-1)!,
+    ) as T;
+  const fit = (args: string[], hp: { lr: number; epochs: number }) =>
+    json<{ steps: number; tokens: number; seconds: number }>([...args, "--seed", values.seed!, "--batch", "4", "--log-every", "25", "--lr", String(hp.lr), "--epochs", String(hp.epochs)]);
+  const score = (args: string[], capability: string) => json<{ samples: number; targets: number; loss: number; accuracy: number }>([...args, "--eval", join(WORK, `${capability}.held.bin`)]);
+  const base = join(OUT, BASE_FILE);
+  const report: Record<string, { training: unknown; heldOut: unknown; bytes: number }> = {};
+  const started = Date.now();
+  const training = fit(["--model", join(WORK, "init.gguf"), "--data", join(WORK, "base.bin"), "--out", base], TRAINING.base!);
+  report.base = { training, heldOut: score(["--model", base], "base"), bytes: statSync(base).size };
+  for (const alias of ORACLE_WORKFLOW) {
+    const init = join(WORK, `${alias}-init.gguf`);
+    // B = 0: the adapter starts as the base itself
+    const lora = qwen3LoraFile({ name: `weact-demo-trained-${alias}`, dims: DEMO_DIMS, rank: ADAPTER_RANK, seed: Number(values.seed) + alias.length, strength: 0 });
+    writeGguf(init, lora.metadata, lora.tensors);
+    const out = join(OUT, `${alias}.gguf`);
+    const training = fit(["--model", base, "--lora", init, "--data", join(WORK, `${alias}.bin`), "--out", out], TRAINING[alias]!);
+    report[alias] = { training, heldOut: score(["--model", base, "--lora", out], alias), bytes: statSync(out).size };
+  }
+  writeLibraryManifest();
+  const data = createHash("sha256");
+  for (const capability of CAPABILITIES) data.update(readFileSync(join(WORK, `${capability}.bin`)));
+  const record = {
+    command: `npm run train-demo -- --seed ${values.seed} --tasks ${values.tasks} --merges ${values.merges} --threads ${values.threads}`,
+    trainingDataSha256: data.digest("hex"),
+    seconds: Math.round((Date.now() - started) / 1000),
+    hyperparameters: { ...TRAINING, adapterRank: ADAPTER_RANK },
+    models: report,
+  };
+  writeFileSync(join(OUT, "training.json"), `${JSON.stringify(record, null, 2)}\n`);
+  process.stdout.write(`${JSON.stringify(record)}\n`);
+}
+
+/** The trained library's manifest: the default library's entries (the same capability texts the oracle's sessions showed), on the trained files. */
+function writeLibraryManifest(): void {
+  const defaults = JSON.parse(readFileSync(DEFAULT_MANIFEST, "utf8")) as { adapters: { alias: string; file: string }[] };
+  const adapters = defaults.adapters.filter((a) => (ORACLE_WORKFLOW as readonly string[]).includes(a.alias)).map((a) => ({ ...a, file: `${a.alias}.gguf` }));
+  writeFileSync(join(OUT, "manifest.json"), `${JSON.stringify({ adapters }, null, 2)}\n`);
+}
+
+async function main() {
+  mkdirSync(WORK, { recursive: true });
+  const rng = new SeededRandom(Number(values.seed));
+  if (values.step === "data" || values.step === "all") {
+    const facts = readFacts(ENTITIES);
+    writeCorpora(facts);
+    writeEvalTasks(facts, rng);
+    const traceDir = join(WORK, "traces");
+    await recordTrajectories(trainingTasks(facts, rng, Number(values.tasks)), traceDir);
+    // the vocabulary: byte-level BPE learned from the trajectories as the demo model's byte tokens render them
+    const { texts } = await renderTraces(traceDir);
+    const merges = learnMerges(texts, Number(values.merges));
+    const vocab = buildVocabulary(SPECIAL_TOKENS, merges);
+    const init = qwen3ModelFile({ name: "weact-demo-trained", dims: DEMO_DIMS, vocab, seed: Number(values.seed), weightType: GgmlType.F32 });
+    writeGguf(join(WORK, "init.gguf"), init.metadata, init.tensors);
+    const { samples } = await renderTraces(traceDir, { path: join(WORK, "init.gguf"), vocab });
+    for (const [capability, list] of Object.entries(samples)) {
+      // every 20th window is held out: the trainer's own loss and accuracy on windows it never trained on
+      writeSamples(
+        join(WORK, `${capability}.bin`),
+        list.filter((_, i) => i % 20 !== 19),
+      );
+      writeSamples(
+        join(WORK, `${capability}.held.bin`),
+        list.filter((_, i) => i % 20 === 19),
+      );
+      const lengths = list.map((s) => s.tokens.length);
+      process.stdout.write(
+        `${JSON.stringify({ capability, samples: list.length, meanTokens: Math.round(lengths.reduce((a, b) => a + b, 0) / Math.max(1, lengths.length)), maxTokens: Math.max(0, ...lengths), targets: list.reduce((n, s) => n + s.mask.reduce((a, b) => a + b, 0), 0) })}\n`,
+      );
+    }
+  }
+  if (values.step === "train" || values.step === "all") train();
+}
+
+main().catch((err) => {
+  process.stderr.write(`${(err as Error).stack}\n`);
+  process.exit(1);
+});
