@@ -2,7 +2,8 @@
  * `npm run train-demo`: the demo library that learned. Writes the entity corpus (shipped and counterfactual) and
  * the held-out task files, plays ideal trajectories with the oracle over real sessions and tools, exports them per
  * capability (the base included) as the trainer's token windows, then trains the base and each adapter with
- * weact-train. Steps: --step data | train | all (default). Deterministic from --seed.
+ * weact-train. Steps: --step data | samples (data again from the recorded traces) | train | all (default).
+ * Deterministic from --seed.
  */
 import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
@@ -13,7 +14,7 @@ import { resolveConfig } from "../config/config.js";
 import { qwen3LoraFile, qwen3ModelFile, DEMO_DIMS } from "../demo/qwen3.js";
 import { SeededRandom } from "../demo/random.js";
 import { buildVocabulary, SPECIAL_TOKENS, type DemoVocabulary } from "../demo/vocabulary.js";
-import type { Conversation } from "../engine/index.js";
+import type { Conversation, TokenId } from "../engine/index.js";
 import { readTraces } from "../export/readTraces.js";
 import { segment } from "../export/segment.js";
 import { GgmlType, writeGguf } from "../gguf/index.js";
@@ -27,6 +28,7 @@ import { startExportServices, startServices } from "./services.js";
 import { corpusFiles, counterfactual, heldOutQuestion, neverTrained, readFacts, trainingQuestion, type Fact } from "../training/facts.js";
 import { learnMerges } from "../training/bpe.js";
 import { OracleDriver, ORACLE_WORKFLOW } from "../training/OracleDriver.js";
+import { recallSamples } from "../training/recall.js";
 import { tokenSample, writeSamples, type TokenSample } from "../training/samples.js";
 
 const { values } = parseArgs({
@@ -46,15 +48,16 @@ const ENTITIES = join(PACKAGE_ROOT, "training", "corpus", "entities");
 const CORPUS = join(PACKAGE_ROOT, "src", "tools", "search", "default-corpus");
 const CAPABILITIES = [BASE_CAPABILITY, ...ORACLE_WORKFLOW];
 
-/** A seeded Fisher-Yates shuffle (a copy). */
-function shuffled<T>(items: readonly T[], rng: SeededRandom): T[] {
-  const out = [...items];
-  for (let i = out.length - 1; i > 0; i--) {
-    const j = Math.floor(rng.next() * (i + 1));
-    [out[i], out[j]] = [out[j]!, out[i]!];
-  }
-  return out;
-}
+/**
+ * Where node-llama-cpp's generation of a Qwen tool call switches grammars: after the name grammar's `", "arguments": `
+ * (the params object starts) and after the params object (the `}\n</tool_call>` suffix). A learned token across
+ * either ("Ġ{\"", ".\"}}") is one generation can never sample, and a model trained on it cannot close its call.
+ */
+const GRAMMAR_SEAMS = [" {", "}}"];
+
+/** The pretraining's recall windows, and how many of them the base's own training replays so it keeps the skill. */
+const RECALL_WINDOWS = 6000;
+const RECALL_REPLAYED = 1500;
 
 interface Task {
   fact: Fact;
@@ -78,7 +81,7 @@ function writeCorpora(facts: readonly Fact[]): void {
 
 /** Held-out questions: trained entities asked in phrasings training never used, and entities training never saw. */
 function writeEvalTasks(facts: readonly Fact[], rng: SeededRandom): void {
-  const pick = (from: Fact[], n: number) => shuffled(from, rng).slice(0, n);
+  const pick = (from: Fact[], n: number) => rng.shuffled(from).slice(0, n);
   const seen = pick(
     facts.filter((f) => !neverTrained(f.entity)),
     20,
@@ -96,10 +99,7 @@ function writeEvalTasks(facts: readonly Fact[], rng: SeededRandom): void {
 }
 
 function trainingTasks(facts: readonly Fact[], rng: SeededRandom, count: number): Task[] {
-  const trained = shuffled(
-    facts.filter((f) => !neverTrained(f.entity)),
-    rng,
-  );
+  const trained = rng.shuffled(facts.filter((f) => !neverTrained(f.entity)));
   return Array.from({ length: count }, (_, i) => {
     const fact = trained[i % trained.length]!;
     return { fact, question: trainingQuestion(fact, Math.floor(rng.next() * 3)), policy: i % 3 === 2 ? "hard" : "soft" };
@@ -114,7 +114,8 @@ function pipelineConfig(traceDir: string, modelPath?: string) {
       cache: { background: false },
       sessions: { keepToolResults: 1000 },
       harness: { traceDir, maxTraceFiles: 100_000 },
-      tools: { search: { defaultTopK: 3, indexFile: join(WORK, "search-index.json") }, runCode: { enabled: false } },
+      // the default tools: the function docs the samples render are the ones a default server shows
+      tools: { search: { defaultTopK: 3, indexFile: join(WORK, "search-index.json") } },
     },
     "train-demo",
     PACKAGE_ROOT,
@@ -139,10 +140,13 @@ async function recordTrajectories(tasks: readonly Task[], traceDir: string): Pro
 
 /**
  * Each capability's stage samples of the traces (export's segmentation), as token windows of the model at
- * `modelPath` (its tokenizer and chat template), with the functions the sessions documented. With `text`, the
- * whole rendered trajectories as text instead (what the vocabulary is learned from).
+ * `model` (its tokenizer and chat template), with the functions the sessions documented, and the recall windows
+ * `model.recall` tokenizes; also the whole rendered trajectories as text (what the vocabulary is learned from).
  */
-async function renderTraces(traceDir: string, model?: { path: string; vocab: DemoVocabulary }): Promise<{ samples: Record<string, TokenSample[]>; texts: string[] }> {
+async function renderTraces(
+  traceDir: string,
+  model?: { path: string; vocab: DemoVocabulary; recall: (tokenize: (text: string) => TokenId[]) => TokenSample[] },
+): Promise<{ samples: Record<string, TokenSample[]>; texts: string[] }> {
   const { runtime, toolbox, dispose } = await startExportServices(pipelineConfig(traceDir, model?.path), logger);
   try {
     const functions = modelFunctions(runtime.library, toolbox.modelFunctions());
@@ -160,6 +164,7 @@ async function renderTraces(traceDir: string, model?: { path: string; vocab: Dem
         }),
       );
     }
+    if (model) samples.recall = model.recall((text) => runtime.engine.tokenize(text));
     return { samples, texts };
   } finally {
     await dispose();
@@ -176,6 +181,7 @@ function trainerBinary(): string {
 
 /** Per model: the learning rate and the passes over its windows (about 30 minutes in all on 2 cores). */
 const TRAINING: Readonly<Record<string, { lr: number; epochs: number }>> = {
+  recall: { lr: 3e-3, epochs: 1 },
   base: { lr: 3e-3, epochs: 2 },
   plan: { lr: 3e-3, epochs: 2 },
   search: { lr: 3e-3, epochs: 2 },
@@ -201,7 +207,10 @@ function train(): void {
   const base = join(OUT, BASE_FILE);
   const report: Record<string, { training: unknown; heldOut: unknown; bytes: number }> = {};
   const started = Date.now();
-  const training = fit(["--model", join(WORK, "init.gguf"), "--data", join(WORK, "base.bin"), "--out", base], TRAINING.base!);
+  const pretrained = join(WORK, "pretrained.gguf");
+  const recall = fit(["--model", join(WORK, "init.gguf"), "--data", join(WORK, "recall.bin"), "--out", pretrained], TRAINING.recall!);
+  report.recall = { training: recall, heldOut: score(["--model", pretrained], "recall"), bytes: statSync(pretrained).size };
+  const training = fit(["--model", pretrained, "--data", join(WORK, "base.bin"), "--out", base], TRAINING.base!);
   report.base = { training, heldOut: score(["--model", base], "base"), bytes: statSync(base).size };
   for (const alias of ORACLE_WORKFLOW) {
     const init = join(WORK, `${alias}-init.gguf`);
@@ -214,7 +223,7 @@ function train(): void {
   }
   writeLibraryManifest();
   const data = createHash("sha256");
-  for (const capability of CAPABILITIES) data.update(readFileSync(join(WORK, `${capability}.bin`)));
+  for (const capability of ["recall", ...CAPABILITIES]) data.update(readFileSync(join(WORK, `${capability}.bin`)));
   const record = {
     command: `npm run train-demo -- --seed ${values.seed} --tasks ${values.tasks} --merges ${values.merges} --threads ${values.threads}`,
     trainingDataSha256: data.digest("hex"),
@@ -236,25 +245,27 @@ function writeLibraryManifest(): void {
 async function main() {
   mkdirSync(WORK, { recursive: true });
   const rng = new SeededRandom(Number(values.seed));
-  if (values.step === "data" || values.step === "all") {
+  const recording = values.step === "data" || values.step === "all";
+  if (recording || values.step === "samples") {
     const facts = readFacts(ENTITIES);
     writeCorpora(facts);
     writeEvalTasks(facts, rng);
+    const tasks = trainingTasks(facts, rng, Number(values.tasks));
     const traceDir = join(WORK, "traces");
-    await recordTrajectories(trainingTasks(facts, rng, Number(values.tasks)), traceDir);
+    if (recording) await recordTrajectories(tasks, traceDir);
     // the vocabulary: byte-level BPE learned from the trajectories as the demo model's byte tokens render them
     const { texts } = await renderTraces(traceDir);
-    const merges = learnMerges(texts, Number(values.merges));
+    const merges = learnMerges(texts, Number(values.merges), GRAMMAR_SEAMS);
     const vocab = buildVocabulary(SPECIAL_TOKENS, merges);
     const init = qwen3ModelFile({ name: "weact-demo-trained", dims: DEMO_DIMS, vocab, seed: Number(values.seed), weightType: GgmlType.F32 });
     writeGguf(join(WORK, "init.gguf"), init.metadata, init.tensors);
-    const { samples } = await renderTraces(traceDir, { path: join(WORK, "init.gguf"), vocab });
+    const { samples } = await renderTraces(traceDir, { path: join(WORK, "init.gguf"), vocab, recall: (tokenize) => recallSamples(facts, tokenize, rng, RECALL_WINDOWS) });
     for (const [capability, list] of Object.entries(samples)) {
       // every 20th window is held out: the trainer's own loss and accuracy on windows it never trained on
-      writeSamples(
-        join(WORK, `${capability}.bin`),
-        list.filter((_, i) => i % 20 !== 19),
-      );
+      const training = list.filter((_, i) => i % 20 !== 19);
+      // the base's training replays some of the recall it was pretrained on, so learning its turns keeps the skill
+      const replayed = capability === BASE_CAPABILITY ? samples.recall!.filter((_, i) => i % 20 !== 19).slice(0, RECALL_REPLAYED) : [];
+      writeSamples(join(WORK, `${capability}.bin`), [...training, ...replayed]);
       writeSamples(
         join(WORK, `${capability}.held.bin`),
         list.filter((_, i) => i % 20 === 19),

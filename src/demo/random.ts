@@ -16,6 +16,21 @@ export class SeededRandom {
     return ((z ^ (z >>> 16)) >>> 0) / 4294967296;
   }
 
+  /** One of `items`, uniformly. */
+  pick<T>(items: readonly T[]): T {
+    return items[Math.floor(this.next() * items.length)]!;
+  }
+
+  /** A shuffled copy of `items` (Fisher-Yates). */
+  shuffled<T>(items: readonly T[]): T[] {
+    const out = [...items];
+    for (let i = out.length - 1; i > 0; i--) {
+      const j = Math.floor(this.next() * (i + 1));
+      [out[i], out[j]] = [out[j]!, out[i]!];
+    }
+    return out;
+  }
+
   /** Standard normal (Box-Muller). */
   normal(): number {
     if (this.spare !== undefined) {

@@ -94,7 +94,7 @@ function baseSample(trajectory: Trajectory): StageSample[] {
 }
 
 /** The adapter a successful load_lora call in `history[i]` activated, if it holds one. */
-function loadedAdapter(history: readonly HistoryMessage[], i: number): string | undefined {
+export function loadedAdapter(history: readonly HistoryMessage[], i: number): string | undefined {
   const m = history[i]!;
   if (m.role !== "assistant") return undefined;
   const call = m.toolCalls.find((c) => c.name === LOAD_LORA && succeeded(history, i, c.id));

@@ -1,4 +1,5 @@
 import type { BackgroundWork } from "../engine/index.js";
+import { loadedAdapter } from "../export/segment.js";
 import type { GenerateRequest, ModelCall, ModelTurn, TrajectoryDriver, WeightOutcome } from "../harness/driver.js";
 import type { HistoryMessage } from "../sessions/history.js";
 import { LOAD_LORA, OFFLOAD_LORA } from "../sessions/modelFunctions.js";
@@ -57,7 +58,8 @@ export class OracleDriver implements TrajectoryDriver {
     const active = this.active();
     const stage = currentStage(history);
     if (active === null) {
-      const next = ORACLE_WORKFLOW.find((a) => !loadedSoFar(history).has(a));
+      const loaded = new Set(history.map((_, i) => loadedAdapter(history, i)));
+      const next = ORACLE_WORKFLOW.find((a) => !loaded.has(a));
       return next ? { text: "", calls: [{ name: LOAD_LORA, arguments: { adapter: next } }] } : { text: "", calls: [] };
     }
     if (active === "plan") return { text: `Plan: search for the ${relation} of ${entity}, then write the answer.`, calls: [{ name: OFFLOAD_LORA, arguments: { handoff: `Look up the ${relation} of ${entity}.` } }] };
@@ -134,19 +136,6 @@ function currentStage(history: readonly HistoryMessage[]): readonly HistoryMessa
     if (m.role === "assistant" && m.toolCalls.some((c) => c.name === LOAD_LORA)) return history.slice(i + 1);
   }
   return history;
-}
-
-/** Adapters a successful load_lora activated so far. */
-function loadedSoFar(history: readonly HistoryMessage[]): Set<string> {
-  const loaded = new Set<string>();
-  for (const m of history) {
-    if (m.role !== "assistant") continue;
-    for (const c of m.toolCalls) {
-      const answered = history.find((r) => r.role === "tool" && r.callId === c.id);
-      if (c.name === LOAD_LORA && answered?.role === "tool" && !answered.isError) loaded.add(String(c.arguments.adapter));
-    }
-  }
-  return loaded;
 }
 
 /** Handoffs of the releases so far, the latest first. */

@@ -10,11 +10,14 @@ const SPECIALS = new RegExp(SPECIAL_TOKENS.map((s) => s.text.replace(/[|\\/<>]/g
 
 /**
  * Byte-level BPE merges learned from `texts` (GPT-2's form: "Ġt he"), most frequent pair first, until `count`
- * merges or no pair occurs twice. Special tokens are cut out first: they are single tokens already.
+ * merges or no pair occurs twice. Special tokens are cut out first: they are single tokens already. No merge
+ * makes a token containing one of `unsplittable`'s strings: where generation switches grammars mid-text, a
+ * token across the switch can never be sampled, so the rendered history must not hold one either.
  */
-export function learnMerges(texts: Iterable<string>, count: number): string[] {
+export function learnMerges(texts: Iterable<string>, count: number, unsplittable: readonly string[] = []): string[] {
   const toUnicode = byteToUnicode();
   const encoder = new TextEncoder();
+  const banned = unsplittable.map((s) => [...encoder.encode(s)].map((b) => toUnicode[b]).join(""));
   const words = new Map<string, number>();
   for (const text of texts) {
     for (const part of text.split(SPECIALS)) {
@@ -37,7 +40,7 @@ export function learnMerges(texts: Iterable<string>, count: number): string[] {
     let best: string | undefined;
     let bestCount = 1;
     // ties go to the pair seen first, so the list is deterministic
-    for (const [pair, n] of pairs) if (n > bestCount) [best, bestCount] = [pair, n];
+    for (const [pair, n] of pairs) if (n > bestCount && !banned.some((b) => pair.replace(" ", "").includes(b))) [best, bestCount] = [pair, n];
     if (!best) break;
     merges.push(best);
     const [a, b] = best.split(" ") as [string, string];
