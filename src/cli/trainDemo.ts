@@ -141,7 +141,7 @@ async function recordTrajectories(tasks: readonly Task[], traceDir: string): Pro
 /**
  * Each capability's stage samples of the traces (export's segmentation), as token windows of the model at
  * `model` (its tokenizer and chat template), with the functions the sessions documented, and the recall windows
- * `model.recall` tokenizes; also the whole rendered trajectories as text (what the vocabulary is learned from).
+ * its `recall` callback tokenizes; also the whole rendered trajectories as text (what the vocabulary is learned from).
  */
 async function renderTraces(
   traceDir: string,
