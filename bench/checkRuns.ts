@@ -23,7 +23,7 @@ const dir = mkdtempSync(join(tmpdir(), "weact-check-"));
 
 async function server(contextSize: number) {
   const config = join(dir, `config-${contextSize}.json`);
-  writeFileSync(config, JSON.stringify({ model: { gpu: false, contextSize }, harness: { traceDir: join(dir, "traces") } }));
+  writeFileSync(config, JSON.stringify({ model: { gpu: false, contextSize, demo: "random" }, harness: { traceDir: join(dir, "traces") } }));
   return connectClient("stdio", { serverArgs: ["--config", config] });
 }
 

@@ -100,7 +100,7 @@ export async function concurrencyComparison(
     }
   };
   // the local engine: 4 contexts of 4 sequences hold 16 sessions; a context evaluates one session's batch at a time
-  await run("local", write("local.json", { model: { gpu: false, threads, contextSize: CONTEXT, maxContexts: 4, sequencesPerContext: 4 }, sessions: limits }));
+  await run("local", write("local.json", { model: { gpu: false, demo: "random", threads, contextSize: CONTEXT, maxContexts: 4, sequencesPerContext: 4 }, sessions: limits }));
   const llama = await startLlamaServer({ model: demo.model, adapters: ADAPTERS.map((a) => demo.adapters[a]!), threads, slots: SLOTS, contextPerSlot: CONTEXT });
   try {
     await run("llama-server", write("remote.json", { model: { contextSize: CONTEXT }, sessions: limits, engine: { backend: "remote", remote: { url: llama.url, flavor: "llama-server", maxInFlight: SLOTS } } }));

@@ -157,7 +157,7 @@ async function main() {
   await engineBench(demo.model, { plan: plan!, search: search!, write: write! }, "demo model", DEMO_SIZES);
   section("MCP load_lora round trip on the warm demo model (prescribed load on a fresh session; includes the KV rebuild)");
   const config = join(mkdtempSync(join(tmpdir(), "weact-bench-")), "weact.json");
-  writeFileSync(config, JSON.stringify({ model: { gpu: false } }));
+  writeFileSync(config, JSON.stringify({ model: { gpu: false, demo: "random" } }));
   process.stdout.write(table(await loadLoraRoundTrip(config, 20)) + "\n");
   section("external tools through MCP over HTTP (search on the shipped corpus; run_code of an empty program = sandbox overhead)");
   process.stdout.write(table(await toolRoundTrips(config, 20)) + "\n");

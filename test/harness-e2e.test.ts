@@ -122,6 +122,18 @@ describe("eval", () => {
       expect(report.policies.map((p: { policy: string }) => p.policy)).toEqual(["hard", "base"]);
       expect(report.runs).toHaveLength(6);
       expect(report.policies[0].selectionAccuracy).toBe(1);
+      // a task group is summarised again on its own, after the table of every task
+      expect(stdout).toMatch(/\n\nunsteered:\npolicy\s+tasks[^\n]*\n-+[^\n]*\nhard\s+1\s+0\s[^\n]*\nbase\s+1\s+0\s/);
+      expect(report.groups).toMatchObject([
+        {
+          group: "unsteered",
+          policies: [
+            { policy: "hard", tasks: 1 },
+            { policy: "base", tasks: 1 },
+          ],
+        },
+      ]);
+      expect(report.runs.filter((r: { group?: string }) => r.group === "unsteered").map((r: { task: string }) => r.task)).toEqual(["light", "light"]);
       expect(existsSync(join(out, "chart.svg"))).toBe(true);
       expect(readFileSync(join(out, "chart.svg"), "utf8")).toMatch(/^<svg[\s\S]*hard[\s\S]*base[\s\S]*<\/svg>\s*$/);
     },

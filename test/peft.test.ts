@@ -384,11 +384,11 @@ describe("weact-mcp import-peft", () => {
     const { execFile } = await import("node:child_process");
     const { promisify } = await import("node:util");
     const { readFileSync } = await import("node:fs");
-    const { MAIN } = await import("./helpers/server.js");
+    const { MAIN, testConfig } = await import("./helpers/server.js");
     const lib = fresh("lib");
     writeFileSync(join(lib, "manifest.json"), JSON.stringify({ adapters: [] }));
     const dir = writePeftDir(peftTensorsFrom(search));
-    const { stdout } = await promisify(execFile)(process.execPath, [MAIN, "import-peft", dir, "--alias", "peft-search", "--description", "Search, imported from PEFT.", "--adapters", lib], {
+    const { stdout } = await promisify(execFile)(process.execPath, [MAIN, "import-peft", dir, "--alias", "peft-search", "--description", "Search, imported from PEFT.", "--config", testConfig(), "--adapters", lib], {
       env: { ...process.env, WEACT_LOG_LEVEL: "warn" },
     });
     expect(stdout).toMatch(/imported .* as "peft-search": .*peft-search\.gguf \(rank 8, alpha 8/);

@@ -263,7 +263,7 @@ describe("Brave backend against a local server speaking its web search format (t
 describe("external tools in sessions", () => {
   it("records prescribed and model-called tool exchanges in the history", async () => {
     const { session_id } = await call<{ session_id: string; tools: string[] }>(local.client, "create_session", { task: "Which river flows through Paris?" });
-    const prescribed = await call<{ call_id: string; results: Hit[] }>(local.client, "search", { query: "Seine Paris", session_id });
+    const prescribed = await call<{ call_id: string; results: Hit[] }>(local.client, "search", { query: "Seine navigable Rouen", session_id });
     expect(prescribed.call_id).toMatch(/^call_/);
     const turn = await call<{ tool_calls: { id: string; name: string; arguments: { query: string } }[] }>(local.client, "generate", {
       session_id,

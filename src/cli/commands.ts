@@ -49,10 +49,11 @@ export async function runCommand(config: ResolvedConfig, logger: Logger, task: s
 
 /** `weact-mcp eval tasks.jsonl`: every task under each policy; a table, report.json and chart.svg. */
 export async function evalCommand(config: ResolvedConfig, logger: Logger, file: string, opts: { policy?: string; out?: string; seed?: number }) {
-  const list = policies(opts.policy ?? "hard,soft,static,base");
   const tasks = readTaskFile(file);
   const services = await startServices(config, logger);
   try {
+    // the paper's comparison: the base alone, each adapter alone, their static merge, then the two switching policies
+    const list = policies(opts.policy ?? ["base", ...services.harness.library.aliases().map((a) => `single:${a}`), "static", "hard", "soft"].join(","));
     const report = await runEval(services.harness, tasks, list, {
       tasksFile: file,
       seed: opts.seed,

@@ -19,7 +19,8 @@ Usage:
   weact-mcp run "TASK" [--policy P] [--workflow a,b,c] [--seed N]
                                       solve one task in-process; the answer on stdout
   weact-mcp eval TASKS.jsonl [--policy hard,soft,static,base,single:ALIAS] [--out DIR] [--seed N]
-                                      every task under each policy: table, report.json, chart.svg
+                                      every task under each policy (default: base, single:<each adapter>,
+                                      static, hard, soft): table, report.json, chart.svg
   weact-mcp import-peft DIR --alias A --description D [--scale S]
                                       convert a PEFT LoRA folder to GGUF and add it to the manifest
   weact-mcp export --capability ALIAS [--format axolotl|openai|trl] [--out F] [--from DIR] [--filter all|correct|IDS]

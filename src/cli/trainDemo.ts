@@ -91,7 +91,9 @@ function writeEvalTasks(facts: readonly Fact[], rng: SeededRandom): void {
     16,
   );
   const edited = new Map(counterfactual(facts).map((f, i) => [facts[i]!, f.value]));
-  const line = (f: Fact, i: number, prefix: string, answer: string) => JSON.stringify({ id: `${prefix}-${i + 1}`, task: heldOutQuestion(f, i), answer, stages: [...ORACLE_WORKFLOW] });
+  // the never-trained facts are a group of their own: the table reports them apart from the trained ones
+  const line = (f: Fact, i: number, prefix: string, answer: string) =>
+    JSON.stringify({ id: `${prefix}-${i + 1}`, task: heldOutQuestion(f, i), answer, stages: [...ORACLE_WORKFLOW], ...(prefix === "unseen" ? { group: "never-trained" } : {}) });
   const rows = [...seen.map((f, i) => line(f, i, "seen", f.value)), ...unseen.map((f, i) => line(f, i, "unseen", f.value))];
   writeFileSync(join(OUT, "eval-tasks.jsonl"), `${rows.join("\n")}\n`);
   const cf = [...seen.map((f, i) => line(f, i, "seen", edited.get(f)!)), ...unseen.map((f, i) => line(f, i, "unseen", edited.get(f)!))];
@@ -114,8 +116,9 @@ function pipelineConfig(traceDir: string, modelPath?: string) {
       cache: { background: false },
       sessions: { keepToolResults: 1000 },
       harness: { traceDir, maxTraceFiles: 100_000 },
-      // the default tools: the function docs the samples render are the ones a default server shows
-      tools: { search: { defaultTopK: 3, indexFile: join(WORK, "search-index.json") } },
+      // the default tools (top_k included: its default is in the search function's doc): the function docs and the
+      // results the samples render are the ones a default server shows
+      tools: { search: { indexFile: join(WORK, "search-index.json") } },
     },
     "train-demo",
     PACKAGE_ROOT,

@@ -7,6 +7,8 @@ export const EvalTaskSchema = z
     id: z.string().min(1).optional(),
     task: z.string().min(1),
     answer: z.union([z.string(), z.array(z.string()).min(1)]),
+    /** A subset the table also reports on its own (e.g. "never-trained": facts no training sample stated). */
+    group: z.string().min(1).max(64).optional(),
     /** Expected adapter sequence, for adapter-selection accuracy. */
     stages: z.array(z.string()).optional(),
     steering: z.array(SteeringSchema).optional(),

@@ -30,7 +30,9 @@ export interface PolicySummary {
 export interface EvalReport {
   tasksFile: string;
   policies: PolicySummary[];
-  runs: { task: string; policy: Policy; result?: TaskResult; error?: string }[];
+  /** The same summaries over each task group of the file (tasks with a `group`), when it has any. */
+  groups: { group: string; policies: PolicySummary[] }[];
+  runs: { task: string; group?: string; policy: Policy; result?: TaskResult; error?: string }[];
 }
 
 const CATEGORIES = ["model", "externalTool", "adapterControl", "cacheRebuild", "answerExtraction", "orchestration"] as const;
@@ -47,22 +49,26 @@ export async function runEval(
     for (const task of tasks) {
       try {
         const result = await runTask(deps, "eval", { task: task.task, policy, seed: opts.seed, steering: task.steering, expectedStages: task.stages }, { expected: task.answer });
-        runs.push({ task: task.id, policy, result });
+        runs.push({ task: task.id, group: task.group, policy, result });
         opts.onRun?.(task.id, policy, result);
       } catch (err) {
-        runs.push({ task: task.id, policy, error: (err as Error).message });
+        runs.push({ task: task.id, group: task.group, policy, error: (err as Error).message });
         opts.onRun?.(task.id, policy, err as Error);
       }
     }
   }
-  return {
-    tasksFile: opts.tasksFile,
-    policies: policies.map((p) =>
+  const summaries = (of: EvalReport["runs"]) =>
+    policies.map((p) =>
       summarise(
         p,
-        runs.filter((r) => r.policy === p),
+        of.filter((r) => r.policy === p),
       ),
-    ),
+    );
+  const groups = [...new Set(tasks.flatMap((t) => (t.group ? [t.group] : [])))];
+  return {
+    tasksFile: opts.tasksFile,
+    policies: summaries(runs),
+    groups: groups.map((group) => ({ group, policies: summaries(runs.filter((r) => r.group === group)) })),
     runs,
   };
 }
@@ -94,9 +100,13 @@ function summarise(policy: Policy, runs: EvalReport["runs"]): PolicySummary {
   };
 }
 
-/** The comparison table as text. */
+/** The comparison table as text: every task, then each task group on its own. */
 export function formatTable(report: EvalReport): string {
-  const rows = report.policies.map((p) => [
+  return [policyTable(report.policies), ...report.groups.map((g) => `${g.group}:\n${policyTable(g.policies)}`)].join("\n\n");
+}
+
+function policyTable(policies: readonly PolicySummary[]): string {
+  const rows = policies.map((p) => [
     p.policy,
     String(p.tasks),
     String(p.errors),
