@@ -260,7 +260,7 @@ async function main() {
     const { texts } = await renderTraces(traceDir);
     const merges = learnMerges(texts, Number(values.merges), GRAMMAR_SEAMS);
     const vocab = buildVocabulary(SPECIAL_TOKENS, merges);
-    const init = qwen3ModelFile({ name: "weact-demo-trained", dims: DEMO_DIMS, vocab, seed: Number(values.seed), weightType: GgmlType.F32 });
+    const init = qwen3ModelFile({ name: "weact-demo-trained", dims: DEMO_DIMS, vocab, seed: Number(values.seed), weightType: GgmlType.F32, outputFromEmbedding: true });
     writeGguf(join(WORK, "init.gguf"), init.metadata, init.tensors);
     const { samples } = await renderTraces(traceDir, { path: join(WORK, "init.gguf"), vocab, recall: (tokenize) => recallSamples(facts, tokenize, rng, RECALL_WINDOWS) });
     // every 20th window is held out: the trainer's own loss and accuracy on windows it never trained on

@@ -148,7 +148,8 @@ export const ConfigSchema = z
             corpus: z.string().min(1).optional(),
             /** Where the local index is persisted (default: .weact/search-index.json). */
             indexFile: z.string().min(1).optional(),
-            defaultTopK: z.number().int().min(1).max(50).default(5),
+            /** Results when a call names no top_k: few, so a small model's window holds them (train-demo records its trajectories with this default). */
+            defaultTopK: z.number().int().min(1).max(50).default(3),
             maxTopK: z.number().int().min(1).max(100).default(20),
             timeoutMs: z.number().int().positive().max(120_000).default(10_000),
             retries: z.number().int().min(0).max(5).default(2),

@@ -45,6 +45,13 @@ export interface ModelFileOptions {
   weightType: WeightType;
   /** Scales every weight matrix's spread (default 1); below 1 the random model is less sensitive to rounding. */
   gain?: number;
+  /**
+   * A model to train rather than to serve random: the output projection starts as the token embedding over
+   * sqrt(n_embd), so writing out the token an attention head read is the identity from the start. From the
+   * default (an independent output at gain 3) the trained demo's base never learned to copy from its context:
+   * not even repeated random tokens in 400 steps, where from this start it copies them all.
+   */
+  outputFromEmbedding?: boolean;
 }
 
 /**
@@ -57,11 +64,14 @@ export function modelFile(opts: ModelFileOptions): { metadata: Record<string, Gg
   const nVocab = vocab.tokens.length;
   const weight = (name: string, nIn: number, nOut: number, gain = 1) => tensor(name, [nIn, nOut], weightType, () => gaussian(root.fork(name), nIn * nOut, (gain * (opts.gain ?? 1)) / Math.sqrt(nIn)));
 
+  const embedding = () => gaussian(root.fork("token_embd"), d.nEmbd * nVocab, 1);
   const tensors: GgufTensorSource[] = [
-    tensor("token_embd.weight", [d.nEmbd, nVocab], weightType, () => gaussian(root.fork("token_embd"), d.nEmbd * nVocab, 1)),
+    tensor("token_embd.weight", [d.nEmbd, nVocab], weightType, embedding),
     tensor("output_norm.weight", [d.nEmbd], GgmlType.F32, filled(d.nEmbd, 1)),
-    // A gain above 1 keeps the random model's next-token distribution peaked enough to show adapter effects.
-    weight("output.weight", d.nEmbd, nVocab, 3),
+    opts.outputFromEmbedding
+      ? tensor("output.weight", [d.nEmbd, nVocab], weightType, () => embedding().map((x) => x * (1 / Math.sqrt(d.nEmbd))))
+      : // A gain above 1 keeps the random model's next-token distribution peaked enough to show adapter effects.
+        weight("output.weight", d.nEmbd, nVocab, 3),
     ...arch.modelVectors(d).map((v) => tensor(v.name, [v.length], GgmlType.F32, filled(v.length, v.value))),
   ];
   for (let l = 0; l < d.nLayer; l++) {

@@ -14,7 +14,7 @@ export const QWEN3_0_6B_DIMS: Qwen3Dims = { nEmbd: 1024, nLayer: 28, nHead: 16, 
 /** The projections a LoRA adapter targets, with their ggml shape [n_in, n_out]. */
 export const loraTargets = (d: Qwen3Dims) => ARCHITECTURES.qwen3.projections(d);
 
-export function qwen3ModelFile(opts: { name: string; dims: Qwen3Dims; vocab: DemoVocabulary; seed: number; weightType: GgmlType.F32 | GgmlType.F16 }) {
+export function qwen3ModelFile(opts: { name: string; dims: Qwen3Dims; vocab: DemoVocabulary; seed: number; weightType: GgmlType.F32 | GgmlType.F16; outputFromEmbedding?: boolean }) {
   return modelFile({
     ...opts,
     architecture: ARCHITECTURES.qwen3,

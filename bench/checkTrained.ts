@@ -1,0 +1,87 @@
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import { callTool, connectClient } from "../src/client/mcpClient.js";
+import { readTaskFile } from "../src/harness/eval/TaskFile.js";
+import { PACKAGE_ROOT, TRAINED_DIR } from "../src/paths.js";
+import { heldOutQuestion, readFacts, sentence, type Fact } from "../src/training/facts.js";
+
+/**
+ * `npm run check:trained`: what each stage of the trained demo library does live, on the held-out tasks, in about a
+ * minute, so a training change is judged by the served model's behaviour and not only by the trainer's
+ * teacher-forced token accuracy (which scores the markup every turn repeats as well as the few tokens a stage must
+ * read from its context). Each stage starts from the ideal history before it, with the loads prescribed:
+ * - plan: does its plan name the task's entity and relation?
+ * - search: does its first call search, with a query naming both?
+ * - write: given the evidence sentence as the search stage's handoff, does its answer hold the value?
+ * The base's own choices are the eval's `self-load` and `selection` columns. Prints one JSON line: per stage the
+ * share right over every task and over the never-trained group.
+ */
+const { values } = parseArgs({ options: { tasks: { type: "string", default: join(TRAINED_DIR, "eval-tasks.jsonl") }, threads: { type: "string", default: "2" } } });
+const facts = readFacts(join(PACKAGE_ROOT, "training", "corpus", "entities"));
+const tasks = readTaskFile(values.tasks!).map((task) => {
+  const fact = facts.find((f) => [0, 1].some((v) => heldOutQuestion(f, v) === task.task));
+  if (!fact) throw new Error(`${values.tasks}: task ${task.id} is no held-out question of training/corpus/entities`);
+  return { ...task, fact };
+});
+const dir = mkdtempSync(join(tmpdir(), "weact-check-trained-"));
+const config = join(dir, "config.json");
+writeFileSync(config, JSON.stringify({ model: { gpu: false, demo: "trained", threads: Number(values.threads) }, harness: { traceDir: join(dir, "traces") } }));
+const { client, close } = await connectClient("stdio", { serverArgs: ["--config", config] });
+
+interface Turn {
+  text: string;
+  tool_calls: { name: string; arguments: Record<string, unknown> }[];
+}
+const call = <T>(name: string, args: Record<string, unknown>) => callTool<T>(client, name, args, { timeout: 300_000 });
+const names = (text: string, f: Fact) => text.includes(f.entity) && text.includes(f.relation);
+
+/** One stage's first turn after `before` (prescribed exchanges on a new session): right or not. */
+async function stage(task: string, before: (id: string) => Promise<void>, judge: (turn: Turn) => boolean): Promise<boolean> {
+  const { session_id } = await call<{ session_id: string }>("create_session", { task });
+  try {
+    await before(session_id);
+    return judge(await call<Turn>("generate", { session_id, max_tokens: 96 }));
+  } finally {
+    await call("close_session", { session_id });
+  }
+}
+
+const stages: Record<string, (t: (typeof tasks)[number]) => Promise<boolean>> = {
+  plan: (t) =>
+    stage(
+      t.task,
+      async (id) => void (await call("load_lora", { session_id: id, adapter: "plan" })),
+      (turn) => names(turn.text, t.fact),
+    ),
+  search: (t) =>
+    stage(
+      t.task,
+      async (id) => void (await call("load_lora", { session_id: id, adapter: "search" })),
+      (turn) => turn.tool_calls[0]?.name === "search" && names(String(turn.tool_calls[0].arguments.query ?? ""), t.fact),
+    ),
+  write: (t) =>
+    stage(
+      t.task,
+      async (id) => {
+        await call("load_lora", { session_id: id, adapter: "search" });
+        await call("offload_lora", { session_id: id, handoff: sentence(t.fact) });
+        await call("load_lora", { session_id: id, adapter: "write" });
+      },
+      (turn) => turn.text.toLowerCase().includes(t.fact.value.toLowerCase()),
+    ),
+};
+
+const report: Record<string, { all: number; neverTrained: number }> = {};
+try {
+  for (const [name, run] of Object.entries(stages)) {
+    const right: boolean[] = [];
+    for (const t of tasks) right.push(await run(t));
+    const share = (of: boolean[]) => Number((of.filter(Boolean).length / Math.max(1, of.length)).toFixed(3));
+    report[name] = { all: share(right), neverTrained: share(right.filter((_, i) => tasks[i]!.group === "never-trained")) };
+  }
+} finally {
+  await close();
+}
+process.stdout.write(`${JSON.stringify({ tasks: tasks.length, neverTrained: tasks.filter((t) => t.group === "never-trained").length, stages: report })}\n`);
