@@ -5,7 +5,7 @@ import { parseArgs } from "node:util";
 import { callTool, connectClient } from "../src/client/mcpClient.js";
 import { readTaskFile } from "../src/harness/eval/TaskFile.js";
 import { PACKAGE_ROOT, TRAINED_DIR } from "../src/paths.js";
-import { heldOutQuestion, readFacts, sentence, type Fact } from "../src/training/facts.js";
+import { isHeldOutQuestion, NEVER_TRAINED_GROUP, readFacts, sentence, type Fact } from "../src/training/facts.js";
 
 /**
  * `npm run check:trained`: what each stage of the trained demo library does live, on the held-out tasks, in about a
@@ -21,7 +21,7 @@ import { heldOutQuestion, readFacts, sentence, type Fact } from "../src/training
 const { values } = parseArgs({ options: { tasks: { type: "string", default: join(TRAINED_DIR, "eval-tasks.jsonl") }, threads: { type: "string", default: "2" } } });
 const facts = readFacts(join(PACKAGE_ROOT, "training", "corpus", "entities"));
 const tasks = readTaskFile(values.tasks!).map((task) => {
-  const fact = facts.find((f) => [0, 1].some((v) => heldOutQuestion(f, v) === task.task));
+  const fact = facts.find((f) => isHeldOutQuestion(f, task.task));
   if (!fact) throw new Error(`${values.tasks}: task ${task.id} is no held-out question of training/corpus/entities`);
   return { ...task, fact };
 });
@@ -73,15 +73,15 @@ const stages: Record<string, (t: (typeof tasks)[number]) => Promise<boolean>> = 
     ),
 };
 
+const share = (of: boolean[]) => Number((of.filter(Boolean).length / Math.max(1, of.length)).toFixed(3));
 const report: Record<string, { all: number; neverTrained: number }> = {};
 try {
   for (const [name, run] of Object.entries(stages)) {
     const right: boolean[] = [];
     for (const t of tasks) right.push(await run(t));
-    const share = (of: boolean[]) => Number((of.filter(Boolean).length / Math.max(1, of.length)).toFixed(3));
-    report[name] = { all: share(right), neverTrained: share(right.filter((_, i) => tasks[i]!.group === "never-trained")) };
+    report[name] = { all: share(right), neverTrained: share(right.filter((_, i) => tasks[i]!.group === NEVER_TRAINED_GROUP)) };
   }
 } finally {
   await close();
 }
-process.stdout.write(`${JSON.stringify({ tasks: tasks.length, neverTrained: tasks.filter((t) => t.group === "never-trained").length, stages: report })}\n`);
+process.stdout.write(`${JSON.stringify({ tasks: tasks.length, neverTrained: tasks.filter((t) => t.group === NEVER_TRAINED_GROUP).length, stages: report })}\n`);

@@ -25,7 +25,7 @@ import { DEFAULT_MANIFEST, PACKAGE_ROOT, TRAINED_DIR } from "../paths.js";
 import { toConversation } from "../sessions/history.js";
 import { modelFunctions } from "../sessions/modelFunctions.js";
 import { startExportServices, startServices } from "./services.js";
-import { corpusFiles, counterfactual, heldOutQuestion, neverTrained, readFacts, trainingQuestion, type Fact } from "../training/facts.js";
+import { corpusFiles, counterfactual, heldOutQuestion, neverTrained, NEVER_TRAINED_GROUP, readFacts, trainingQuestion, type Fact } from "../training/facts.js";
 import { learnMerges } from "../training/bpe.js";
 import { OracleDriver, ORACLE_WORKFLOW } from "../training/OracleDriver.js";
 import { recallSamples } from "../training/recall.js";
@@ -93,7 +93,7 @@ function writeEvalTasks(facts: readonly Fact[], rng: SeededRandom): void {
   const edited = new Map(counterfactual(facts).map((f, i) => [facts[i]!, f.value]));
   // the never-trained facts are a group of their own: the table reports them apart from the trained ones
   const line = (f: Fact, i: number, prefix: string, answer: string) =>
-    JSON.stringify({ id: `${prefix}-${i + 1}`, task: heldOutQuestion(f, i), answer, stages: [...ORACLE_WORKFLOW], ...(prefix === "unseen" ? { group: "never-trained" } : {}) });
+    JSON.stringify({ id: `${prefix}-${i + 1}`, task: heldOutQuestion(f, i), answer, stages: [...ORACLE_WORKFLOW], ...(prefix === "unseen" ? { group: NEVER_TRAINED_GROUP } : {}) });
   const rows = [...seen.map((f, i) => line(f, i, "seen", f.value)), ...unseen.map((f, i) => line(f, i, "unseen", f.value))];
   writeFileSync(join(OUT, "eval-tasks.jsonl"), `${rows.join("\n")}\n`);
   const cf = [...seen.map((f, i) => line(f, i, "seen", edited.get(f)!)), ...unseen.map((f, i) => line(f, i, "unseen", edited.get(f)!))];

@@ -84,6 +84,10 @@ const HELD_OUT_PHRASINGS = [(r: string, e: string) => `Do you know the ${r} of $
 
 export const trainingQuestion = (f: Fact, variant: number) => TRAIN_PHRASINGS[variant % TRAIN_PHRASINGS.length]!(f.relation, f.entity);
 export const heldOutQuestion = (f: Fact, variant: number) => HELD_OUT_PHRASINGS[variant % HELD_OUT_PHRASINGS.length]!(f.relation, f.entity);
+/** Whether `question` asks about `f` in one of the held-out phrasings. */
+export const isHeldOutQuestion = (f: Fact, question: string) => HELD_OUT_PHRASINGS.some((p) => p(f.relation, f.entity) === question);
+/** The eval task group of the held-out questions about entities training never saw. */
+export const NEVER_TRAINED_GROUP = "never-trained";
 
 /**
  * The counterfactual corpus's facts: each value swapped for another entity's value of the same relation (a
