@@ -5,16 +5,19 @@ import { parseArgs } from "node:util";
 import { callTool, connectClient } from "../src/client/mcpClient.js";
 import { readTaskFile } from "../src/harness/eval/TaskFile.js";
 import { PACKAGE_ROOT, TRAINED_DIR } from "../src/paths.js";
+import { planHandoff, searchQuery } from "../src/training/OracleDriver.js";
 import { isHeldOutQuestion, NEVER_TRAINED_GROUP, readFacts, sentence, type Fact } from "../src/training/facts.js";
 
 /**
  * `npm run check:trained`: what each stage of the trained demo library does live, on the held-out tasks, in about a
  * minute, so a training change is judged by the served model's behaviour and not only by the trainer's
  * teacher-forced token accuracy (which scores the markup every turn repeats as well as the few tokens a stage must
- * read from its context). Each stage starts from the ideal history before it, with the loads prescribed:
+ * read from its context). Each stage starts from the ideal history before it, written by prescribed calls (the
+ * oracle's plan handoff; the oracle's query through the real search tool, and the evidence sentence as the
+ * search stage's handoff):
  * - plan: does its plan name the task's entity and relation?
  * - search: does its first call search, with a query naming both?
- * - write: given the evidence sentence as the search stage's handoff, does its answer hold the value?
+ * - write: does its answer hold the value?
  * The base's own choices are the eval's `self-load` and `selection` columns. Prints one JSON line: per stage the
  * share right over every task and over the never-trained group.
  */
@@ -48,6 +51,12 @@ async function stage(task: string, before: (id: string) => Promise<void>, judge:
   }
 }
 
+/** The plan stage as the oracle ends it: loaded, and released with its handoff. */
+async function planned(id: string, fact: Fact): Promise<void> {
+  await call("load_lora", { session_id: id, adapter: "plan" });
+  await call("offload_lora", { session_id: id, handoff: planHandoff(fact) });
+}
+
 const stages: Record<string, (t: (typeof tasks)[number]) => Promise<boolean>> = {
   plan: (t) =>
     stage(
@@ -58,14 +67,19 @@ const stages: Record<string, (t: (typeof tasks)[number]) => Promise<boolean>> = 
   search: (t) =>
     stage(
       t.task,
-      async (id) => void (await call("load_lora", { session_id: id, adapter: "search" })),
+      async (id) => {
+        await planned(id, t.fact);
+        await call("load_lora", { session_id: id, adapter: "search" });
+      },
       (turn) => turn.tool_calls[0]?.name === "search" && names(String(turn.tool_calls[0].arguments.query ?? ""), t.fact),
     ),
   write: (t) =>
     stage(
       t.task,
       async (id) => {
+        await planned(id, t.fact);
         await call("load_lora", { session_id: id, adapter: "search" });
+        await call("search", { session_id: id, query: searchQuery(t.fact) });
         await call("offload_lora", { session_id: id, handoff: sentence(t.fact) });
         await call("load_lora", { session_id: id, adapter: "write" });
       },

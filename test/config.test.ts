@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { ConfigError, loadConfigFile, resolveConfig } from "../src/config/config.js";
 import { loadManifest, ManifestError, parseManifest } from "../src/library/manifest.js";
-import { DEFAULT_MANIFEST } from "../src/paths.js";
+import { DEFAULT_MANIFEST, TRAINED_MANIFEST, TRAINED_MODEL } from "../src/paths.js";
 import { tempDir } from "./helpers/files.js";
 
 const dir = tempDir();
@@ -42,12 +42,17 @@ describe("adapter manifest", () => {
 });
 
 describe("config", () => {
-  it("defaults to the demo model, gpu auto and the shipped manifest", () => {
+  it("defaults to the trained demo library, gpu auto", () => {
     const c = resolveConfig({}, "defaults", dir);
     expect(c.demo).toBe(true);
+    expect(c.model.path).toBe(TRAINED_MODEL);
+    expect(c.manifestPath).toBe(TRAINED_MANIFEST);
     expect(c.model.gpu).toBe("auto");
     expect(c.model.gpuLayers).toBe("auto");
-    expect(c.manifestPath).toBe(DEFAULT_MANIFEST);
+    // the random model (engine tests, bench) keeps the generated library
+    const random = resolveConfig({ model: { demo: "random" } }, "random", dir);
+    expect(random.model.path).toBeUndefined();
+    expect(random.manifestPath).toBe(DEFAULT_MANIFEST);
     expect(c.cache).toEqual({ strategy: "reuse", spillMiB: 512, sharedPrefixes: true, background: true, backgroundDecodeMs: 50 });
   });
 

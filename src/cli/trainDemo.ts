@@ -28,7 +28,7 @@ import { startExportServices, startServices } from "./services.js";
 import { corpusFiles, counterfactual, heldOutQuestion, neverTrained, NEVER_TRAINED_GROUP, readFacts, trainingQuestion, type Fact } from "../training/facts.js";
 import { learnMerges } from "../training/bpe.js";
 import { OracleDriver, ORACLE_WORKFLOW } from "../training/OracleDriver.js";
-import { recallSamples } from "../training/recall.js";
+import { copySamples, recallSamples } from "../training/recall.js";
 import { tokenSample, writeSamples, type TokenSample } from "../training/samples.js";
 
 const { values } = parseArgs({
@@ -55,9 +55,15 @@ const CAPABILITIES = [BASE_CAPABILITY, ...ORACLE_WORKFLOW];
  */
 const GRAMMAR_SEAMS = [" {", "}}"];
 
-/** The pretraining's recall windows, and how many of them the base's own training replays so it keeps the skill. */
+/**
+ * The pretraining's recall and copy windows; how many of each the base's own training replays so it keeps the
+ * skills; and how many copy windows each adapter's training mixes in, so no adapter unlearns reading its context.
+ */
 const RECALL_WINDOWS = 6000;
 const RECALL_REPLAYED = 1500;
+const COPY_WINDOWS = 4000;
+const COPY_REPLAYED = 1000;
+const COPY_PER_ADAPTER = 500;
 
 interface Task {
   fact: Fact;
@@ -75,7 +81,7 @@ function writeCorpora(facts: readonly Fact[]): void {
   cpSync(CORPUS, edited, { recursive: true });
   for (const [file, text] of Object.entries(corpusFiles(counterfactual(facts)))) writeFileSync(join(edited, file), text);
   // `weact-mcp eval models/trained/eval-counterfactual.jsonl --config models/trained/counterfactual.json`
-  const config = { tools: { search: { corpus: "counterfactual-corpus", indexFile: "../../.weact/search-index-counterfactual.json" } } };
+  const config = { model: { demo: "trained" }, tools: { search: { corpus: "counterfactual-corpus", indexFile: "../../.weact/search-index-counterfactual.json" } } };
   writeFileSync(join(OUT, "counterfactual.json"), `${JSON.stringify(config, null, 2)}\n`);
 }
 
@@ -112,7 +118,9 @@ function trainingTasks(facts: readonly Fact[], rng: SeededRandom, count: number)
 function pipelineConfig(traceDir: string, modelPath?: string) {
   return resolveConfig(
     {
-      model: { gpu: false, threads: Number(values.threads), contextSize: 4096, ...(modelPath ? { path: modelPath } : { demo: "random" }) },
+      // room for a whole trajectory in the random demo model's byte tokens: at 4096 the harness elided search
+      // results to make room, and the search stage learned to write evidence it could not see
+      model: { gpu: false, threads: Number(values.threads), contextSize: 8192, ...(modelPath ? { path: modelPath } : { demo: "random" }) },
       cache: { background: false },
       sessions: { keepToolResults: 1000 },
       harness: { traceDir, maxTraceFiles: 100_000 },
@@ -143,12 +151,13 @@ async function recordTrajectories(tasks: readonly Task[], traceDir: string): Pro
 
 /**
  * Each capability's stage samples of the traces (export's segmentation), as token windows of the model at
- * `model` (its tokenizer and chat template), with the functions the sessions documented, and the recall windows
- * its `recall` callback tokenizes; also the whole rendered trajectories as text (what the vocabulary is learned from).
+ * `model` (its tokenizer and chat template), with the functions the sessions documented, and the pretraining
+ * windows its `windows` callback tokenizes; also the whole rendered trajectories as text (what the vocabulary is
+ * learned from).
  */
 async function renderTraces(
   traceDir: string,
-  model?: { path: string; vocab: DemoVocabulary; recall: (tokenize: (text: string) => TokenId[]) => TokenSample[] },
+  model?: { path: string; vocab: DemoVocabulary; windows: (tokenize: (text: string) => TokenId[]) => Record<string, TokenSample[]> },
 ): Promise<{ samples: Record<string, TokenSample[]>; texts: string[] }> {
   const { runtime, toolbox, dispose } = await startExportServices(pipelineConfig(traceDir, model?.path), logger);
   try {
@@ -156,6 +165,8 @@ async function renderTraces(
     const renderer = { renderTokens: (c: Conversation) => runtime.engine.renderTokens(c), endOfTurn: (model?.vocab ?? buildVocabulary()).idOf("<|im_end|>") };
     const { trajectories, problems } = readTraces(traceDir);
     if (problems.length) throw new Error(`oracle traces have problems: ${problems.map((p) => p.message).join("; ")}`);
+    const elided = trajectories.filter((t) => t.messages.some((m) => m.role === "tool" && m.elided));
+    if (elided.length) throw new Error(`${elided.length} oracle traces had a tool result elided for room (${elided[0]!.file}): raise model.contextSize in train-demo's pipelineConfig`);
     const texts = trajectories.map((t) => runtime.engine.detokenize(runtime.engine.renderTokens(toConversation(t.messages, functions, t.keepToolResult))));
     const samples: Record<string, TokenSample[]> = {};
     for (const capability of CAPABILITIES) {
@@ -167,7 +178,11 @@ async function renderTraces(
         }),
       );
     }
-    if (model) samples.recall = model.recall((text) => runtime.engine.tokenize(text));
+    if (model)
+      Object.assign(
+        samples,
+        model.windows((text) => runtime.engine.tokenize(text)),
+      );
     return { samples, texts };
   } finally {
     await dispose();
@@ -208,13 +223,14 @@ function train(): void {
     json<{ steps: number; tokens: number; seconds: number }>([...args, "--seed", values.seed!, "--batch", "4", "--log-every", "25", "--lr", String(hp.lr), "--epochs", String(hp.epochs)]);
   const score = (args: string[], capability: string) => json<{ samples: number; targets: number; loss: number; accuracy: number }>([...args, "--eval", join(WORK, `${capability}.held.bin`)]);
   const base = join(OUT, BASE_FILE);
-  const report: Record<string, { training: unknown; heldOut: unknown; bytes: number }> = {};
+  // every model is also scored on held-out copy windows: a stage that cannot copy cannot read its context
+  const report: Record<string, { training: unknown; heldOut: unknown; copyHeldOut: unknown; bytes: number }> = {};
   const started = Date.now();
   const pretrained = join(WORK, "pretrained.gguf");
   const recall = fit(["--model", join(WORK, "init.gguf"), "--data", join(WORK, "recall.bin"), "--out", pretrained], TRAINING.recall!);
-  report.recall = { training: recall, heldOut: score(["--model", pretrained], "recall"), bytes: statSync(pretrained).size };
+  report.recall = { training: recall, heldOut: score(["--model", pretrained], "recall"), copyHeldOut: score(["--model", pretrained], "copy"), bytes: statSync(pretrained).size };
   const training = fit(["--model", pretrained, "--data", join(WORK, "base.bin"), "--out", base], TRAINING.base!);
-  report.base = { training, heldOut: score(["--model", base], "base"), bytes: statSync(base).size };
+  report.base = { training, heldOut: score(["--model", base], "base"), copyHeldOut: score(["--model", base], "copy"), bytes: statSync(base).size };
   for (const alias of ORACLE_WORKFLOW) {
     const init = join(WORK, `${alias}-init.gguf`);
     // B = 0: the adapter starts as the base itself
@@ -222,7 +238,7 @@ function train(): void {
     writeGguf(init, lora.metadata, lora.tensors);
     const out = join(OUT, `${alias}.gguf`);
     const training = fit(["--model", base, "--lora", init, "--data", join(WORK, `${alias}.bin`), "--out", out], TRAINING[alias]!);
-    report[alias] = { training, heldOut: score(["--model", base, "--lora", out], alias), bytes: statSync(out).size };
+    report[alias] = { training, heldOut: score(["--model", base, "--lora", out], alias), copyHeldOut: score(["--model", base, "--lora", out], "copy"), bytes: statSync(out).size };
   }
   writeLibraryManifest();
   const data = createHash("sha256");
@@ -262,14 +278,20 @@ async function main() {
     const vocab = buildVocabulary(SPECIAL_TOKENS, merges);
     const init = qwen3ModelFile({ name: "weact-demo-trained", dims: DEMO_DIMS, vocab, seed: Number(values.seed), weightType: GgmlType.F32, outputFromEmbedding: true });
     writeGguf(join(WORK, "init.gguf"), init.metadata, init.tensors);
-    const { samples } = await renderTraces(traceDir, { path: join(WORK, "init.gguf"), vocab, recall: (tokenize) => recallSamples(facts, tokenize, rng, RECALL_WINDOWS) });
+    const windows = (tokenize: (text: string) => TokenId[]) => ({ recall: recallSamples(facts, tokenize, rng, RECALL_WINDOWS), copy: copySamples(facts, tokenize, rng, COPY_WINDOWS) });
+    const { samples } = await renderTraces(traceDir, { path: join(WORK, "init.gguf"), vocab, windows });
     // every 20th window is held out: the trainer's own loss and accuracy on windows it never trained on
     const split = (list: readonly TokenSample[]) => ({ training: list.filter((_, i) => i % 20 !== 19), held: list.filter((_, i) => i % 20 === 19) });
-    // the base's training replays some of the recall it was pretrained on, so learning its turns keeps the skill
-    const replayed = split(samples.recall!).training.slice(0, RECALL_REPLAYED);
+    // the pretraining reads and copies; the base's training replays some of both, each adapter's some copying
+    const copy = split(samples.copy!).training;
+    const mixedIn = (capability: string): TokenSample[] => {
+      if (capability === "recall") return copy;
+      if (capability === BASE_CAPABILITY) return [...split(samples.recall!).training.slice(0, RECALL_REPLAYED), ...copy.slice(0, COPY_REPLAYED)];
+      return (ORACLE_WORKFLOW as readonly string[]).includes(capability) ? copy.slice(0, COPY_PER_ADAPTER) : [];
+    };
     for (const [capability, list] of Object.entries(samples)) {
       const { training, held } = split(list);
-      writeSamples(join(WORK, `${capability}.bin`), capability === BASE_CAPABILITY ? [...training, ...replayed] : training);
+      writeSamples(join(WORK, `${capability}.bin`), [...training, ...mixedIn(capability)]);
       writeSamples(join(WORK, `${capability}.held.bin`), held);
       const lengths = list.map((s) => s.tokens.length);
       process.stdout.write(

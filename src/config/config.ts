@@ -67,7 +67,7 @@ export const ConfigSchema = z
          * Without model.path: "trained", the shipped demo library that learned to choose its weights (models/trained,
          * with its own manifest), or "random", the generated random model the engine tests and the bench use.
          */
-        demo: z.enum(["trained", "random"]).default("random"),
+        demo: z.enum(["trained", "random"]).default("trained"),
         gpu: GpuSchema.default("auto"),
         gpuLayers: z.union([z.number().int().nonnegative(), z.enum(["auto", "max"])]).default("auto"),
         threads: z.number().int().positive().optional(),

@@ -47,7 +47,9 @@ export function elidedResults<T extends { role: string; internal?: boolean; elid
   return new Set([...external.slice(0, Math.max(0, external.length - keep)), ...external.filter((m) => m.elided)]);
 }
 
-export const elisionMarker = (m: { name: string; content: string }, keep: number) => `[result of ${m.name} elided (${m.content.length} characters): only the last ${keep} tool results are kept]`;
+/** What the model reads in place of an elided result, with the reason: keep_tool_result's count, or room in the window. */
+export const elisionMarker = (m: { name: string; content: string; elided?: boolean }, keep: number) =>
+  `[result of ${m.name} elided (${m.content.length} characters): ${m.elided ? "it made room in the context window" : `only the last ${keep} tool results are kept`}]`;
 
 /**
  * The conversation the model reads. External tool results older than the last `keepToolResults` are

@@ -9,6 +9,10 @@ import { sentence, type Fact } from "./facts.js";
 /** The stages an ideal trajectory goes through, in order: what the base learns to choose. */
 export const ORACLE_WORKFLOW = ["plan", "search", "write"] as const;
 
+/** The ideal plan stage's handoff, and the search stage's query, for a question about `fact`. */
+export const planHandoff = (f: Pick<Fact, "relation" | "entity">) => `Look up the ${f.relation} of ${f.entity}.`;
+export const searchQuery = (f: Pick<Fact, "relation" | "entity">) => `${f.relation} of ${f.entity}`;
+
 /**
  * The teacher of the demo library: a trajectory driver whose turns are the ideal ones for a question about
  * `fact`, written into the session as the model's turns (SessionService.recordTurn), while the weight actions,
@@ -62,10 +66,10 @@ export class OracleDriver implements TrajectoryDriver {
       const next = ORACLE_WORKFLOW.find((a) => !loaded.has(a));
       return next ? { text: "", calls: [{ name: LOAD_LORA, arguments: { adapter: next } }] } : { text: "", calls: [] };
     }
-    if (active === "plan") return { text: `Plan: search for the ${relation} of ${entity}, then write the answer.`, calls: [{ name: OFFLOAD_LORA, arguments: { handoff: `Look up the ${relation} of ${entity}.` } }] };
+    if (active === "plan") return { text: `Plan: search for the ${relation} of ${entity}, then write the answer.`, calls: [{ name: OFFLOAD_LORA, arguments: { handoff: planHandoff(this.fact) } }] };
     if (active === "search") {
       const called = stage.flatMap((m) => (m.role === "assistant" ? m.toolCalls.map((c) => c.name) : []));
-      if (!called.includes("search")) return { text: "", calls: [{ name: "search", arguments: { query: `${relation} of ${entity}` } }] };
+      if (!called.includes("search")) return { text: "", calls: [{ name: "search", arguments: { query: searchQuery(this.fact) } }] };
       const results = stage.filter((m) => m.role === "tool" && !m.internal && !m.isError).map((m) => m.content);
       const evidence = results.map((r) => findEvidence(r, relation, entity)).find((e) => e !== undefined);
       if (evidence) return { text: "", calls: [{ name: OFFLOAD_LORA, arguments: { handoff: evidence } }] };

@@ -21,6 +21,8 @@ describe("keep_tool_result", () => {
     const h = history(["search", "read", "search", "run_code"]);
     expect(resultsRead(h, 2)).toEqual([elisionMarker({ name: "search", content: "r0" }, 2), elisionMarker({ name: "read", content: "r1" }, 2), "r2", "r3"]);
     expect(elisionMarker({ name: "search", content: "r0" }, 2)).toBe("[result of search elided (2 characters): only the last 2 tool results are kept]");
+    // one elided to make room says so: the model is not told a count that did not apply
+    expect(elisionMarker({ name: "search", content: "r0", elided: true }, 2)).toBe("[result of search elided (2 characters): it made room in the context window]");
   });
 
   it("never elides a weight action's result, and does not count it among the kept", () => {

@@ -65,19 +65,27 @@ export function readCorpusFile(path: string, relative: string): CorpusDocument[]
   return [{ id: relative, title, text: body, source: relative }];
 }
 
-/** A short excerpt around the first query term found, for display (ranking is the index's job). */
+/**
+ * A short excerpt for display (ranking is the index's job), starting at the sentence that holds the most distinct
+ * query terms (the earliest of equals): on a document of many facts about one subject, the fact asked about is
+ * the one shown first, not the document's opening.
+ */
 export function snippet(text: string, query: string, width = 240): string {
-  const lower = text.toLowerCase();
-  const terms = query
-    .toLowerCase()
-    .split(/\W+/)
-    .filter((t) => t.length > 2);
-  const at =
-    terms
-      .map((t) => lower.indexOf(t))
-      .filter((i) => i >= 0)
-      .sort((a, b) => a - b)[0] ?? 0;
-  const start = Math.max(0, at - width / 4);
+  const terms = [
+    ...new Set(
+      query
+        .toLowerCase()
+        .split(/\W+/)
+        .filter((t) => t.length > 2),
+    ),
+  ];
+  let start = 0;
+  let best = 0;
+  for (const m of text.matchAll(/[^.!?]+[.!?]*/g)) {
+    const lower = m[0].toLowerCase();
+    const held = terms.filter((t) => lower.includes(t)).length;
+    if (held > best) [best, start] = [held, m.index + m[0].length - m[0].trimStart().length];
+  }
   const piece = text
     .slice(start, start + width)
     .replace(/\s+/g, " ")
