@@ -28,7 +28,6 @@ afterAll(async () => c?.close());
 
 interface Turn {
   text: string;
-  finish: string;
   tool_calls: { id: string; name: string; arguments: Record<string, unknown> }[];
 }
 
