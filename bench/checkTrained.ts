@@ -9,28 +9,33 @@ import { planHandoff, searchQuery } from "../src/training/OracleDriver.js";
 import { isHeldOutQuestion, NEVER_TRAINED_GROUP, readFacts, sentence, type Fact } from "../src/training/facts.js";
 
 /**
- * `npm run check:trained`: what each stage of the trained demo library does live, on the held-out tasks, in about a
- * minute, so a training change is judged by the served model's behaviour and not only by the trainer's
+ * `npm run check:trained`: what each stage of the trained demo library does live, on the held-out tasks, in about 90
+ * seconds, so a training change is judged by the served model's behaviour and not only by the trainer's
  * teacher-forced token accuracy (which scores the markup every turn repeats as well as the few tokens a stage must
  * read from its context). Each stage starts from the ideal history before it, written by prescribed calls (the
  * oracle's plan handoff; the oracle's query through the real search tool, and the evidence sentence as the
  * search stage's handoff):
  * - plan: does its plan name the task's entity and relation?
  * - search: does its first call search, with a query naming both?
+ * - evidence: given the search result, does the search stage release with a handoff stating the value the corpus
+ *   states? (`--counterfactual`: over the edited corpus, where only a value read from the result is right)
  * - write: does its answer hold the value?
  * The base's own choices are the eval's `self-load` and `selection` columns. Prints one JSON line: per stage the
  * share right over every task and over the never-trained group.
  */
-const { values } = parseArgs({ options: { tasks: { type: "string", default: join(TRAINED_DIR, "eval-tasks.jsonl") }, threads: { type: "string", default: "2" } } });
+const { values } = parseArgs({ options: { counterfactual: { type: "boolean", default: false }, threads: { type: "string", default: "2" } } });
+const taskFile = join(TRAINED_DIR, values.counterfactual ? "eval-counterfactual.jsonl" : "eval-tasks.jsonl");
 const facts = readFacts(join(PACKAGE_ROOT, "training", "corpus", "entities"));
-const tasks = readTaskFile(values.tasks!).map((task) => {
-  const fact = facts.find((f) => isHeldOutQuestion(f, task.task));
-  if (!fact) throw new Error(`${values.tasks}: task ${task.id} is no held-out question of training/corpus/entities`);
-  return { ...task, fact };
+const tasks = readTaskFile(taskFile).map((task) => {
+  const found = facts.find((f) => isHeldOutQuestion(f, task.task));
+  if (!found) throw new Error(`${taskFile}: task ${task.id} is no held-out question of training/corpus/entities`);
+  // the fact as the corpus searched states it (the task's answer: the edited value on the counterfactual set)
+  return { ...task, fact: { ...found, value: [task.answer].flat()[0]! } };
 });
 const dir = mkdtempSync(join(tmpdir(), "weact-check-trained-"));
 const config = join(dir, "config.json");
-writeFileSync(config, JSON.stringify({ model: { gpu: false, demo: "trained", threads: Number(values.threads) }, harness: { traceDir: join(dir, "traces") } }));
+const corpus = values.counterfactual ? { tools: { search: { corpus: join(TRAINED_DIR, "counterfactual-corpus"), indexFile: join(dir, "search-index.json") } } } : {};
+writeFileSync(config, JSON.stringify({ model: { gpu: false, demo: "trained", threads: Number(values.threads) }, harness: { traceDir: join(dir, "traces") }, ...corpus }));
 const { client, close } = await connectClient("stdio", { serverArgs: ["--config", config] });
 
 interface Turn {
@@ -57,6 +62,13 @@ async function planned(id: string, fact: Fact): Promise<void> {
   await call("offload_lora", { session_id: id, handoff: planHandoff(fact) });
 }
 
+/** After the plan, the search stage loaded and its search (the oracle's query) answered by the real tool. */
+async function searched(id: string, fact: Fact): Promise<void> {
+  await planned(id, fact);
+  await call("load_lora", { session_id: id, adapter: "search" });
+  await call("search", { session_id: id, query: searchQuery(fact) });
+}
+
 const stages: Record<string, (t: (typeof tasks)[number]) => Promise<boolean>> = {
   plan: (t) =>
     stage(
@@ -73,13 +85,17 @@ const stages: Record<string, (t: (typeof tasks)[number]) => Promise<boolean>> = 
       },
       (turn) => turn.tool_calls[0]?.name === "search" && names(String(turn.tool_calls[0].arguments.query ?? ""), t.fact),
     ),
+  evidence: (t) =>
+    stage(
+      t.task,
+      (id) => searched(id, t.fact),
+      (turn) => turn.tool_calls.some((c) => c.name === "offload_lora" && String(c.arguments.handoff ?? "").includes(t.fact.value)),
+    ),
   write: (t) =>
     stage(
       t.task,
       async (id) => {
-        await planned(id, t.fact);
-        await call("load_lora", { session_id: id, adapter: "search" });
-        await call("search", { session_id: id, query: searchQuery(t.fact) });
+        await searched(id, t.fact);
         await call("offload_lora", { session_id: id, handoff: sentence(t.fact) });
         await call("load_lora", { session_id: id, adapter: "write" });
       },

@@ -25,7 +25,7 @@ import { DEFAULT_MANIFEST, PACKAGE_ROOT, TRAINED_DIR } from "../paths.js";
 import { toConversation } from "../sessions/history.js";
 import { modelFunctions } from "../sessions/modelFunctions.js";
 import { startExportServices, startServices } from "./services.js";
-import { corpusFiles, counterfactual, heldOutQuestion, neverTrained, NEVER_TRAINED_GROUP, readFacts, trainingQuestion, type Fact } from "../training/facts.js";
+import { corpusFiles, counterfactual, heldOutQuestion, neverTrained, NEVER_TRAINED_GROUP, readFacts, redrawn, trainingQuestion, type Fact } from "../training/facts.js";
 import { learnMerges } from "../training/bpe.js";
 import { OracleDriver, ORACLE_WORKFLOW } from "../training/OracleDriver.js";
 import { copySamples, recallSamples } from "../training/recall.js";
@@ -64,6 +64,8 @@ const RECALL_REPLAYED = 1500;
 const COPY_WINDOWS = 4000;
 const COPY_REPLAYED = 1000;
 const COPY_PER_ADAPTER = 500;
+/** The oracle's trajectories per server run; every other run searches a randomly edited corpus. */
+const ORACLE_BATCH = 50;
 
 interface Task {
   fact: Fact;
@@ -76,13 +78,17 @@ function writeCorpora(facts: readonly Fact[]): void {
   rmSync(join(CORPUS, "entities"), { recursive: true, force: true });
   mkdirSync(join(CORPUS, "entities"), { recursive: true });
   for (const [file, text] of Object.entries(corpusFiles(facts))) writeFileSync(join(CORPUS, file), text);
-  const edited = join(OUT, "counterfactual-corpus");
-  rmSync(edited, { recursive: true, force: true });
-  cpSync(CORPUS, edited, { recursive: true });
-  for (const [file, text] of Object.entries(corpusFiles(counterfactual(facts)))) writeFileSync(join(edited, file), text);
+  writeEditedCorpus(join(OUT, "counterfactual-corpus"), counterfactual(facts));
   // `weact-mcp eval models/trained/eval-counterfactual.jsonl --config models/trained/counterfactual.json`
   const config = { model: { demo: "trained" }, tools: { search: { corpus: "counterfactual-corpus", indexFile: "../../.weact/search-index-counterfactual.json" } } };
   writeFileSync(join(OUT, "counterfactual.json"), `${JSON.stringify(config, null, 2)}\n`);
+}
+
+/** A copy of the shipped corpus at `dir` whose entity files state `facts` (edited values) instead. */
+function writeEditedCorpus(dir: string, facts: readonly Fact[]): void {
+  rmSync(dir, { recursive: true, force: true });
+  cpSync(CORPUS, dir, { recursive: true });
+  for (const [file, text] of Object.entries(corpusFiles(facts))) writeFileSync(join(dir, file), text);
 }
 
 /** Held-out questions: trained entities asked in phrasings training never used, and entities training never saw. */
@@ -115,37 +121,51 @@ function trainingTasks(facts: readonly Fact[], rng: SeededRandom, count: number)
 }
 
 /** The config of the pipeline's own sessions: the oracle's runs, and the rendering of their samples. */
-function pipelineConfig(traceDir: string, modelPath?: string) {
+function pipelineConfig(traceDir: string, opts: { modelPath?: string; corpus?: string } = {}) {
   return resolveConfig(
     {
       // room for a whole trajectory in the random demo model's byte tokens: at 4096 the harness elided search
       // results to make room, and the search stage learned to write evidence it could not see
-      model: { gpu: false, threads: Number(values.threads), contextSize: 8192, ...(modelPath ? { path: modelPath } : { demo: "random" }) },
+      model: { gpu: false, threads: Number(values.threads), contextSize: 8192, ...(opts.modelPath ? { path: opts.modelPath } : { demo: "random" }) },
       cache: { background: false },
       sessions: { keepToolResults: 1000 },
       harness: { traceDir, maxTraceFiles: 100_000 },
       // the default tools (top_k included: its default is in the search function's doc): the function docs and the
       // results the samples render are the ones a default server shows
-      tools: { search: { indexFile: join(WORK, "search-index.json") } },
+      tools: { search: opts.corpus ? { corpus: opts.corpus, indexFile: join(WORK, "search-index-edited.json") } : { indexFile: join(WORK, "search-index.json") } },
     },
     "train-demo",
     PACKAGE_ROOT,
   );
 }
 
-/** Runs the oracle over every task on a server session (demo weights: the oracle writes every turn) into `traceDir`. */
-async function recordTrajectories(tasks: readonly Task[], traceDir: string): Promise<void> {
+/**
+ * Runs the oracle over every task on a server session (demo weights: the oracle writes every turn) into
+ * `traceDir`, in batches; every other batch searches a corpus whose facts were all redrawn at random (a fresh
+ * draw per batch), so half the evidence the stages learn to pass on contradicts anything they could remember.
+ */
+async function recordTrajectories(tasks: readonly Task[], facts: readonly Fact[], rng: SeededRandom, traceDir: string): Promise<void> {
   rmSync(traceDir, { recursive: true, force: true });
-  const services = await startServices(pipelineConfig(traceDir), logger);
   const owner = "train-demo";
-  try {
-    const started = Date.now();
-    for (const [i, task] of tasks.entries()) {
-      await runTask(services.harness, owner, { task: task.question, policy: task.policy }, { expected: task.fact.value, teacher: (d) => new OracleDriver(d, services.sessions, owner, d.sessionId, task.fact) });
-      if ((i + 1) % 100 === 0) logger.warn({ done: i + 1, of: tasks.length, seconds: Math.round((Date.now() - started) / 1000) }, "oracle trajectories");
+  const started = Date.now();
+  for (let from = 0; from < tasks.length; from += ORACLE_BATCH) {
+    const edited = (from / ORACLE_BATCH) % 2 === 1 ? redrawn(facts, rng) : undefined;
+    const corpus = join(WORK, "edited-corpus");
+    if (edited) {
+      writeEditedCorpus(corpus, edited);
+      rmSync(join(WORK, "search-index-edited.json"), { force: true });
     }
-  } finally {
-    await services.dispose();
+    const stated = new Map((edited ?? facts).map((f) => [`${f.doc}/${f.relation}`, f.value]));
+    const services = await startServices(pipelineConfig(traceDir, edited ? { corpus } : {}), logger);
+    try {
+      for (const task of tasks.slice(from, from + ORACLE_BATCH)) {
+        const expected = stated.get(`${task.fact.doc}/${task.fact.relation}`);
+        await runTask(services.harness, owner, { task: task.question, policy: task.policy }, { expected, teacher: (d) => new OracleDriver(d, services.sessions, owner, d.sessionId, task.fact) });
+      }
+    } finally {
+      await services.dispose();
+    }
+    logger.warn({ done: Math.min(tasks.length, from + ORACLE_BATCH), of: tasks.length, seconds: Math.round((Date.now() - started) / 1000) }, "oracle trajectories");
   }
 }
 
@@ -159,7 +179,7 @@ async function renderTraces(
   traceDir: string,
   model?: { path: string; vocab: DemoVocabulary; windows: (tokenize: (text: string) => TokenId[]) => Record<string, TokenSample[]> },
 ): Promise<{ samples: Record<string, TokenSample[]>; texts: string[] }> {
-  const { runtime, toolbox, dispose } = await startExportServices(pipelineConfig(traceDir, model?.path), logger);
+  const { runtime, toolbox, dispose } = await startExportServices(pipelineConfig(traceDir, { modelPath: model?.path }), logger);
   try {
     const functions = modelFunctions(runtime.library, toolbox.modelFunctions());
     const renderer = { renderTokens: (c: Conversation) => runtime.engine.renderTokens(c), endOfTurn: (model?.vocab ?? buildVocabulary()).idOf("<|im_end|>") };
@@ -197,7 +217,7 @@ function trainerBinary(): string {
   return join(dir, "weact-train");
 }
 
-/** Per model: the learning rate and the passes over its windows (about 40 minutes in all on 2 cores: 2359 s measured). */
+/** Per model: the learning rate and the passes over its windows (about 48 minutes in all on 2 cores: 2892 s measured). */
 const TRAINING: Readonly<Record<string, { lr: number; epochs: number }>> = {
   recall: { lr: 3e-3, epochs: 1 },
   base: { lr: 3e-3, epochs: 2 },
@@ -271,7 +291,8 @@ async function main() {
     writeEvalTasks(facts, rng);
     const tasks = trainingTasks(facts, rng, Number(values.tasks));
     const traceDir = join(WORK, "traces");
-    if (recording) await recordTrajectories(tasks, traceDir);
+    // the edits draw from a generator of their own, so --step samples renders the same windows as a full run
+    if (recording) await recordTrajectories(tasks, facts, new SeededRandom(Number(values.seed) + 1), traceDir);
     // the vocabulary: byte-level BPE learned from the trajectories as the demo model's byte tokens render them
     const { texts } = await renderTraces(traceDir);
     const merges = learnMerges(texts, Number(values.merges), GRAMMAR_SEAMS);

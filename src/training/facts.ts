@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import { readFileSync, readdirSync } from "node:fs";
 import { join } from "node:path";
+import type { SeededRandom } from "../demo/random.js";
 
 /**
  * The facts the demo library learns to look up: every (entity, relation, value) of the entity files in
@@ -89,15 +90,20 @@ export const isHeldOutQuestion = (f: Fact, question: string) => HELD_OUT_PHRASIN
 /** The eval task group of the held-out questions about entities training never saw. */
 export const NEVER_TRAINED_GROUP = "never-trained";
 
+/** The indices of `facts` by relation (within an entity kind): the values a fact's value may be edited to. */
+function byRelation(facts: readonly Fact[]): Map<string, number[]> {
+  const groups = new Map<string, number[]>();
+  facts.forEach((f, i) => groups.set(`${f.kind}/${f.relation}`, [...(groups.get(`${f.kind}/${f.relation}`) ?? []), i]));
+  return groups;
+}
+
 /**
  * The counterfactual corpus's facts: each value swapped for another entity's value of the same relation (a
  * derangement within the relation), so an answer recalled from training is wrong and only one read is right.
  */
 export function counterfactual(facts: readonly Fact[]): Fact[] {
-  const byRelation = new Map<string, number[]>();
-  facts.forEach((f, i) => byRelation.set(`${f.kind}/${f.relation}`, [...(byRelation.get(`${f.kind}/${f.relation}`) ?? []), i]));
   const edited = facts.map((f) => ({ ...f }));
-  for (const indices of byRelation.values()) {
+  for (const indices of byRelation(facts).values()) {
     const values = indices.map((i) => facts[i]!.value);
     indices.forEach((i, k) => {
       // the next different value in the relation's own order: never the fact's own value
@@ -107,6 +113,24 @@ export function counterfactual(facts: readonly Fact[]): Fact[] {
         .find((v) => v !== facts[i]!.value);
       if (other !== undefined) edited[i]!.value = other;
     });
+  }
+  return edited;
+}
+
+/**
+ * The facts with every value redrawn at random from the other values of its relation. The oracle plays part of
+ * its trajectories over corpora edited so: a stage that writes the value it remembers (or the relation's most
+ * common one) rather than the one its evidence states is then wrong in training as in the counterfactual eval,
+ * so reading is the only strategy that pays.
+ */
+export function redrawn(facts: readonly Fact[], rng: SeededRandom): Fact[] {
+  const edited = facts.map((f) => ({ ...f }));
+  for (const indices of byRelation(facts).values()) {
+    const values = [...new Set(indices.map((i) => facts[i]!.value))];
+    for (const i of indices) {
+      const others = values.filter((v) => v !== facts[i]!.value);
+      if (others.length) edited[i]!.value = rng.pick(others);
+    }
   }
   return edited;
 }
