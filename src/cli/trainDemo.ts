@@ -183,7 +183,11 @@ async function renderTraces(
   try {
     const functions = modelFunctions(runtime.library, toolbox.modelFunctions());
     const renderer = { renderTokens: (c: Conversation) => runtime.engine.renderTokens(c), endOfTurn: (model?.vocab ?? buildVocabulary()).idOf("<|im_end|>") };
+    // in the order of their questions (one trajectory per question), not of their trace files' random names: the
+    // vocabulary's merges and the windows then follow from the trajectories alone, the same on every run
     const { trajectories, problems } = readTraces(traceDir);
+    const question = (t: (typeof trajectories)[number]) => t.messages.find((m) => m.role === "user")?.content ?? "";
+    trajectories.sort((a, b) => (question(a) < question(b) ? -1 : question(a) > question(b) ? 1 : 0));
     if (problems.length) throw new Error(`oracle traces have problems: ${problems.map((p) => p.message).join("; ")}`);
     const elided = trajectories.filter((t) => t.messages.some((m) => m.role === "tool" && m.elided));
     if (elided.length) throw new Error(`${elided.length} oracle traces had a tool result elided for room (${elided[0]!.file}): raise model.contextSize in train-demo's pipelineConfig`);
