@@ -146,6 +146,8 @@ function pipelineConfig(traceDir: string, opts: { modelPath?: string; corpus?: s
  */
 async function recordTrajectories(tasks: readonly Task[], facts: readonly Fact[], rng: SeededRandom, traceDir: string): Promise<void> {
   rmSync(traceDir, { recursive: true, force: true });
+  // a fresh index: one persisted by an earlier run ranked some lower results differently (12 of 900 trajectories)
+  rmSync(join(WORK, "search-index.json"), { force: true });
   const owner = "train-demo";
   const started = Date.now();
   for (let from = 0; from < tasks.length; from += ORACLE_BATCH) {
