@@ -1,10 +1,10 @@
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { basename, join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { callTool, connectClient } from "../src/client/mcpClient.js";
 import { readTaskFile } from "../src/harness/eval/TaskFile.js";
-import { PACKAGE_ROOT, TRAINED_DIR } from "../src/paths.js";
+import { PACKAGE_ROOT, TRAINED_DIR, TRAINED_MANIFEST, TRAINED_MODEL } from "../src/paths.js";
 import { planHandoff, searchQuery } from "../src/training/OracleDriver.js";
 import { isHeldOutQuestion, NEVER_TRAINED_GROUP, readFacts, sentence, type Fact } from "../src/training/facts.js";
 
@@ -21,10 +21,14 @@ import { isHeldOutQuestion, NEVER_TRAINED_GROUP, readFacts, sentence, type Fact 
  *   states? (`--counterfactual`: over the edited corpus, where only a value read from the result is right)
  * - write: does its answer hold the value?
  * The base's own choices are the eval's `self-load` and `selection` columns. Prints one JSON line: per stage the
- * share right over every task and over the never-trained group.
+ * share right over every task and over the never-trained group. `--library DIR` checks a library `train-demo --out DIR`
+ * made instead of the shipped one.
  */
-const { values } = parseArgs({ options: { counterfactual: { type: "boolean", default: false }, threads: { type: "string", default: "2" } } });
-const taskFile = join(TRAINED_DIR, values.counterfactual ? "eval-counterfactual.jsonl" : "eval-tasks.jsonl");
+const { values } = parseArgs({
+  options: { counterfactual: { type: "boolean", default: false }, threads: { type: "string", default: "2" }, library: { type: "string", default: TRAINED_DIR } },
+});
+const library = resolve(values.library!);
+const taskFile = join(library, values.counterfactual ? "eval-counterfactual.jsonl" : "eval-tasks.jsonl");
 const facts = readFacts(join(PACKAGE_ROOT, "training", "corpus", "entities"));
 const tasks = readTaskFile(taskFile).map((task) => {
   const found = facts.find((f) => isHeldOutQuestion(f, task.task));
@@ -34,8 +38,10 @@ const tasks = readTaskFile(taskFile).map((task) => {
 });
 const dir = mkdtempSync(join(tmpdir(), "weact-check-trained-"));
 const config = join(dir, "config.json");
-const corpus = values.counterfactual ? { tools: { search: { corpus: join(TRAINED_DIR, "counterfactual-corpus"), indexFile: join(dir, "search-index.json") } } } : {};
-writeFileSync(config, JSON.stringify({ model: { gpu: false, demo: "trained", threads: Number(values.threads) }, harness: { traceDir: join(dir, "traces") }, ...corpus }));
+const corpus = values.counterfactual ? { tools: { search: { corpus: join(library, "counterfactual-corpus"), indexFile: join(dir, "search-index.json") } } } : {};
+const model = { gpu: false, path: join(library, basename(TRAINED_MODEL)), threads: Number(values.threads) };
+const adapters = { manifest: join(library, basename(TRAINED_MANIFEST)) };
+writeFileSync(config, JSON.stringify({ model, adapters, harness: { traceDir: join(dir, "traces") }, ...corpus }));
 const { client, close } = await connectClient("stdio", { serverArgs: ["--config", config] });
 
 interface Turn {
