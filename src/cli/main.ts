@@ -42,7 +42,7 @@ Serving (default: HTTP on 127.0.0.1:7331, Streamable HTTP at /mcp and legacy SSE
 
 Model and library:
   --config FILE      JSON config file (see README "Configuration"); flags override it
-  --model PATH       GGUF base model (default: the generated demo model)
+  --model PATH       GGUF base model (default: the trained demo library, models/trained)
   --adapters PATH    adapter manifest, or a folder holding manifest.json
 
 Serving engine (default: llama.cpp in this process; README "Remote engines"):
@@ -86,7 +86,7 @@ function configFrom(values: ConfigFlags): ResolvedConfig {
   }
   const server = { ...base.server, ...(values.host ? { host: values.host } : {}), ...(values["token-file"] ? { tokenFile: resolve(values["token-file"]) } : {}) };
   const engine = engineFrom(values, base) ?? base.engine;
-  return { ...base, ...overrides, engine, server, demo: !(overrides.model?.path ?? base.model.path) };
+  return { ...base, ...overrides, engine, server, demo: overrides.model ? false : base.demo };
 }
 
 async function main(argv: string[]) {

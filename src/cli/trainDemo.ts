@@ -8,7 +8,7 @@
 import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { cpSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import { parseArgs } from "node:util";
 import { resolveConfig } from "../config/config.js";
 import { qwen3LoraFile, qwen3ModelFile, DEMO_DIMS } from "../demo/qwen3.js";
@@ -21,7 +21,7 @@ import { GgmlType, writeGguf } from "../gguf/index.js";
 import { runTask } from "../harness/runTask.js";
 import { BASE_CAPABILITY } from "../library/manifest.js";
 import { createLogger } from "../log.js";
-import { DEFAULT_MANIFEST, PACKAGE_ROOT, TRAINED_DIR } from "../paths.js";
+import { DEFAULT_MANIFEST, PACKAGE_ROOT, TRAINED_DIR, TRAINED_MANIFEST, TRAINED_MODEL } from "../paths.js";
 import { toConversation } from "../sessions/history.js";
 import { modelFunctions } from "../sessions/modelFunctions.js";
 import { startExportServices, startServices } from "./services.js";
@@ -79,8 +79,13 @@ function writeCorpora(facts: readonly Fact[]): void {
   mkdirSync(join(CORPUS, "entities"), { recursive: true });
   for (const [file, text] of Object.entries(corpusFiles(facts))) writeFileSync(join(CORPUS, file), text);
   writeEditedCorpus(join(OUT, "counterfactual-corpus"), counterfactual(facts));
-  // `weact-mcp eval models/trained/eval-counterfactual.jsonl --config models/trained/counterfactual.json`
-  const config = { model: { demo: "trained" }, tools: { search: { corpus: "counterfactual-corpus", indexFile: "../../.weact/search-index-counterfactual.json" } } };
+  // `weact-mcp eval OUT/eval-counterfactual.jsonl --config OUT/counterfactual.json`: its paths are the library's own,
+  // so it evaluates the library beside it wherever --out put it
+  const config = {
+    model: { path: basename(TRAINED_MODEL) },
+    adapters: { manifest: basename(TRAINED_MANIFEST) },
+    tools: { search: { corpus: "counterfactual-corpus", indexFile: "work/search-index-counterfactual.json" } },
+  };
   writeFileSync(join(OUT, "counterfactual.json"), `${JSON.stringify(config, null, 2)}\n`);
 }
 
@@ -232,8 +237,6 @@ const TRAINING: Readonly<Record<string, { lr: number; epochs: number }>> = {
   write: { lr: 3e-3, epochs: 2 },
 };
 const ADAPTER_RANK = 32;
-/** The trained base's file name in the library folder. */
-export const BASE_FILE = "weact-demo-trained.gguf";
 
 function train(): void {
   const trainer = trainerBinary();
@@ -248,7 +251,7 @@ function train(): void {
   const fit = (args: string[], hp: { lr: number; epochs: number }) =>
     json<{ steps: number; tokens: number; seconds: number }>([...args, "--seed", values.seed!, "--batch", "4", "--log-every", "25", "--lr", String(hp.lr), "--epochs", String(hp.epochs)]);
   const score = (args: string[], capability: string) => json<{ samples: number; targets: number; loss: number; accuracy: number }>([...args, "--eval", join(WORK, `${capability}.held.bin`)]);
-  const base = join(OUT, BASE_FILE);
+  const base = join(OUT, basename(TRAINED_MODEL));
   // every model is also scored on held-out copy windows: a stage that cannot copy cannot read its context
   const report: Record<string, { training: unknown; heldOut: unknown; copyHeldOut: unknown; bytes: number }> = {};
   const started = Date.now();
@@ -284,7 +287,7 @@ function train(): void {
 function writeLibraryManifest(): void {
   const defaults = JSON.parse(readFileSync(DEFAULT_MANIFEST, "utf8")) as { adapters: { alias: string; file: string }[] };
   const adapters = defaults.adapters.filter((a) => (ORACLE_WORKFLOW as readonly string[]).includes(a.alias)).map((a) => ({ ...a, file: `${a.alias}.gguf` }));
-  writeFileSync(join(OUT, "manifest.json"), `${JSON.stringify({ adapters }, null, 2)}\n`);
+  writeFileSync(join(OUT, basename(TRAINED_MANIFEST)), `${JSON.stringify({ adapters }, null, 2)}\n`);
 }
 
 async function main() {
