@@ -228,7 +228,7 @@ function trainerBinary(): string {
   return join(dir, "weact-train");
 }
 
-/** Per model: the learning rate and the passes over its windows (about 48 minutes in all on 2 cores: 2892 s measured). */
+/** Per model: the learning rate and the passes over its windows (45 to 48 minutes in all on 2 cores: 2,892 s and 2,704 s measured). */
 const TRAINING: Readonly<Record<string, { lr: number; epochs: number }>> = {
   recall: { lr: 3e-3, epochs: 1 },
   base: { lr: 3e-3, epochs: 2 },
