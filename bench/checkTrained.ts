@@ -1,10 +1,10 @@
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { basename, join, resolve } from "node:path";
+import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { callTool, connectClient } from "../src/client/mcpClient.js";
 import { readTaskFile } from "../src/harness/eval/TaskFile.js";
-import { PACKAGE_ROOT, TRAINED_DIR, TRAINED_MANIFEST, TRAINED_MODEL } from "../src/paths.js";
+import { PACKAGE_ROOT, TRAINED_DIR, trainedLibrary } from "../src/paths.js";
 import { planHandoff, searchQuery } from "../src/training/OracleDriver.js";
 import { isHeldOutQuestion, NEVER_TRAINED_GROUP, readFacts, sentence, type Fact } from "../src/training/facts.js";
 
@@ -27,8 +27,8 @@ import { isHeldOutQuestion, NEVER_TRAINED_GROUP, readFacts, sentence, type Fact 
 const { values } = parseArgs({
   options: { counterfactual: { type: "boolean", default: false }, threads: { type: "string", default: "2" }, library: { type: "string", default: TRAINED_DIR } },
 });
-const library = resolve(values.library!);
-const taskFile = join(library, values.counterfactual ? "eval-counterfactual.jsonl" : "eval-tasks.jsonl");
+const library = trainedLibrary(resolve(values.library!));
+const taskFile = values.counterfactual ? library.counterfactualTasks : library.evalTasks;
 const facts = readFacts(join(PACKAGE_ROOT, "training", "corpus", "entities"));
 const tasks = readTaskFile(taskFile).map((task) => {
   const found = facts.find((f) => isHeldOutQuestion(f, task.task));
@@ -38,9 +38,9 @@ const tasks = readTaskFile(taskFile).map((task) => {
 });
 const dir = mkdtempSync(join(tmpdir(), "weact-check-trained-"));
 const config = join(dir, "config.json");
-const corpus = values.counterfactual ? { tools: { search: { corpus: join(library, "counterfactual-corpus"), indexFile: join(dir, "search-index.json") } } } : {};
-const model = { gpu: false, path: join(library, basename(TRAINED_MODEL)), threads: Number(values.threads) };
-const adapters = { manifest: join(library, basename(TRAINED_MANIFEST)) };
+const corpus = values.counterfactual ? { tools: { search: { corpus: library.counterfactualCorpus, indexFile: join(dir, "search-index.json") } } } : {};
+const model = { gpu: false, path: library.model, threads: Number(values.threads) };
+const adapters = { manifest: library.manifest };
 writeFileSync(config, JSON.stringify({ model, adapters, harness: { traceDir: join(dir, "traces") }, ...corpus }));
 const { client, close } = await connectClient("stdio", { serverArgs: ["--config", config] });
 

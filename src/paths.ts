@@ -15,10 +15,24 @@ function findPackageRoot(): string {
 
 export const PACKAGE_ROOT = findPackageRoot();
 export const DEFAULT_MANIFEST = join(PACKAGE_ROOT, "adapters", "manifest.json");
+/**
+ * The files of a trained demo library in `dir`: what `npm run train-demo -- --out DIR` writes and what serving,
+ * `eval` and `check:trained` read, named once.
+ */
+export function trainedLibrary(dir: string) {
+  return {
+    model: join(dir, "weact-demo-trained.gguf"),
+    manifest: join(dir, "manifest.json"),
+    training: join(dir, "training.json"),
+    evalTasks: join(dir, "eval-tasks.jsonl"),
+    counterfactualTasks: join(dir, "eval-counterfactual.jsonl"),
+    counterfactualCorpus: join(dir, "counterfactual-corpus"),
+    counterfactualConfig: join(dir, "counterfactual.json"),
+  };
+}
 /** The shipped demo library that learned (`npm run train-demo` makes it): its base model and its manifest. */
 export const TRAINED_DIR = join(PACKAGE_ROOT, "models", "trained");
-export const TRAINED_MODEL = join(TRAINED_DIR, "weact-demo-trained.gguf");
-export const TRAINED_MANIFEST = join(TRAINED_DIR, "manifest.json");
+export const { model: TRAINED_MODEL, manifest: TRAINED_MANIFEST } = trainedLibrary(TRAINED_DIR);
 export const PROMPTS_DIR = join(PACKAGE_ROOT, "prompts");
 export const DEFAULT_CORPUS = join(PACKAGE_ROOT, "src", "tools", "search", "default-corpus");
 /** Local state (indexes, traces) that is not committed. */

@@ -8,7 +8,7 @@
 import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { cpSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
-import { basename, join } from "node:path";
+import { join, relative } from "node:path";
 import { parseArgs } from "node:util";
 import { resolveConfig } from "../config/config.js";
 import { qwen3LoraFile, qwen3ModelFile, DEMO_DIMS } from "../demo/qwen3.js";
@@ -21,7 +21,7 @@ import { GgmlType, writeGguf } from "../gguf/index.js";
 import { runTask } from "../harness/runTask.js";
 import { BASE_CAPABILITY } from "../library/manifest.js";
 import { createLogger } from "../log.js";
-import { DEFAULT_MANIFEST, PACKAGE_ROOT, TRAINED_DIR, TRAINED_MANIFEST, TRAINED_MODEL } from "../paths.js";
+import { DEFAULT_MANIFEST, PACKAGE_ROOT, TRAINED_DIR, trainedLibrary } from "../paths.js";
 import { toConversation } from "../sessions/history.js";
 import { modelFunctions } from "../sessions/modelFunctions.js";
 import { startExportServices, startServices } from "./services.js";
@@ -43,6 +43,7 @@ const { values } = parseArgs({
 });
 const logger = createLogger(process.env.WEACT_LOG_LEVEL ?? "warn");
 const OUT = values.out!;
+const LIBRARY = trainedLibrary(OUT);
 const WORK = join(OUT, "work");
 const ENTITIES = join(PACKAGE_ROOT, "training", "corpus", "entities");
 const CORPUS = join(PACKAGE_ROOT, "src", "tools", "search", "default-corpus");
@@ -78,15 +79,15 @@ function writeCorpora(facts: readonly Fact[]): void {
   rmSync(join(CORPUS, "entities"), { recursive: true, force: true });
   mkdirSync(join(CORPUS, "entities"), { recursive: true });
   for (const [file, text] of Object.entries(corpusFiles(facts))) writeFileSync(join(CORPUS, file), text);
-  writeEditedCorpus(join(OUT, "counterfactual-corpus"), counterfactual(facts));
+  writeEditedCorpus(LIBRARY.counterfactualCorpus, counterfactual(facts));
   // `weact-mcp eval OUT/eval-counterfactual.jsonl --config OUT/counterfactual.json`: its paths are the library's own,
   // so it evaluates the library beside it wherever --out put it
   const config = {
-    model: { path: basename(TRAINED_MODEL) },
-    adapters: { manifest: basename(TRAINED_MANIFEST) },
-    tools: { search: { corpus: "counterfactual-corpus", indexFile: "work/search-index-counterfactual.json" } },
+    model: { path: relative(OUT, LIBRARY.model) },
+    adapters: { manifest: relative(OUT, LIBRARY.manifest) },
+    tools: { search: { corpus: relative(OUT, LIBRARY.counterfactualCorpus), indexFile: relative(OUT, join(WORK, "search-index-counterfactual.json")) } },
   };
-  writeFileSync(join(OUT, "counterfactual.json"), `${JSON.stringify(config, null, 2)}\n`);
+  writeFileSync(LIBRARY.counterfactualConfig, `${JSON.stringify(config, null, 2)}\n`);
 }
 
 /** A copy of the shipped corpus at `dir` whose entity files state `facts` (edited values) instead. */
@@ -112,9 +113,9 @@ function writeEvalTasks(facts: readonly Fact[], rng: SeededRandom): void {
   const line = (f: Fact, i: number, prefix: string, answer: string) =>
     JSON.stringify({ id: `${prefix}-${i + 1}`, task: heldOutQuestion(f, i), answer, stages: [...ORACLE_WORKFLOW], ...(prefix === "unseen" ? { group: NEVER_TRAINED_GROUP } : {}) });
   const rows = [...seen.map((f, i) => line(f, i, "seen", f.value)), ...unseen.map((f, i) => line(f, i, "unseen", f.value))];
-  writeFileSync(join(OUT, "eval-tasks.jsonl"), `${rows.join("\n")}\n`);
+  writeFileSync(LIBRARY.evalTasks, `${rows.join("\n")}\n`);
   const cf = [...seen.map((f, i) => line(f, i, "seen", edited.get(f)!)), ...unseen.map((f, i) => line(f, i, "unseen", edited.get(f)!))];
-  writeFileSync(join(OUT, "eval-counterfactual.jsonl"), `${cf.join("\n")}\n`);
+  writeFileSync(LIBRARY.counterfactualTasks, `${cf.join("\n")}\n`);
 }
 
 function trainingTasks(facts: readonly Fact[], rng: SeededRandom, count: number): Task[] {
@@ -251,7 +252,7 @@ function train(): void {
   const fit = (args: string[], hp: { lr: number; epochs: number }) =>
     json<{ steps: number; tokens: number; seconds: number }>([...args, "--seed", values.seed!, "--batch", "4", "--log-every", "25", "--lr", String(hp.lr), "--epochs", String(hp.epochs)]);
   const score = (args: string[], capability: string) => json<{ samples: number; targets: number; loss: number; accuracy: number }>([...args, "--eval", join(WORK, `${capability}.held.bin`)]);
-  const base = join(OUT, basename(TRAINED_MODEL));
+  const base = LIBRARY.model;
   // every model is also scored on held-out copy windows: a stage that cannot copy cannot read its context
   const report: Record<string, { training: unknown; heldOut: unknown; copyHeldOut: unknown; bytes: number }> = {};
   const started = Date.now();
@@ -279,7 +280,7 @@ function train(): void {
     hyperparameters: { ...TRAINING, adapterRank: ADAPTER_RANK },
     models: report,
   };
-  writeFileSync(join(OUT, "training.json"), `${JSON.stringify(record, null, 2)}\n`);
+  writeFileSync(LIBRARY.training, `${JSON.stringify(record, null, 2)}\n`);
   process.stdout.write(`${JSON.stringify(record)}\n`);
 }
 
@@ -287,7 +288,7 @@ function train(): void {
 function writeLibraryManifest(): void {
   const defaults = JSON.parse(readFileSync(DEFAULT_MANIFEST, "utf8")) as { adapters: { alias: string; file: string }[] };
   const adapters = defaults.adapters.filter((a) => (ORACLE_WORKFLOW as readonly string[]).includes(a.alias)).map((a) => ({ ...a, file: `${a.alias}.gguf` }));
-  writeFileSync(join(OUT, basename(TRAINED_MANIFEST)), `${JSON.stringify({ adapters }, null, 2)}\n`);
+  writeFileSync(LIBRARY.manifest, `${JSON.stringify({ adapters }, null, 2)}\n`);
 }
 
 async function main() {
