@@ -11,7 +11,7 @@ import { call, connectClient, testConfig, type Connected } from "./helpers/serve
  * weight action in these tests is a call the model wrote itself. The task is a held-out question (a phrasing
  * training never used) about an entity training never saw.
  */
-const TASK = "I would like to learn the country of Amsterdam.";
+const TASK = "I would like to learn the country of Wuhan.";
 
 /** A private copy of the trained library (the server may write beside its manifest). */
 function trainedLibrary(): string {
@@ -39,9 +39,9 @@ describe("the trained demo library chooses its own weights", () => {
     expect(control).toEqual(["load:model:plan", "offload:model:base", "load:model:search", "offload:model:base", "load:model:write", "offload:model:base"]);
     const search = events.find((e) => e.type === "tool_call")!;
     expect(search).toMatchObject({ name: "search", adapter: "search", ok: true });
-    expect(JSON.stringify(search.arguments)).toContain("Amsterdam");
-    // the value is read from the search result: no training sample stated any fact about Amsterdam
-    expect(events.find((e) => e.type === "answer")).toMatchObject({ marked: true, answer: expect.stringContaining("Netherlands") });
+    expect(JSON.stringify(search.arguments)).toContain("Wuhan");
+    // the value is read from the search result: no training sample stated any fact about Wuhan
+    expect(events.find((e) => e.type === "answer")).toMatchObject({ marked: true, answer: expect.stringContaining("China") });
   });
 
   it("client-driven loop: generate, answer the model's load_lora, generate, answer its offload_lora", async () => {
@@ -55,9 +55,9 @@ describe("the trained demo library chooses its own weights", () => {
     expect(await call(c.client, "load_lora", { session_id, call_id: load.id }, LONG)).toMatchObject({ active_adapter: "plan", call_id: load.id });
 
     const plan = await generate();
-    expect(plan.text).toContain("Amsterdam");
+    expect(plan.text).toContain("Wuhan");
     const release = plan.tool_calls.find((t) => t.name === "offload_lora")!;
-    expect(String(release.arguments.handoff)).toContain("Amsterdam");
+    expect(String(release.arguments.handoff)).toContain("Wuhan");
     expect(await call(c.client, "offload_lora", { session_id, call_id: release.id }, LONG)).toMatchObject({ active_adapter: null, call_id: release.id });
 
     // back on the base: its next call opens the next capability
