@@ -4,7 +4,7 @@ import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { callTool, connectClient } from "../src/client/mcpClient.js";
 import { readTaskFile } from "../src/harness/eval/TaskFile.js";
-import { PACKAGE_ROOT, TRAINED_DIR, trainedLibrary } from "../src/paths.js";
+import { TRAINED_DIR, TRAINING_ENTITIES, trainedLibrary } from "../src/paths.js";
 import { planHandoff, searchQuery } from "../src/training/OracleDriver.js";
 import { isHeldOutQuestion, NEVER_TRAINED_GROUP, readFacts, sentence, type Fact } from "../src/training/facts.js";
 
@@ -29,7 +29,7 @@ const { values } = parseArgs({
 });
 const library = trainedLibrary(resolve(values.library!));
 const taskFile = values.counterfactual ? library.counterfactualTasks : library.evalTasks;
-const facts = readFacts(join(PACKAGE_ROOT, "training", "corpus", "entities"));
+const facts = readFacts(TRAINING_ENTITIES);
 const tasks = readTaskFile(taskFile).map((task) => {
   const found = facts.find((f) => isHeldOutQuestion(f, task.task));
   if (!found) throw new Error(`${taskFile}: task ${task.id} is no held-out question of training/corpus/entities`);

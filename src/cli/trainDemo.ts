@@ -21,7 +21,7 @@ import { GgmlType, writeGguf } from "../gguf/index.js";
 import { runTask } from "../harness/runTask.js";
 import { BASE_CAPABILITY } from "../library/manifest.js";
 import { createLogger } from "../log.js";
-import { DEFAULT_MANIFEST, PACKAGE_ROOT, TRAINED_DIR, trainedLibrary } from "../paths.js";
+import { DEFAULT_CORPUS, DEFAULT_MANIFEST, PACKAGE_ROOT, TRAINED_DIR, TRAINING_ENTITIES, trainedLibrary } from "../paths.js";
 import { toConversation } from "../sessions/history.js";
 import { modelFunctions } from "../sessions/modelFunctions.js";
 import { startExportServices, startServices } from "./services.js";
@@ -45,8 +45,6 @@ const logger = createLogger(process.env.WEACT_LOG_LEVEL ?? "warn");
 const OUT = values.out!;
 const LIBRARY = trainedLibrary(OUT);
 const WORK = join(OUT, "work");
-const ENTITIES = join(PACKAGE_ROOT, "training", "corpus", "entities");
-const CORPUS = join(PACKAGE_ROOT, "src", "tools", "search", "default-corpus");
 const CAPABILITIES = [BASE_CAPABILITY, ...ORACLE_WORKFLOW];
 
 /**
@@ -76,9 +74,9 @@ interface Task {
 
 /** The shipped corpus's entity files, and the counterfactual corpus: the shipped one with every entity fact edited. */
 function writeCorpora(facts: readonly Fact[]): void {
-  rmSync(join(CORPUS, "entities"), { recursive: true, force: true });
-  mkdirSync(join(CORPUS, "entities"), { recursive: true });
-  for (const [file, text] of Object.entries(corpusFiles(facts))) writeFileSync(join(CORPUS, file), text);
+  rmSync(join(DEFAULT_CORPUS, "entities"), { recursive: true, force: true });
+  mkdirSync(join(DEFAULT_CORPUS, "entities"), { recursive: true });
+  for (const [file, text] of Object.entries(corpusFiles(facts))) writeFileSync(join(DEFAULT_CORPUS, file), text);
   writeEditedCorpus(LIBRARY.counterfactualCorpus, counterfactual(facts));
   // `weact-mcp eval OUT/eval-counterfactual.jsonl --config OUT/counterfactual.json`: its paths are the library's own,
   // so it evaluates the library beside it wherever --out put it
@@ -93,7 +91,7 @@ function writeCorpora(facts: readonly Fact[]): void {
 /** A copy of the shipped corpus at `dir` whose entity files state `facts` (edited values) instead. */
 function writeEditedCorpus(dir: string, facts: readonly Fact[]): void {
   rmSync(dir, { recursive: true, force: true });
-  cpSync(CORPUS, dir, { recursive: true });
+  cpSync(DEFAULT_CORPUS, dir, { recursive: true });
   for (const [file, text] of Object.entries(corpusFiles(facts))) writeFileSync(join(dir, file), text);
 }
 
@@ -309,7 +307,7 @@ async function main() {
   const rng = new SeededRandom(Number(values.seed));
   const recording = values.step === "data" || values.step === "all";
   if (recording || values.step === "samples") {
-    const facts = readFacts(ENTITIES);
+    const facts = readFacts(TRAINING_ENTITIES);
     writeCorpora(facts);
     writeEvalTasks(facts, rng);
     const tasks = trainingTasks(facts, rng, Number(values.tasks));

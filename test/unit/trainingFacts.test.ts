@@ -1,10 +1,9 @@
-import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { SeededRandom } from "../../src/demo/random.js";
-import { PACKAGE_ROOT } from "../../src/paths.js";
+import { TRAINING_ENTITIES } from "../../src/paths.js";
 import { counterfactual, readFacts, redrawn, type Fact } from "../../src/training/facts.js";
 
-const facts = readFacts(join(PACKAGE_ROOT, "training", "corpus", "entities"));
+const facts = readFacts(TRAINING_ENTITIES);
 const relationValues = new Map<string, Set<string>>();
 for (const f of facts) relationValues.set(`${f.kind}/${f.relation}`, (relationValues.get(`${f.kind}/${f.relation}`) ?? new Set()).add(f.value));
 
