@@ -1,7 +1,8 @@
 /**
  * Import-graph checks (`npm run check:cycles`): no cycles anywhere in the source tree. The layer rules live in
  * eslint.config.js (no-restricted-imports); this file answers the one question ESLint cannot: is the graph acyclic.
- * The layers as a graph: `npx depcruise src native --config .dependency-cruiser.cjs --include-only "^(src|native)" --collapse "^(src|native)/[^/]+" --output-type text`.
+ * scripts/checkLayers.mjs then reads the same graph for folders that import each other (at any depth).
+ * The layers as a graph: `npx depcruise src --config .dependency-cruiser.cjs --include-only "^src" --collapse "^src/(engines/)?[^/]+" --output-type text`.
  */
 /** @type {import('dependency-cruiser').IConfiguration} */
 module.exports = {

@@ -6,7 +6,7 @@ import { defineConfig } from "vitest/config";
  */
 export default defineConfig({
   test: {
-    include: ["test/unit/**/*.test.ts", "test/harness-policies.test.ts"],
+    include: ["test/unit/**/*.test.ts"],
     pool: "forks",
     maxWorkers: 1,
     testTimeout: 30_000,

@@ -2,7 +2,7 @@
  * One replayed soft trajectory under one cache strategy, in its own process; prints its figures as JSON.
  * node dist/bench/cacheTrajectory.js rebuild|reuse MODEL '{"plan":PATH,"search":PATH,"write":PATH}'
  */
-import { LocalEngine } from "../native/index.js";
+import { LocalEngine } from "../src/engines/local/index.js";
 import type { CacheStrategy } from "../src/engine/index.js";
 import { scriptedTrajectory } from "../src/demo/trajectory.js";
 import { createLogger } from "../src/log.js";

@@ -2,7 +2,7 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { callTool, connectClient } from "../src/client/mcpClient.js";
+import { callTool, connectClient } from "../testkit/mcpClient.js";
 import { readTaskFile } from "../src/harness/eval/TaskFile.js";
 import { PACKAGE_ROOT } from "../src/paths.js";
 

@@ -1,8 +1,8 @@
 import { writeFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import { join } from "node:path";
-import { callTool, connectClient, spawnHttpServer } from "../src/client/mcpClient.js";
-import { startLlamaServer } from "../src/client/llamaServer.js";
+import { callTool, connectClient, spawnHttpServer } from "../testkit/mcpClient.js";
+import { startLlamaServer } from "../testkit/llamaServerProcess.js";
 import type { DemoWeights } from "../src/demo/generate.js";
 import { fmt, quantile } from "./stats.js";
 

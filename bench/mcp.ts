@@ -1,4 +1,4 @@
-import { callTool, connectClient, spawnHttpServer, type TransportKind } from "../src/client/mcpClient.js";
+import { callTool, connectClient, spawnHttpServer, type TransportKind } from "../testkit/mcpClient.js";
 import { fmt, quantile } from "./stats.js";
 
 /**

@@ -1,5 +1,5 @@
 import { statSync } from "node:fs";
-import { LocalEngine } from "../native/index.js";
+import { LocalEngine } from "../src/engines/local/index.js";
 import type { EngineLogger } from "../src/engine/index.js";
 import { fmt } from "./stats.js";
 

@@ -3,7 +3,7 @@
  * Every figure is measured side by side in this one run and printed as a ratio to its baseline.
  */
 import { parseArgs } from "node:util";
-import { LocalEngine } from "../native/index.js";
+import { LocalEngine } from "../src/engines/local/index.js";
 import type { CacheStrategy } from "../src/engine/index.js";
 import { returnSwitch, STRATEGIES, trajectoryComparison } from "./cache.js";
 import { ensureDemoWeights } from "../src/demo/ensure.js";

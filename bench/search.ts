@@ -2,9 +2,9 @@ import { readdirSync, statSync } from "node:fs";
 import { extname, join, relative } from "node:path";
 import { Index } from "flexsearch";
 import MiniSearch from "minisearch";
-import { CORPUS_EXTENSIONS, readCorpusFile, type CorpusDocument } from "../src/tools/search/documents.js";
+import { CORPUS_EXTENSIONS, readCorpusFile, type CorpusDocument } from "../src/externalTools/search/documents.js";
 import { fmt, quantile } from "./stats.js";
-import { KNOWN_QUERIES } from "../src/tools/search/knownQueries.js";
+import { KNOWN_QUERIES } from "../src/externalTools/search/knownQueries.js";
 
 function corpusDocuments(dir: string): CorpusDocument[] {
   const out: CorpusDocument[] = [];

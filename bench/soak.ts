@@ -1,4 +1,4 @@
-import { callTool, connectClient, type TransportKind } from "../src/client/mcpClient.js";
+import { callTool, connectClient, type TransportKind } from "../testkit/mcpClient.js";
 import { quantile } from "./stats.js";
 
 export interface SoakReport {

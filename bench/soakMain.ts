@@ -3,7 +3,7 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { spawnHttpServer } from "../src/client/mcpClient.js";
+import { spawnHttpServer } from "../testkit/mcpClient.js";
 import { runSoak } from "./soak.js";
 
 const { values } = parseArgs({ options: { clients: { type: "string", default: "4" }, seconds: { type: "string", default: "120" } } });

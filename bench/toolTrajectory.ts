@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import type { CacheOptions } from "../native/index.js";
+import type { CacheOptions } from "../src/engines/local/index.js";
 import type { ChatTurn, Conversation, HistorySoFar } from "../src/engine/index.js";
 import { scriptedTrajectory } from "../src/demo/trajectory.js";
 

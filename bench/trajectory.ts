@@ -1,9 +1,9 @@
 import { execFile } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
-import type { CacheOptions } from "../native/index.js";
+import type { CacheOptions } from "../src/engines/local/index.js";
 import type { Engine } from "../src/engine/index.js";
-import { startLlamaServer } from "../src/client/llamaServer.js";
+import { startLlamaServer } from "../testkit/llamaServerProcess.js";
 import { median } from "./stats.js";
 import { calibrateWork, openingConversation, runTool, toolTrajectory, TOOL_MS, type TrajectoryFigures, type TrajectoryRunConfig } from "./toolTrajectory.js";
 

@@ -2,7 +2,7 @@
  * One run of the `trajectory` scenario on the local engine under one cache configuration, in a process of its
  * own; prints its figures as one JSON line. node dist/bench/trajectoryRun.js '<TrajectoryRunConfig as JSON>'
  */
-import { LocalEngine } from "../native/index.js";
+import { LocalEngine } from "../src/engines/local/index.js";
 import { nextWeights } from "../src/sessions/stateRule.js";
 import { createLogger } from "../src/log.js";
 import type { HistorySoFar } from "../src/engine/index.js";

@@ -15,7 +15,7 @@ import { runTask } from "../harness/runTask.js";
 import { PolicySchema, type Policy } from "../harness/types.js";
 import type { Logger } from "../log.js";
 import { STATE_DIR } from "../paths.js";
-import { startExportServices, startServices, startTokenizer, traceDirOf } from "./services.js";
+import { startExportServices, startServices, startTokenizer, traceDirOf } from "../app/services.js";
 
 export class UsageError extends Error {}
 

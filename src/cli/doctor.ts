@@ -1,5 +1,5 @@
 import { statSync } from "node:fs";
-import { functionCallProblem, probeModelDetailsInChild } from "../../native/index.js";
+import { functionCallProblem, probeModelDetailsInChild } from "../engines/local/index.js";
 import { GgmlType, GgufFormatError, metaNumber, metaString, readGgufHeader, type GgufFile, baseModelProblems, loraProblems } from "../gguf/index.js";
 import type { ResolvedConfig } from "../config/config.js";
 import { loadManifest } from "../library/manifest.js";

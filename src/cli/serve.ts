@@ -1,9 +1,9 @@
 import { createServer } from "node:net";
 import type { ResolvedConfig } from "../config/config.js";
 import type { Logger } from "../log.js";
-import { serveHttp } from "../transports/http.js";
+import { serveHttp } from "../app/httpApp.js";
 import { serveStdio } from "../transports/stdio.js";
-import { startServices } from "./services.js";
+import { startServices } from "../app/services.js";
 
 export type ServeMode = { kind: "stdio" } | { kind: "http"; host: string; port: number };
 

@@ -2,7 +2,6 @@ import { existsSync, readFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { z } from "zod";
 import { SoftLimitsSchema, StageBudgetSchema } from "../budgets/budgets.js";
-import { FLAVORS } from "../engines/remote/flavors/Flavor.js";
 import { describeIssues } from "../library/manifest.js";
 import { DEFAULT_MANIFEST, TRAINED_MANIFEST, TRAINED_MODEL } from "../paths.js";
 
@@ -13,7 +12,10 @@ export const LONG_TEXT_MAX = DEFAULT_MAX_BODY_BYTES;
 
 const GpuSchema = z.union([z.enum(["auto", "cuda", "vulkan", "metal"]), z.literal(false)]);
 
-/** A serving engine in another process (README "Remote engines"). */
+/** The serving engines a remote engine may be (the composition root hands the name to the remote backend, whose type must accept each). */
+export const REMOTE_FLAVORS = ["llama-server", "vllm", "sglang"] as const;
+
+/** A serving engine in another process (docs/remote-engines.md). */
 export const RemoteEngineConfigSchema = z
   .object({
     /** The engine's base URL, without credentials: they would show in errors, listings and logs (engine.remote.apiKeyEnv names the key). */
@@ -24,7 +26,7 @@ export const RemoteEngineConfigSchema = z
         (u) => !/^[a-z][a-z0-9+.-]*:\/\/[^/?#]*@/i.test(u),
         "must not carry a user name or password (they would show in errors, listings and logs): put the key in an environment variable named by engine.remote.apiKeyEnv",
       ),
-    flavor: z.enum(FLAVORS),
+    flavor: z.enum(REMOTE_FLAVORS),
     /** The served base model's name (vLLM, SGLang); default: the first the engine lists. */
     model: z.string().min(1).max(1000).optional(),
     /** PEFT folders for vLLM/SGLang go here, as the engine sees the folder (relative: against the config file, when this server sees it at the same place). */

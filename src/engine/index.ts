@@ -1,6 +1,6 @@
 /**
  * The engine interface: what sessions, harness, tools and the HTTP layers know of the engine that serves
- * the model. Types, the identity values and the errors; no backend. `native/` implements it on llama.cpp
+ * the model. Types, the identity values and the errors; no backend. `src/engines/local/` implements it on llama.cpp
  * (through node-llama-cpp); the composition root (src/runtime) is the one place that picks a backend.
  */
 export type { Engine, CacheStats, OpenSessionOptions } from "./Engine.js";

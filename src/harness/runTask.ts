@@ -6,7 +6,7 @@ import type { FunctionSpec } from "../engine/index.js";
 import type { HistoryMessage } from "../sessions/history.js";
 import type { SessionService } from "../sessions/SessionService.js";
 import { historyView } from "../sessions/view.js";
-import type { Toolbox } from "../tools/Toolbox.js";
+import type { Toolbox } from "../externalTools/Toolbox.js";
 import { extractAnswer, judge } from "./answer.js";
 import { DEFAULT_SOFT_LIMITS, layered, type SoftLimits, type StageBudget } from "../budgets/budgets.js";
 import { SessionDriver, type ModelCall, type TrajectoryDriver } from "./driver.js";

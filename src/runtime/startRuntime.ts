@@ -1,5 +1,5 @@
 import { dirname } from "node:path";
-import { LocalChatCodec, LocalEngine } from "../../native/index.js";
+import { LocalChatCodec, LocalEngine } from "../engines/local/index.js";
 import { RemoteEngine } from "../engines/remote/index.js";
 import type { Engine } from "../engine/index.js";
 import type { ResolvedConfig } from "../config/config.js";

@@ -1,7 +1,7 @@
 import type { BackgroundWork, Engine, EngineSession, FunctionSpec, GenerateResult } from "../engine/index.js";
 import type { AdapterLibrary } from "../library/AdapterLibrary.js";
 import type { Logger } from "../log.js";
-import type { ExternalTool, ToolOutcome } from "../tools/ExternalTool.js";
+import type { ExternalTool, ToolOutcome } from "../externalTools/ExternalTool.js";
 import { DEFAULT_STAGE_BUDGET, type StageBudget } from "../budgets/budgets.js";
 import { LimitError, PendingCallsError } from "./errors.js";
 import { exchangeMessage, internalResult, newCallId, newId } from "./exchanges.js";
@@ -14,7 +14,7 @@ import { WeightActions, type BudgetRelease, type WeightActionInput, type WeightA
 import { WorkQueue } from "./WorkQueue.js";
 
 /** What sessions use of the running server (a `Runtime` is one): the engine, the adapter library, the logger. */
-export interface SessionHost {
+export interface SessionRuntime {
   engine: Engine;
   library: AdapterLibrary;
   logger: Logger;
@@ -85,7 +85,7 @@ export class SessionService {
   private readonly weights: WeightActions;
 
   constructor(
-    private readonly runtime: SessionHost,
+    private readonly runtime: SessionRuntime,
     private readonly config: SessionsConfig,
     private readonly defaultSystem: string,
     private readonly externalTools: () => Readonly<Record<string, FunctionSpec>> = () => ({}),

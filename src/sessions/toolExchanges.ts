@@ -1,4 +1,4 @@
-import { parseArguments, runWithTimeLimit, type ExternalTool, type ToolOutcome } from "../tools/ExternalTool.js";
+import { parseArguments, runWithTimeLimit, type ExternalTool, type ToolOutcome } from "../externalTools/ExternalTool.js";
 import { InvalidArgumentsError, LimitError, PendingCallsError, UnknownCallError } from "./errors.js";
 import { newCallId, internalResult } from "./exchanges.js";
 import type { HistoryMessage } from "./history.js";

@@ -6,8 +6,8 @@ import type { OAuthTokenVerifier } from "@modelcontextprotocol/sdk/server/auth/p
 import type { ChatCompletions } from "../openai/completions.js";
 import type { Logger } from "../log.js";
 import { PACKAGE_ROOT } from "../paths.js";
-import type { ServerContext } from "../server/context.js";
-import { isOwnOrigin } from "../transports/origin.js";
+import type { ServerContext } from "../mcp/context.js";
+import { isOwnOrigin } from "../http/origin.js";
 import { statusData, type Viewer } from "./statusData.js";
 
 export interface StatusRoutes {

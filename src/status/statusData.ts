@@ -1,6 +1,6 @@
 import { basename } from "node:path";
 import type { RecentRun } from "../harness/trace/RecentRuns.js";
-import type { ServerContext } from "../server/context.js";
+import type { ServerContext } from "../mcp/context.js";
 
 /** Who is looking: an identity sees its own sessions and runs in full, others' only as counts; an admin sees all. */
 export interface Viewer {

@@ -1,6 +1,6 @@
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
-import type { ServerContext } from "../server/context.js";
-import { createServer } from "../server/createServer.js";
+import type { ServerContext } from "../mcp/context.js";
+import { createServer } from "../mcp/createServer.js";
 
 /** One client over stdin/stdout (what MCP clients spawn). Nothing but JSON-RPC may reach stdout. */
 export async function serveStdio(ctx: ServerContext): Promise<{ close: () => Promise<void>; closed: Promise<void> }> {

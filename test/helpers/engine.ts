@@ -1,4 +1,4 @@
-import { LocalEngine, type CacheOptions } from "../../native/index.js";
+import { LocalEngine, type CacheOptions } from "../../src/engines/local/index.js";
 import type { Conversation } from "../../src/engine/index.js";
 import { demoWeightPaths } from "../../src/demo/generate.js";
 import { WEIGHT_FUNCTIONS } from "../../src/demo/trajectory.js";

@@ -1,6 +1,6 @@
 import { dirname, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { LocalEngine } from "../../native/index.js";
+import { LocalEngine } from "../../src/engines/local/index.js";
 import { ensureFamilySet, QUANT_NAMES, type QuantName } from "../../src/demo/familySets.js";
 import { PACKAGE_ROOT } from "../../src/paths.js";
 import { scriptedTrajectory } from "../../src/demo/trajectory.js";

@@ -2,11 +2,11 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
-import { callTool, connectClient as connect, spawnHttpServer, type SpawnedHttpServer, type TransportKind } from "../../src/client/mcpClient.js";
+import { callTool, connectClient as connect, spawnHttpServer, type SpawnedHttpServer, type TransportKind } from "../../testkit/mcpClient.js";
 import { TEST_THREADS } from "./engine.js";
 import { tempDir, tempLibrary } from "./files.js";
 
-export { MAIN, type TransportKind } from "../../src/client/mcpClient.js";
+export { MAIN, type TransportKind } from "../../testkit/mcpClient.js";
 export type HttpServer = SpawnedHttpServer;
 export type Connected = Awaited<ReturnType<typeof connect>>;
 export const call = callTool;

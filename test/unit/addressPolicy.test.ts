@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { isPrivateAddress } from "../../src/tools/read/addressPolicy.js";
+import { isPrivateAddress } from "../../src/externalTools/read/addressPolicy.js";
 
 describe("read's address policy", () => {
   it("refuses loopback, private, link-local, shared, multicast and reserved IPv4 ranges at their edges", () => {

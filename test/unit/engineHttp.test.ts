@@ -3,7 +3,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { EngineRequestError, EngineTimeoutError } from "../../src/engine/index.js";
 import { engineAddress } from "../../src/engines/remote/RemoteEngine.js";
-import { EngineHttp } from "../../src/engines/remote/http/EngineHttp.js";
+import { EngineHttp } from "../../src/engines/remote/client/EngineHttp.js";
 
 /**
  * The engine client's own rules, against a loopback server: a request waiting for a place leaves the line when

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { LaneKey } from "../../native/testing.js";
+import { LaneKey } from "../../src/engines/local/testing.js";
 import { AdapterVersion } from "../../src/engine/index.js";
 
 const MODEL = "ab".repeat(32);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { isOwnOrigin } from "../../src/transports/origin.js";
+import { isOwnOrigin } from "../../src/http/origin.js";
 
 const NAMES = ["weact.example", "127.0.0.1", "localhost", "[::1]"];
 

@@ -28,9 +28,9 @@ import { peftFolderSha256 } from "../../library/peft/index.js";
 import { placePeft, type PeftDirs } from "./adapters/peftForm.js";
 import { AdapterLostError, type CompletionRequest, type CompletionResult, type EngineAdapter, type EngineFacts, type PreparedAdapter } from "./flavors/Flavor.js";
 import { flavorFor, type Flavor } from "./flavors/index.js";
-import { EngineHttp } from "./http/EngineHttp.js";
+import { EngineHttp } from "./client/EngineHttp.js";
 import type { RemoteEngineOptions } from "./options.js";
-import { RemoteEngineSession, type RemoteSessionHost } from "./RemoteEngineSession.js";
+import { RemoteEngineSession, type RemoteEngineServices } from "./RemoteEngineSession.js";
 
 const DEFAULT_SESSIONS = 64;
 /** Checked against the engine's own tokenizer at connect: plain words, digits, punctuation, and the call syntax. */
@@ -69,7 +69,7 @@ export class RemoteEngine implements Engine {
   private readonly pinned = new VersionPins();
   private readonly sessions = new Map<number, RemoteEngineSession>();
   private readonly freeSlots: number[];
-  private readonly host: RemoteSessionHost;
+  private readonly host: RemoteEngineServices;
   /** What raises the session limit on this engine, for EngineCapacityError. */
   private readonly sessionsLimit: string;
   private nextSessionId = 1;

@@ -35,7 +35,7 @@ const sameVersions = (a: readonly AdapterVersion[], b: readonly AdapterVersion[]
 const newSalt = () => randomBytes(16).toString("hex");
 
 /** What a session needs of its engine. */
-export interface RemoteSessionHost {
+export interface RemoteEngineServices {
   readonly codec: ChatCodec;
   readonly flavor: Flavor;
   readonly capacity: EngineCapacity;
@@ -83,7 +83,7 @@ export class RemoteEngineSession implements EngineSession {
 
   constructor(
     readonly id: number,
-    private readonly host: RemoteSessionHost,
+    private readonly host: RemoteEngineServices,
     /** llama-server: the engine slot this session's cache lives in. */
     readonly slot: number | undefined,
     versions: readonly AdapterVersion[],

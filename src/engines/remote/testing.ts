@@ -4,7 +4,7 @@
  * fails on a backend that used it.
  */
 import { z } from "zod";
-import type { EngineHttp } from "./http/EngineHttp.js";
+import type { EngineHttp } from "./client/EngineHttp.js";
 import type { EngineAdapter } from "./flavors/Flavor.js";
 import { LlamaServerFlavor } from "./flavors/llamaServer.js";
 import type { RemoteEngine } from "./RemoteEngine.js";

@@ -1,8 +1,6 @@
 import type { AdapterVersion, CacheStrategy, TokenId } from "../../../engine/index.js";
-import type { EngineHttp } from "../http/EngineHttp.js";
+import type { EngineHttp } from "../client/EngineHttp.js";
 
-export const FLAVORS = ["llama-server", "vllm", "sglang"] as const;
-export type FlavorName = (typeof FLAVORS)[number];
 
 /** What a serving engine can do, as the backend uses it (README "Remote engines" has the whole capability table). */
 export interface FlavorFeatures {
@@ -115,6 +113,9 @@ export interface CompletionResult {
   /** Per generated token, when asked; may miss tokens (llama-server drops those that end inside a character). */
   logprobs?: GeneratedLogprob[];
 }
+
+/** The serving engines this backend speaks. */
+export type FlavorName = "llama-server" | "vllm" | "sglang";
 
 /**
  * One serving engine's API: how to learn what it serves, make adapter versions servable, and run a completion.

@@ -3,7 +3,7 @@ import { basename, resolve } from "node:path";
 import { z } from "zod";
 import { UnsupportedFeatureError, type TokenId } from "../../../engine/index.js";
 import { sha256File } from "../../../gguf/index.js";
-import type { EngineHttp } from "../http/EngineHttp.js";
+import type { EngineHttp } from "../client/EngineHttp.js";
 import { ONE_CHARACTER } from "../turn/grammar.js";
 import type { CompletionRequest, CompletionResult, EngineAdapter, EngineFacts, Flavor, FlavorFeatures, GeneratedLogprob, PreparedAdapter } from "./Flavor.js";
 

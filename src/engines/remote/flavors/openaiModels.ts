@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { EngineRequestError } from "../../../engine/index.js";
-import type { EngineHttp } from "../http/EngineHttp.js";
+import type { EngineHttp } from "../client/EngineHttp.js";
 
 const ModelsSchema = z.object({ data: z.array(z.object({ id: z.string(), parent: z.string().nullish(), max_model_len: z.number().int().positive().nullish() })) });
 

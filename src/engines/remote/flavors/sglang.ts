@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { AdapterCapacityError, EngineRequestError, UnsupportedFeatureError, type TokenId } from "../../../engine/index.js";
-import { errorDetail, type EngineHttp } from "../http/EngineHttp.js";
+import { errorDetail, type EngineHttp } from "../client/EngineHttp.js";
 import {
   AdapterLostError,
   PEFT_ENGINE_FEATURES,

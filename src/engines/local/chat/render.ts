@@ -1,0 +1,88 @@
+import type { ChatHistoryItem, ChatModelFunctionCall, ChatModelFunctions, ChatModelResponse, ChatWrapper, LlamaModel, Token } from "../llama/nodeLlamaCpp.js";
+import { commonPrefixLength, InvalidConversationError } from "../../../engine/index.js";
+import type { Conversation, FunctionSpec, HistorySoFar } from "../../../engine/index.js";
+
+export function toChatModelFunctions(functions: Readonly<Record<string, FunctionSpec>>, only?: readonly string[]): ChatModelFunctions {
+  const out: Record<string, { description: string; params?: unknown }> = {};
+  for (const [name, spec] of Object.entries(functions)) {
+    if (only && !only.includes(name)) continue;
+    out[name] = spec.parameters ? { description: spec.description, params: spec.parameters } : { description: spec.description };
+  }
+  return out as ChatModelFunctions;
+}
+
+/**
+ * node-llama-cpp's chat history for `conversation`, ending with the model response to generate into.
+ * Consecutive assistant turns joined by tool results form one model response, as the chat template
+ * renders them (results between the calls and the continuation).
+ */
+export function toChatHistory(conversation: Conversation): ChatHistoryItem[] {
+  const items: ChatHistoryItem[] = [];
+  let continuing = false; // the last model response ended with answered calls: the model continues it
+  for (const [index, turn] of conversation.turns.entries()) {
+    if (turn.role !== "assistant") {
+      items.push({ type: turn.role, text: turn.text });
+      continuing = false;
+      continue;
+    }
+    const last = items.at(-1);
+    const response: ChatModelResponse = continuing && last?.type === "model" ? (last as ChatModelResponse) : { type: "model", response: [] };
+    if (response !== last) items.push(response);
+    if (turn.text) response.response.push(turn.text);
+    (turn.calls ?? []).forEach((call, i) => {
+      if (typeof call.result !== "string") throw new InvalidConversationError(`turn ${index}: tool call ${call.name} has no result yet`);
+      const item: ChatModelFunctionCall = {
+        type: "functionCall",
+        name: call.name,
+        description: conversation.functions[call.name]?.description,
+        params: call.arguments,
+        result: call.result,
+        ...(call.raw !== undefined ? { rawCall: call.raw as ChatModelFunctionCall["rawCall"] } : {}),
+        ...(i === 0 ? { startsNewChunk: true } : {}),
+      };
+      response.response.push(item);
+    });
+    continuing = (turn.calls?.length ?? 0) > 0;
+  }
+  if (!continuing) items.push({ type: "model", response: [] });
+  return items;
+}
+
+/**
+ * A view of `inner` that always documents `documented` in the prompt, whatever subset the grammar
+ * offers: the prompt prefix then stays the same across adapter switches and its KV stays reusable.
+ */
+export function documentingWrapper(inner: ChatWrapper, documented: ChatModelFunctions): ChatWrapper {
+  const view = Object.create(inner) as ChatWrapper;
+  view.generateContextState = (options) => inner.generateContextState.call(view, { ...options, availableFunctions: documented });
+  return view;
+}
+
+export interface RenderedConversation {
+  history: ChatHistoryItem[];
+  wrapper: ChatWrapper;
+  /** The prompt as the model reads it, ending with the opening of the response to generate. */
+  tokens: Token[];
+}
+
+export function renderConversation(model: LlamaModel, chatWrapper: ChatWrapper, conversation: Conversation): RenderedConversation {
+  const history = toChatHistory(conversation);
+  const wrapper = documentingWrapper(chatWrapper, toChatModelFunctions(conversation.functions));
+  const { contextText } = wrapper.generateContextState({ chatHistory: history });
+  return { history, wrapper, tokens: contextText.tokenize(model.tokenizer) };
+}
+
+/**
+ * The tokens of `soFar` that no awaited result can change: the prompt rendered with two different stand-in
+ * results agrees up to where the first result begins (less any token the result could merge into).
+ */
+export function settledTokens(model: LlamaModel, chatWrapper: ChatWrapper, soFar: HistorySoFar): Token[] {
+  const withResults = (result: string): Conversation => {
+    const turns = [...soFar.conversation.turns];
+    const last = turns.pop();
+    if (last?.role !== "assistant") throw new InvalidConversationError("the history so far must end with the model's turn that made the awaited calls");
+    return { ...soFar.conversation, turns: [...turns, { ...last, calls: [...(last.calls ?? []), ...soFar.awaiting.map((c) => ({ ...c, result }))] }] };
+  };
+  const a = renderConversation(model, chatWrapper, withResults("0")).tokens;
+  return a.slice(0, commonPrefixLength(a, renderConversation(model, chatWrapper, withResults("1")).tokens));
+}

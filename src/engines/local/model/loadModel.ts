@@ -1,0 +1,69 @@
+import { resolveChatWrapper, type Llama, type LlamaModel } from "../llama/nodeLlamaCpp.js";
+import type { ModelInfo } from "../../../engine/index.js";
+import { ModelFileError, NoFunctionCallsError } from "../../../engine/index.js";
+import { baseModelProblems, GgufFormatError, metaString, readGgufHeaderAsync, sha256File, type GgufFile } from "../../../gguf/index.js";
+import { functionCallProblem, wrapperFacts } from "../chat/functionCalls.js";
+import { assertLlamaInternals } from "../llama/internals.js";
+import { probeModelInChild } from "./probe.js";
+import { startLlama, type LlamaLogTail } from "../llama/runtime.js";
+import type { LocalEngineOptions } from "../options.js";
+
+export interface LoadedModel {
+  llama: Llama;
+  llamaModel: LlamaModel;
+  header: GgufFile;
+  info: ModelInfo;
+  threads: number;
+  /** llama.cpp's recent error lines, to explain a refused adapter. */
+  errors: LlamaLogTail;
+}
+
+/**
+ * Validates the model file (llama.cpp aborts the process on some bad metadata), then starts llama.cpp and loads it
+ * once: the weights, or with `vocabOnly` only its vocabulary and chat template (a remote engine's tokenizer).
+ */
+export async function loadModel(options: LocalEngineOptions, { vocabOnly = false } = {}): Promise<LoadedModel> {
+  const logger = options.logger;
+  let header: GgufFile;
+  try {
+    header = await readGgufHeaderAsync(options.modelPath);
+  } catch (err) {
+    if (err instanceof GgufFormatError) throw new ModelFileError(options.modelPath, err.reason);
+    throw err;
+  }
+  const problems = baseModelProblems(header);
+  if (problems.length) throw new ModelFileError(options.modelPath, problems.join("; "));
+  if (options.probe ?? true) {
+    const probe = await probeModelInChild(options.modelPath);
+    if (!probe.ok) throw new ModelFileError(options.modelPath, probe.reason);
+  }
+
+  const { llama, threads, errors } = await startLlama({ gpu: options.gpu ?? "auto", threads: options.threads, logger });
+  let llamaModel: LlamaModel;
+  const mark = errors.mark();
+  try {
+    llamaModel = await llama.loadModel({ modelPath: options.modelPath, gpuLayers: options.gpuLayers ?? "auto", vocabOnly });
+  } catch (err) {
+    await llama.dispose();
+    const detail = errors.since(mark);
+    throw new ModelFileError(options.modelPath, `llama.cpp could not load it: ${(err as Error).message}${detail ? ` (${detail})` : ""}`);
+  }
+  assertLlamaInternals(llamaModel);
+  const chatWrapper = resolveChatWrapper(llamaModel);
+  const callProblem = functionCallProblem(wrapperFacts(chatWrapper));
+  if (callProblem) {
+    await llamaModel.dispose();
+    await llama.dispose();
+    throw new NoFunctionCallsError(options.modelPath, chatWrapper.wrapperName, callProblem);
+  }
+  const info: ModelInfo = {
+    filePath: options.modelPath,
+    sha256: await sha256File(options.modelPath),
+    architecture: metaString(header, "general.architecture")!,
+    name: metaString(header, "general.name"),
+    trainContextSize: llamaModel.trainContextSize,
+    sizeBytes: header.fileSize,
+    chatWrapper: chatWrapper.wrapperName,
+  };
+  return { llama, llamaModel, header, info, threads, errors };
+}

@@ -1,0 +1,137 @@
+import { LlamaChat, LlamaText, TokenBias, type LlamaContextSequence, type LlamaModel, type Token } from "../llama/nodeLlamaCpp.js";
+import type { Conversation, FinishReason, GenerateOptions, GenerateResult, GeneratedCall } from "../../../engine/index.js";
+import type { Lane } from "../cache/Lane.js";
+import { generationBias } from "../chat/bias.js";
+import { toChatModelFunctions, type RenderedConversation } from "../chat/render.js";
+import { applySet, now, syncLane, tailWeights, weightsLabel, type SyncPlan } from "./laneSync.js";
+import { teacherForcedLogprobs } from "./logProbs.js";
+import type { EngineServices } from "./EngineServices.js";
+
+/** Tokens before a steered turn's limit from which its call's arguments are closed (the rest of the call fits in them). */
+const CLOSING_MARGIN = 48;
+
+/** Where a turn runs: the session's active lane, its sequence (its context lock held), its window, how its prompt is synced. */
+export interface TurnTarget {
+  lane: Lane;
+  sequence: LlamaContextSequence;
+  contextSize: number;
+  plan: SyncPlan;
+}
+
+/**
+ * One assistant turn on the lane: apply its weights, reuse the longest cached prefix of the prompt, decode
+ * with node-llama-cpp's LlamaChat (function calls returned, not executed). Caller holds the context lock.
+ */
+export async function generateTurn(host: EngineServices, target: TurnTarget, conversation: Conversation, rendered: RenderedConversation, options: GenerateOptions, queued: number): Promise<GenerateResult> {
+  const { lane, sequence, contextSize, plan } = target;
+  const { history, wrapper, tokens } = rendered;
+  // Never let node-llama-cpp shift the context (it would silently drop the start of the prompt).
+  const maxTokens = Math.min(options.maxTokens ?? 256, contextSize - tokens.length);
+  const started = now();
+  const queueMs = started - queued;
+  // the caller gave up while this call waited for the context: no weights to apply, nothing to evaluate for it
+  if (options.signal?.aborted) {
+    const tokenCounts = { prompt: tokens.length, cached: 0, evaluated: 0, generated: 0 };
+    const timings = { queueMs, adapterSetMs: 0, prefillMs: 0, decodeMs: 0, logprobsMs: 0, totalMs: 0 };
+    return { text: "", calls: [], finishReason: "cancelled" as const, adapter: weightsLabel(lane.versions), tokens: tokenCounts, timings, contextRemaining: contextSize - tokens.length };
+  }
+  const adapterSetStart = now();
+  await applySet(host, lane, tailWeights(lane));
+  const adapterSetMs = now() - adapterSetStart;
+  // leaves the weights of the prompt's tail applied: the turn is generated under them
+  const prefill = await syncLane(host, lane, tokens, plan);
+  const decodeStart = now();
+  const model = host.model;
+  const chat = new LlamaChat({ contextSequence: sequence, chatWrapper: wrapper, autoDisposeSequence: false });
+  const steerTokens = options.steerToolCall ? steeringTokens(host, options.steerToolCall.name) : undefined;
+  const steering = steerTokens && { tokens: steerTokens, sequence, promptLength: tokens.length, closeAfter: Math.max(steerTokens.length, maxTokens - CLOSING_MARGIN), closers: closerTokens(model) };
+  // node-llama-cpp does not count a function call's prefix against maxTokens: the turn's own count stops it
+  const limit = new AbortController();
+  let response;
+  let generated = 0;
+  try {
+    response = await chat.generateResponse(history, {
+      functions: toChatModelFunctions(conversation.functions, options.callable),
+      maxTokens,
+      temperature: options.temperature ?? 0,
+      seed: options.seed,
+      topK: options.topK,
+      topP: options.topP,
+      tokenBias: limited(
+        model,
+        generationBias(model, options.tokenBias, steering),
+        () => sequence.contextTokens.length - tokens.length >= maxTokens - 1,
+        () => limit.abort(),
+      ),
+      signal: options.signal ? AbortSignal.any([options.signal, limit.signal]) : limit.signal,
+      stopOnAbortSignal: true,
+      onToken: options.onToken && ((chunk) => options.onToken!((generated += chunk.length))),
+      onTextChunk: options.onText,
+      customStopTriggers: options.stop?.length ? options.stop : undefined,
+      maxParallelFunctionCalls: 1,
+    });
+  } catch (err) {
+    // the turn's own limit can land where node-llama-cpp throws on an abort rather than returning
+    if (!limit.signal.aborted || options.signal?.aborted) throw err;
+  } finally {
+    chat.dispose({ disposeSequence: false });
+  }
+  const decodeMs = now() - decodeStart;
+  const generatedTokens = sequence.contextTokens.slice(tokens.length);
+  const logprobsStart = now();
+  const logprobs = options.topLogprobs ? await teacherForcedLogprobs(model, sequence, tokens, generatedTokens, options.topLogprobs) : undefined;
+  const logprobsMs = options.topLogprobs ? now() - logprobsStart : 0;
+  const calls: GeneratedCall[] = (response?.functionCalls ?? []).map((c) => ({ name: c.functionName, arguments: c.params, raw: c.raw }));
+  return {
+    text: response?.response ?? model.detokenize(generatedTokens),
+    calls,
+    finishReason: limit.signal.aborted && !options.signal?.aborted ? "length" : finishReason(response!.metadata.stopReason, calls.length),
+    adapter: weightsLabel(lane.versions),
+    tokens: {
+      prompt: tokens.length,
+      cached: prefill.reused,
+      evaluated: tokens.length - prefill.reused,
+      generated: generatedTokens.length,
+    },
+    contextRemaining: contextSize - tokens.length - generatedTokens.length,
+    timings: { queueMs, adapterSetMs, prefillMs: prefill.ms, decodeMs, logprobsMs, totalMs: now() - started },
+    ...(logprobs ? { logprobs } : {}),
+  };
+}
+
+function steeringTokens(host: EngineServices, name: string | undefined): Token[] {
+  // wrappers with a parallel-call section (Mistral's [TOOL_CALLS][) only parse calls that open it
+  const { call, parallelism } = host.chatWrapper.settings.functions;
+  const prefix = LlamaText([parallelism?.call.sectionPrefix ?? "", call.prefix]);
+  const tokens = prefix.tokenize(host.model.tokenizer);
+  return name ? [...tokens, ...host.model.tokenize(name)] : tokens;
+}
+
+/** The tokens that end a JSON string, object or array: forced near a steered turn's limit so its call completes. */
+function closerTokens(model: LlamaModel): Record<'"' | "}" | "]", Token> {
+  const token = (c: string) => model.tokenize(c)[0]!;
+  return { '"': token('"'), "}": token("}"), "]": token("]") };
+}
+
+/**
+ * A bias that also ends the generation once `full()` holds: checked as each token is sampled, the stop deferred
+ * out of the native sampling callback (which must never throw), so it lands before the next token.
+ */
+function limited(model: LlamaModel, bias: TokenBias | (() => TokenBias) | undefined, full: () => boolean, stop: () => void): () => TokenBias {
+  let stopping = false;
+  const none = new TokenBias(model.tokenizer);
+  return () => {
+    if (!stopping && full()) {
+      stopping = true;
+      queueMicrotask(stop);
+    }
+    return (typeof bias === "function" ? bias() : bias) ?? none;
+  };
+}
+
+function finishReason(stopReason: string, calls: number): FinishReason {
+  if (stopReason === "abort") return "cancelled";
+  if (calls > 0 || stopReason === "functionCalls") return "tool_calls";
+  if (stopReason === "maxTokens") return "length";
+  return "stop";
+}

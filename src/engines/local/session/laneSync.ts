@@ -1,0 +1,192 @@
+import type { LlamaContextSequence, Token } from "../llama/nodeLlamaCpp.js";
+import type { AdapterVersion } from "../../../engine/index.js";
+import { commonPrefixLength } from "../../../engine/index.js";
+import type { Lane } from "../cache/Lane.js";
+import type { LaneKey } from "../cache/LaneKey.js";
+import type { PrefixKeyOf, PromptPrefix } from "../cache/PrefixStore.js";
+import type { EngineServices } from "./EngineServices.js";
+
+/** What bringing a lane up to a prompt cost: tokens kept, evaluated, read back from a saved state (`shared`: a prompt prefix); time. */
+export interface Synced {
+  reused: number;
+  evaluated: number;
+  restored: number;
+  shared: number;
+  ms: number;
+}
+
+type LaneHost = Pick<EngineServices, "pool" | "weightOf" | "prefixes" | "work">;
+
+/**
+ * Decodes of 2 to 63 tokens after a long cache cost up to ten times more per token than one of 64 on ggml's CPU
+ * kernels (measured here: 32 tokens appended at 3k tokens took 220 ms, 64 took 24 ms; at the 0.6B shape 3.0 s
+ * against 1.4 s). A short decode therefore starts earlier, re-evaluating up to this many cached tokens of the
+ * same weights: the cache stays exact (its decode log records the split the reference replays).
+ */
+export const MIN_DECODE_TOKENS = 64;
+
+export const now = () => performance.now();
+
+/** null for the base, else the adapters' aliases joined with "+". */
+export const weightsLabel = (versions: readonly AdapterVersion[]): string | null => (versions.length ? versions.map((v) => v.alias).join("+") : null);
+
+/**
+ * How a lane is brought to a prompt. `activatedFrom` (an activated LoRA's lane only): the prompt's invocation
+ * point, where the lane's adapter starts applying (Infinity: nowhere, the prompt lacks its invocation).
+ * `prefix`: the shared prompt prefix an empty cache may start from, with the key naming its weights.
+ */
+export interface SyncPlan {
+  activatedFrom?: number;
+  prefix?: PrefixPlan;
+}
+
+export interface PrefixPlan extends PromptPrefix {
+  /** The weights the prefix is computed under (the base for an activated LoRA's lane). */
+  readonly weights: LaneKey;
+  readonly keyOf: PrefixKeyOf;
+}
+
+/** Applies `versions` (the base for []) to the lane's context: the step where weights reach llama.cpp. Caller holds the lock. */
+export async function applySet(host: Pick<EngineServices, "weightOf">, lane: Lane, versions: readonly AdapterVersion[]): Promise<void> {
+  await lane.slot!.context.applyWeights(
+    versions,
+    versions.map((v) => host.weightOf(v)),
+  );
+}
+
+/** The weights the lane's next tokens are computed under: its own, or the base for an activated LoRA whose invocation is absent. */
+export const tailWeights = (lane: Lane): readonly AdapterVersion[] => (lane.activatedFrom === Infinity ? [] : lane.versions);
+
+async function eraseFrom(sequence: LlamaContextSequence, start: number): Promise<void> {
+  if (start < sequence.nextTokenIndex) await sequence.eraseContextTokenRanges([{ start, end: sequence.nextTokenIndex }]);
+}
+
+/**
+ * Evaluates `target[start, end)` after the cache (which holds at least `start` tokens of it), under the weights
+ * already applied, never leaving a short remainder after a cache as a decode of its own. Decodes stop at the
+ * shared prefix's end to save it there; a first decode shorter than MIN_DECODE_TOKENS starts earlier, in what
+ * the cache held before (never before `floor`, where these weights begin; never into tokens this call decoded).
+ * Returns the tokens decoded.
+ */
+async function evaluateRange(host: LaneHost, lane: Lane, target: readonly Token[], start: number, end: number, floor: number, prefix: PrefixPlan | undefined): Promise<number> {
+  const sequence = lane.slot!.sequence;
+  const saveAt = prefix && host.prefixes && prefix.tokens.length > start && commonPrefixLength(prefix.tokens, target) === prefix.tokens.length && !host.prefixes.has(prefixKey(prefix)) ? prefix.tokens.length : undefined;
+  const batch = sequence.context.batchSize;
+  let decoded = 0;
+  while (start < end) {
+    let stop = saveAt !== undefined && saveAt > start && saveAt < end ? saveAt : end;
+    let from = start;
+    if (decoded === 0 && stop - from > 1 && stop - from < MIN_DECODE_TOKENS && from > floor) from = Math.max(floor, stop - MIN_DECODE_TOKENS);
+    // node-llama-cpp decodes a batch at a time; after a cache, a remainder shorter than MIN_DECODE_TOKENS would be
+    // a decode of its own, dear per token (above: 528 tokens appended at 5k took 175 ms as 512 + 16, 120 ms as
+    // 264 + 264), so such an append goes in even pieces. A prompt from the start keeps node-llama-cpp's batching.
+    const n = stop - from;
+    if (from > 0 && n > batch && n % batch > 0 && n % batch < MIN_DECODE_TOKENS) stop = from + Math.ceil(n / Math.ceil(n / batch));
+    await eraseFrom(sequence, from);
+    await sequence.evaluateWithoutGeneratingNewTokens(target.slice(from, stop));
+    decoded += stop - from;
+    if (stop === saveAt) await host.prefixes!.save(prefixKey(prefix!), sequence, lane.replay().decodes);
+    start = stop;
+  }
+  return decoded;
+}
+
+const prefixKey = (p: PrefixPlan) => p.keyOf(p.scope, p.weights, p.tokens);
+
+/** Restores the shared prefix into the lane's empty cache if one is saved for `target`; the tokens restored. Caller holds the lock. */
+async function restorePrefix(host: LaneHost, lane: Lane, target: readonly Token[], prefix: PrefixPlan | undefined, upTo: number): Promise<number> {
+  const length = prefix?.tokens.length ?? 0;
+  if (!prefix || !host.prefixes || length === 0 || length > upTo || lane.slot!.sequence.nextTokenIndex !== 0) return 0;
+  if (commonPrefixLength(prefix.tokens, target) < length) return 0;
+  const decodes = await host.prefixes.restore(prefixKey(prefix), lane.slot!.sequence);
+  if (!decodes) return 0;
+  lane.restoreLog({ decodes });
+  return lane.slot!.sequence.nextTokenIndex;
+}
+
+/**
+ * Brings the lane to `tokens` minus the last one (node-llama-cpp evaluates the last prompt token itself when it
+ * samples), reusing the longest cached prefix computed under the right weights, and leaves the weights of what
+ * comes next applied. An activated LoRA's lane keeps the base's KV before the invocation point and the
+ * adapter's from it: what its cache holds on the wrong side of the point (the point moved) is evaluated again.
+ * An empty cache starts from the shared prompt prefix when one is saved, and saves it when not. Caller holds
+ * the lock.
+ */
+export async function syncLane(host: LaneHost, lane: Lane, tokens: readonly Token[], plan: SyncPlan = {}): Promise<Synced> {
+  const started = now();
+  const sequence = lane.slot!.sequence;
+  if (!tokens.length) {
+    await applySet(host, lane, tailWeights(lane));
+    return { reused: sequence.nextTokenIndex, evaluated: 0, restored: 0, shared: 0, ms: 0 };
+  }
+  const target = tokens.slice(0, -1);
+  const activated = plan.activatedFrom !== undefined;
+  // where the lane's own weights begin: in the prompt, and in what the cache holds
+  const from = plan.activatedFrom ?? 0;
+  const was = lane.activatedFrom ?? 0;
+  const lcp = commonPrefixLength(sequence.contextTokens, target);
+  let keep = was === from ? lcp : Math.min(lcp, was, from);
+  await eraseFrom(sequence, keep);
+  lane.activatedFrom = activated ? from : undefined;
+  const baseEnd = Math.min(from, target.length);
+  // the prefix lies under the weights of the first segment: the base's before an invocation point, else the lane's
+  const shared = keep === 0 ? await restorePrefix(host, lane, target, plan.prefix, activated ? baseEnd : target.length) : 0;
+  keep = Math.max(keep, shared);
+  let evaluated = 0;
+  if (keep < baseEnd) {
+    await applySet(host, lane, []);
+    evaluated += await evaluateRange(host, lane, target, keep, baseEnd, 0, plan.prefix);
+  }
+  await applySet(host, lane, tailWeights(lane));
+  if (from < target.length) evaluated += await evaluateRange(host, lane, target, Math.max(keep, from), target.length, from, activated ? undefined : plan.prefix);
+  host.work.foregroundTokens += evaluated;
+  const reused = target.length - evaluated;
+  return { reused, evaluated, restored: Math.min(shared, reused), shared: Math.min(shared, reused), ms: now() - started };
+}
+
+/**
+ * One step ahead of time: extends the lane towards `frontier` (the tokens the session's active cache holds)
+ * by at most `maxTokens`, under `weights` (the lane's own), starting an empty lane from the shared prefix when
+ * one is saved. Returns the tokens decoded (0 after a restore alone, undefined when the lane is already there).
+ * Caller holds the lock.
+ */
+export async function extendLane(host: LaneHost, lane: Lane, weights: readonly AdapterVersion[], frontier: readonly Token[], maxTokens: number, prefix: PrefixPlan | undefined): Promise<number | undefined> {
+  const sequence = lane.slot!.sequence;
+  const lcp = commonPrefixLength(sequence.contextTokens, frontier);
+  if (lcp >= frontier.length) return undefined;
+  await eraseFrom(sequence, lcp);
+  if (lcp === 0 && (await restorePrefix(host, lane, frontier, prefix, frontier.length)) > 0) return 0;
+  await applySet(host, lane, weights);
+  // no prefix is saved from here: a save (a state file written) would hold the context past one decode batch
+  return evaluateRange(host, lane, frontier, lcp, Math.min(frontier.length, lcp + maxTokens), 0, undefined);
+}
+
+/** Clears the lane and evaluates the prompt under its weights from the start. Caller holds the lock. */
+export async function rebuildLane(host: LaneHost, lane: Lane, tokens: readonly Token[], plan: SyncPlan = {}): Promise<Synced> {
+  await lane.slot!.sequence.clearHistory();
+  lane.clearLog();
+  lane.activatedFrom = undefined;
+  return syncLane(host, lane, tokens, { activatedFrom: plan.activatedFrom });
+}
+
+/** Brings a lane to the prompt: restores its spilled state first if it has one, else builds on what it holds. */
+export async function continueLane(host: LaneHost, lane: Lane, tokens: readonly Token[], plan: SyncPlan = {}): Promise<Synced> {
+  const started = now();
+  if (!(await host.pool.restore(lane))) return syncLane(host, lane, tokens, plan);
+  const restored = lane.slot!.sequence.nextTokenIndex;
+  const sync = await syncLane(host, lane, tokens, plan);
+  return { ...sync, restored: Math.min(restored, sync.reused), ms: now() - started };
+}
+
+/**
+ * A failed switch: the new lane gives its sequence back. Taken from the previous lane (in place), it
+ * returns to it emptied, and the previous lane's spilled state, if any, is restored into it.
+ */
+export async function abandonLane(host: LaneHost, lane: Lane, previous: Lane): Promise<void> {
+  const slot = lane.detach();
+  if (!slot) return;
+  if (previous.slot) return slot.sequence.dispose();
+  previous.attach(slot);
+  await slot.sequence.clearHistory();
+  await continueLane(host, previous, []).catch(() => undefined); // an empty cache is still a correct one
+}

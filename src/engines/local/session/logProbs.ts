@@ -1,0 +1,43 @@
+import type { LlamaContextSequence, LlamaModel, Token } from "../llama/nodeLlamaCpp.js";
+import type { LogProbs, TokenLogprob } from "../../../engine/index.js";
+
+/** Probabilities as node-llama-cpp returns them -> natural log-probs. */
+export function toLogProbs(probabilities: Map<Token, number> | undefined): Map<Token, number> {
+  const out = new Map<Token, number>();
+  for (const [token, p] of probabilities ?? []) out.set(token, Math.log(p));
+  return out;
+}
+
+/**
+ * The full next-token distribution after `tokens`, whose all-but-last are cached: evaluates the last one,
+ * then erases it again so the cache stays the prompt's. Caller holds the lock with weights applied.
+ */
+export async function nextTokenAfter(sequence: LlamaContextSequence, tokens: readonly Token[]): Promise<LogProbs> {
+  const [result] = await sequence.controlledEvaluate([[tokens.at(-1)!, { generateNext: { probabilities: true } }]]);
+  await sequence.eraseContextTokenRanges([{ start: tokens.length - 1, end: sequence.nextTokenIndex }]);
+  return toLogProbs(result?.next?.probabilities);
+}
+
+/**
+ * Log-probs of the generated tokens, recomputed by teacher forcing under the same weights. Tokens are
+ * fed one per decode, as generation fed them: llama.cpp's numerics depend on the batch split, and this
+ * keeps the figures identical to the distributions the tokens were sampled from.
+ */
+export async function teacherForcedLogprobs(model: LlamaModel, sequence: LlamaContextSequence, prompt: readonly Token[], generated: readonly Token[], k: number): Promise<TokenLogprob[]> {
+  const start = prompt.length - 1;
+  await sequence.eraseContextTokenRanges([{ start, end: sequence.nextTokenIndex }]);
+  const out: TokenLogprob[] = [];
+  let input = prompt[start]!;
+  for (const token of generated) {
+    const [result] = await sequence.controlledEvaluate([[input, { generateNext: { probabilities: true } }]]);
+    const dist = toLogProbs(result?.next?.probabilities);
+    const top = [...dist.entries()]
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, k)
+      .map(([t, logprob]) => ({ token: t, text: model.detokenize([t], true), logprob }));
+    out.push({ token, text: model.detokenize([token], true), logprob: dist.get(token) ?? -Infinity, top });
+    input = token;
+  }
+  if (generated.length) await sequence.evaluateWithoutGeneratingNewTokens([input]);
+  return out;
+}

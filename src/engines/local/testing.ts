@@ -1,0 +1,79 @@
+/**
+ * Test-only doors into the engine. Nothing in src/ imports this file: it exists so tests can prove that
+ * the behaviours they check would fail without the mechanism under test. Planted bugs live here, injected
+ * into a session as its switch strategy, lane or prefix keys, invocation finder or background weights, never
+ * as branches in the engine's own code.
+ */
+import { AdapterVersion } from "../../engine/index.js";
+import { invocationStart } from "./adapters/invocation.js";
+import { LaneKey } from "./cache/LaneKey.js";
+import { prefixKeyOf } from "./cache/PrefixStore.js";
+import type { LocalEngine } from "./LocalEngine.js";
+import type { LocalEngineSession } from "./session/LocalEngineSession.js";
+import type { SwitchStrategy } from "./session/strategies/index.js";
+
+/** The bug the rebuild exists to prevent: a switch takes the new weights but keeps the cache computed under the old. */
+export const keepStaleStrategy: SwitchStrategy = {
+  async switch(session, key, to) {
+    const lane = session.activeLane();
+    lane.versions = to;
+    lane.key = key;
+    return { sync: { reused: session.cachedTokens(), evaluated: 0, restored: 0, shared: 0, ms: 0 }, queueMs: 0, strategy: "unchanged" };
+  },
+};
+
+/** A session whose switches keep the stale KV cache. */
+export function openStaleSession(engine: LocalEngine): Promise<LocalEngineSession> {
+  return engine.openSessionWith({ strategy: keepStaleStrategy });
+}
+
+/**
+ * A `reuse` session whose lanes are keyed by alias alone, without the base model, the adapter's content hash
+ * and scale: the planted bug the exact keys exist to prevent (a refreshed adapter would continue a stale cache).
+ */
+export function openAliasKeyedSession(engine: LocalEngine): Promise<LocalEngineSession> {
+  return engine.openSessionWith({
+    keyOf: (versions) =>
+      LaneKey.of(
+        "",
+        versions.map((v) => AdapterVersion.of(v.alias, "", 1)),
+      ),
+  });
+}
+
+/**
+ * A session whose shared prompt prefixes are keyed without the adapter versions (the base model's alone): a
+ * lane for one adapter starts from the prefix computed under other weights. `promptScope` as in openSession.
+ */
+export function openPrefixKeyedWithoutVersionsSession(engine: LocalEngine, promptScope?: string): Promise<LocalEngineSession> {
+  return engine.openSessionWith({
+    prefixKeyOf: (scope, _weights, tokens) => prefixKeyOf(scope, LaneKey.of(engine.model.sha256, []), tokens),
+    ...(promptScope !== undefined ? { promptScope } : {}),
+  });
+}
+
+/** A session that applies an activated LoRA one token after its invocation point. */
+export function openInvocationOffByOneSession(engine: LocalEngine): Promise<LocalEngineSession> {
+  return engine.openSessionWith({
+    invocationOf: (tokens, invocation) => {
+      const start = invocationStart(tokens, invocation);
+      return start === undefined ? undefined : start + 1;
+    },
+  });
+}
+
+/** A session whose background extensions append to a lane under the active lane's weights instead of its own. */
+export function openWrongBackgroundWeightsSession(engine: LocalEngine): Promise<LocalEngineSession> {
+  return engine.openSessionWith({ backgroundWeights: (_lane, active) => active.versions });
+}
+
+/**
+ * The independent correctness reference (no engine code on its path): tests compare the engine's caches
+ * with it, given the base file and each adapter's own file and scale.
+ */
+export { PlainReference, type PlainAdapter, type PlainReferenceOptions } from "./reference/PlainReference.js";
+export type { CacheReplay } from "./cache/DecodeLog.js";
+export type { LockHold } from "./context/WorkLog.js";
+export { invocationStart } from "./adapters/invocation.js";
+export { MIN_DECODE_TOKENS } from "./session/laneSync.js";
+export { LaneKey } from "./cache/LaneKey.js";

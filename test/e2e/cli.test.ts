@@ -1,0 +1,51 @@
+import { execFile } from "node:child_process";
+import { copyFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { describe, expect, it } from "vitest";
+import { sha256File } from "../../src/gguf/index.js";
+import { demo } from "../helpers/engine.js";
+import { tempDir, tempLibrary } from "../helpers/files.js";
+import { connectClient } from "../../testkit/mcpClient.js";
+import { call, MAIN, testConfig } from "../helpers/server.js";
+
+const run = promisify(execFile);
+
+describe("the command line", () => {
+  it("-h/--help lists the serving flags and exits at once, loading nothing", async () => {
+    {
+      const { stdout, stderr } = await run(process.execPath, [MAIN, "-h"], { timeout: 20_000 });
+      expect(stdout).toMatch(/^weact-mcp: serve one GGUF base model/);
+      for (const option of ["--stdio", "--http PORT", "--host H", "--token-file F", "--config FILE", "--model PATH", "--adapters PATH", "-h, --help"]) expect(stdout).toContain(option);
+      for (const command of ['run "TASK"', "eval TASKS.jsonl", "import-peft DIR", "export --capability ALIAS", "demo-weights"]) expect(stdout).toContain(command);
+      expect(stderr).toBe(""); // no model was loaded: nothing logged
+    }
+  });
+
+  it("--model and --adapters override the config file: the server runs that model file and that library", async () => {
+    const model = join(tempDir(), "my-base.gguf");
+    copyFileSync(demo.model, model);
+    // a library folder with two of the three demo capabilities; the config names another (full) manifest
+    const lib = tempLibrary();
+    writeFileSync(
+      lib.manifest,
+      JSON.stringify({
+        adapters: [
+          { alias: "plan", description: "Planning from the --adapters folder.", file: "plan.gguf" },
+          { alias: "search", description: "Search from the --adapters folder.", file: "search.gguf" },
+        ],
+      }),
+    );
+    const { client, close } = await connectClient("stdio", { serverArgs: ["--config", testConfig(), "--model", model, "--adapters", lib.dir] });
+    try {
+      const listing = await call<{ base_model: { file: string; sha256: string }; adapters: { alias: string; description: string; file: string; resident: boolean }[] }>(client, "list_adapters");
+      expect(listing.base_model).toMatchObject({ file: model, sha256: await sha256File(demo.model) });
+      expect(listing.adapters.map((a) => [a.alias, a.description, a.file, a.resident])).toEqual([
+        ["plan", "Planning from the --adapters folder.", lib.file("plan"), true],
+        ["search", "Search from the --adapters folder.", lib.file("search"), true],
+      ]);
+    } finally {
+      await close();
+    }
+  });
+});

@@ -1,0 +1,270 @@
+import { randomUUID } from "node:crypto";
+import { request } from "node:http";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { existsSync, readdirSync, writeFileSync } from "node:fs";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { spawnHttpServer } from "../../testkit/mcpClient.js";
+import { PACKAGE_ROOT } from "../../src/paths.js";
+import { tempDir } from "../helpers/files.js";
+import { bwrapOnPath } from "../helpers/host.js";
+import { call, connectClient, testConfig, type HttpServer } from "../helpers/server.js";
+
+const ALICE = "alice-token-0123456789abcdef";
+const BOB = "bob-token-0123456789abcdef";
+const tokenFile = join(tempDir(), "tokens");
+writeFileSync(tokenFile, `alice:${ALICE}\nbob:${BOB}\n`);
+const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
+const ACCEPT = { accept: "application/json, text/event-stream" };
+const INITIALIZE = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "raw", version: "0" } } });
+
+/** A raw request through node:http (fetch cannot set Host, and would decode Content-Encoding itself). */
+function raw(
+  url: string,
+  opts: { method?: string; path: string; headers?: Record<string, string>; body?: string | Buffer },
+): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; body: string }> {
+  const { port } = new URL(url);
+  return new Promise((resolve, reject) => {
+    const req = request({ host: "127.0.0.1", port, path: opts.path, method: opts.method ?? "POST", headers: opts.headers }, (res) => {
+      let body = "";
+      res.on("data", (d: Buffer) => (body += d.toString()));
+      res.on("end", () => resolve({ status: res.statusCode!, headers: res.headers, body }));
+    });
+    req.once("error", reject);
+    req.end(opts.body);
+  });
+}
+
+/** An error body must be JSON and say nothing about the server's insides: no HTML, stack frames or file paths. */
+function expectCleanJson(res: { status: number; headers: Record<string, unknown>; body: string }, status: number) {
+  expect(res.status).toBe(status);
+  expect(String(res.headers["content-type"])).toMatch(/^application\/json/);
+  expect(() => JSON.parse(res.body)).not.toThrow();
+  expect(res.body).not.toMatch(/<html|<pre|<!DOCTYPE/i);
+  expect(res.body).not.toMatch(/\bat .+:\d+:\d+|node_modules|\.js:\d+/);
+  for (const path of [PACKAGE_ROOT, tmpdir(), "/usr/", "/root/", "/home/"]) expect(res.body).not.toContain(path);
+}
+
+/** Traces alice ran earlier: one whose first line (a 70,000-character task) is over 64 KB, one cut off mid-write. */
+const traceDir = tempDir("weact-traces-");
+const event = (e: Record<string, unknown>) => `${JSON.stringify(e)}\n`;
+const LONG_TASK = "x".repeat(70_000);
+writeFileSync(join(traceDir, "t_longfirstline.jsonl"), event({ type: "run_start", owner: "token:alice", task: LONG_TASK }) + event({ type: "run_end" }));
+writeFileSync(join(traceDir, "t_tornlastline1.jsonl"), event({ type: "run_start", owner: "token:alice", task: "torn" }) + event({ type: "turn", n: 1 }) + '{"type":"turn","n":2,"te');
+
+let server: HttpServer;
+beforeAll(async () => {
+  // NODE_ENV=development is where Express's own error pages print stack traces; ours must not
+  server = await spawnHttpServer(["--config", testConfig({ server: { maxBodyBytes: 300_000 }, harness: { traceDir } }), "--token-file", tokenFile], { NODE_ENV: "development" });
+});
+afterAll(async () => server?.stop());
+
+describe("HTTP errors before and after authentication", () => {
+  it("checks the token before reading the body: a malformed, oversized or mis-encoded body without a token is a JSON 401", async () => {
+    for (const [headers, body] of [
+      [{ "content-type": "application/json" }, '{"x":'],
+      [{ "content-type": "application/json" }, Buffer.alloc(400_000, 0x61)],
+      [{ "content-type": "application/json", "content-encoding": "bogus" }, "{}"],
+      [{ "content-type": "text/plain" }, "hello"],
+    ] as const) {
+      const res = await raw(server.url, { path: "/mcp", headers: { ...ACCEPT, ...headers }, body });
+      expectCleanJson(res, 401);
+      expect(String(res.headers["www-authenticate"])).toMatch(/^Bearer/);
+    }
+  });
+
+  it("answers every HTTP error with a JSON body without stack traces or paths", async () => {
+    const authed = { ...ACCEPT, ...bearer(ALICE) };
+    const json = { ...authed, "content-type": "application/json" };
+    expectCleanJson(await raw(server.url, { path: "/mcp", headers: json, body: '{"x":' }), 400);
+    expectCleanJson(await raw(server.url, { path: "/mcp", headers: json, body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list", params: { pad: "a".repeat(310_000) } }) }), 413);
+    expectCleanJson(await raw(server.url, { path: "/mcp", headers: { ...json, "content-encoding": "bogus" }, body: "{}" }), 415);
+    expectCleanJson(await raw(server.url, { path: "/mcp", headers: { ...json, "content-encoding": "gzip" }, body: "not gzip at all" }), 400);
+    expectCleanJson(await raw(server.url, { path: "/mcp", headers: { ...authed, "content-type": "text/plain" }, body: "hello" }), 415);
+    expectCleanJson(await raw(server.url, { path: "/nowhere", method: "GET", headers: authed }), 404);
+    expectCleanJson(await raw(server.url, { path: "/mcp", method: "PUT", headers: json, body: "{}" }), 405);
+    expectCleanJson(await raw(server.url, { path: "/mcp", headers: { ...json, accept: "text/html" }, body: INITIALIZE }), 406);
+    expectCleanJson(await raw(server.url, { path: "/mcp", headers: { ...json, "mcp-session-id": randomUUID() }, body: INITIALIZE }), 404);
+    expectCleanJson(await raw(server.url, { path: "/messages?sessionId=nope", headers: json, body: "{}" }), 404);
+    expectCleanJson(await raw(server.url, { path: "/mcp", headers: { ...json, host: "evil.example.com" }, body: INITIALIZE }), 403);
+    expectCleanJson(await raw(server.url, { path: "/mcp", headers: { ...json, origin: "http://evil.example.com" }, body: INITIALIZE }), 403);
+    // a page on another port of a loopback name is another origin (another local app): refused too
+    expectCleanJson(await raw(server.url, { path: "/mcp", headers: { ...json, origin: "http://localhost:9999" }, body: INITIALIZE }), 403);
+    expectCleanJson(await raw(server.url, { path: "/mcp", headers: { ...json, origin: server.url.replace("http:", "ftp:") }, body: INITIALIZE }), 403);
+    // a browser page on the server's own origin is fine
+    expect((await raw(server.url, { path: "/mcp", headers: { ...json, origin: server.url }, body: INITIALIZE })).status).toBe(200);
+  });
+
+  it("accepts a 200 KB task (a pasted document) under the body limit", async () => {
+    const alice = await connectClient("http", server, bearer(ALICE));
+    try {
+      const task = `Summarise: ${"lorem ipsum dolor sit amet ".repeat(7_500)}`;
+      expect(task.length).toBeGreaterThan(200_000);
+      const { session_id } = await call<{ session_id: string }>(alice.client, "create_session", { task });
+      expect(session_id).toMatch(/^s_/);
+      await call(alice.client, "close_session", { session_id });
+      // run_task takes it too: the harness validates with the MCP schema's limit, not a smaller one of its own; an
+      // unknown adapter then refuses it with its own error, which proves it got past validation (and leaves no trace)
+      const run = await alice.client.callTool({ name: "run_task", arguments: { task, policy: "single:nosuchadapter" } });
+      expect(JSON.stringify(run.content)).not.toMatch(/too_big|100000/i);
+      expect(JSON.stringify(run.content)).toMatch(/no adapter \\"nosuchadapter\\"/);
+    } finally {
+      await alice.close();
+    }
+  });
+});
+
+/** The MCP session id of a connected Streamable HTTP client. */
+const sessionIdOf = (connected: Awaited<ReturnType<typeof connectClient>>) => connected.client.transport!.sessionId!;
+
+/** Opens a legacy SSE stream by hand and returns its session id and everything it receives. */
+async function openSse(url: string, token: string): Promise<{ sessionId: string; received: () => string; close: () => void }> {
+  const abort = new AbortController();
+  const res = await fetch(`${url}/sse`, { headers: { ...bearer(token), accept: "text/event-stream" }, signal: abort.signal });
+  const reader = res.body!.getReader();
+  let text = "";
+  const decoder = new TextDecoder();
+  const sessionId = await new Promise<string>((resolve, reject) => {
+    void (async () => {
+      try {
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) return;
+          text += decoder.decode(value);
+          const m = /sessionId=([\w-]+)/.exec(text);
+          if (m) resolve(m[1]!);
+        }
+      } catch (err) {
+        if (!abort.signal.aborted) reject(err as Error);
+      }
+    })();
+  });
+  return { sessionId, received: () => text, close: () => abort.abort() };
+}
+
+describe("connections belong to the token that opened them", () => {
+  it("refuses another identity's Streamable HTTP session id for DELETE, GET and POST exactly like an unknown id; the owner keeps working", async () => {
+    const alice = await connectClient("http", server, bearer(ALICE));
+    try {
+      const id = sessionIdOf(alice);
+      const asBob = { ...ACCEPT, ...bearer(BOB), "content-type": "application/json" };
+      const list = JSON.stringify({ jsonrpc: "2.0", id: 7, method: "tools/list" });
+      for (const method of ["DELETE", "GET", "POST"]) {
+        const foreign = await raw(server.url, { method, path: "/mcp", headers: { ...asBob, "mcp-session-id": id }, body: method === "POST" ? list : undefined });
+        const unknown = await raw(server.url, { method, path: "/mcp", headers: { ...asBob, "mcp-session-id": randomUUID() }, body: method === "POST" ? list : undefined });
+        expect({ status: foreign.status, body: foreign.body }).toEqual({ status: unknown.status, body: unknown.body });
+        expect(foreign.status).toBe(404);
+      }
+      // alice's connection was neither ended nor taken over
+      expect((await alice.client.listTools()).tools.map((t) => t.name)).toContain("create_session");
+    } finally {
+      await alice.close();
+    }
+  });
+
+  it("refuses another identity's legacy SSE session id on /messages; the owner's stream gets only its own answers", async () => {
+    const alice = await openSse(server.url, ALICE);
+    try {
+      const post = (token: string, sessionId: string, body: string) => raw(server.url, { path: `/messages?sessionId=${sessionId}`, headers: { ...bearer(token), "content-type": "application/json" }, body });
+      expect((await post(ALICE, alice.sessionId, INITIALIZE)).status).toBe(202);
+      const foreign = await post(BOB, alice.sessionId, JSON.stringify({ jsonrpc: "2.0", id: 99, method: "tools/list" }));
+      const unknown = await post(BOB, randomUUID(), JSON.stringify({ jsonrpc: "2.0", id: 99, method: "tools/list" }));
+      expect({ status: foreign.status, body: foreign.body }).toEqual({ status: unknown.status, body: unknown.body });
+      expect((await post(ALICE, alice.sessionId, JSON.stringify({ jsonrpc: "2.0", method: "notifications/initialized" }))).status).toBe(202);
+      expect((await post(ALICE, alice.sessionId, JSON.stringify({ jsonrpc: "2.0", id: 2, method: "tools/list" }))).status).toBe(202);
+      await expect.poll(() => alice.received(), { timeout: 5_000 }).toMatch(/"id":2/);
+      expect(alice.received()).not.toMatch(/"id":99/);
+    } finally {
+      alice.close();
+    }
+  });
+});
+
+describe("connection caps and idle expiry", () => {
+  let capped: HttpServer;
+  beforeAll(async () => {
+    capped = await spawnHttpServer(["--config", testConfig({ server: { maxConnectionsPerClient: 2, maxConnections: 3, connectionIdleSeconds: 1 } }), "--token-file", tokenFile]);
+  });
+  afterAll(async () => capped?.stop());
+
+  const open = (token: string) => raw(capped.url, { path: "/mcp", headers: { ...ACCEPT, ...bearer(token), "content-type": "application/json" }, body: INITIALIZE });
+  const count = async () => JSON.parse((await raw(capped.url, { method: "GET", path: "/health", headers: bearer(ALICE) })).body).connections as number;
+
+  it("caps connections per token and in all, naming the setting, and frees idle ones back to the baseline count", async () => {
+    const baseline = await count();
+    const alice = [];
+    for (let i = 0; i < 20; i++) alice.push(await open(ALICE));
+    expect(alice.filter((r) => r.status === 200)).toHaveLength(2);
+    const refused = alice.find((r) => r.status === 429)!;
+    expectCleanJson(refused, 429);
+    expect(refused.body).toMatch(/server\.maxConnectionsPerClient/);
+    expect((await open(BOB)).status).toBe(200);
+    const full = await open(BOB);
+    expect(full.status).toBe(429);
+    expect(full.body).toMatch(/server\.maxConnections\b/);
+    expect(await count()).toBe(baseline + 3);
+    // nobody uses them: after the idle time they are closed and forgotten
+    await expect.poll(count, { timeout: 6_000, interval: 250 }).toBe(baseline);
+    expect((await open(ALICE)).status).toBe(200);
+  });
+
+  it("keeps a legacy SSE connection open while a call on it runs longer than the idle time (the answer comes over the stream)", async ({ skip }) => {
+    if (!bwrapOnPath()) return skip(); // run_code is offered on a server with tokens only inside a jail
+    await expect.poll(count, { timeout: 6_000, interval: 250 }).toBe(0);
+    const alice = await connectClient("sse", capped, bearer(ALICE));
+    try {
+      // the POST is answered 202 at once; the 3 s call is three idle periods (1 s) long
+      const ran = await call<{ stdout: string }>(alice.client, "run_code", { language: "python", code: "import time\ntime.sleep(3)\nprint('done')" }, { timeout: 15_000 });
+      expect(ran.stdout).toBe("done\n");
+    } finally {
+      await alice.close();
+    }
+  });
+});
+
+describe("traces", () => {
+  it("a run_task refused before it had a session writes no trace and takes no row of the status page", async () => {
+    const traceDir = join(tempDir(), "traces");
+    const small = await spawnHttpServer(["--config", testConfig({ sessions: { maxSessionsPerClient: 1 }, harness: { traceDir } }), "--token-file", tokenFile]);
+    const alice = await connectClient("http", small, bearer(ALICE));
+    try {
+      await call(alice.client, "create_session", { task: "holds the one session alice may have" });
+      for (let i = 0; i < 3; i++) {
+        const refused = await alice.client.callTool({ name: "run_task", arguments: { task: "no room", policy: "base" } });
+        expect(refused.isError).toBe(true);
+        expect(JSON.stringify(refused.content)).toMatch(/maxSessionsPerClient/);
+      }
+      expect(existsSync(traceDir) ? readdirSync(traceDir) : []).toEqual([]);
+      const status = (await (await fetch(`${small.url}/status.json`, { headers: bearer(ALICE) })).json()) as { runs: { mine: unknown[] } };
+      expect(status.runs.mine).toEqual([]);
+    } finally {
+      await alice.close();
+      await small.stop();
+    }
+  });
+
+  it("lists and reads its owner's traces with a first line of any length, and reads a torn trace up to the torn line, reporting it", async () => {
+    const alice = await connectClient("http", server, bearer(ALICE));
+    const bob = await connectClient("http", server, bearer(BOB));
+    try {
+      const uris = (await alice.client.listResources()).resources.map((r) => r.uri).filter((u) => u.startsWith("weact://traces/"));
+      expect(uris.sort()).toEqual(["weact://traces/t_longfirstline", "weact://traces/t_tornlastline1"]);
+      const read = async (uri: string) => JSON.parse(((await alice.client.readResource({ uri })).contents[0] as { text: string }).text) as Record<string, unknown>[];
+      const long = await read("weact://traces/t_longfirstline");
+      expect(long.map((e) => e.type)).toEqual(["run_start", "run_end"]);
+      expect(long[0]!.task).toBe(LONG_TASK);
+      const torn = await read("weact://traces/t_tornlastline1");
+      expect(torn.slice(0, 2)).toEqual([
+        { type: "run_start", owner: "token:alice", task: "torn" },
+        { type: "turn", n: 1 },
+      ]);
+      expect(torn[2]).toMatchObject({ type: "unreadable_line", line: 3, reason: expect.stringMatching(/last line ends mid-event/) });
+      expect(torn).toHaveLength(3);
+      // still nobody else's
+      expect((await bob.client.listResources()).resources.filter((r) => r.uri.startsWith("weact://traces/"))).toEqual([]);
+      await expect(bob.client.readResource({ uri: "weact://traces/t_longfirstline" })).rejects.toThrow(/no trace/);
+    } finally {
+      await Promise.all([alice.close(), bob.close()]);
+    }
+  });
+});

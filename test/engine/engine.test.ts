@@ -1,0 +1,115 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { LlamaContext, LlamaContextSequence, LlamaModel } from "node-llama-cpp";
+import type { LocalEngine } from "../../src/engines/local/index.js";
+import type { Conversation } from "../../src/engine/index.js";
+import { conversation, demoEngine, demo, maxAbsDiff } from "../helpers/engine.js";
+
+let engine: LocalEngine;
+const conv = conversation("Which river flows through Paris, and how long is it?");
+
+beforeAll(async () => {
+  engine = await demoEngine();
+  await engine.addAdapter({ alias: "code", filePath: demo.adapters.code!, scale: 1 });
+  await engine.addAdapter({ alias: "write-v2", filePath: demo.adapters["write-v2"]!, scale: 1 });
+});
+afterAll(async () => engine?.dispose());
+
+describe("engine on the demo model", () => {
+  it("keeps the node-llama-cpp internals it relies on (fails loudly on an upgrade that drops them)", () => {
+    expect(typeof (LlamaContext.prototype as unknown as Record<string, unknown>)._setLoras).toBe("function");
+    expect(typeof (LlamaModel.prototype as unknown as Record<string, unknown>)._getOrLoadLora).toBe("function");
+    expect(typeof (LlamaContextSequence.prototype as unknown as Record<string, unknown>)._decodeTokens).toBe("function");
+  });
+
+  it("resolves the Qwen chat wrapper from the embedded Qwen3 template", () => {
+    expect(engine.model.chatWrapper).toBe("Qwen");
+    expect(engine.model.architecture).toBe("qwen3");
+  });
+
+  it("each adapter moves the next-token distribution away from the base (max |delta log-prob| >= 0.1)", async () => {
+    const tokens = engine.renderTokens(conv);
+    const base = await engine.referenceNextTokenLogProbs(null, tokens);
+    const figures: Record<string, number> = {};
+    for (const alias of ["plan", "search", "write", "code", "write-v2"]) {
+      figures[alias] = maxAbsDiff(base, await engine.referenceNextTokenLogProbs(alias, tokens));
+      expect(figures[alias]).toBeGreaterThanOrEqual(0.1);
+    }
+    console.log("max |delta log-prob| vs base:", figures);
+  });
+
+  it("after a switch the rebuilt cache gives exactly a fresh context's next-token log-probs", async () => {
+    const session = await engine.openSession();
+    try {
+      await session.nextTokenLogProbs(conv); // fill the cache under the base weights first
+      for (const alias of ["plan", "search", "write"]) {
+        await session.switchAdapter(null, conv);
+        const report = await session.switchAdapter(alias, conv);
+        expect(report.rebuild.tokens).toBe(engine.renderTokens(conv).length - 1);
+        const got = await session.nextTokenLogProbs(conv);
+        // in the cache's own batch split (its first decode stops where the shared prompt prefix ends, to save it)
+        const want = await engine.referenceNextTokenLogProbs(alias, engine.renderTokens(conv), session.cacheReplay());
+        expect(maxAbsDiff(want, got)).toBeLessThanOrEqual(1e-4);
+      }
+    } finally {
+      await session.close();
+    }
+  });
+
+  it("sessions on different adapters evaluated concurrently each get their own adapter's result", async () => {
+    const sessions = await Promise.all(["plan", "search", "write", null].map(() => engine.openSession()));
+    const aliases = ["plan", "search", "write", null] as const;
+    const convs: Conversation[] = aliases.map((a, i) => conversation(`Question ${i}: what does adapter ${a ?? "base"} see?`));
+    try {
+      await Promise.all(sessions.map((s, i) => s.switchAdapter(aliases[i]!, convs[i]!)));
+      for (let round = 0; round < 2; round++) {
+        const got = await Promise.all(sessions.map((s, i) => s.nextTokenLogProbs(convs[i]!)));
+        for (const [i, alias] of aliases.entries()) {
+          const want = await engine.referenceNextTokenLogProbs(alias, engine.renderTokens(convs[i]!), sessions[i]!.cacheReplay());
+          expect(maxAbsDiff(want, got[i]!)).toBeLessThanOrEqual(1e-4);
+        }
+      }
+      // interleaved generations too: each one's first-token log-prob is its own adapter's
+      const replays = sessions.map((s) => s.cacheReplay()); // the prompts are cached already: generation adds to these
+      const results = await Promise.all(sessions.map((s, i) => s.generate(convs[i]!, { maxTokens: 4, topLogprobs: 1 })));
+      for (const [i, alias] of aliases.entries()) {
+        const want = await engine.referenceNextTokenLogProbs(alias, engine.renderTokens(convs[i]!), replays[i]);
+        const first = results[i]!.logprobs![0]!;
+        expect(Math.abs(first.logprob - want.get(first.token)!)).toBeLessThanOrEqual(1e-4);
+        expect(results[i]!.adapter).toBe(alias);
+      }
+    } finally {
+      await Promise.all(sessions.map((s) => s.close()));
+    }
+  });
+
+  it("drops a call whose caller gave up while it waited: no weights applied, nothing evaluated, nothing generated", async () => {
+    const session = await engine.openSession();
+    try {
+      await session.switchAdapter("plan", conv);
+      const gaveUp = new AbortController();
+      gaveUp.abort();
+      const result = await session.generate(conversation("A question asked and abandoned while it queued."), { maxTokens: 32, signal: gaveUp.signal });
+      expect(result).toMatchObject({ finishReason: "cancelled", text: "", calls: [] });
+      expect(result.tokens).toMatchObject({ evaluated: 0, generated: 0 });
+      expect(result.timings).toMatchObject({ adapterSetMs: 0, prefillMs: 0, decodeMs: 0 });
+    } finally {
+      await session.close();
+    }
+  });
+
+  it("steered into a tool call, the demo model emits a complete, parseable load_lora call", async () => {
+    const session = await engine.openSession();
+    try {
+      const result = await session.generate(conv, { maxTokens: 120, steerToolCall: { name: "load_lora" }, callable: ["load_lora"], seed: 3 });
+      expect(result.finishReason).toBe("tool_calls");
+      expect(result.calls).toHaveLength(1);
+      expect(result.calls[0]!.name).toBe("load_lora");
+      expect(["plan", "search", "write"]).toContain((result.calls[0]!.arguments as { adapter: string }).adapter);
+      // without a name the grammar restricts the choice to the callable functions
+      const free = await session.generate(conv, { maxTokens: 160, steerToolCall: {}, callable: ["load_lora"], seed: 5 });
+      expect(free.calls.map((c) => c.name)).toEqual(["load_lora"]);
+    } finally {
+      await session.close();
+    }
+  });
+});

@@ -1,0 +1,150 @@
+import { execFile, spawn, type ChildProcess } from "node:child_process";
+import { existsSync } from "node:fs";
+import { createServer } from "node:net";
+import { join, resolve } from "node:path";
+import { promisify } from "node:util";
+import { PACKAGE_ROOT } from "../src/paths.js";
+
+/**
+ * Starts and stops a llama-server (llama.cpp's HTTP server) for the tests and the benchmarks: the real engine
+ * the remote backend talks to. The binary comes from scripts/llama-cpp-build.sh (built once per machine from the
+ * llama.cpp source node-llama-cpp ships, cached outside the repository), or from WEACT_LLAMA_SERVER.
+ */
+
+export interface LlamaServerOptions {
+  /** The base GGUF. */
+  model: string;
+  /** LoRA GGUF files, loaded at start in this order (their ids are the indexes). */
+  adapters?: readonly string[];
+  /** 0 or absent: a free loopback port. */
+  port?: number;
+  /** CPU threads (tests use 1 per process). */
+  threads?: number;
+  /** Slots (`--parallel`): sessions the engine serves at once. */
+  slots?: number;
+  /** Context tokens per slot. */
+  contextPerSlot?: number;
+  /** Anything else, appended as given (a later flag overrides an earlier one). */
+  extraArgs?: readonly string[];
+  /** Milliseconds to wait for /health (default 60 s). */
+  startTimeoutMs?: number;
+}
+
+export interface LlamaServer {
+  readonly url: string;
+  readonly port: number;
+  readonly pid: number;
+  /** The exact arguments it was started with (what a README command must say). */
+  readonly args: readonly string[];
+  /** Its stderr so far (llama.cpp logs there). */
+  log(): string;
+  /** SIGSTOP: the process stays, answers nothing (a slow or hung engine). */
+  pause(): void;
+  /** SIGCONT after pause. */
+  resume(): void;
+  /** SIGTERM, waits for the exit. */
+  stop(): Promise<void>;
+}
+
+/**
+ * The flags that make llama-server safe for weact-mcp's remote backend: no host-memory prompt cache (it restores
+ * a slot's state without checking which adapters computed it: llama.cpp #26207), adapters loaded but applied only
+ * by each request's own `lora` list.
+ */
+export const SAFE_LLAMA_SERVER_FLAGS = ["--cache-ram", "0", "--lora-init-without-apply"] as const;
+
+/** The folder holding llama-server, building it first when this machine has none (about 12 minutes on 2 cores, once). */
+export async function llamaServerBinary(): Promise<string> {
+  const given = process.env.WEACT_LLAMA_SERVER;
+  if (given) return given;
+  const { stdout } = await promisify(execFile)("bash", [join(PACKAGE_ROOT, "scripts", "llama-cpp-build.sh"), "llama-server"], { maxBuffer: 64 * 1024 * 1024, timeout: 45 * 60_000 });
+  const bin = join(stdout.trim().split("\n").at(-1)!, "llama-server");
+  if (!existsSync(bin)) throw new Error(`scripts/llama-cpp-build.sh printed no folder holding llama-server (got ${bin})`);
+  return bin;
+}
+
+/** A free TCP port on 127.0.0.1. */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address();
+      server.close(() => (typeof address === "object" && address ? resolve(address.port) : reject(new Error("no port"))));
+    });
+  });
+}
+
+export function llamaServerArgs(opts: LlamaServerOptions, port: number): string[] {
+  const slots = opts.slots ?? 1;
+  return [
+    "-m",
+    opts.model,
+    // one --lora per file: this llama.cpp's parser runs --lora's handler for every occurrence and each adds its
+    // files (common/arg.cpp), whatever its "specified multiple times" warning says; the ids follow this order
+    ...(opts.adapters ?? []).flatMap((a) => ["--lora", a]),
+    ...SAFE_LLAMA_SERVER_FLAGS,
+    "--host",
+    "127.0.0.1",
+    "--port",
+    String(port),
+    "-t",
+    String(opts.threads ?? 1),
+    "-np",
+    String(slots),
+    "-c",
+    String(slots * (opts.contextPerSlot ?? 4096)),
+    "--no-webui",
+    "--no-warmup",
+    ...(opts.extraArgs ?? []),
+  ];
+}
+
+/** Starts llama-server on loopback and resolves once /health answers ok. */
+export async function startLlamaServer(opts: LlamaServerOptions): Promise<LlamaServer> {
+  const bin = await llamaServerBinary();
+  const port = opts.port || (await freePort());
+  const args = llamaServerArgs(opts, port);
+  const child: ChildProcess = spawn(bin, args, { stdio: ["ignore", "ignore", "pipe"] });
+  let log = "";
+  child.stderr!.on("data", (d: Buffer) => {
+    log = (log + d.toString()).slice(-200_000);
+  });
+  const url = `http://127.0.0.1:${port}`;
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  const deadline = Date.now() + (opts.startTimeoutMs ?? 60_000);
+  for (;;) {
+    if (child.exitCode !== null || child.signalCode !== null) throw new Error(`llama-server exited (${child.exitCode ?? child.signalCode}) before it was ready:\n${log.slice(-4000)}`);
+    const healthy = await fetch(`${url}/health`, { signal: AbortSignal.timeout(1000) })
+      .then((r) => r.ok)
+      .catch(() => false);
+    if (healthy) break;
+    if (Date.now() > deadline) {
+      child.kill("SIGKILL");
+      throw new Error(`llama-server did not answer /health within ${opts.startTimeoutMs ?? 60_000} ms:\n${log.slice(-4000)}`);
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  // a request's `lora` ids are indexes into this list: every file loaded, in the order given, or ids name other weights
+  const loaded = (await (await fetch(`${url}/lora-adapters`)).json()) as { id: number; path: string }[];
+  const expected = (opts.adapters ?? []).map((a) => resolve(a));
+  if (loaded.length !== expected.length || loaded.some((l, i) => l.id !== i || resolve(l.path) !== expected[i])) {
+    child.kill("SIGKILL");
+    throw new Error(`llama-server loaded LoRA adapters [${loaded.map((l) => `${l.id}: ${l.path}`).join(", ")}], not [${expected.join(", ")}] in that order`);
+  }
+  return {
+    url,
+    port,
+    pid: child.pid!,
+    args,
+    log: () => log,
+    pause: () => void child.kill("SIGSTOP"),
+    resume: () => void child.kill("SIGCONT"),
+    stop: async () => {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      child.kill("SIGCONT"); // a paused process would never handle the SIGTERM
+      child.kill("SIGTERM");
+      await exited;
+    },
+  };
+}
