@@ -30,9 +30,9 @@ export async function returnSwitch(engine: Engine, historyTokens: number, newTok
     const s: EngineSession = await engine.openSession({ adapter: "plan" });
     try {
       await s.prefill(conv); // A holds the history
-      const a = await s.switchAdapter("search", conv);
+      const a = await s.switchWeights("search", conv);
       const later = appended(engine, conv, newTokens);
-      const b = await s.switchAdapter("plan", later);
+      const b = await s.switchWeights("plan", later);
       if (i >= 0) {
         first.push(cost(a));
         second.push(cost(b));

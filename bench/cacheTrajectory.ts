@@ -25,7 +25,7 @@ async function main() {
     steps += 1; // the load/release exchange (or the stage's tool exchange it follows): ~240 tokens, ~4k in all
     const conv = scriptedTrajectory(steps);
     const t = performance.now();
-    const r = await session.switchAdapter(target, conv);
+    const r = await session.switchWeights(target, conv);
     f.switchMs += performance.now() - t;
     f.switches++;
     f.evaluated += r.rebuild.tokens;

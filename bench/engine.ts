@@ -36,7 +36,7 @@ export async function switchCallCost(engine: Engine, reps = 200) {
     const switchUs: number[] = [];
     const applyUs: number[] = [];
     for (let i = 0; i < reps; i++) {
-      const r = await s.switchAdapter(i % 2 ? null : "plan", conv);
+      const r = await s.switchWeights(i % 2 ? null : "plan", conv);
       switchUs.push(r.switchMs * 1000);
       applyUs.push((r.switchMs + r.queueMs) * 1000);
     }
@@ -53,7 +53,7 @@ export async function switchVsPrefill(engine: Engine, historyTokens: number, rep
   for (let i = -1; i < reps; i++) {
     await withSession(engine, async (s) => {
       await s.prefill(conv); // history cached under the base
-      const r = await s.switchAdapter("search", conv);
+      const r = await s.switchWeights("search", conv);
       if (i >= 0) rebuild.push(r.switchMs + r.rebuild.ms);
       tokens = r.rebuild.tokens;
     });
@@ -79,8 +79,8 @@ export async function interleaving(engine: Engine, rounds: number, tokensPerTurn
     const sessions = [await engine.openSession(), await engine.openSession()];
     const convs = [conversationOf(engine, 200), conversationOf(engine, 220)];
     try {
-      await sessions[0]!.switchAdapter(a, convs[0]!);
-      await sessions[1]!.switchAdapter(b, convs[1]!);
+      await sessions[0]!.switchWeights(a, convs[0]!);
+      await sessions[1]!.switchWeights(b, convs[1]!);
       const started = performance.now();
       let generated = 0;
       for (let r = 0; r < rounds; r++) {

@@ -18,7 +18,7 @@ export async function adapterMemory(modelPath: string, adapters: Record<string, 
     const modelOnly = rssMB();
     for (const [alias, filePath] of Object.entries(adapters)) await engine.addAdapter({ alias, filePath, scale: 1 });
     // apply each once so any lazily allocated state is counted
-    for (const alias of Object.keys(adapters)) await session.switchAdapter(alias, conv);
+    for (const alias of Object.keys(adapters)) await session.switchWeights(alias, conv);
     const withAdapters = rssMB();
     await session.close();
     const filesMB = Object.values(adapters).reduce((n, p) => n + statSync(p).size, 0) / 2 ** 20;

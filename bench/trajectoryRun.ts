@@ -20,7 +20,7 @@ async function main() {
   // a server that has served before: each weight set's first lane of an earlier session saved its prompt prefix
   const earlier = await engine.openSession({ promptScope: "server" });
   await earlier.prefill(first);
-  for (const alias of aliases) await earlier.switchAdapter(alias, first);
+  for (const alias of aliases) await earlier.switchWeights(alias, first);
   await earlier.close();
 
   const session = await engine.openSession({ promptScope: "server" });
@@ -58,7 +58,7 @@ async function main() {
       debug({ turn: r.adapter, afterSwitch: step.afterSwitch, evaluated: r.tokens.evaluated, queueMs: r.timings.queueMs, prefillMs: r.timings.prefillMs, decodeMs: r.timings.decodeMs });
     } else if (step.kind === "switch") {
       const t = performance.now();
-      const r = await session.switchAdapter(step.to, step.conversation);
+      const r = await session.switchWeights(step.to, step.conversation);
       const ms = performance.now() - t;
       debug({ switch: step.to, callMs: ms, ...r.rebuild, background: session.backgroundWork() });
       f.switchMs += ms;

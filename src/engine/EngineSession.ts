@@ -1,5 +1,5 @@
 import type { AdapterVersion } from "./AdapterVersion.js";
-import type { Conversation, GenerateOptions, GenerateResult, HistorySoFar, LogProbs, SwitchReport } from "./types.js";
+import type { Conversation, GenerateOptions, GenerateResult, HistorySoFar, LogProbs, SwitchReport, WeightSet } from "./types.js";
 
 /** One KV cache a session holds: under the weights it has active, or idle under weights it left. */
 export interface LaneState {
@@ -44,12 +44,11 @@ export interface EngineSession {
   laneStates(): LaneState[];
 
   /**
-   * Makes `to` (an alias, or null for the base) the active adapter, with a cache correct for the new weights
-   * over the whole conversation. Validates everything first: a refused switch changes nothing.
+   * The weight switch: makes `to` the active weights (an alias, null for the base, or several aliases applied
+   * together), with a cache correct for them over the whole conversation. Validates everything first: a refused
+   * switch changes nothing.
    */
-  switchAdapter(to: string | null, conversation: Conversation): Promise<SwitchReport>;
-  /** As switchAdapter, for a set of adapters applied together (none = the base). */
-  switchAdapters(aliases: readonly string[], conversation: Conversation): Promise<SwitchReport>;
+  switchWeights(to: WeightSet, conversation: Conversation): Promise<SwitchReport>;
 
   /** The assistant's next turn under the session's weights (function calls returned, not executed). */
   generate(conversation: Conversation, options?: GenerateOptions): Promise<GenerateResult>;

@@ -6,7 +6,7 @@ export interface EngineCapabilities {
   logProbs: boolean;
   /** Adapters can be added, refreshed and removed while the engine serves. */
   runtimeAdapterLoading: boolean;
-  /** Several adapters applied together (`switchAdapters` with more than one alias). */
+  /** Several adapters applied together (`switchWeights` with more than one alias). */
   adapterSets: boolean;
   /** Activated LoRA (an adapter that applies only from its invocation tokens on, so the cache before them is kept). */
   alora: boolean;

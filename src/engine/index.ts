@@ -11,5 +11,6 @@ export type * from "./types.js";
 export { AdapterVersion } from "./AdapterVersion.js";
 export { readAdapterFile } from "./adapterFile.js";
 export { commonPrefixLength } from "./tokens.js";
+export { aliasesOf } from "./weightSet.js";
 export { VersionPins } from "./VersionPins.js";
 export * from "./errors.js";

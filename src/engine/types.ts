@@ -21,6 +21,9 @@ export interface EngineLogger {
  */
 export type CacheStrategy = "rebuild" | "reuse";
 
+/** Weights a session switches to: one adapter's alias, null for the base, or several aliases applied together. */
+export type WeightSet = string | null | readonly string[];
+
 /** The base model an engine serves. */
 export interface ModelInfo {
   /** Where the weights are: a file path for a local engine, the model's name or address for a remote one. */

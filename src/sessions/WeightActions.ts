@@ -106,7 +106,7 @@ export class WeightActions {
    */
   private async switchWith(session: Session, target: string | null, exchange: HistoryMessage[]): Promise<SwitchReport> {
     const from = session.activeAdapter;
-    const report = await this.queue.run(session.owner, () => session.engine.switchAdapter(target, session.conversation([...session.history, ...exchange])));
+    const report = await this.queue.run(session.owner, () => session.engine.switchWeights(target, session.conversation([...session.history, ...exchange])));
     session.append(...exchange);
     session.stage = target === null ? undefined : new StageUsage(target);
     session.anticipateNext(this.library.aliases());

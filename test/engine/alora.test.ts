@@ -77,7 +77,7 @@ describe("activated LoRA (aLoRA)", () => {
       expect(point).toBeGreaterThan(0);
       await session.prefill(conv); // the base lane holds the whole prompt
       const baseLogProbs = await session.nextTokenLogProbs(conv);
-      const report = await session.switchAdapter("verify", conv);
+      const report = await session.switchWeights("verify", conv);
       expect(report.rebuild).toMatchObject({ reused: point, tokens: tokens.length - 1 - point });
       expect(session.activeAdapter).toBe("verify");
       expect(await check(session, conv, point)).toBeLessThanOrEqual(TOLERANCE);
@@ -91,7 +91,7 @@ describe("activated LoRA (aLoRA)", () => {
       expect(lastOccurrence(engine.renderTokens(next), invocation)).toBe(point);
       expect(await check(session, next, point)).toBeLessThanOrEqual(TOLERANCE);
       // back to the base: the adapter's part is evaluated again under the base, nothing before the point
-      const back = await session.switchAdapter(null, next);
+      const back = await session.switchWeights(null, next);
       expect(back.rebuild.reused).toBeGreaterThanOrEqual(point - 64);
       expect(await check(session, next, undefined)).toBeLessThanOrEqual(TOLERANCE);
       expect(session.laneStates().map((l) => l.weights)).toEqual(["base"]);
@@ -121,7 +121,7 @@ describe("activated LoRA (aLoRA)", () => {
       const conv = scriptedTrajectory(2);
       await session.prefill(conv);
       const base = await session.nextTokenLogProbs(conv);
-      const report = await session.switchAdapter("verify", conv);
+      const report = await session.switchWeights("verify", conv);
       expect(report.rebuild.tokens).toBe(0);
       expect(session.activeAdapter).toBe("verify");
       expect(maxAbsDiff(base, await session.nextTokenLogProbs(conv))).toBe(0);
@@ -137,12 +137,12 @@ describe("activated LoRA (aLoRA)", () => {
   it("from another adapter, and back: the base lane serves the aLoRA, the other adapter's lane stays", async () => {
     const session = await engine.openSession();
     try {
-      await session.switchAdapter("plan", scriptedTrajectory(1));
+      await session.switchWeights("plan", scriptedTrajectory(1));
       const conv = invoked(2);
-      await session.switchAdapter("verify", conv);
+      await session.switchWeights("verify", conv);
       expect(await check(session, conv, lastOccurrence(engine.renderTokens(conv), invocation))).toBeLessThanOrEqual(TOLERANCE);
       const conv3 = invoked(3);
-      const plan = await session.switchAdapter("plan", conv3);
+      const plan = await session.switchWeights("plan", conv3);
       expect(plan.rebuild.reused).toBeGreaterThan(0);
       expect(maxAbsDiff(await reference.nextTokenLogProbs([{ filePath: demo.adapters.plan!, scale: 1 }], engine.renderTokens(conv3), session.cacheReplay()), await session.nextTokenLogProbs(conv3))).toBeLessThanOrEqual(
         TOLERANCE,
@@ -161,7 +161,7 @@ describe("activated LoRA (aLoRA)", () => {
   it("applies alone: a set with another adapter is refused, and nothing changes", async () => {
     const session = await engine.openSession();
     try {
-      await expect(session.switchAdapters(["verify", "plan"], scriptedTrajectory(1))).rejects.toBeInstanceOf(InvalidAdapterSetError);
+      await expect(session.switchWeights(["verify", "plan"], scriptedTrajectory(1))).rejects.toBeInstanceOf(InvalidAdapterSetError);
       expect(session.activeAdapter).toBeNull();
     } finally {
       await session.close();
@@ -173,7 +173,7 @@ describe("activated LoRA (aLoRA)", () => {
     try {
       const conv = invoked(2);
       await planted.prefill(conv);
-      await planted.switchAdapter("verify", conv);
+      await planted.switchWeights("verify", conv);
       const diff = await check(planted, conv, lastOccurrence(engine.renderTokens(conv), invocation));
       console.log(`planted bug (invocation point off by one): max |delta log-prob| vs reference ${diff}`);
       expect(diff).toBeGreaterThan(1e-3);
@@ -187,7 +187,7 @@ describe("activated LoRA (aLoRA)", () => {
     const session = await rebuild.openSession();
     try {
       const conv = invoked(2);
-      const report = await session.switchAdapter("verify", conv);
+      const report = await session.switchWeights("verify", conv);
       expect(report.rebuild.reused).toBe(0);
       const tokens = rebuild.renderTokens(conv);
       const want = await reference.nextTokenLogProbs(verify, tokens, session.cacheReplay(), lastOccurrence(tokens, invocation));

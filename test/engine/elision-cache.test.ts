@@ -31,7 +31,7 @@ describe("elision for room in the window", () => {
     const session = new Session("s_test", "test", "Which river flows through Paris?", engineSession, FUNCTIONS, ["search"], { keepToolResults: 5, weightActions: true }, "You are a research agent.");
     try {
       session.append(...exchange(1), ...exchange(2), ...exchange(3));
-      await engineSession.switchAdapter("search", session.conversation());
+      await engineSession.switchWeights("search", session.conversation());
       const before = engineSession.promptTokens(session.conversation());
       const first = await engineSession.nextTokenLogProbs(session.conversation());
       expect(maxAbsDiff(await engine.referenceNextTokenLogProbs("search", engine.renderTokens(session.conversation()), engineSession.cacheReplay()), first)).toBeLessThan(TOLERANCE);

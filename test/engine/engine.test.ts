@@ -42,8 +42,8 @@ describe("engine on the demo model", () => {
     try {
       await session.nextTokenLogProbs(conv); // fill the cache under the base weights first
       for (const alias of ["plan", "search", "write"]) {
-        await session.switchAdapter(null, conv);
-        const report = await session.switchAdapter(alias, conv);
+        await session.switchWeights(null, conv);
+        const report = await session.switchWeights(alias, conv);
         expect(report.rebuild.tokens).toBe(engine.renderTokens(conv).length - 1);
         const got = await session.nextTokenLogProbs(conv);
         // in the cache's own batch split (its first decode stops where the shared prompt prefix ends, to save it)
@@ -60,7 +60,7 @@ describe("engine on the demo model", () => {
     const aliases = ["plan", "search", "write", null] as const;
     const convs: Conversation[] = aliases.map((a, i) => conversation(`Question ${i}: what does adapter ${a ?? "base"} see?`));
     try {
-      await Promise.all(sessions.map((s, i) => s.switchAdapter(aliases[i]!, convs[i]!)));
+      await Promise.all(sessions.map((s, i) => s.switchWeights(aliases[i]!, convs[i]!)));
       for (let round = 0; round < 2; round++) {
         const got = await Promise.all(sessions.map((s, i) => s.nextTokenLogProbs(convs[i]!)));
         for (const [i, alias] of aliases.entries()) {
@@ -85,7 +85,7 @@ describe("engine on the demo model", () => {
   it("drops a call whose caller gave up while it waited: no weights applied, nothing evaluated, nothing generated", async () => {
     const session = await engine.openSession();
     try {
-      await session.switchAdapter("plan", conv);
+      await session.switchWeights("plan", conv);
       const gaveUp = new AbortController();
       gaveUp.abort();
       const result = await session.generate(conversation("A question asked and abandoned while it queued."), { maxTokens: 32, signal: gaveUp.signal });

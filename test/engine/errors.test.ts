@@ -105,9 +105,9 @@ describe("adapter errors: typed, naming the file, and the engine keeps serving",
     const session = await engine.openSession();
     try {
       const conv = conversation("unknown alias");
-      await session.switchAdapter("plan", conv);
+      await session.switchWeights("plan", conv);
       const before = await session.nextTokenLogProbs(conv);
-      const err = await session.switchAdapter("nonexistent", conv).catch((e) => e);
+      const err = await session.switchWeights("nonexistent", conv).catch((e) => e);
       expect(err).toBeInstanceOf(UnknownAdapterError);
       expect(err.message).toMatch(/unknown adapter "nonexistent"; the library has: plan/);
       expect(session.activeAdapter).toBe("plan");

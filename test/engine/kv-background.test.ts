@@ -58,13 +58,13 @@ describe("lanes caught up in the background (reuse)", () => {
     const s = await engine.openSession();
     try {
       await s.prefill(scriptedTrajectory(1));
-      await s.switchAdapter("plan", scriptedTrajectory(4)); // the base lane is ~700 tokens behind
+      await s.switchWeights("plan", scriptedTrajectory(4)); // the base lane is ~700 tokens behind
       s.anticipate([[]]); // the release returns to the base
       await expect.poll(() => laneTokens(s, "base"), { timeout: 30_000, interval: 20 }).toBe(activeTokens(s));
       expect(s.backgroundWork()).toMatchObject({ batches: expect.any(Number) as number });
       expect(s.backgroundWork().tokens).toBeGreaterThan(500);
       const conv = scriptedTrajectory(5);
-      const back = await s.switchAdapter(null, conv);
+      const back = await s.switchWeights(null, conv);
       const appended = engine.renderTokens(conv).length - engine.renderTokens(scriptedTrajectory(4)).length;
       expect(back.rebuild.tokens).toBeLessThanOrEqual(Math.max(appended, 64));
       expect(await diffFromReference(s, null, conv)).toBeLessThanOrEqual(TOLERANCE);
@@ -81,7 +81,7 @@ describe("lanes caught up in the background (reuse)", () => {
     try {
       await s.prefill(scriptedTrajectory(1));
       const stage = scriptedTrajectory(5);
-      await s.switchAdapter("plan", stage);
+      await s.switchWeights("plan", stage);
       // the model's turn is recorded and its call is running: the result is not back yet
       const done = scriptedTrajectory(6);
       const turn = done.turns.at(-1)!;
@@ -96,7 +96,7 @@ describe("lanes caught up in the background (reuse)", () => {
       expect(settled).toBeGreaterThan(engine.renderTokens(stage).length);
       s.anticipate([[]], soFar);
       await expect.poll(() => laneTokens(s, "base"), { timeout: 30_000, interval: 20 }).toBe(settled);
-      const back = await s.switchAdapter(null, done);
+      const back = await s.switchWeights(null, done);
       expect(back.rebuild.reused).toBeGreaterThanOrEqual(settled - 64);
       expect(back.rebuild.tokens).toBeLessThanOrEqual(Math.max(final.length - 1 - settled, 64));
       expect(await diffFromReference(s, null, done)).toBeLessThanOrEqual(TOLERANCE);
@@ -115,7 +115,7 @@ describe("lanes caught up in the background (reuse)", () => {
       await expect.poll(() => laneTokens(s, "search"), { timeout: 30_000, interval: 20 }).toBe(activeTokens(s));
       expect(engine.cacheStats().background.lanesStarted).toBe(started + 1);
       const next = scriptedTrajectory(4);
-      const report = await s.switchAdapter("search", next);
+      const report = await s.switchWeights("search", next);
       expect(report.rebuild.reused).toBeGreaterThanOrEqual(engine.renderTokens(conv).length - 1 - 64);
       expect(await diffFromReference(s, "search", next)).toBeLessThanOrEqual(TOLERANCE);
     } finally {
@@ -129,12 +129,12 @@ describe("lanes caught up in the background (reuse)", () => {
     try {
       await s.prefill(scriptedTrajectory(1));
       const long = scriptedTrajectory(12); // ~2.7k tokens for the base lane to catch up: dozens of decodes
-      await s.switchAdapter("write", long);
+      await s.switchWeights("write", long);
       await other.prefill(scriptedTrajectory(2));
       const before = s.backgroundWork().batches;
       s.anticipate([[]]);
       await expect.poll(() => s.backgroundWork().batches - before, { timeout: 30_000, interval: 5 }).toBeGreaterThanOrEqual(3);
-      const [back] = await Promise.all([s.switchAdapter(null, long), other.generate(scriptedTrajectory(2), { maxTokens: 2 })]);
+      const [back] = await Promise.all([s.switchWeights(null, long), other.generate(scriptedTrajectory(2), { maxTokens: 2 })]);
       const total = engine.renderTokens(long).length - 1;
       expect(back.rebuild.reused).toBeGreaterThan(3 * BATCH - BATCH); // what the background did was kept...
       expect(back.rebuild.reused).toBeLessThan(total); // ...and it had not finished
@@ -151,11 +151,11 @@ describe("lanes caught up in the background (reuse)", () => {
     const planted = await openWrongBackgroundWeightsSession(engine);
     try {
       await planted.prefill(scriptedTrajectory(1));
-      await planted.switchAdapter("plan", scriptedTrajectory(4));
+      await planted.switchWeights("plan", scriptedTrajectory(4));
       planted.anticipate([[]]);
       await expect.poll(() => laneTokens(planted, "base"), { timeout: 30_000, interval: 20 }).toBe(activeTokens(planted));
       const conv = scriptedTrajectory(5);
-      await planted.switchAdapter(null, conv);
+      await planted.switchWeights(null, conv);
       const diff = await diffFromReference(planted, null, conv);
       console.log(`planted bug (background under the wrong weights): max |delta log-prob| vs reference ${diff}`);
       expect(diff).toBeGreaterThan(1e-2);
@@ -178,7 +178,7 @@ describe("a lane started ahead of time is a guess: it never costs another sessio
     const opened: LocalEngineSession[] = [];
     try {
       await a.prefill(scriptedTrajectory(2));
-      await a.switchAdapter("plan", scriptedTrajectory(3)); // the base lane idles, older than anything after it
+      await a.switchWeights("plan", scriptedTrajectory(3)); // the base lane idles, older than anything after it
       a.anticipate([["search"]]);
       await expect.poll(() => laneTokens(a, "search"), { timeout: 30_000, interval: 20 }).toBe(activeTokens(a));
       const before = small.cacheStats().evictions;
@@ -190,7 +190,7 @@ describe("a lane started ahead of time is a guess: it never costs another sessio
 
       opened.push(await small.openSession()); // then the lane the session left, saved to the spill store
       expect(small.cacheStats().evictions).toEqual({ spilled: before.spilled + 1, dropped: before.dropped + 1 });
-      const back = await a.switchAdapter(null, scriptedTrajectory(3));
+      const back = await a.switchWeights(null, scriptedTrajectory(3));
       expect(back.rebuild.restored).toBeGreaterThan(0);
     } finally {
       await Promise.all([a, ...opened].map((s) => s.close()));

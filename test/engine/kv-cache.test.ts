@@ -44,7 +44,7 @@ describe("KV lanes under pressure (reuse, one context of two sequences)", () => 
     let b: LocalEngineSession | undefined;
     try {
       await a.prefill(trajectory(1));
-      await a.switchAdapter("plan", trajectory(3)); // the base lane is now idle, holding the second sequence
+      await a.switchWeights("plan", trajectory(3)); // the base lane is now idle, holding the second sequence
       const before = engine.cacheStats().evictions.spilled;
       b = await engine.openSession(); // needs a sequence: a's idle base lane is spilled
       expect(engine.cacheStats().evictions.spilled).toBe(before + 1);
@@ -52,16 +52,16 @@ describe("KV lanes under pressure (reuse, one context of two sequences)", () => 
 
       // every sequence is now held by an active lane: a's plan lane spills and gives its sequence to the base lane
       const conv = trajectory(5);
-      const back = await a.switchAdapter(null, conv);
+      const back = await a.switchWeights(null, conv);
       expect(back.rebuild.restored).toBeGreaterThan(0);
       expect(back.rebuild.tokens).toBeLessThan(back.rebuild.restored);
       expect(await checkExact(engine, a, null, conv)).toBeLessThanOrEqual(TOLERANCE);
 
       const conv2 = trajectory(7);
-      const again = await a.switchAdapter("plan", conv2);
+      const again = await a.switchWeights("plan", conv2);
       expect(again.rebuild.restored).toBeGreaterThan(0);
       expect(await checkExact(engine, a, "plan", conv2)).toBeLessThanOrEqual(TOLERANCE);
-      await b.switchAdapter("search", trajectory(2));
+      await b.switchWeights("search", trajectory(2));
       expect(await checkExact(engine, b, "search", trajectory(2))).toBeLessThanOrEqual(TOLERANCE);
     } finally {
       await a.close();
@@ -75,13 +75,13 @@ describe("KV lanes under pressure (reuse, one context of two sequences)", () => 
       const s = await open();
       const other = await engine.openSession();
       try {
-        await s.switchAdapter("write", trajectory(2));
-        await s.switchAdapter(null, trajectory(3));
+        await s.switchWeights("write", trajectory(2));
+        await s.switchWeights(null, trajectory(3));
         await other.prefill(trajectory(1));
-        await other.switchAdapter("plan", trajectory(1)); // needs a sequence: s's idle write lane is spilled
+        await other.switchWeights("plan", trajectory(1)); // needs a sequence: s's idle write lane is spilled
         await engine.refreshAdapter({ alias: "write", filePath: demo.adapters["write-v2"]!, scale: 1 });
         const conv = trajectory(4);
-        const report = await s.switchAdapter("write", conv);
+        const report = await s.switchWeights("write", conv);
         return { report, diff: await checkExact(engine, s, "write", conv, demo.adapters["write-v2"]) };
       } finally {
         await s.close();
@@ -109,9 +109,9 @@ describe("KV lanes: what a refresh, a tight spill budget and racing calls leave 
     const s = await engine.openSession();
     const other = await engine.openSession();
     try {
-      await s.switchAdapter("write", trajectory(1));
+      await s.switchWeights("write", trajectory(1));
       // every sequence is held by an active lane: write's lane (~1k tokens, ~1 MiB of KV) spills to make room
-      await s.switchAdapter(null, trajectory(2));
+      await s.switchWeights(null, trajectory(2));
       expect(s.laneStates().map((l) => [l.weights, l.state])).toContainEqual(["write", "spilled"]);
       await engine.refreshAdapter({ alias: "write", filePath: demo.adapters["write-v2"]!, scale: 1 });
       // the engine collects unused versions in the background
@@ -128,8 +128,8 @@ describe("KV lanes: what a refresh, a tight spill budget and racing calls leave 
     const s = await engine.openSession();
     let other: LocalEngineSession | undefined;
     try {
-      await s.switchAdapter("plan", trajectory(6)); // ~2.3k tokens: ~2.3 MiB of KV, over the budget
-      await s.switchAdapter(null, trajectory(7));
+      await s.switchWeights("plan", trajectory(6)); // ~2.3k tokens: ~2.3 MiB of KV, over the budget
+      await s.switchWeights(null, trajectory(7));
       const before = engine.cacheStats().evictions;
       other = await engine.openSession();
       expect(engine.cacheStats().evictions).toEqual({ ...before, dropped: before.dropped + 1 });
@@ -143,7 +143,7 @@ describe("KV lanes: what a refresh, a tight spill budget and racing calls leave 
   it("switches racing on one session and a close in the middle leak no sequence", async () => {
     for (let round = 0; round < 3; round++) {
       const s = await engine.openSession();
-      const racing = Promise.allSettled([s.switchAdapter("plan", trajectory(1)), s.switchAdapter("search", trajectory(1)), s.switchAdapter(null, trajectory(2))]);
+      const racing = Promise.allSettled([s.switchWeights("plan", trajectory(1)), s.switchWeights("search", trajectory(1)), s.switchWeights(null, trajectory(2))]);
       await s.close();
       await racing;
     }
@@ -159,11 +159,11 @@ describe("KV lanes without a spill store", () => {
     const a = await engine.openSession();
     try {
       await a.prefill(trajectory(1));
-      await a.switchAdapter("search", trajectory(3));
+      await a.switchWeights("search", trajectory(3));
       const b = await engine.openSession();
       expect(engine.cacheStats().evictions.dropped).toBe(1);
       const conv = trajectory(5);
-      const back = await a.switchAdapter(null, conv);
+      const back = await a.switchWeights(null, conv);
       expect(back.rebuild).toMatchObject({ reused: 0, restored: 0, tokens: engine.renderTokens(conv).length - 1 });
       expect(await checkExact(engine, a, null, conv)).toBeLessThanOrEqual(TOLERANCE);
       await b.close();

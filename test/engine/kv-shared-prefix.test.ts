@@ -41,10 +41,10 @@ describe("shared prompt prefixes (reuse)", () => {
     const second = await engine.openSession({ promptScope: "team" });
     try {
       const saved = engine.cacheStats().sharedPrefixes;
-      await first.switchAdapter("plan", scriptedTrajectory(2)); // the first visit of plan in this scope: evaluated, and its prefix saved
+      await first.switchWeights("plan", scriptedTrajectory(2)); // the first visit of plan in this scope: evaluated, and its prefix saved
       expect(engine.cacheStats().sharedPrefixes.saved).toBe(saved.saved + 1);
       const conv = scriptedTrajectory(3);
-      const report = await second.switchAdapter("plan", conv);
+      const report = await second.switchWeights("plan", conv);
       const prefix = prefixLength(conv);
       expect(prefix).toBeGreaterThan(800); // the system prompt with the function docs
       expect(report.rebuild.shared).toBe(prefix);
@@ -54,8 +54,8 @@ describe("shared prompt prefixes (reuse)", () => {
       expect(await diffFromReference(second, "plan", conv)).toBeLessThanOrEqual(TOLERANCE);
       // the lane goes on from there like any other
       const later = scriptedTrajectory(5);
-      await second.switchAdapter(null, later);
-      const back = await second.switchAdapter("plan", scriptedTrajectory(6));
+      await second.switchWeights(null, later);
+      const back = await second.switchWeights("plan", scriptedTrajectory(6));
       expect(back.rebuild.reused).toBeGreaterThan(back.rebuild.tokens);
       expect(await diffFromReference(second, "plan", scriptedTrajectory(6))).toBeLessThanOrEqual(TOLERANCE);
     } finally {
@@ -68,11 +68,11 @@ describe("shared prompt prefixes (reuse)", () => {
     const a = await engine.openSession({ promptScope: "alice" });
     const b = await engine.openSession({ promptScope: "bob" });
     try {
-      await a.switchAdapter("search", scriptedTrajectory(1));
+      await a.switchWeights("search", scriptedTrajectory(1));
       const hits = engine.cacheStats().sharedPrefixes.hits;
-      const other = await b.switchAdapter("search", scriptedTrajectory(1)); // the same text and weights, another scope
+      const other = await b.switchWeights("search", scriptedTrajectory(1)); // the same text and weights, another scope
       expect(other.rebuild.shared).toBe(0);
-      const write = await a.switchAdapter("write", scriptedTrajectory(2)); // the same scope, other weights
+      const write = await a.switchWeights("write", scriptedTrajectory(2)); // the same scope, other weights
       expect(write.rebuild.shared).toBe(0);
       expect(engine.cacheStats().sharedPrefixes.hits).toBe(hits);
       expect(await diffFromReference(a, "write", scriptedTrajectory(2))).toBeLessThanOrEqual(TOLERANCE);
@@ -90,7 +90,7 @@ describe("shared prompt prefixes (reuse)", () => {
     try {
       await planted.prefill(scriptedTrajectory(1)); // the base lane: its prefix saved under the careless key
       const conv = scriptedTrajectory(2);
-      const report = await planted.switchAdapter("search", conv);
+      const report = await planted.switchWeights("search", conv);
       expect(report.rebuild.shared).toBeGreaterThan(0); // it did start from the base's prefix...
       const diff = await diffFromReference(planted, "search", conv);
       console.log(`planted bug (prefix keyed without the adapter version): max |delta log-prob| vs reference ${diff}`);

@@ -96,7 +96,7 @@ export function describeEngineConformance<E extends Engine>(name: string, opts: 
           for (const adapter of SCRIPT) {
             steps += 1;
             const conv = trajectory(steps);
-            const report = await session.switchAdapter(adapter, conv);
+            const report = await session.switchWeights(adapter, conv);
             reports.push(report);
             expect(report.to).toBe(adapter);
             expect(session.activeAdapter).toBe(adapter);
@@ -131,7 +131,7 @@ export function describeEngineConformance<E extends Engine>(name: string, opts: 
             await new Promise((resolve) => setTimeout(resolve, 300)); // as while a tool runs
             steps += 1;
             const conv = trajectory(steps);
-            const report = await session.switchAdapter(adapter, conv);
+            const report = await session.switchWeights(adapter, conv);
             expect(report.rebuild.tokens + report.rebuild.reused).toBe(engine.renderTokens(conv).length - 1);
             expect(await exactness(session, adapter, conv)).toBeLessThanOrEqual(tolerance);
           }
@@ -145,17 +145,17 @@ export function describeEngineConformance<E extends Engine>(name: string, opts: 
       it("a refreshed adapter is a new version: never continued from the cache built under the old bytes, and the old one is freed once released", async () => {
         const session = await engine.openSession();
         try {
-          await session.switchAdapter("write", trajectory(2));
+          await session.switchWeights("write", trajectory(2));
           const old = engine.adapter("write");
           expect(session.activeVersions.map(String)).toEqual([old.id]);
-          await session.switchAdapter(null, trajectory(3));
+          await session.switchWeights(null, trajectory(3));
           const { previous, current } = await engine.refreshAdapter({ alias: "write", filePath: opts.adapters.writeV2, scale: 1 });
           expect(previous.version.equals(old.version)).toBe(true);
           expect(current.version.equals(previous.version)).toBe(false);
           expect(current.sha256).not.toBe(previous.sha256);
           expect(engine.adapter("write").id).toBe(current.id);
           const conv = trajectory(4);
-          const report = await session.switchAdapter("write", conv);
+          const report = await session.switchWeights("write", conv);
           expect(report.rebuild.reused).toBe(0);
           expect(session.activeVersions.map(String)).toEqual([current.id]);
           expect(await exactness(session, "write", conv, opts.adapters.writeV2)).toBeLessThanOrEqual(tolerance);
@@ -184,7 +184,7 @@ export function describeEngineConformance<E extends Engine>(name: string, opts: 
           ];
           for (let step = 0; step < 4; step++) {
             const convs = sessions.map((_, i) => trajectory(2 + step * 2 + i));
-            await Promise.all(sessions.map((s, i) => s.switchAdapter(routes[i]![step]!, convs[i]!)));
+            await Promise.all(sessions.map((s, i) => s.switchWeights(routes[i]![step]!, convs[i]!)));
             // measured one after the other, so only the switches ran batched
             for (const [i, s] of sessions.entries()) expect(await exactness(s, routes[i]![step]!, convs[i]!)).toBeLessThanOrEqual(opts.concurrentTolerance ?? tolerance);
           }
@@ -206,7 +206,7 @@ export function describeEngineConformance<E extends Engine>(name: string, opts: 
           const stale = await opts.openStaleSession!(engine);
           try {
             await stale.nextTokenLogProbs(conv);
-            await stale.switchAdapter("write", conv);
+            await stale.switchWeights("write", conv);
             expect(maxAbsDiff(await opts.reference(engine, stale, weightsOf("write"), conv), await stale.nextTokenLogProbs(conv))).toBeGreaterThan(1e-2);
           } finally {
             await stale.close();
@@ -219,9 +219,9 @@ export function describeEngineConformance<E extends Engine>(name: string, opts: 
         try {
           const base = await session.nextTokenLogProbs(conv);
           expect(maxAbsDiff(await opts.reference(engine, session, [], conv), base)).toBeLessThanOrEqual(tolerance);
-          await session.switchAdapter("search", conv);
+          await session.switchWeights("search", conv);
           expect(maxAbsDiff(base, await session.nextTokenLogProbs(conv))).toBeGreaterThan(0.1);
-          await session.switchAdapter(null, conv);
+          await session.switchWeights(null, conv);
           expect(maxAbsDiff(base, await session.nextTokenLogProbs(conv))).toBe(0);
         } finally {
           await session.close();
@@ -258,8 +258,8 @@ export function describeEngineConformance<E extends Engine>(name: string, opts: 
       it("cache figures add up: every sequence counted, nothing idle or spilled once its sessions closed", async () => {
         const a = await engine.openSession();
         try {
-          await a.switchAdapter("plan", conv);
-          await a.switchAdapter(null, conv);
+          await a.switchWeights("plan", conv);
+          await a.switchWeights(null, conv);
           const stats = engine.cacheStats();
           expect(stats.strategy).toBe(engine.cacheStrategy);
           expect(stats.contexts).toBeLessThanOrEqual(engine.capacity.contexts);

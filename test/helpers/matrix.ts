@@ -60,7 +60,7 @@ export function describeFamilyMatrix(family: string): void {
         await session.prefill(scriptedTrajectory(steps));
         for (const adapter of ["plan", null, "search"]) {
           const conv = scriptedTrajectory(++steps);
-          await session.switchAdapter(adapter, conv);
+          await session.switchWeights(adapter, conv);
           const replay = session.cacheReplay();
           const got = await session.nextTokenLogProbs(conv);
           diffs.push(maxAbsDiff(await engine.referenceNextTokenLogProbs(adapter, engine.renderTokens(conv), replay), got));

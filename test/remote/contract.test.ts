@@ -194,7 +194,7 @@ describe("vLLM (fixtures of its OpenAI-compatible server)", () => {
     await engine.addAdapter({ alias: "plan", filePath: demo.adapters.plan!, scale: 1 });
     const name = fake.sent("POST /v1/load_lora_adapter")[0]!.lora_name;
     const session = await engine.openSession();
-    const report = await session.switchAdapter("plan", conv);
+    const report = await session.switchWeights("plan", conv);
     expect(report).toMatchObject({ to: "plan", strategy: "reuse", rebuild: { tokens: 299, reused: 0 } });
     const turn = await session.generate(conv, { maxTokens: 32, topLogprobs: 2 });
     const sent = fake.sent("POST /v1/completions").at(-1)!;
@@ -251,7 +251,7 @@ describe("vLLM (fixtures of its OpenAI-compatible server)", () => {
     expect(current.sha256).not.toBe(previous.sha256);
     // the session still holds the old version: nothing unloaded until it lets go
     expect(fake.sent("POST /v1/unload_lora_adapter")).toEqual([]);
-    await session.switchAdapter(null, conv);
+    await session.switchWeights(null, conv);
     await expect.poll(() => fake.sent("POST /v1/unload_lora_adapter")).toEqual([{ lora_name: oldName }]);
     expectDocumentedShape(fake.sent("POST /v1/unload_lora_adapter")[0]!, VLLM.requests.unload_lora_adapter!);
     await session.close();
@@ -346,7 +346,7 @@ describe("SGLang (fixtures of its native API)", () => {
     expect(load!.lora_name).toMatch(/^search-[0-9a-f]{12}-s1$/);
     await expectPeftFormOf(localFolder(load!.lora_path as string), demo.adapters.search!, 1);
     const session = await engine.openSession();
-    const report = await session.switchAdapter("search", conv);
+    const report = await session.switchWeights("search", conv);
     expect(report.rebuild).toMatchObject({ tokens: 299, reused: 0 });
     const turn = await session.generate(conv, { maxTokens: 16, topLogprobs: 2 });
     const sent = fake.sent("POST /generate").at(-1)!;
@@ -358,7 +358,7 @@ describe("SGLang (fixtures of its native API)", () => {
     expect(turn.tokens).toMatchObject({ cached: 250, generated: 3 });
     expect(turn.logprobs?.[0]).toMatchObject({ token: 83, logprob: -0.5, top: [{ token: 83 }, { token: 84 }] });
     // the base is lora_path null
-    await session.switchAdapter(null, conv);
+    await session.switchWeights(null, conv);
     expect(fake.sent("POST /generate").at(-1)!.lora_path).toBeNull();
     await session.close();
   });
@@ -516,7 +516,7 @@ describe("llama-server (its API as a loopback double: the backend's own request 
       [4, true, ["0:1"]],
     ]);
     from = completions().length;
-    await session.switchAdapter("search", conv);
+    await session.switchWeights("search", conv);
     await session.generate(conv, { maxTokens: 4 });
     // a switch's prefill never continues from the cache computed under plan
     expect(sent().map((r) => [r.n_predict, r.cache_prompt, active(r)])).toEqual([
@@ -557,7 +557,7 @@ describe("llama-server (its API as a loopback double: the backend's own request 
     expect(active(completions().at(-1)!)).toEqual(["2:1"]);
     // a refresh to bytes the server has maps to them, whatever the file is called there
     await engine.refreshAdapter({ alias: "write", filePath: demo.adapters["write-v2"]!, scale: 1 });
-    await session.switchAdapter("write", conv);
+    await session.switchWeights("write", conv);
     expect(active(completions().at(-1)!)).toEqual(["1:1"]);
     // a refresh to bytes it does not have is refused, and the alias keeps its version
     const before = engine.adapters().find((a) => a.alias === "write")!;

@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
 import {
+  aliasesOf,
   commonPrefixLength,
   ContextOverflowError,
   SessionClosedError,
@@ -20,6 +21,7 @@ import {
   type SwitchReport,
   type TokenId,
   type TokenLogprob,
+  type WeightSet,
 } from "../../engine/index.js";
 import { Mutex } from "../../mutex.js";
 import type { CompletionRequest, CompletionResult, Flavor } from "./flavors/Flavor.js";
@@ -122,11 +124,8 @@ export class RemoteEngineSession implements EngineSession {
     this.cache = undefined;
   }
 
-  async switchAdapter(to: string | null, conversation: Conversation): Promise<SwitchReport> {
-    return this.switchAdapters(to === null ? [] : [to], conversation);
-  }
-
-  async switchAdapters(aliases: readonly string[], conversation: Conversation): Promise<SwitchReport> {
+  async switchWeights(to: WeightSet, conversation: Conversation): Promise<SwitchReport> {
+    const aliases = aliasesOf(to);
     this.ensureOpen();
     if (aliases.length > 1 && !this.host.flavor.features.adapterSets) throw this.host.noAdapterSets();
     for (const a of aliases) this.host.resolve(a); // an unknown alias is refused before anything changes

@@ -1,6 +1,6 @@
 import type { LlamaContextSequence, Token } from "../llama/nodeLlamaCpp.js";
-import type { AdapterVersion, BackgroundWork, Conversation, EngineSession, GenerateOptions, GenerateResult, HistorySoFar, LaneState, LogProbs, PrefillReport, SwitchReport } from "../../../engine/index.js";
-import { commonPrefixLength, ContextOverflowError, InvalidAdapterSetError, SessionClosedError, UnknownAdapterError } from "../../../engine/index.js";
+import type { AdapterVersion, BackgroundWork, Conversation, EngineSession, GenerateOptions, GenerateResult, HistorySoFar, LaneState, LogProbs, PrefillReport, SwitchReport, WeightSet } from "../../../engine/index.js";
+import { aliasesOf, commonPrefixLength, ContextOverflowError, InvalidAdapterSetError, SessionClosedError, UnknownAdapterError } from "../../../engine/index.js";
 import { Mutex } from "../../../mutex.js";
 import type { BackgroundSource } from "../background/BackgroundScheduler.js";
 import type { CacheReplay } from "../cache/DecodeLog.js";
@@ -126,11 +126,8 @@ export class LocalEngineSession implements EngineSession, BackgroundSource {
       .map((l) => ({ weights: weightsLabel(l.versions) ?? "base", active: l === this.lane, state: l.slot ? "live" : "spilled", tokens: l.slot?.sequence.nextTokenIndex ?? l.spilled!.tokens }));
   }
 
-  async switchAdapter(to: string | null, conversation: Conversation): Promise<SwitchReport> {
-    return this.switchAdapters(to === null ? [] : [to], conversation);
-  }
-
-  async switchAdapters(aliases: readonly string[], conversation: Conversation): Promise<SwitchReport> {
+  async switchWeights(to: WeightSet, conversation: Conversation): Promise<SwitchReport> {
+    const aliases = aliasesOf(to);
     this.ensureOpen();
     this.ensureApplicable(aliases.map((a) => this.host.resolve(a))); // refused before anything changes
     const tokens = this.render(conversation);
