@@ -3,7 +3,7 @@ import { z } from "zod";
 /*
  * zod helpers for JSON Schemas that every client can read, including those that map tool schemas onto a
  * single-type dialect (Gemini-style function declarations, OpenAPI 3.0 subsets): one `type` per node, and every
- * object says whether it takes keys it does not list. test/schema-portability.test.ts checks every tool.
+ * object says whether it takes keys it does not list. test/e2e/schema-portability.test.ts checks every tool.
  */
 
 /**

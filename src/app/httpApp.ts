@@ -1,23 +1,21 @@
-import { randomUUID } from "node:crypto";
 import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import express, { type Request, type RequestHandler, type Response } from "express";
 import { requireBearerAuth } from "@modelcontextprotocol/sdk/server/auth/middleware/bearerAuth.js";
 import { hostHeaderValidation } from "@modelcontextprotocol/sdk/server/middleware/hostHeaderValidation.js";
-import { SSEServerTransport } from "@modelcontextprotocol/sdk/server/sse.js";
-import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
-import { isInitializeRequest, isJSONRPCErrorResponse, isJSONRPCRequest, isJSONRPCResponse, JSONRPCMessageSchema, type JSONRPCMessage, type RequestId } from "@modelcontextprotocol/sdk/types.js";
 import { DEFAULT_MAX_BODY_BYTES } from "../config/config.js";
 import type { Logger } from "../log.js";
 import type { ServerContext } from "../mcp/context.js";
-import { createServer } from "../mcp/createServer.js";
 import { ChatCompletions } from "../openai/completions.js";
 import { mountOpenAI } from "../openai/routes.js";
 import { mountStatus } from "../status/routes.js";
 import { loadTokenVerifier } from "../http/auth.js";
-import { ConnectionRegistry, type Connection, type ConnectionKind, type ConnectionLimits } from "../transports/connections.js";
 import { isOwnOrigin } from "../http/origin.js";
-import { errorHandler, methodNotAllowed, notFound, requireJson, RPC, sendError } from "../http/errors.js";
+import { errorHandler, methodNotAllowed, notFound, requireJson, sendError } from "../http/errors.js";
+import { connector } from "../transports/connect.js";
+import { ConnectionRegistry, type ConnectionLimits } from "../transports/connections.js";
+import { SSE_PATHS, mountSse } from "../transports/sse.js";
+import { STREAMABLE_HTTP_PATH, mountStreamableHttp } from "../transports/streamableHttp.js";
 
 export interface HttpOptions extends Partial<ConnectionLimits> {
   host: string;
@@ -52,12 +50,10 @@ function originValidation(hostnames: readonly string[]): RequestHandler {
   };
 }
 
-/** The identity a request's connection is bound to: its token's name, or none without tokens. */
-const identityOf = (req: Request): string | undefined => (req.auth?.clientId ? `token:${req.auth.clientId}` : undefined);
-
 /**
- * Streamable HTTP at /mcp (one MCP server object per client session) and the legacy HTTP+SSE pair
- * /sse + /messages, on one port. Before any body is read: the Host and Origin checks, then the bearer token.
+ * The HTTP app, on one port: the MCP transports (src/transports: Streamable HTTP at /mcp, one MCP server object
+ * per client session, and the legacy HTTP+SSE pair /sse + /messages), the OpenAI-compatible API, the status page
+ * and /health. Before any body is read: the Host and Origin checks, then the bearer token.
  * Every connection belongs to the identity that opened it; another identity's id is an unknown id.
  */
 export async function serveHttp(ctx: ServerContext, opts: HttpOptions, logger: Logger): Promise<{ url: string; close: () => Promise<void> }> {
@@ -80,7 +76,7 @@ export async function serveHttp(ctx: ServerContext, opts: HttpOptions, logger: L
   app.disable("x-powered-by");
   app.use(hostHeaderValidation(hostnames));
   app.use(originValidation(hostnames));
-  const routes = ["/mcp", "/sse", "/messages", "/health"];
+  const routes = [STREAMABLE_HTTP_PATH, SSE_PATHS.stream, SSE_PATHS.messages, "/health"];
   const auth = opts.tokenFile ? loadTokenVerifier([{ file: opts.tokenFile, scopes: [] }, ...(opts.adminTokenFile ? [{ file: opts.adminTokenFile, scopes: ["admin"] }] : [])]) : undefined;
   if (auth) {
     app.use(routes, requireBearerAuth({ verifier: auth.verifier }));
@@ -90,125 +86,12 @@ export async function serveHttp(ctx: ServerContext, opts: HttpOptions, logger: L
   const chat = new ChatCompletions(ctx.harness, ctx.prompts.render("system") ?? "", logger, opts.continuationSeconds ?? 300);
   mountOpenAI(app, { chat, library: ctx.runtime.library, verifier: auth?.verifier, maxBodyBytes, logger });
   mountStatus(app, { ctx, chat, verifier: auth?.verifier, hostnames, logger, connections: () => connections.size });
-  app.use(["/mcp", "/messages"], requireJson, express.json({ limit: maxBodyBytes }));
+  // the MCP bodies are read only here, after the guards above; the transports get them parsed
+  app.use([STREAMABLE_HTTP_PATH, SSE_PATHS.messages], requireJson, express.json({ limit: maxBodyBytes }));
 
-  /** Connects a fresh server object; when the connection ends, the sessions it owned end with it. */
-  const connect = async (transport: StreamableHTTPServerTransport | SSEServerTransport, kind: ConnectionKind, id: string, owner: string | undefined) => {
-    const { server, cleanup } = createServer(ctx, (extra) => extra.authInfo?.scopes.includes("admin") ?? false);
-    let closed = false;
-    const close = async () => {
-      if (closed) return;
-      closed = true;
-      connections.delete(kind, id);
-      // the server object first: that aborts the connection's requests in flight, which then end cleanly
-      await cleanup();
-      await ctx.sessions.closeOwnedBy(`connection:${id}`);
-    };
-    const connection: Connection = {
-      kind,
-      id,
-      owner,
-      close: async () => {
-        await transport.close();
-        await close();
-      },
-    };
-    connections.add(connection);
-    const earlier = transport.onclose; // the caller's own bookkeeping, if any
-    transport.onclose = () => {
-      earlier?.();
-      void close();
-    }; // set before connect: the SDK chains its own handler after it
-    await server.connect(transport);
-    return connection;
-  };
-  /** Counts a request as activity on its connection until its response is finished. */
-  const inFlight = (connection: Connection, res: Response) => connections.busyUntil(connection, new Promise((resolve) => res.once("close", resolve)));
-  const transports = new Map<string, StreamableHTTPServerTransport | SSEServerTransport>();
-  const answered = (pending: Map<RequestId, () => void>, id: RequestId) => {
-    pending.get(id)?.();
-    pending.delete(id);
-  };
-
-  app.post("/mcp", async (req: Request, res: Response) => {
-    const id = req.header("mcp-session-id");
-    const owner = identityOf(req);
-    if (id) {
-      const connection = connections.lookup("streamable", id, owner);
-      const transport = connection && (transports.get(id) as StreamableHTTPServerTransport | undefined);
-      if (!connection || !transport) return sendError(res, 404, "unknown or expired MCP session; initialize again");
-      inFlight(connection, res);
-      return transport.handleRequest(req, res, req.body);
-    }
-    if (!isInitializeRequest(req.body)) return sendError(res, 400, "no MCP session: send initialize first", RPC.invalidRequest);
-    const refused = connections.refusal(owner);
-    if (refused) return sendError(res, 429, refused);
-    const sessionId = randomUUID();
-    const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({ sessionIdGenerator: () => sessionId });
-    transports.set(sessionId, transport);
-    const connection = await connect(transport, "streamable", sessionId, owner);
-    const forget = transport.onclose;
-    transport.onclose = () => {
-      transports.delete(sessionId);
-      forget?.();
-    };
-    inFlight(connection, res);
-    await transport.handleRequest(req, res, req.body);
-    if (!transport.sessionId) await connection.close(); // an initialize that failed leaves nothing behind
-  });
-  const bySession = async (req: Request, res: Response) => {
-    const id = req.header("mcp-session-id") ?? "";
-    const connection = connections.lookup("streamable", id, identityOf(req));
-    const transport = connection && (transports.get(id) as StreamableHTTPServerTransport | undefined);
-    if (!transport) return sendError(res, 404, "unknown or expired MCP session");
-    await transport.handleRequest(req, res);
-  };
-  app.get("/mcp", bySession);
-  app.delete("/mcp", bySession);
-  app.all("/mcp", methodNotAllowed("GET, POST, DELETE"));
-
-  /** Legacy SSE: per stream, the requests whose answer is still to be sent over it (the POST ends with its 202). */
-  const unanswered = new Map<string, Map<RequestId, () => void>>();
-  app.get("/sse", async (req: Request, res: Response) => {
-    const owner = identityOf(req);
-    const refused = connections.refusal(owner);
-    if (refused) return sendError(res, 429, refused);
-    const transport = new SSEServerTransport("/messages", res);
-    const { sessionId } = transport;
-    const pending = new Map<RequestId, () => void>();
-    transports.set(sessionId, transport);
-    unanswered.set(sessionId, pending);
-    const send = transport.send.bind(transport);
-    transport.send = async (message: JSONRPCMessage) => {
-      if ((isJSONRPCResponse(message) || isJSONRPCErrorResponse(message)) && message.id !== undefined) answered(pending, message.id);
-      return send(message);
-    };
-    // before connect, so a client that leaves while it runs leaves no entry behind (connect chains its own handler)
-    transport.onclose = () => {
-      transports.delete(sessionId);
-      unanswered.delete(sessionId);
-      for (const id of [...pending.keys()]) answered(pending, id);
-    };
-    const connection = await connect(transport, "sse", sessionId, owner);
-    // a client gone before the stream started listening for its close would otherwise stay registered
-    if (res.destroyed) await connection.close();
-  });
-  app.all("/sse", methodNotAllowed("GET"));
-  app.post("/messages", async (req: Request, res: Response) => {
-    const id = String(req.query.sessionId ?? "");
-    const connection = connections.lookup("sse", id, identityOf(req));
-    const transport = connection && (transports.get(id) as SSEServerTransport | undefined);
-    if (!connection || !transport) return sendError(res, 404, "unknown SSE session: open /sse first");
-    if (!JSONRPCMessageSchema.safeParse(req.body).success) return sendError(res, 400, "the body is not a JSON-RPC message", RPC.invalidRequest);
-    inFlight(connection, res);
-    const pending = unanswered.get(id);
-    if (isJSONRPCRequest(req.body) && pending && !pending.has(req.body.id)) {
-      const requestId = req.body.id;
-      connections.busyUntil(connection, new Promise<void>((resolve) => pending.set(requestId, resolve)));
-    }
-    await transport.handlePostMessage(req, res, req.body);
-  });
-  app.all("/messages", methodNotAllowed("POST"));
+  const transports = { connections, connect: connector(ctx, connections) };
+  mountStreamableHttp(app, transports);
+  mountSse(app, transports);
 
   /** Liveness and the open-connection count (behind the token when there are tokens). */
   app.get("/health", (_req: Request, res: Response) => void res.json({ status: "ok", connections: connections.size }));

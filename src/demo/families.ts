@@ -6,7 +6,7 @@ import type { SpecialToken } from "./vocabulary.js";
  * The open chat-model families the project generates demo sets for: each one's llama.cpp architecture, its
  * real chat template (a file of llama.cpp's models/templates), the special tokens that template and
  * node-llama-cpp's wrapper for it need, and `wrapper`, the node-llama-cpp chat wrapper it resolves to
- * (asserted by test/families.test.ts).
+ * (asserted by test/engine/families.test.ts).
  */
 export interface Family {
   readonly name: string;

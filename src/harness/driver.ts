@@ -1,6 +1,8 @@
 import type { BackgroundWork } from "../engine/index.js";
 import type { Owner } from "./types.js";
+import { LOAD_LORA, OFFLOAD_LORA } from "../sessions/modelFunctions.js";
 import type { SessionService } from "../sessions/SessionService.js";
+import type { WeightActionOutcome } from "../sessions/WeightSwitch.js";
 
 export interface ModelCall {
   id: string;
@@ -111,11 +113,11 @@ export class SessionDriver implements TrajectoryDriver {
   }
 
   async load(alias: string, opts: { callId?: string; reason?: string }): Promise<WeightOutcome> {
-    return toWeightOutcome(await this.sessions.loadLora(this.owner, this.sessionId, { adapter: opts.callId ? undefined : alias, callId: opts.callId, author: "harness", reason: opts.reason }));
+    return toWeightOutcome(await this.sessions.weights.switch(this.owner, this.sessionId, LOAD_LORA, { adapter: opts.callId ? undefined : alias, callId: opts.callId, author: "harness", reason: opts.reason }));
   }
 
   async offload(opts: { callId?: string; handoff?: string; reason?: string }): Promise<WeightOutcome> {
-    return toWeightOutcome(await this.sessions.offloadLora(this.owner, this.sessionId, { callId: opts.callId, handoff: opts.handoff, author: "harness", reason: opts.reason }));
+    return toWeightOutcome(await this.sessions.weights.switch(this.owner, this.sessionId, OFFLOAD_LORA, { callId: opts.callId, handoff: opts.handoff, author: "harness", reason: opts.reason }));
   }
 
   runTool(call: ModelCall, signal: AbortSignal) {
@@ -147,7 +149,7 @@ export class SessionDriver implements TrajectoryDriver {
   }
 }
 
-function toWeightOutcome(o: Awaited<ReturnType<SessionService["loadLora"]>>): WeightOutcome {
+function toWeightOutcome(o: WeightActionOutcome): WeightOutcome {
   return o.ok
     ? {
         ok: true,

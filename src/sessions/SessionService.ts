@@ -6,11 +6,11 @@ import { DEFAULT_STAGE_BUDGET, type StageBudget } from "../budgets/budgets.js";
 import { LimitError, PendingCallsError } from "./errors.js";
 import { exchangeMessage, internalResult, newCallId, newId } from "./exchanges.js";
 import type { HistoryMessage, ToolCallRecord } from "./history.js";
-import { LOAD_LORA, modelFunctions, OFFLOAD_LORA, WEIGHT_ACTIONS } from "./modelFunctions.js";
+import { modelFunctions, OFFLOAD_LORA, WEIGHT_ACTIONS } from "./modelFunctions.js";
 import { Session } from "./Session.js";
 import { SessionRegistry, type SessionsConfig } from "./SessionRegistry.js";
 import { answerCall, answerClientCalls, rejectCall, runExternalTool } from "./toolExchanges.js";
-import { WeightActions, type BudgetRelease, type WeightActionInput, type WeightActionOutcome } from "./WeightActions.js";
+import { WeightSwitch, type BudgetRelease } from "./WeightSwitch.js";
 import { WorkQueue } from "./WorkQueue.js";
 
 /** What sessions use of the running server (a `Runtime` is one): the engine, the adapter library, the logger. */
@@ -76,13 +76,14 @@ function promptScope(owner: string, serverAuthored: boolean): string {
 /**
  * The operations on sessions, independent of MCP: create, generate, switch weights, record tool results,
  * close. Each runs under its session's lock; model work also passes the bounded work queue. The jobs live
- * beside it: `SessionRegistry` (who owns what, limits, expiry), `WeightActions` (the state rule and every
- * switch), `toolExchanges` (external and client tools, answered calls).
+ * beside it: `SessionRegistry` (who owns what, limits, expiry), `WeightSwitch` (the state rule and every
+ * switch, used directly as `weights`), `toolExchanges` (external and client tools, answered calls).
  */
 export class SessionService {
   private readonly queue: WorkQueue;
   private readonly registry: SessionRegistry;
-  private readonly weights: WeightActions;
+  /** load_lora, offload_lora and the server-side release: the weight switch of every session. */
+  readonly weights: WeightSwitch;
 
   constructor(
     private readonly runtime: SessionRuntime,
@@ -96,7 +97,7 @@ export class SessionService {
     const capacity = runtime.engine.capacity;
     this.queue = new WorkQueue({ maxPending: config.maxQueuedGenerations, maxPendingPerClient: config.maxQueuedPerClient, concurrency: capacity.contexts });
     this.registry = new SessionRegistry(config, capacity.sessions, logger);
-    this.weights = new WeightActions(runtime.library, this.queue, stageBudget, logger);
+    this.weights = new WeightSwitch(this.registry, runtime.library, this.queue, stageBudget, logger);
   }
 
   async create(owner: string, input: CreateSessionInput): Promise<Session> {
@@ -200,14 +201,6 @@ export class SessionService {
       if (calls.length) session.anticipateNext(this.runtime.library.aliases());
       return calls;
     });
-  }
-
-  async loadLora(owner: string, id: string, input: WeightActionInput): Promise<WeightActionOutcome> {
-    return this.weights.apply(this.get(owner, id), LOAD_LORA, input);
-  }
-
-  async offloadLora(owner: string, id: string, input: WeightActionInput): Promise<WeightActionOutcome> {
-    return this.weights.apply(this.get(owner, id), OFFLOAD_LORA, input);
   }
 
   /** See `toolExchanges.runExternalTool`: the answer to the model's call, or a prescribed exchange. */

@@ -8,6 +8,7 @@ import { DEMO_DIMS, qwen3LoraFile } from "../../src/demo/qwen3.js";
 import { demoEngine, maxAbsDiff } from "../helpers/engine.js";
 import { tempDir, tempLibrary, writeLoraVariant } from "../helpers/files.js";
 import { call, callError, connectClient, testConfig, type Connected } from "../helpers/server.js";
+import { referenceNextTokenLogProbs } from "../../src/engines/local/testing.js";
 
 /** A private library folder: the manifest and copies of the demo adapters, so edits touch nothing shared. */
 const { dir: lib, manifest } = tempLibrary();
@@ -77,7 +78,7 @@ describe("adapter library on a running server", () => {
     // the running session still computes with the old write
     const oldTokens = await promptTokens(running);
     const oldLp = await firstLogprob(running);
-    const oldWant = await reference.referenceNextTokenLogProbs("write", oldTokens);
+    const oldWant = await referenceNextTokenLogProbs(reference, "write", oldTokens);
     expect(Math.abs(oldLp.logprob - oldWant.get(oldLp.token)!)).toBeLessThanOrEqual(1e-4);
 
     // a new load gets the new bytes, with a KV cache built under them (never the old one's)
@@ -85,9 +86,9 @@ describe("adapter library on a running server", () => {
     await call(c.client, "load_lora", { session_id: fresh, adapter: "write" });
     const newTokens = await promptTokens(fresh);
     const newLp = await firstLogprob(fresh);
-    const newWant = await reference.referenceNextTokenLogProbs("write-big", newTokens);
+    const newWant = await referenceNextTokenLogProbs(reference, "write-big", newTokens);
     expect(Math.abs(newLp.logprob - newWant.get(newLp.token)!)).toBeLessThanOrEqual(1e-4);
-    expect(maxAbsDiff(newWant, await reference.referenceNextTokenLogProbs("write", newTokens))).toBeGreaterThan(0.1);
+    expect(maxAbsDiff(newWant, await referenceNextTokenLogProbs(reference, "write", newTokens))).toBeGreaterThan(0.1);
 
     // once the last user of the old version releases it, it is freed
     await call(c.client, "offload_lora", { session_id: running });

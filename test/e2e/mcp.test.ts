@@ -3,6 +3,7 @@ import type { LocalEngine } from "../../src/engines/local/index.js";
 import { demoEngine } from "../helpers/engine.js";
 import type { Generated, SessionState } from "../helpers/results.js";
 import { call, callError, connectClient, startHttpServer, testConfig, type Connected, type HttpServer, type TransportKind } from "../helpers/server.js";
+import { referenceNextTokenLogProbs } from "../../src/engines/local/testing.js";
 
 let http: HttpServer;
 let reference: LocalEngine;
@@ -76,10 +77,10 @@ describe.each<TransportKind>(["stdio", "http", "sse"])("MCP over %s", (kind) => 
     const second = await call<Generated>(a.client, "generate", { session_id: id, max_tokens: 3, top_logprobs: 2 });
     expect(second.adapter).toBe(chosen);
     expect(second.tokens.cached).toBe(prompt_tokens!.length - 1);
-    const want = await reference.referenceNextTokenLogProbs(chosen, prompt_tokens!);
+    const want = await referenceNextTokenLogProbs(reference, chosen, prompt_tokens!);
     const got = second.logprobs![0]!;
     expect(Math.abs(got.logprob - want.get(got.token)!)).toBeLessThanOrEqual(1e-4);
-    const base = await reference.referenceNextTokenLogProbs(null, prompt_tokens!);
+    const base = await referenceNextTokenLogProbs(reference, null, prompt_tokens!);
     expect(Math.abs(got.logprob - base.get(got.token)!)).toBeGreaterThan(1e-3);
 
     const released = await call<{ active_adapter: string | null; previous_adapter: string; switch: { cache_strategy: string; rebuilt_tokens: number; reused_tokens: number } }>(a.client, "offload_lora", {
@@ -165,7 +166,7 @@ describe.each<TransportKind>(["stdio", "http", "sse"])("MCP over %s", (kind) => 
     for (const { r, prompt, alias } of results) {
       expect(r.adapter).toBe(alias);
       // each session's first token has exactly the log-prob its own adapter gives over its own prompt
-      const want = await reference.referenceNextTokenLogProbs(alias, prompt);
+      const want = await referenceNextTokenLogProbs(reference, alias, prompt);
       expect(Math.abs(r.logprobs![0]!.logprob - want.get(r.logprobs![0]!.token)!)).toBeLessThanOrEqual(1e-4);
     }
     expect((await state(a.client, mine)).history[1]!.content).toBe("client A's task");

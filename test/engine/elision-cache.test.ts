@@ -3,6 +3,7 @@ import type { LocalEngine } from "../../src/engines/local/index.js";
 import { Session } from "../../src/sessions/Session.js";
 import type { HistoryMessage } from "../../src/sessions/history.js";
 import { demoEngine, maxAbsDiff, WEIGHT_FUNCTIONS } from "../helpers/engine.js";
+import { referenceNextTokenLogProbs } from "../../src/engines/local/testing.js";
 
 /**
  * Eliding older tool results to make room in the window changes the middle of the prompt: the cache must
@@ -34,7 +35,7 @@ describe("elision for room in the window", () => {
       await engineSession.switchWeights("search", session.conversation());
       const before = engineSession.promptTokens(session.conversation());
       const first = await engineSession.nextTokenLogProbs(session.conversation());
-      expect(maxAbsDiff(await engine.referenceNextTokenLogProbs("search", engine.renderTokens(session.conversation()), engineSession.cacheReplay()), first)).toBeLessThan(TOLERANCE);
+      expect(maxAbsDiff(await referenceNextTokenLogProbs(engine, "search", engine.renderTokens(session.conversation()), engineSession.cacheReplay()), first)).toBeLessThan(TOLERANCE);
 
       for (const expected of ["call_1", "call_2"]) {
         const oldest = session.oldestVerbatimResult()!;
@@ -42,7 +43,7 @@ describe("elision for room in the window", () => {
         session.elide(oldest);
         const conv = session.conversation();
         const got = await engineSession.nextTokenLogProbs(conv);
-        const want = await engine.referenceNextTokenLogProbs("search", engine.renderTokens(conv), engineSession.cacheReplay());
+        const want = await referenceNextTokenLogProbs(engine, "search", engine.renderTokens(conv), engineSession.cacheReplay());
         expect(maxAbsDiff(want, got)).toBeLessThan(TOLERANCE);
       }
       const after = engineSession.promptTokens(session.conversation());

@@ -3,6 +3,7 @@ import { LlamaContext, LlamaContextSequence, LlamaModel } from "node-llama-cpp";
 import type { LocalEngine } from "../../src/engines/local/index.js";
 import type { Conversation } from "../../src/engine/index.js";
 import { conversation, demoEngine, demo, maxAbsDiff } from "../helpers/engine.js";
+import { referenceNextTokenLogProbs } from "../../src/engines/local/testing.js";
 
 let engine: LocalEngine;
 const conv = conversation("Which river flows through Paris, and how long is it?");
@@ -28,10 +29,10 @@ describe("engine on the demo model", () => {
 
   it("each adapter moves the next-token distribution away from the base (max |delta log-prob| >= 0.1)", async () => {
     const tokens = engine.renderTokens(conv);
-    const base = await engine.referenceNextTokenLogProbs(null, tokens);
+    const base = await referenceNextTokenLogProbs(engine, null, tokens);
     const figures: Record<string, number> = {};
     for (const alias of ["plan", "search", "write", "code", "write-v2"]) {
-      figures[alias] = maxAbsDiff(base, await engine.referenceNextTokenLogProbs(alias, tokens));
+      figures[alias] = maxAbsDiff(base, await referenceNextTokenLogProbs(engine, alias, tokens));
       expect(figures[alias]).toBeGreaterThanOrEqual(0.1);
     }
     console.log("max |delta log-prob| vs base:", figures);
@@ -47,7 +48,7 @@ describe("engine on the demo model", () => {
         expect(report.rebuild.tokens).toBe(engine.renderTokens(conv).length - 1);
         const got = await session.nextTokenLogProbs(conv);
         // in the cache's own batch split (its first decode stops where the shared prompt prefix ends, to save it)
-        const want = await engine.referenceNextTokenLogProbs(alias, engine.renderTokens(conv), session.cacheReplay());
+        const want = await referenceNextTokenLogProbs(engine, alias, engine.renderTokens(conv), session.cacheReplay());
         expect(maxAbsDiff(want, got)).toBeLessThanOrEqual(1e-4);
       }
     } finally {
@@ -64,7 +65,7 @@ describe("engine on the demo model", () => {
       for (let round = 0; round < 2; round++) {
         const got = await Promise.all(sessions.map((s, i) => s.nextTokenLogProbs(convs[i]!)));
         for (const [i, alias] of aliases.entries()) {
-          const want = await engine.referenceNextTokenLogProbs(alias, engine.renderTokens(convs[i]!), sessions[i]!.cacheReplay());
+          const want = await referenceNextTokenLogProbs(engine, alias, engine.renderTokens(convs[i]!), sessions[i]!.cacheReplay());
           expect(maxAbsDiff(want, got[i]!)).toBeLessThanOrEqual(1e-4);
         }
       }
@@ -72,7 +73,7 @@ describe("engine on the demo model", () => {
       const replays = sessions.map((s) => s.cacheReplay()); // the prompts are cached already: generation adds to these
       const results = await Promise.all(sessions.map((s, i) => s.generate(convs[i]!, { maxTokens: 4, topLogprobs: 1 })));
       for (const [i, alias] of aliases.entries()) {
-        const want = await engine.referenceNextTokenLogProbs(alias, engine.renderTokens(convs[i]!), replays[i]);
+        const want = await referenceNextTokenLogProbs(engine, alias, engine.renderTokens(convs[i]!), replays[i]);
         const first = results[i]!.logprobs![0]!;
         expect(Math.abs(first.logprob - want.get(first.token)!)).toBeLessThanOrEqual(1e-4);
         expect(results[i]!.adapter).toBe(alias);

@@ -19,6 +19,7 @@ import { PACKAGE_ROOT } from "../../src/paths.js";
 import { conversation, quietLogger, TEST_THREADS } from "../helpers/engine.js";
 import { tempDir } from "../helpers/files.js";
 import { MAIN } from "../helpers/server.js";
+import { referenceNextTokenLogProbs } from "../../src/engines/local/testing.js";
 
 const sha = (p: string) => createHash("sha256").update(readFileSync(p)).digest("hex");
 
@@ -139,7 +140,7 @@ describe("Q8_0 and Q4_0 blocks (ggml's reference quantizers)", () => {
         const set = ensureFamilySet(PACKAGE_ROOT, family, quant);
         const engine = await LocalEngine.load({ modelPath: set.model, gpu: false, threads: TEST_THREADS, contextSize: 8192, sequencesPerContext: 1, logger: quietLogger() });
         try {
-          probs.push(await engine.referenceNextTokenLogProbs(null, engine.renderTokens(conversation("Which river flows through Paris?"))));
+          probs.push(await referenceNextTokenLogProbs(engine, null, engine.renderTokens(conversation("Which river flows through Paris?"))));
         } finally {
           await engine.dispose();
         }

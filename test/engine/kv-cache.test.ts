@@ -30,7 +30,7 @@ async function checkExact(engine: LocalEngine, session: LocalEngineSession, adap
   return maxAbsDiff(want, got);
 }
 
-// The strategies' exactness after every switch, refreshes and concurrent switches: test/engine-conformance/conformance.ts.
+// The strategies' exactness after every switch, refreshes and concurrent switches: test/helpers/conformance.ts.
 
 describe("KV lanes under pressure (reuse, one context of two sequences)", () => {
   let engine: LocalEngine;

@@ -6,6 +6,7 @@ import { importPeft, PEFT_ARCHITECTURES, permuteRowsForRope } from "../../src/li
 import { conversation, maxAbsDiff, quietLogger, TEST_THREADS } from "../helpers/engine.js";
 import { tempDir } from "../helpers/files.js";
 import { bytes, d, familyBase, peftFactors, plausibleDiff, product, RANK, writePeftFolder } from "../helpers/peftFamilies.js";
+import { referenceNextTokenLogProbs } from "../../src/engines/local/testing.js";
 
 const engines: LocalEngine[] = [];
 afterEach(async () => {
@@ -65,16 +66,16 @@ describe("PEFT import per family, checked by behaviour against a dense model wit
 
     const withLora = await load(join(dir, "base.gguf"), imported.outFile);
     const tokens = withLora.renderTokens(conversation("Which river flows through Paris?"));
-    const got = await withLora.referenceNextTokenLogProbs("imported", tokens);
-    const dense = await (await load(join(dir, "merged.gguf"))).referenceNextTokenLogProbs(null, tokens);
-    const plain = await withLora.referenceNextTokenLogProbs(null, tokens);
+    const got = await referenceNextTokenLogProbs(withLora, "imported", tokens);
+    const dense = await referenceNextTokenLogProbs(await load(join(dir, "merged.gguf")), null, tokens);
+    const plain = await referenceNextTokenLogProbs(withLora, null, tokens);
     figures[`${name} (all tokens)`] = Math.max(maxAbsDiff(got, dense), maxAbsDiff(dense, got));
     figures[name] = plausibleDiff(dense, got);
     figures[`${name} LoRA effect`] = plausibleDiff(dense, plain);
     expect(figures[name]).toBeLessThanOrEqual(1e-3);
     expect(plausibleDiff(dense, plain)).toBeGreaterThan(0.01); // the LoRA matters
 
-    const buggy = await (await load(join(dir, "base.gguf"), join(dir, "unpermuted.gguf"))).referenceNextTokenLogProbs("imported", tokens);
+    const buggy = await referenceNextTokenLogProbs(await load(join(dir, "base.gguf"), join(dir, "unpermuted.gguf")), "imported", tokens);
     const bugDiff = plausibleDiff(dense, buggy);
     figures[`${name} without permutation`] = bugDiff;
     if (permutes) expect(bugDiff).toBeGreaterThan(1e-3);

@@ -23,6 +23,7 @@ import {
   type SafetensorsTensorSource,
 } from "../../src/library/peft/index.js";
 import { conversation, demo, demoEngine, maxAbsDiff } from "../helpers/engine.js";
+import { referenceNextTokenLogProbs } from "../../src/engines/local/testing.js";
 
 type Dtype = "F32" | "F16" | "BF16";
 const SUFFIX_TO_MODULE = Object.fromEntries(Object.entries(MODULE_TO_GGUF).map(([module, spec]) => [spec.gguf, module]));
@@ -159,7 +160,7 @@ describe("importPeft on the demo model and the real engine", () => {
   let native: Map<number, number>;
   /** Largest |delta log-prob| of the next token after the conversation, against the native search adapter, both directions. */
   async function diff(alias: string): Promise<number> {
-    const other = await engine.referenceNextTokenLogProbs(alias, tokens);
+    const other = await referenceNextTokenLogProbs(engine, alias, tokens);
     expect(other.size).toBe(native.size);
     return Math.max(maxAbsDiff(native, other), maxAbsDiff(other, native));
   }
@@ -168,7 +169,7 @@ describe("importPeft on the demo model and the real engine", () => {
   beforeAll(async () => {
     engine = await demoEngine({ adapters: ["search"] });
     tokens = engine.renderTokens(conv);
-    native = await engine.referenceNextTokenLogProbs("search", tokens);
+    native = await referenceNextTokenLogProbs(engine, "search", tokens);
   });
   afterAll(async () => {
     console.log("max |delta log-prob| against the native search adapter:", figures);
@@ -282,9 +283,9 @@ describe("importPeft on the demo model and the real engine", () => {
       const invoked = conversation(`${DEMO_INVOCATION} Which river flows through Paris?`);
       const absent = conversation("Which river flows through Paris?");
       const got = await session.nextTokenLogProbs(absent);
-      const base = await engine.referenceNextTokenLogProbs(null, engine.renderTokens(absent), session.cacheReplay());
+      const base = await referenceNextTokenLogProbs(engine, null, engine.renderTokens(absent), session.cacheReplay());
       expect(maxAbsDiff(base, got)).toBeLessThanOrEqual(1e-4); // absent: the base's
-      expect(maxAbsDiff(await engine.referenceNextTokenLogProbs("search", engine.renderTokens(invoked)), await session.nextTokenLogProbs(invoked))).toBeGreaterThan(0.1);
+      expect(maxAbsDiff(await referenceNextTokenLogProbs(engine, "search", engine.renderTokens(invoked)), await session.nextTokenLogProbs(invoked))).toBeGreaterThan(0.1);
     } finally {
       await session.close();
     }

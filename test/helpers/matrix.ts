@@ -7,6 +7,7 @@ import { scriptedTrajectory } from "../../src/demo/trajectory.js";
 import { maxAbsDiff, quietLogger, TEST_THREADS } from "./engine.js";
 import { tempDir } from "./files.js";
 import { call, connectClient, testConfig, type Connected } from "./server.js";
+import { referenceNextTokenLogProbs } from "../../src/engines/local/testing.js";
 
 /** The random demo models rarely end a string argument on their own; a bias on the quote token makes them. */
 const Q = { '"': 8 };
@@ -63,7 +64,7 @@ export function describeFamilyMatrix(family: string): void {
           await session.switchWeights(adapter, conv);
           const replay = session.cacheReplay();
           const got = await session.nextTokenLogProbs(conv);
-          diffs.push(maxAbsDiff(await engine.referenceNextTokenLogProbs(adapter, engine.renderTokens(conv), replay), got));
+          diffs.push(maxAbsDiff(await referenceNextTokenLogProbs(engine, adapter, engine.renderTokens(conv), replay), got));
         }
       } finally {
         await session.close();

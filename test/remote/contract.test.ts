@@ -446,7 +446,7 @@ describe("SGLang (fixtures of its native API)", () => {
   });
 });
 
-describe("llama-server (its API as a loopback double: the backend's own request logic; test/engine-remote-llama-server.test.ts proves it on the real server)", () => {
+describe("llama-server (its API as a loopback double: the backend's own request logic; test/remote/llama-server.test.ts proves it on the real server)", () => {
   interface Listed {
     id: number;
     path: string;

@@ -2,8 +2,7 @@ import { createServer, type Server, type ServerResponse } from "node:http";
 import { afterEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { EngineRequestError, EngineTimeoutError } from "../../src/engine/index.js";
-import { engineAddress } from "../../src/engines/remote/RemoteEngine.js";
-import { EngineHttp } from "../../src/engines/remote/client/EngineHttp.js";
+import { EngineHttp, engineAddress } from "../../src/engines/remote/client/EngineHttp.js";
 
 /**
  * The engine client's own rules, against a loopback server: a request waiting for a place leaves the line when

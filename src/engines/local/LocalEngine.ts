@@ -1,4 +1,4 @@
-import { resolveChatWrapper, type Llama, type LlamaModel, type Token } from "./llama/nodeLlamaCpp.js";
+import { resolveChatWrapper, type Llama, type LlamaContext, type LlamaContextSequence, type LlamaModel, type Token } from "./llama/nodeLlamaCpp.js";
 import type {
   AdapterInfo,
   AdapterSpec,
@@ -10,7 +10,6 @@ import type {
   EngineCapabilities,
   EngineCapacity,
   EngineLogger,
-  LogProbs,
   ModelInfo,
   OpenSessionOptions,
   TokenId,
@@ -19,7 +18,6 @@ import { DuplicateAdapterError, UnknownAdapterError, VersionPins } from "../../e
 import { invocationStart } from "./adapters/invocation.js";
 import { ResidentAdapters } from "./adapters/ResidentAdapters.js";
 import { BackgroundScheduler } from "./background/BackgroundScheduler.js";
-import type { CacheReplay } from "./cache/DecodeLog.js";
 import { Lane } from "./cache/Lane.js";
 import { LaneKey } from "./cache/LaneKey.js";
 import { LanePool } from "./cache/LanePool.js";
@@ -28,13 +26,12 @@ import { SpillStore } from "./cache/SpillStore.js";
 import { renderConversation } from "./chat/render.js";
 import { EngineContext } from "./context/EngineContext.js";
 import { WorkLog, type LockHold } from "./context/WorkLog.js";
-import { assertLlamaInternals, setContextAdapters } from "./llama/internals.js";
-import { replayedNextTokenLogProbs } from "./reference/replay.js";
+import { assertLlamaInternals, switchContextWeights } from "./llama/internals.js";
 import { MIN_DECODE_TOKENS } from "./session/laneSync.js";
 import { LocalEngineSession } from "./session/LocalEngineSession.js";
 import type { EngineServices } from "./session/EngineServices.js";
 import type { SessionRules } from "./session/SessionRules.js";
-import { switchStrategy, type SwitchStrategy } from "./session/strategies/index.js";
+import { switchStrategy, type SwitchStrategy } from "./session/SwitchStrategy.js";
 import { loadModel } from "./model/loadModel.js";
 import type { CacheOptions, LocalEngineOptions } from "./options.js";
 
@@ -319,26 +316,20 @@ export class LocalEngine implements Engine {
   }
 
   /**
-   * The reference for cache correctness through the engine's own versions: a fresh context with `alias` (or
-   * the base, or several) applied from the start, evaluating `tokens` in the same batch split as a session
-   * (`replay`, a session's `cacheReplay()`), else all but the last token in one call; then the rest, then the last.
+   * @internal The test oracle's door (testing.ts `referenceNextTokenLogProbs`): `fn` gets `count` fresh contexts of
+   * one sequence each, with the numerics of the sessions' contexts, the first with `aliases`' weights switched on;
+   * the versions stay pinned and the contexts are freed after.
    */
-  async referenceNextTokenLogProbs(alias: string | null | readonly string[], tokens: readonly TokenId[], replay?: CacheReplay): Promise<LogProbs> {
-    const aliases = alias === null ? [] : typeof alias === "string" ? [alias] : alias;
+  async withReferenceContexts<T>(aliases: readonly string[], count: number, fn: (sequences: LlamaContextSequence[]) => Promise<T>): Promise<T> {
     const versions = aliases.map((a) => this.versionOf(a));
     const weights = versions.map((v) => this.resident.weight(v));
     this.pin(versions);
     return this.work.foreground(async () => {
-      const contexts = [];
+      const contexts: LlamaContext[] = [];
       try {
-        const context = await this.llamaModel.createContext({ ...this.contextOptions(), sequences: 1 });
-        contexts.push(context);
-        await setContextAdapters(context, weights);
-        // an activated LoRA's cache: the base's before its invocation point, in a context of its own
-        const from = replay?.activatedFrom;
-        const base = from === undefined ? undefined : await this.llamaModel.createContext({ ...this.contextOptions(), sequences: 1 });
-        if (base) contexts.push(base);
-        return await replayedNextTokenLogProbs(context.getSequence(), tokens as readonly Token[], replay, base && { base: base.getSequence(), from: from! });
+        for (let i = 0; i < count; i++) contexts.push(await this.llamaModel.createContext({ ...this.contextOptions(), sequences: 1 }));
+        await switchContextWeights(contexts[0]!, weights);
+        return await fn(contexts.map((c) => c.getSequence()));
       } finally {
         for (const c of contexts) await c.dispose();
         this.unpin(versions);

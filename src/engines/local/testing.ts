@@ -4,23 +4,19 @@
  * into a session as its switch strategy, lane or prefix keys, invocation finder or background weights, never
  * as branches in the engine's own code.
  */
-import { AdapterVersion } from "../../engine/index.js";
+import type { Token } from "./llama/nodeLlamaCpp.js";
+import { AdapterVersion, aliasesOf, type LogProbs, type TokenId, type WeightSet } from "../../engine/index.js";
+import type { CacheReplay } from "./cache/DecodeLog.js";
+import { replayedNextTokenLogProbs } from "./reference/replay.js";
 import { invocationStart } from "./adapters/invocation.js";
 import { LaneKey } from "./cache/LaneKey.js";
 import { prefixKeyOf } from "./cache/PrefixStore.js";
 import type { LocalEngine } from "./LocalEngine.js";
 import type { LocalEngineSession } from "./session/LocalEngineSession.js";
-import type { SwitchStrategy } from "./session/strategies/index.js";
+import type { SwitchStrategy } from "./session/SwitchStrategy.js";
 
 /** The bug the rebuild exists to prevent: a switch takes the new weights but keeps the cache computed under the old. */
-export const keepStaleStrategy: SwitchStrategy = {
-  async switch(session, key, to) {
-    const lane = session.activeLane();
-    lane.versions = to;
-    lane.key = key;
-    return { sync: { reused: session.cachedTokens(), evaluated: 0, restored: 0, shared: 0, ms: 0 }, queueMs: 0, strategy: "unchanged" };
-  },
-};
+export const keepStaleStrategy: SwitchStrategy = { plan: () => ({ kind: "unchanged" }) };
 
 /** A session whose switches keep the stale KV cache. */
 export function openStaleSession(engine: LocalEngine): Promise<LocalEngineSession> {
@@ -65,6 +61,19 @@ export function openInvocationOffByOneSession(engine: LocalEngine): Promise<Loca
 /** A session whose background extensions append to a lane under the active lane's weights instead of its own. */
 export function openWrongBackgroundWeightsSession(engine: LocalEngine): Promise<LocalEngineSession> {
   return engine.openSessionWith({ backgroundWeights: (_lane, active) => active.versions });
+}
+
+/**
+ * The reference for cache correctness through the engine's own versions: a fresh context with `to`'s weights (an
+ * alias, null for the base, or several) applied from the start, evaluating `tokens` in the same batch split as a
+ * session (`replay`, a session's `cacheReplay()`), else all but the last token in one call; then the rest, then
+ * the last. An activated LoRA's cache is the base's before its invocation point, in a context of its own.
+ */
+export function referenceNextTokenLogProbs(engine: LocalEngine, to: WeightSet, tokens: readonly TokenId[], replay?: CacheReplay): Promise<LogProbs> {
+  const from = replay?.activatedFrom;
+  return engine.withReferenceContexts(aliasesOf(to), from === undefined ? 1 : 2, ([sequence, base]) =>
+    replayedNextTokenLogProbs(sequence!, tokens as readonly Token[], replay, base && { base, from: from! }),
+  );
 }
 
 /**

@@ -4,6 +4,6 @@
  * (a ChatCodec from src/engines/local/index.ts) and the engine's address; nothing else in src/ knows it is remote.
  */
 export { RemoteEngine } from "./RemoteEngine.js";
-export type { RemoteEngineSession } from "./RemoteEngineSession.js";
+export type { RemoteEngineSession } from "./session/RemoteEngineSession.js";
 export type { RemoteEngineOptions } from "./options.js";
 export { flavorFor, type Flavor, type FlavorFeatures, type FlavorName } from "./flavors/index.js";

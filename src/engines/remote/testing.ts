@@ -8,7 +8,7 @@ import type { EngineHttp } from "./client/EngineHttp.js";
 import type { EngineAdapter } from "./flavors/Flavor.js";
 import { LlamaServerFlavor } from "./flavors/llamaServer.js";
 import type { RemoteEngine } from "./RemoteEngine.js";
-import type { RemoteEngineSession } from "./RemoteEngineSession.js";
+import type { RemoteEngineSession } from "./session/RemoteEngineSession.js";
 
 /**
  * Selects a request's adapters by the server's global scales (`POST /lora-adapters`) and sends no `lora` field,

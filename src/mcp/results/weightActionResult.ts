@@ -1,5 +1,5 @@
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
-import type { WeightActionOutcome } from "../../sessions/WeightActions.js";
+import type { WeightActionOutcome } from "../../sessions/WeightSwitch.js";
 import { switchView } from "./switchView.js";
 import { fail, ok } from "./toolResult.js";
 

@@ -1,5 +1,6 @@
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { toolInput } from "../../portableSchema.js";
+import { LOAD_LORA } from "../../sessions/modelFunctions.js";
 import { adapterArgument, inputRefresher } from "../adapterArgument.js";
 import { ownerOf, type ServerContext } from "../context.js";
 import { callId, sessionId, weightActionOutput } from "../schemas.js";
@@ -30,7 +31,7 @@ export function registerLoadLoraTool(server: McpServer, ctx: ServerContext): () 
     (args, extra) =>
       toolCall(async () =>
         weightActionResult(
-          await progressFor(extra, "switching weights (queued, or rebuilding the KV cache)").run(() => ctx.sessions.loadLora(ownerOf(extra), args.session_id, { adapter: args.adapter, callId: args.call_id })),
+          await progressFor(extra, "switching weights (queued, or rebuilding the KV cache)").run(() => ctx.sessions.weights.switch(ownerOf(extra), args.session_id, LOAD_LORA, { adapter: args.adapter, callId: args.call_id })),
         ),
       ),
   );

@@ -1,6 +1,7 @@
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { z } from "zod";
 import { toolInput } from "../../portableSchema.js";
+import { OFFLOAD_LORA } from "../../sessions/modelFunctions.js";
 import { adapterArgument, inputRefresher } from "../adapterArgument.js";
 import { ownerOf, type ServerContext } from "../context.js";
 import { callId, sessionId, weightActionOutput } from "../schemas.js";
@@ -33,7 +34,7 @@ export function registerOffloadLoraTool(server: McpServer, ctx: ServerContext): 
       toolCall(async () =>
         weightActionResult(
           await progressFor(extra, "switching weights (queued, or rebuilding the KV cache)").run(() =>
-            ctx.sessions.offloadLora(ownerOf(extra), args.session_id, { adapter: args.adapter, callId: args.call_id, handoff: args.handoff }),
+            ctx.sessions.weights.switch(ownerOf(extra), args.session_id, OFFLOAD_LORA, { adapter: args.adapter, callId: args.call_id, handoff: args.handoff }),
           ),
         ),
       ),

@@ -1,6 +1,6 @@
 import type { LlamaContext, LlamaContextSequence } from "../llama/nodeLlamaCpp.js";
 import type { AdapterVersion } from "../../../engine/index.js";
-import { setContextAdapters, type AdapterWeight } from "../llama/internals.js";
+import { switchContextWeights, type AdapterWeight } from "../llama/internals.js";
 import { TimedLock, type WorkLog } from "./WorkLog.js";
 
 /**
@@ -34,10 +34,10 @@ export class EngineContext {
    * The hop where a session's weights reach llama.cpp: applies the adapter set of `versions` (each with its
    * file and scale in `weights`) unless it is the active one. Call only while holding `lock`.
    */
-  async applyWeights(versions: readonly AdapterVersion[], weights: readonly AdapterWeight[]): Promise<void> {
+  async switchWeights(versions: readonly AdapterVersion[], weights: readonly AdapterWeight[]): Promise<void> {
     const key = versions.map(String).join("+") || "base";
     if (this.appliedKey === key) return;
-    await setContextAdapters(this.context, weights);
+    await switchContextWeights(this.context, weights);
     this.appliedKey = key;
     this.appliedVersions = versions;
   }
@@ -48,7 +48,7 @@ export class EngineContext {
    */
   async detach(version: AdapterVersion): Promise<void> {
     if (!this.appliedVersions.some((v) => v.equals(version))) return;
-    await setContextAdapters(this.context, []);
+    await switchContextWeights(this.context, []);
     this.appliedKey = undefined;
     this.appliedVersions = [];
   }

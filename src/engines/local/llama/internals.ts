@@ -53,7 +53,7 @@ export async function freeResidentLora(model: LlamaModel, filePath: string): Pro
 }
 
 /** Replaces the context's active adapter set; `[]` returns to the base weights. No file I/O for resident adapters. */
-export async function setContextAdapters(context: LlamaContext, weights: readonly AdapterWeight[]): Promise<void> {
+export async function switchContextWeights(context: LlamaContext, weights: readonly AdapterWeight[]): Promise<void> {
   await (context as unknown as ContextInternals)._setLoras(weights);
 }
 

@@ -1,186 +1,251 @@
 import type { LlamaContextSequence, Token } from "../llama/nodeLlamaCpp.js";
-import type { AdapterVersion, BackgroundWork, Conversation, EngineSession, GenerateOptions, GenerateResult, HistorySoFar, LaneState, LogProbs, PrefillReport, SwitchReport, WeightSet } from "../../../engine/index.js";
-import { aliasesOf, commonPrefixLength, ContextOverflowError, InvalidAdapterSetError, SessionClosedError, UnknownAdapterError } from "../../../engine/index.js";
+import type {
+  AdapterVersion,
+  BackgroundWork,
+  Conversation,
+  EngineSession,
+  GenerateOptions,
+  GenerateResult,
+  HistorySoFar,
+  LaneState,
+  LogProbs,
+  PrefillReport,
+  SwitchReport,
+  WeightSet,
+} from "../../../engine/index.js";
+import { aliasesOf, ContextOverflowError, EngineCapacityError } from "../../../engine/index.js";
 import { Mutex } from "../../../mutex.js";
-import type { BackgroundSource } from "../background/BackgroundScheduler.js";
 import type { CacheReplay } from "../cache/DecodeLog.js";
-import { Lane, type Slot } from "../cache/Lane.js";
+import { Lane } from "../cache/Lane.js";
 import type { LaneKey } from "../cache/LaneKey.js";
-import { renderConversation, settledTokens } from "../chat/render.js";
-import { generateTurn } from "./generate.js";
-import { extendLane, now, syncLane, weightsLabel, type PrefixPlan, type SyncPlan } from "./laneSync.js";
-import { nextTokenAfter } from "./logProbs.js";
+import { renderConversation } from "../chat/render.js";
+import { CatchUp } from "./CatchUp.js";
 import type { EngineServices } from "./EngineServices.js";
+import { generateTurn } from "./generate.js";
+import { abandonLane, now, rebuildLane, syncLane, weightsLabel, type Synced } from "./laneSync.js";
+import { nextTokenAfter } from "./logProbs.js";
+import { SessionLanes } from "./SessionLanes.js";
 import type { SessionRules } from "./SessionRules.js";
-import type { SwitchingSession, SwitchOutcome } from "./strategies/index.js";
+import type { SwitchPlan } from "./SwitchStrategy.js";
 
-/** The rendered system prompt and function docs of the conversations this session was last given. */
-interface PromptPrefixCache {
-  system: string | undefined;
-  functions: Conversation["functions"];
-  tokens: readonly Token[];
+/** What carrying out a switch plan cost: the sync, the wait for the context lock, and which plan ran. */
+interface SwitchOutcome {
+  sync: Synced;
+  queueMs: number;
+  strategy: SwitchReport["strategy"];
 }
 
 /**
- * One conversation on the local engine: its history's KV cache, held in lanes (one per weight set under
- * `reuse`, a single one rebuilt on each switch under `rebuild`: the engine's `SwitchStrategy`), and its
- * active adapter set. Every evaluation holds its lane's context lock and first applies the lane's adapter
- * set, so sessions on different adapters can share a context without ever decoding under each other's weights.
- * While nobody waits on the engine, the session brings the lanes it was told it will need next up to its
- * history (`catchUpStep`, called by the engine's background scheduler).
+ * One conversation on the local engine: its history's KV cache, held in lanes (`SessionLanes`: one per weight
+ * set under `reuse`, a single one rebuilt on each switch under `rebuild`), and its active weights. The weight
+ * switch is carried out here: the engine's `SwitchStrategy` decides what happens to the caches, and this session
+ * applies the decision. Every evaluation holds its lane's context lock and first switches the context to the
+ * lane's weights (laneSync), so sessions on different adapters can share a context without ever decoding under
+ * each other's weights. Generation is in generate.ts, evaluation ahead of time in `CatchUp`.
  */
-export class LocalEngineSession implements EngineSession, BackgroundSource {
-  private closed = false;
-  /** The active lane: live (it has a sequence), but inside an in-place switch. */
-  private lane: Lane;
+export class LocalEngineSession implements EngineSession {
   /** Switches, close and background steps, one at a time: lanes are created, parked and dropped only under it. */
   private readonly switching = new Mutex();
   /** Tokens one lane holds at most (every sequence of the engine has the same size). */
   readonly contextSize: number;
-  /** Every lane this session has, by key, the active one included. */
-  private readonly lanes = new Map<string, Lane>();
-  /** What the switch strategy may see and change of this session. */
-  private readonly switchingView: SwitchingSession;
-  /** The weight sets (aliases) the session will probably need next, most likely first. */
-  private anticipated: readonly (readonly string[])[] = [];
-  private readonly background: BackgroundWork = { tokens: 0, batches: 0, ms: 0 };
-  private prompt: PromptPrefixCache | undefined;
-  /**
-   * The last prompt the session was given, but its last token (what a synced lane holds): what background work
-   * brings other lanes to. Generated tokens are left out: a turn can re-render otherwise (text that is not valid
-   * UTF-8), and once recorded it is in the next prompt. A hint's history so far moves it on (`soFar`).
-   */
-  private frontier: readonly Token[] = [];
-  /** The history so far of the last hint, rendered into `frontier` by the first background step that needs it. */
-  private soFar: HistorySoFar | undefined;
+  private readonly lanes: SessionLanes;
+  private readonly catchUp: CatchUp;
 
   constructor(
     readonly id: number,
-    private readonly host: EngineServices,
-    private readonly rules: SessionRules,
+    private readonly services: EngineServices,
+    rules: SessionRules,
     first: Lane,
   ) {
-    this.lane = first;
-    this.lanes.set(first.key.toString(), first);
     this.contextSize = first.slot!.sequence.contextSize;
-    host.pool.use(first);
-    if (this.activates(first.versions)) first.activatedFrom = Infinity;
-    this.switchingView = {
-      id,
-      host,
-      lanes: this.lanes,
-      activeLane: () => this.lane,
-      activate: (lane) => {
-        this.lane = lane;
-      },
-      cachedTokens: () => this.cachedTokens,
-      liveSlot: () => this.liveSlot(),
-      planFor: (lane, tokens) => this.planFor(lane, tokens),
-      activates: (versions) => this.activates(versions),
-      baseKey: () => this.rules.keyOf([]),
-    };
-    host.work.add(this);
+    this.lanes = new SessionLanes(id, services, rules, first);
+    this.catchUp = new CatchUp(services, this.lanes, this.switching, this.contextSize);
+    services.work.add(this.catchUp);
   }
 
   get activeAdapter(): string | null {
-    return weightsLabel(this.lane.versions);
+    return weightsLabel(this.lanes.active.versions);
   }
 
   get activeVersions(): readonly AdapterVersion[] {
-    return this.lane.versions;
+    return this.lanes.active.versions;
   }
 
   get cachedTokens(): number {
-    return this.lane.slot?.sequence.nextTokenIndex ?? 0; // no slot only inside an in-place switch
+    return this.lanes.cachedTokens;
   }
 
   /** How the active lane's cache was computed: what a reference context must replay to reproduce it exactly. */
   cacheReplay(): CacheReplay {
-    return this.lane.replay();
+    return this.lanes.cacheReplay();
   }
 
-  /**
-   * Drops the lanes no switch can reach any more: a lane is reachable while resolving its aliases now gives
-   * its key again (a refreshed or removed adapter changes or loses it). Caller holds every context lock.
-   */
-  async dropUnreachableLanes(): Promise<void> {
-    for (const [key, lane] of this.lanes) {
-      if (lane === this.lane || this.keyOfCurrent(lane.versions)?.equals(lane.key)) continue;
-      await this.host.pool.drop(lane);
-      this.lanes.delete(key);
-    }
-  }
-
-  private keyOfCurrent(versions: readonly AdapterVersion[]): LaneKey | undefined {
-    try {
-      return this.rules.keyOf(versions.map((v) => this.host.resolve(v.alias)));
-    } catch (err) {
-      if (err instanceof UnknownAdapterError) return undefined; // an alias left the library
-      throw err;
-    }
+  /** Drops the lanes no switch can reach any more (their weights were refreshed or removed). Caller holds every context lock. */
+  dropUnreachableLanes(): Promise<void> {
+    return this.lanes.dropUnreachable();
   }
 
   laneStates(): LaneState[] {
-    return [...this.lanes.values()]
-      .filter((l) => !l.empty)
-      .map((l) => ({ weights: weightsLabel(l.versions) ?? "base", active: l === this.lane, state: l.slot ? "live" : "spilled", tokens: l.slot?.sequence.nextTokenIndex ?? l.spilled!.tokens }));
+    return this.lanes.laneStates();
   }
 
   async switchWeights(to: WeightSet, conversation: Conversation): Promise<SwitchReport> {
     const aliases = aliasesOf(to);
-    this.ensureOpen();
-    this.ensureApplicable(aliases.map((a) => this.host.resolve(a))); // refused before anything changes
-    const tokens = this.render(conversation);
+    this.lanes.ensureOpen();
+    this.lanes.ensureApplicable(aliases.map((a) => this.services.resolve(a))); // refused before anything changes
+    const tokens = this.lanes.render(conversation);
     this.ensureFits(tokens.length);
-    return this.host.work.foreground(() => {
+    return this.services.work.foreground(() => {
       const queued = now();
       return this.switching.run(async () => {
-        this.ensureOpen();
+        this.lanes.ensureOpen();
         // resolved and pinned with no await between: a refresh cannot free them before the session holds them
-        const to = aliases.map((a) => this.host.resolve(a));
-        this.ensureApplicable(to);
-        this.host.pin(to);
+        const versions = aliases.map((a) => this.services.resolve(a));
+        this.lanes.ensureApplicable(versions);
+        this.services.pin(versions);
         try {
-          const key = this.rules.keyOf(to);
+          const key = this.lanes.rules.keyOf(versions);
           const from = this.activeAdapter;
-          let result: SwitchOutcome;
-          if (key.equals(this.lane.key)) {
-            this.lane.versions = to;
-            result = { sync: { reused: this.cachedTokens, evaluated: 0, restored: 0, shared: 0, ms: 0 }, queueMs: 0, strategy: "unchanged" };
-          } else {
-            this.rememberPrompt(conversation);
-            result = await this.rules.strategy.switch(this.switchingView, key, to, tokens, queued);
-          }
-          this.frontier = tokens.slice(0, -1);
-          this.soFar = undefined;
-          queueMicrotask(() => this.host.versionsReleased());
-          const { sync, queueMs, strategy } = result;
+          const same = key.equals(this.lanes.active.key);
+          if (!same) this.lanes.rememberPrompt(conversation);
+          const plan: SwitchPlan = same ? { kind: "unchanged" } : this.lanes.rules.strategy.plan({ key, activating: this.lanes.activates(versions), baseKey: this.lanes.baseKey() });
+          const { sync, queueMs, strategy } = await this.carryOut(plan, key, versions, tokens, queued);
+          this.catchUp.moveFrontier(tokens);
+          queueMicrotask(() => this.services.versionsReleased());
           return {
             from,
-            to: weightsLabel(to),
+            to: weightsLabel(versions),
             strategy,
             switchMs: Math.max(0, now() - queued - queueMs - sync.ms),
             rebuild: { tokens: sync.evaluated, reused: sync.reused, restored: sync.restored, shared: sync.shared, ms: sync.ms },
             queueMs,
           };
         } finally {
-          this.host.unpin(to);
+          this.services.unpin(versions);
         }
       });
     });
   }
 
+  /** Applies the strategy's decision for a switch to `to` (named exactly by `key`) over `tokens`, the whole rendered history. */
+  private carryOut(plan: SwitchPlan, key: LaneKey, to: readonly AdapterVersion[], tokens: Token[], queued: number): Promise<SwitchOutcome> {
+    if (plan.kind === "rebuild") return this.rebuildInPlace(key, to, tokens, queued);
+    if (plan.kind === "continue") return this.continueOn(plan.home, key, to, tokens, queued);
+    const lane = this.lanes.active;
+    lane.key = key;
+    lane.versions = to;
+    return Promise.resolve({ sync: { reused: this.cachedTokens, evaluated: 0, restored: 0, shared: 0, ms: 0 }, queueMs: 0, strategy: "unchanged" });
+  }
+
+  /** The active lane takes the new weights and is evaluated again; on a failure it is an empty cache under the previous ones. */
+  private async rebuildInPlace(key: LaneKey, to: readonly AdapterVersion[], tokens: Token[], queued: number): Promise<SwitchOutcome> {
+    const lane = this.lanes.active;
+    const slot = this.lanes.liveSlot();
+    return slot.context.lock.run(async () => {
+      const queueMs = now() - queued;
+      const before = { key: lane.key, versions: lane.versions, activatedFrom: lane.activatedFrom };
+      lane.key = key;
+      lane.versions = to;
+      try {
+        // an activated LoRA's history is evaluated under the base up to its invocation point, then under it
+        return { sync: await rebuildLane(this.services, lane, tokens, this.lanes.planFor(lane, tokens)), queueMs, strategy: "rebuild" };
+      } catch (err) {
+        lane.key = before.key;
+        lane.versions = before.versions;
+        lane.activatedFrom = before.activatedFrom === undefined ? undefined : Infinity;
+        await slot.sequence.clearHistory();
+        lane.clearLog();
+        throw err;
+      }
+    });
+  }
+
+  /**
+   * Moves the session onto the lane of `home` (its own lane for `key`, or the base lane for an activated LoRA),
+   * evaluating only the tokens appended since it was last used. When every sequence is taken by active lanes, the
+   * previous lane is spilled and gives its sequence to the new one. On a failure the session keeps a correct cache
+   * under its previous weights.
+   */
+  private async continueOn(home: LaneKey, key: LaneKey, to: readonly AdapterVersion[], tokens: Token[], queued: number): Promise<SwitchOutcome> {
+    const { services, lanes } = this;
+    if (lanes.active.activatedFrom !== undefined) await this.deactivate();
+    const previous = lanes.active;
+    const activating = !home.equals(key);
+    for (;;) {
+      let target = lanes.byKey.get(home.toString());
+      if (target?.empty) lanes.byKey.delete(home.toString());
+      if (!target || target.empty) target = new Lane(this.id, home, activating ? [] : to);
+      const lane = target;
+      const live = lane.slot;
+      const fresh = live ? undefined : await services.pool.acquire().catch((err) => (err instanceof EngineCapacityError ? undefined : Promise.reject(err)));
+      const slot = live ?? fresh ?? lanes.liveSlot();
+      const result = await slot.context.lock.run(async () => {
+        const queueMs = now() - queued;
+        if (live && lane.slot !== live) return undefined; // evicted while we waited for the lock: go round again
+        try {
+          if (fresh) lane.attach(fresh);
+          else if (!live) {
+            // in place: the previous lane's cache is saved (or dropped) and its sequence emptied for this one
+            const taken = (await services.pool.takeSequence(previous))!;
+            lane.attach(taken);
+            await taken.sequence.clearHistory();
+          }
+          services.pool.use(lane);
+          if (activating) {
+            lane.key = key;
+            lane.activatedFrom = Infinity; // all of it is the base's until the sync evaluates from the invocation point
+          }
+          lane.versions = to; // equal keys name equal versions
+          return { sync: await syncLane(services, lane, tokens, lanes.planFor(lane, tokens)), queueMs, strategy: "reuse" as const };
+        } catch (err) {
+          if (activating) rekeyToBase(lane, home);
+          if (lane === previous) {
+            await lane.slot!.sequence.clearHistory(); // an empty cache is still a correct one
+            lane.clearLog();
+          } else await abandonLane(services, lane, previous);
+          throw err;
+        }
+      });
+      if (!result) continue;
+      if (activating) lanes.byKey.delete(home.toString());
+      lanes.byKey.set(key.toString(), lane);
+      lanes.activate(lane);
+      if (previous !== lane) {
+        services.pool.park(previous);
+        if (previous.empty) lanes.byKey.delete(previous.key.toString());
+      }
+      return result;
+    }
+  }
+
+  /**
+   * The active lane is an activated LoRA's (the base lane with the adapter's KV from the invocation point on):
+   * erases that part and makes it the base lane again, before the switch goes anywhere.
+   */
+  private async deactivate(): Promise<void> {
+    const lane = this.lanes.active;
+    const slot = this.lanes.liveSlot();
+    await slot.context.lock.run(async () => {
+      const from = lane.activatedFrom!;
+      if (from < slot.sequence.nextTokenIndex) await slot.sequence.eraseContextTokenRanges([{ start: from, end: slot.sequence.nextTokenIndex }]);
+      this.lanes.byKey.delete(lane.key.toString());
+      rekeyToBase(lane, this.lanes.baseKey());
+      this.lanes.byKey.set(lane.key.toString(), lane);
+    });
+  }
+
   async generate(conversation: Conversation, options: GenerateOptions = {}): Promise<GenerateResult> {
-    this.ensureOpen();
-    const rendered = renderConversation(this.host.model, this.host.chatWrapper, conversation);
+    this.lanes.ensureOpen();
+    const rendered = renderConversation(this.services.model, this.services.chatWrapper, conversation);
     this.ensureFits(rendered.tokens.length + 1);
-    this.rememberPrompt(conversation);
-    this.frontier = rendered.tokens.slice(0, -1);
-    this.soFar = undefined;
-    return this.host.work.foreground(() => {
+    this.lanes.rememberPrompt(conversation);
+    this.catchUp.moveFrontier(rendered.tokens);
+    return this.services.work.foreground(() => {
       const queued = now();
-      return this.withActiveLane((lane, sequence) => generateTurn(this.host, { lane, sequence, contextSize: this.contextSize, plan: this.planFor(lane, rendered.tokens) }, conversation, rendered, options, queued));
-    }, this.host.work.opts.afterTurnMs);
+      return this.lanes.withActive((lane, sequence) =>
+        generateTurn(this.services, { lane, sequence, contextSize: this.contextSize, plan: this.lanes.planFor(lane, rendered.tokens) }, conversation, rendered, options, queued),
+      );
+    }, this.services.work.opts.afterTurnMs);
   }
 
   async prefill(conversation: Conversation): Promise<PrefillReport> {
@@ -188,9 +253,9 @@ export class LocalEngineSession implements EngineSession, BackgroundSource {
   }
 
   async clearCache(): Promise<void> {
-    this.ensureOpen();
-    await this.host.work.foreground(() =>
-      this.withActiveLane(async (lane, sequence) => {
+    this.lanes.ensureOpen();
+    await this.services.work.foreground(() =>
+      this.lanes.withActive(async (lane, sequence) => {
         await sequence.clearHistory();
         lane.clearLog();
         if (lane.activatedFrom !== undefined) lane.activatedFrom = Infinity;
@@ -203,218 +268,55 @@ export class LocalEngineSession implements EngineSession, BackgroundSource {
   }
 
   anticipate(next: readonly (readonly string[])[], soFar?: HistorySoFar): void {
-    this.anticipated = next.map((set) => [...set]);
-    this.soFar = soFar;
-    if (next.length) this.host.work.wake();
-  }
-
-  /**
-   * Renders the hint's history so far into the frontier (once, in a background step: a caller never pays for
-   * it). The model's turn and its calls are settled while the tools run; only their results are not.
-   */
-  private settleFrontier(): void {
-    const soFar = this.soFar;
-    if (!soFar) return;
-    this.soFar = undefined;
-    try {
-      const settled = settledTokens(this.host.model, this.host.chatWrapper, soFar);
-      if (settled.length <= this.contextSize) this.frontier = settled;
-    } catch (err) {
-      this.host.work.opts.logger.debug({ err: (err as Error).message }, "history so far not rendered; background work stops at the last prompt");
-    }
+    this.catchUp.anticipate(next, soFar);
   }
 
   backgroundWork(): BackgroundWork {
-    return { ...this.background };
-  }
-
-  /**
-   * One background step (the engine's scheduler calls it only while no caller's evaluation runs): the first
-   * anticipated weight set whose live lane lags behind the session's last prompt gets one decode of at most the
-   * scheduler's batch; one without a lane gets a new one in a free sequence (never an evicted one), started
-   * from the shared prompt prefix when one is saved. Spilled lanes wait for their switch (restoring one would
-   * take a sequence). An activated LoRA needs nothing ahead: its switch runs on the base lane from its
-   * invocation point. False when there is nothing to do.
-   */
-  async catchUpStep(): Promise<boolean> {
-    if (this.closed || !this.anticipated.length || this.switching.depth > 0) return false;
-    return this.switching.run(async () => {
-      if (this.closed || this.host.work.mustYield) return false;
-      this.settleFrontier();
-      const active = this.lane;
-      const frontier = this.frontier;
-      if (!frontier.length) return false;
-      for (const aliases of this.anticipated) {
-        const versions = this.resolveAll(aliases);
-        if (!versions || this.activates(versions)) continue;
-        const key = this.rules.keyOf(versions);
-        // the active lane, or the base lane while an activated LoRA runs on it
-        if (key.equals(active.key) || (versions.length === 0 && active.activatedFrom !== undefined)) continue;
-        let lane = this.lanes.get(key.toString());
-        if (lane?.empty) this.lanes.delete(key.toString());
-        else if (lane && !lane.slot) continue;
-        if (lane && !lane.empty && commonPrefixLength(lane.tokens, frontier) === frontier.length) continue;
-        if (!lane || lane.empty) {
-          const free = this.host.pool.acquireFree();
-          if (!free) continue;
-          lane = new Lane(this.id, key, versions);
-          lane.speculative = true;
-          lane.attach(free);
-          this.lanes.set(key.toString(), lane);
-          this.host.pool.park(lane);
-          this.host.work.totals.lanesStarted++;
-        }
-        return this.extendInBackground(lane, active, frontier);
-      }
-      return false;
-    });
-  }
-
-  /** One decode extending `lane` towards `frontier` under its context's lock, unless a caller arrived meanwhile. */
-  private async extendInBackground(lane: Lane, active: Lane, frontier: readonly Token[]): Promise<boolean> {
-    const slot = lane.slot!;
-    const work = this.host.work;
-    return slot.context.lock.runBackground(async () => {
-      if (work.mustYield) {
-        work.totals.yields++;
-        return false;
-      }
-      if (lane.slot !== slot || this.lanes.get(lane.key.toString()) !== lane) return false;
-      const started = now();
-      const decoded = await extendLane(this.host, lane, this.rules.backgroundWeights(lane, active), frontier, work.batchTokens(), this.prefixPlan(lane, undefined));
-      if (decoded === undefined) return false;
-      const ms = now() - started;
-      work.recordBatch(decoded, ms);
-      this.background.tokens += decoded;
-      this.background.batches++;
-      this.background.ms += ms;
-      return true;
-    });
-  }
-
-  private resolveAll(aliases: readonly string[]): AdapterVersion[] | undefined {
-    try {
-      return aliases.map((a) => this.host.resolve(a));
-    } catch (err) {
-      if (err instanceof UnknownAdapterError) return undefined; // a hint may name an adapter that left the library
-      throw err;
-    }
-  }
-
-  /** Whether `versions` is an activated LoRA (which applies alone). */
-  private activates(versions: readonly AdapterVersion[]): boolean {
-    return versions.length === 1 && this.host.invocationOf(versions[0]!) !== undefined;
-  }
-
-  /** An activated LoRA applies alone: with other adapters its invocation point would have no meaning. */
-  private ensureApplicable(versions: readonly AdapterVersion[]): void {
-    if (versions.length > 1 && versions.some((v) => this.host.invocationOf(v))) {
-      throw new InvalidAdapterSetError(
-        versions.map((v) => v.alias),
-        "an activated LoRA (one with adapter.alora.invocation_tokens) applies alone, from its invocation point on",
-      );
-    }
-  }
-
-  /** How a sync brings `lane` to `tokens`: its activated LoRA's invocation point, and the shared prefix an empty cache may start from. */
-  private planFor(lane: Lane, tokens: readonly Token[]): SyncPlan {
-    const invocation = this.activates(lane.versions) ? this.host.invocationOf(lane.versions[0]!) : undefined;
-    const activatedFrom = invocation ? (this.rules.invocationOf(tokens, invocation) ?? Infinity) : undefined;
-    return { activatedFrom, prefix: this.prefixPlan(lane, activatedFrom) };
-  }
-
-  /** The shared prompt prefix for `lane`: computed under the base before an activated LoRA's invocation point, else under the lane's weights. */
-  private prefixPlan(lane: Lane, activatedFrom: number | undefined): PrefixPlan | undefined {
-    if (!this.host.prefixes || !this.prompt?.tokens.length) return undefined;
-    const weights = activatedFrom === undefined ? lane.key : this.rules.keyOf([]);
-    return { tokens: this.prompt.tokens, scope: this.rules.promptScope, weights, keyOf: this.rules.prefixKeyOf };
-  }
-
-  /**
-   * The conversation's shareable prefix: the tokens its system turn (with the function docs, which chat
-   * templates render into it) shares with the whole prompt. Rendered again only when the system text or the
-   * functions change.
-   */
-  private rememberPrompt(conversation: Conversation): void {
-    if (!this.host.prefixes) return;
-    const first = conversation.turns[0];
-    const system = first?.role === "system" ? first.text : undefined;
-    if (this.prompt && this.prompt.system === system && this.prompt.functions === conversation.functions) return;
-    const whole = this.render(conversation);
-    const head = this.render({ turns: first?.role === "system" ? [first] : [], functions: conversation.functions });
-    this.prompt = { system, functions: conversation.functions, tokens: whole.slice(0, commonPrefixLength(whole, head)) };
+    return this.catchUp.work();
   }
 
   /** Runs `fn` under the context lock with this session's weights applied and the prompt (all but its last token) cached. */
   private async synced<T>(conversation: Conversation, fn: (sequence: LlamaContextSequence, tokens: Token[], prefill: PrefillReport) => Promise<T>): Promise<T> {
-    this.ensureOpen();
-    const tokens = this.render(conversation);
+    this.lanes.ensureOpen();
+    const tokens = this.lanes.render(conversation);
     this.ensureFits(tokens.length);
-    this.rememberPrompt(conversation);
-    this.frontier = tokens.slice(0, -1);
-    this.soFar = undefined;
-    return this.host.work.foreground(() =>
-      this.withActiveLane(async (lane, sequence) => {
-        const { reused, evaluated, ms } = await syncLane(this.host, lane, tokens, this.planFor(lane, tokens));
+    this.lanes.rememberPrompt(conversation);
+    this.catchUp.moveFrontier(tokens);
+    return this.services.work.foreground(() =>
+      this.lanes.withActive(async (lane, sequence) => {
+        const { reused, evaluated, ms } = await syncLane(this.services, lane, tokens, this.lanes.planFor(lane, tokens));
         return fn(sequence, tokens, { reused, evaluated, ms });
       }),
     );
   }
 
-  /** Runs `fn` on the active lane under its context lock (re-read under the lock: a switch may have moved it). */
-  private async withActiveLane<T>(fn: (lane: Lane, sequence: LlamaContextSequence) => Promise<T>): Promise<T> {
-    for (;;) {
-      const lane = this.lane;
-      const slot = this.liveSlot();
-      let ran = false;
-      const result = await slot.context.lock.run(async () => {
-        if (this.lane !== lane || lane.slot !== slot) return undefined;
-        ran = true;
-        return fn(lane, slot.sequence);
-      });
-      if (ran) return result as T;
-      this.ensureOpen();
-    }
-  }
-
   promptTokens(conversation: Conversation): number {
-    return this.render(conversation).length;
-  }
-
-  private render(conversation: Conversation): Token[] {
-    return renderConversation(this.host.model, this.host.chatWrapper, conversation).tokens;
+    return this.lanes.render(conversation).length;
   }
 
   async close(): Promise<void> {
-    if (this.closed) return;
-    this.closed = true; // refuses new work at once; a switch under way finishes first, then everything is dropped
-    this.host.work.remove(this);
-    await this.host.work.foreground(() =>
+    if (this.lanes.isClosed) return;
+    this.lanes.markClosed(); // refuses new work at once; a switch under way finishes first, then everything is dropped
+    this.services.work.remove(this.catchUp);
+    await this.services.work.foreground(() =>
       this.switching.run(async () => {
         try {
-          for (const lane of this.lanes.values()) {
-            const slot = lane.slot;
-            if (slot) await slot.context.lock.run(() => this.host.pool.drop(lane));
-            else await this.host.pool.drop(lane);
-          }
+          await this.lanes.dropAll();
         } finally {
-          this.host.closed(this.id);
+          this.services.closed(this.id);
         }
       }),
     );
   }
 
-  private liveSlot(): Slot {
-    const slot = this.lane.slot;
-    if (!slot) throw new SessionClosedError();
-    return slot;
-  }
-
-  private ensureOpen() {
-    if (this.closed) throw new SessionClosedError();
-  }
-
   private ensureFits(tokens: number) {
     if (tokens > this.contextSize) throw new ContextOverflowError(tokens, this.contextSize);
   }
+}
+
+/** The lane becomes the session's plain base lane (an activated LoRA's part is gone or never came). */
+function rekeyToBase(lane: Lane, base: LaneKey): void {
+  lane.key = base;
+  lane.versions = [];
+  lane.activatedFrom = undefined;
 }

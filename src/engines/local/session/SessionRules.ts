@@ -3,7 +3,7 @@ import type { AdapterVersion } from "../../../engine/index.js";
 import type { Lane } from "../cache/Lane.js";
 import type { LaneKey } from "../cache/LaneKey.js";
 import type { PrefixKeyOf } from "../cache/PrefixStore.js";
-import type { SwitchStrategy } from "./strategies/index.js";
+import type { SwitchStrategy } from "./SwitchStrategy.js";
 
 /** Names a weight set exactly; tests swap in a careless one to prove the key matters. */
 export type LaneKeyOf = (versions: readonly AdapterVersion[]) => LaneKey;

@@ -3,7 +3,7 @@ import type { Conversation, FinishReason, GenerateOptions, GenerateResult, Gener
 import type { Lane } from "../cache/Lane.js";
 import { generationBias } from "../chat/bias.js";
 import { toChatModelFunctions, type RenderedConversation } from "../chat/render.js";
-import { applySet, now, syncLane, tailWeights, weightsLabel, type SyncPlan } from "./laneSync.js";
+import { switchLaneWeights, now, syncLane, tailWeights, weightsLabel, type SyncPlan } from "./laneSync.js";
 import { teacherForcedLogprobs } from "./logProbs.js";
 import type { EngineServices } from "./EngineServices.js";
 
@@ -36,7 +36,7 @@ export async function generateTurn(host: EngineServices, target: TurnTarget, con
     return { text: "", calls: [], finishReason: "cancelled" as const, adapter: weightsLabel(lane.versions), tokens: tokenCounts, timings, contextRemaining: contextSize - tokens.length };
   }
   const adapterSetStart = now();
-  await applySet(host, lane, tailWeights(lane));
+  await switchLaneWeights(host, lane, tailWeights(lane));
   const adapterSetMs = now() - adapterSetStart;
   // leaves the weights of the prompt's tail applied: the turn is generated under them
   const prefill = await syncLane(host, lane, tokens, plan);

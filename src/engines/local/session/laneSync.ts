@@ -47,8 +47,8 @@ export interface PrefixPlan extends PromptPrefix {
 }
 
 /** Applies `versions` (the base for []) to the lane's context: the step where weights reach llama.cpp. Caller holds the lock. */
-export async function applySet(host: Pick<EngineServices, "weightOf">, lane: Lane, versions: readonly AdapterVersion[]): Promise<void> {
-  await lane.slot!.context.applyWeights(
+export async function switchLaneWeights(host: Pick<EngineServices, "weightOf">, lane: Lane, versions: readonly AdapterVersion[]): Promise<void> {
+  await lane.slot!.context.switchWeights(
     versions,
     versions.map((v) => host.weightOf(v)),
   );
@@ -109,15 +109,16 @@ async function restorePrefix(host: LaneHost, lane: Lane, target: readonly Token[
  * samples), reusing the longest cached prefix computed under the right weights, and leaves the weights of what
  * comes next applied. An activated LoRA's lane keeps the base's KV before the invocation point and the
  * adapter's from it: what its cache holds on the wrong side of the point (the point moved) is evaluated again.
- * An empty cache starts from the shared prompt prefix when one is saved, and saves it when not. Caller holds
- * the lock.
+ * A lane coming back from disk (spilled) loads its saved state first; an empty cache starts from the shared
+ * prompt prefix when one is saved, and saves it when not. Caller holds the lock.
  */
 export async function syncLane(host: LaneHost, lane: Lane, tokens: readonly Token[], plan: SyncPlan = {}): Promise<Synced> {
   const started = now();
   const sequence = lane.slot!.sequence;
+  const spilled = (await host.pool.restore(lane)) ? sequence.nextTokenIndex : undefined;
   if (!tokens.length) {
-    await applySet(host, lane, tailWeights(lane));
-    return { reused: sequence.nextTokenIndex, evaluated: 0, restored: 0, shared: 0, ms: 0 };
+    await switchLaneWeights(host, lane, tailWeights(lane));
+    return { reused: sequence.nextTokenIndex, evaluated: 0, restored: spilled ?? 0, shared: 0, ms: spilled === undefined ? 0 : now() - started };
   }
   const target = tokens.slice(0, -1);
   const activated = plan.activatedFrom !== undefined;
@@ -134,14 +135,14 @@ export async function syncLane(host: LaneHost, lane: Lane, tokens: readonly Toke
   keep = Math.max(keep, shared);
   let evaluated = 0;
   if (keep < baseEnd) {
-    await applySet(host, lane, []);
+    await switchLaneWeights(host, lane, []);
     evaluated += await evaluateRange(host, lane, target, keep, baseEnd, 0, plan.prefix);
   }
-  await applySet(host, lane, tailWeights(lane));
+  await switchLaneWeights(host, lane, tailWeights(lane));
   if (from < target.length) evaluated += await evaluateRange(host, lane, target, Math.max(keep, from), target.length, from, activated ? undefined : plan.prefix);
   host.work.foregroundTokens += evaluated;
   const reused = target.length - evaluated;
-  return { reused, evaluated, restored: Math.min(shared, reused), shared: Math.min(shared, reused), ms: now() - started };
+  return { reused, evaluated, restored: Math.min(spilled ?? shared, reused), shared: Math.min(shared, reused), ms: now() - started };
 }
 
 /**
@@ -156,7 +157,7 @@ export async function extendLane(host: LaneHost, lane: Lane, weights: readonly A
   if (lcp >= frontier.length) return undefined;
   await eraseFrom(sequence, lcp);
   if (lcp === 0 && (await restorePrefix(host, lane, frontier, prefix, frontier.length)) > 0) return 0;
-  await applySet(host, lane, weights);
+  await switchLaneWeights(host, lane, weights);
   // no prefix is saved from here: a save (a state file written) would hold the context past one decode batch
   return evaluateRange(host, lane, frontier, lcp, Math.min(frontier.length, lcp + maxTokens), 0, undefined);
 }
@@ -169,15 +170,6 @@ export async function rebuildLane(host: LaneHost, lane: Lane, tokens: readonly T
   return syncLane(host, lane, tokens, { activatedFrom: plan.activatedFrom });
 }
 
-/** Brings a lane to the prompt: restores its spilled state first if it has one, else builds on what it holds. */
-export async function continueLane(host: LaneHost, lane: Lane, tokens: readonly Token[], plan: SyncPlan = {}): Promise<Synced> {
-  const started = now();
-  if (!(await host.pool.restore(lane))) return syncLane(host, lane, tokens, plan);
-  const restored = lane.slot!.sequence.nextTokenIndex;
-  const sync = await syncLane(host, lane, tokens, plan);
-  return { ...sync, restored: Math.min(restored, sync.reused), ms: now() - started };
-}
-
 /**
  * A failed switch: the new lane gives its sequence back. Taken from the previous lane (in place), it
  * returns to it emptied, and the previous lane's spilled state, if any, is restored into it.
@@ -188,5 +180,5 @@ export async function abandonLane(host: LaneHost, lane: Lane, previous: Lane): P
   if (previous.slot) return slot.sequence.dispose();
   previous.attach(slot);
   await slot.sequence.clearHistory();
-  await continueLane(host, previous, []).catch(() => undefined); // an empty cache is still a correct one
+  await syncLane(host, previous, []).catch(() => undefined); // an empty cache is still a correct one
 }

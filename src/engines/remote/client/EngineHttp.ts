@@ -35,6 +35,14 @@ export interface EngineResponse {
   body: unknown;
 }
 
+/** The engine's address as errors, listings and logs show it: never a user name or password (engine.remote.apiKeyEnv is for those). */
+export function engineAddress(url: string): string {
+  const u = new URL(url);
+  u.username = "";
+  u.password = "";
+  return u.toString().replace(/\/$/, "");
+}
+
 /** The message of an engine's error body: OpenAI's `{error: {message}}`, vLLM's `{message}`, SGLang's `{error_message}`, llama.cpp's `{error: {message}}`, or the text. */
 export function errorDetail(body: unknown): string {
   if (typeof body === "string") return body.trim().slice(0, 500) || "(no body)";

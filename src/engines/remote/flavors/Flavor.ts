@@ -1,7 +1,6 @@
 import type { AdapterVersion, CacheStrategy, TokenId } from "../../../engine/index.js";
 import type { EngineHttp } from "../client/EngineHttp.js";
 
-
 /** What a serving engine can do, as the backend uses it (README "Remote engines" has the whole capability table). */
 export interface FlavorFeatures {
   /** Adapters can be loaded and unloaded while it serves (else only the ones it started with can be mapped). */

@@ -7,6 +7,7 @@ import { exchangeMessage, internalResult, newCallId } from "./exchanges.js";
 import type { Author, HistoryMessage, ToolCallRecord } from "./history.js";
 import { LOAD_LORA, OFFLOAD_LORA } from "./modelFunctions.js";
 import type { Session } from "./Session.js";
+import type { SessionRegistry } from "./SessionRegistry.js";
 import { StageUsage } from "./StageUsage.js";
 import { callMismatch, stateRuleProblem } from "./stateRule.js";
 import type { WorkQueue } from "./WorkQueue.js";
@@ -32,11 +33,13 @@ export interface BudgetRelease {
 }
 
 /**
- * Weight changes of sessions: load and offload under the state rule, and the server-side release when a stage's
- * budget is spent. Every switch, whoever asked for it (client, harness, budget), goes through `switchWith`.
+ * The weight switch of sessions: load and offload under the state rule, and the server-side release when a stage's
+ * budget is spent. Every switch, whoever asked for it (client, harness, budget), goes through `switchSession`, the
+ * one place that hands it to the engine (`EngineSession.switchWeights`).
  */
-export class WeightActions {
+export class WeightSwitch {
   constructor(
+    private readonly registry: SessionRegistry,
     private readonly library: AdapterLibrary,
     private readonly queue: WorkQueue,
     /** The stage budget of an adapter (manifest entry > config > defaults), enforced in client-driven generate. */
@@ -48,8 +51,10 @@ export class WeightActions {
    * The paper's state rule: load only from the base, offload only the active adapter. An invalid action
    * changes nothing; when it answers a model call, the error is recorded as that call's result so the
    * model reads why. A valid one switches the weights with the exchange as the history's next messages.
+   * `owner`'s session `id` (someone else's is reported exactly like a missing one).
    */
-  apply(session: Session, action: typeof LOAD_LORA | typeof OFFLOAD_LORA, input: WeightActionInput): Promise<WeightActionOutcome> {
+  switch(owner: string, id: string, action: typeof LOAD_LORA | typeof OFFLOAD_LORA, input: WeightActionInput): Promise<WeightActionOutcome> {
+    const session = this.registry.get(owner, id);
     return session.lock.run(async () => {
       session.touch();
       const call = input.callId ? session.pendingCall(input.callId) : undefined;
@@ -71,7 +76,7 @@ export class WeightActions {
       exchange.push(internalResult(answered, message, false));
       let report: SwitchReport;
       try {
-        report = await this.switchWith(session, target, exchange);
+        report = await this.switchSession(session, target, exchange);
       } catch (err) {
         if (!(err instanceof EngineError)) throw err;
         const reason = `${action} failed, nothing changed: ${err.message}`;
@@ -95,7 +100,7 @@ export class WeightActions {
     const answered: ToolCallRecord = { id: newCallId(), name: OFFLOAD_LORA, arguments: {} };
     const message = `${exchangeMessage(this.library, OFFLOAD_LORA, stage.adapter)} [stage ended by the server: ${reason}]`;
     const exchange: HistoryMessage[] = [{ role: "assistant", content: "", adapter: stage.adapter, author: "harness", toolCalls: [answered] }, internalResult(answered, message, false)];
-    const report = await this.switchWith(session, null, exchange);
+    const report = await this.switchSession(session, null, exchange);
     this.logger.info({ session: session.id, adapter: stage.adapter, reason }, "stage budget spent: adapter released by the server");
     return { adapter: stage.adapter, reason, switch: report };
   }
@@ -104,7 +109,7 @@ export class WeightActions {
    * Switches the session's weights with `exchange` as the history's next messages, then commits them: only
    * a switch that succeeded leaves a trace in the history. Called under the session lock.
    */
-  private async switchWith(session: Session, target: string | null, exchange: HistoryMessage[]): Promise<SwitchReport> {
+  private async switchSession(session: Session, target: string | null, exchange: HistoryMessage[]): Promise<SwitchReport> {
     const from = session.activeAdapter;
     const report = await this.queue.run(session.owner, () => session.engine.switchWeights(target, session.conversation([...session.history, ...exchange])));
     session.append(...exchange);

@@ -1,0 +1,54 @@
+import type { Request, Response } from "express";
+import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
+import type { ServerContext } from "../mcp/context.js";
+import { createServer } from "../mcp/createServer.js";
+import type { Connection, ConnectionKind, ConnectionRegistry } from "./connections.js";
+
+/** Opens one MCP connection over `transport` for `owner` and registers it under `kind` and `id`. */
+export type Connect = (transport: Transport, kind: ConnectionKind, id: string, owner: string | undefined) => Promise<Connection>;
+
+/** What the HTTP transports (Streamable HTTP, legacy SSE) share: the open connections and how to open one. */
+export interface HttpTransportDeps {
+  connections: ConnectionRegistry;
+  connect: Connect;
+}
+
+/** The one connect of both HTTP transports; a token with the admin scope may change the library. */
+export function connector(ctx: ServerContext, connections: ConnectionRegistry): Connect {
+  /** Connects a fresh server object; when the connection ends, the sessions it owned end with it. */
+  return async (transport, kind, id, owner) => {
+    const { server, cleanup } = createServer(ctx, (extra) => extra.authInfo?.scopes.includes("admin") ?? false);
+    let closed = false;
+    const close = async () => {
+      if (closed) return;
+      closed = true;
+      connections.delete(kind, id);
+      // the server object first: that aborts the connection's requests in flight, which then end cleanly
+      await cleanup();
+      await ctx.sessions.closeOwnedBy(`connection:${id}`);
+    };
+    const connection: Connection = {
+      kind,
+      id,
+      owner,
+      close: async () => {
+        await transport.close();
+        await close();
+      },
+    };
+    connections.add(connection);
+    const earlier = transport.onclose; // the caller's own bookkeeping, if any
+    transport.onclose = () => {
+      earlier?.();
+      void close();
+    }; // set before connect: the SDK chains its own handler after it
+    await server.connect(transport);
+    return connection;
+  };
+}
+
+/** The identity a request's connection is bound to: its token's name, or none without tokens. */
+export const identityOf = (req: Request): string | undefined => (req.auth?.clientId ? `token:${req.auth.clientId}` : undefined);
+
+/** Counts a request as activity on its connection until its response is finished. */
+export const inFlight = (connections: ConnectionRegistry, connection: Connection, res: Response): void => connections.busyUntil(connection, new Promise((resolve) => res.once("close", resolve)));

@@ -1,0 +1,54 @@
+import { randomUUID } from "node:crypto";
+import type { Express, Request, Response } from "express";
+import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
+import { isInitializeRequest } from "@modelcontextprotocol/sdk/types.js";
+import { methodNotAllowed, RPC, sendError } from "../http/errors.js";
+import { identityOf, inFlight, type HttpTransportDeps } from "./connect.js";
+
+/** Where Streamable HTTP is served. */
+export const STREAMABLE_HTTP_PATH = "/mcp";
+
+/**
+ * Streamable HTTP at /mcp: POST initialize opens a session (one MCP server object per client session), then POST,
+ * GET (the server's stream) and DELETE name it by `Mcp-Session-Id`. Expects the body already parsed as JSON.
+ */
+export function mountStreamableHttp(app: Express, { connections, connect }: HttpTransportDeps): void {
+  const transports = new Map<string, StreamableHTTPServerTransport>();
+
+  app.post(STREAMABLE_HTTP_PATH, async (req: Request, res: Response) => {
+    const id = req.header("mcp-session-id");
+    const owner = identityOf(req);
+    if (id) {
+      const connection = connections.lookup("streamable", id, owner);
+      const transport = connection && transports.get(id);
+      if (!connection || !transport) return sendError(res, 404, "unknown or expired MCP session; initialize again");
+      inFlight(connections, connection, res);
+      return transport.handleRequest(req, res, req.body);
+    }
+    if (!isInitializeRequest(req.body)) return sendError(res, 400, "no MCP session: send initialize first", RPC.invalidRequest);
+    const refused = connections.refusal(owner);
+    if (refused) return sendError(res, 429, refused);
+    const sessionId = randomUUID();
+    const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({ sessionIdGenerator: () => sessionId });
+    transports.set(sessionId, transport);
+    const connection = await connect(transport, "streamable", sessionId, owner);
+    const forget = transport.onclose;
+    transport.onclose = () => {
+      transports.delete(sessionId);
+      forget?.();
+    };
+    inFlight(connections, connection, res);
+    await transport.handleRequest(req, res, req.body);
+    if (!transport.sessionId) await connection.close(); // an initialize that failed leaves nothing behind
+  });
+  const bySession = async (req: Request, res: Response) => {
+    const id = req.header("mcp-session-id") ?? "";
+    const connection = connections.lookup("streamable", id, identityOf(req));
+    const transport = connection && transports.get(id);
+    if (!transport) return sendError(res, 404, "unknown or expired MCP session");
+    await transport.handleRequest(req, res);
+  };
+  app.get(STREAMABLE_HTTP_PATH, bySession);
+  app.delete(STREAMABLE_HTTP_PATH, bySession);
+  app.all(STREAMABLE_HTTP_PATH, methodNotAllowed("GET, POST, DELETE"));
+}
