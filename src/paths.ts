@@ -35,7 +35,5 @@ export const TRAINED_DIR = join(PACKAGE_ROOT, "models", "trained");
 export const { model: TRAINED_MODEL, manifest: TRAINED_MANIFEST } = trainedLibrary(TRAINED_DIR);
 export const PROMPTS_DIR = join(PACKAGE_ROOT, "prompts");
 export const DEFAULT_CORPUS = join(PACKAGE_ROOT, "src", "externalTools", "search", "default-corpus");
-/** The entity tables the trained demo library's facts come from (`training/pipeline/facts.ts` reads them). */
-export const TRAINING_ENTITIES = join(PACKAGE_ROOT, "training", "corpus", "entities");
 /** Local state (indexes, traces) that is not committed. */
 export const STATE_DIR = join(PACKAGE_ROOT, ".weact");

@@ -4,9 +4,10 @@ import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { callTool, connectClient } from "../testkit/mcpClient.js";
 import { readTaskFile } from "../src/harness/eval/TaskFile.js";
-import { TRAINED_DIR, TRAINING_ENTITIES, trainedLibrary } from "../src/paths.js";
+import { TRAINED_DIR, trainedLibrary } from "../src/paths.js";
 import { planHandoff, searchQuery } from "./pipeline/OracleDriver.js";
 import { isHeldOutQuestion, NEVER_TRAINED_GROUP, readFacts, sentence, type Fact } from "./pipeline/facts.js";
+import { TRAINING_ENTITIES } from "./pipeline/paths.js";
 
 /**
  * `npm run check:trained`: what each stage of the trained demo library does live, on the held-out tasks, in about 90

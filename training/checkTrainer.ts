@@ -5,8 +5,8 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { ensureDemoWeights } from "../src/demo/ensure.js";
 import { createLogger } from "../src/log.js";
-import { PACKAGE_ROOT } from "../src/paths.js";
 import { SeededRandom } from "../src/demo/random.js";
+import { trainerBinary } from "./pipeline/trainer.js";
 
 /**
  * `npm run check:trainer`: whether training/trainer (weact-train) learns what the demo library needs most, reading
@@ -38,11 +38,7 @@ function copyWindows(path: string, count: number, alphabet: readonly number[]): 
 }
 
 const demo = ensureDemoWeights(createLogger("warn"));
-const trainerDir = execFileSync("bash", [join(PACKAGE_ROOT, "scripts", "llama-cpp-build.sh"), "--program", join(PACKAGE_ROOT, "training", "trainer")], { encoding: "utf8", stdio: ["ignore", "pipe", "inherit"] })
-  .trim()
-  .split("\n")
-  .at(-1)!;
-const trainer = join(trainerDir, "weact-train");
+const trainer = trainerBinary();
 // plain tokens of the demo vocabulary (its specials sit at the end)
 const alphabet = Array.from({ length: 210 }, (_, i) => 40 + i);
 copyWindows(join(dir, "train.bin"), Number(values.windows), alphabet);

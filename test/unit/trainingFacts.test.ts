@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { SeededRandom } from "../../src/demo/random.js";
-import { TRAINING_ENTITIES } from "../../src/paths.js";
 import { counterfactual, readFacts, redrawn, type Fact } from "../../training/pipeline/facts.js";
+import { TRAINING_ENTITIES } from "../../training/pipeline/paths.js";
 
 const facts = readFacts(TRAINING_ENTITIES);
 const relationValues = new Map<string, Set<string>>();
