@@ -8,7 +8,8 @@ import tseslint from "typescript-eslint";
 /** node-llama-cpp is the local engine's business: only src/engines/local/llama/ calls it. */
 const LLAMA_CPP = {
   regex: "^node-llama-cpp(/.*)?$",
-  message: "node-llama-cpp is imported only inside src/engines/local/llama/ (the engine seam); go through src/engines/local/index.ts",
+  message:
+    "node-llama-cpp is imported only inside src/engines/local/llama/ (the engine seam); go through src/engines/local/index.ts",
 };
 /** Code outside the local engine reaches it through its entry point only. */
 const LOCAL_ENGINE_INTERNALS = {
@@ -21,25 +22,36 @@ const LOCAL_ENGINE_INTERNALS_FOR_TESTS = {
   message: "tests reach the local engine through src/engines/local/index.ts or src/engines/local/testing.ts",
 };
 /** The GGUF module is used through its entry point (reader, writer, validation behind one surface). */
-const GGUF_INTERNALS = { regex: "^\\.\\.?/(.*/)?gguf/(?!index\\.js$).+", message: "use src/gguf through src/gguf/index.ts" };
+const GGUF_INTERNALS = {
+  regex: "^\\.\\.?/(.*/)?gguf/(?!index\\.js$).+",
+  message: "use src/gguf through src/gguf/index.ts",
+};
 /** What an engine may use of src/ besides the interface: nothing of the layers above it. */
 const ABOVE_ENGINES =
   "app|budgets|cli|config|demo|export|externalTools|harness|http|mcp|openai|prompts|runtime|sessions|status|transports";
 /** The local engine implements the interface: from src/ it may use only the interface, the gguf module and the lock. */
 const LOCAL_ENGINE_OUTWARD = {
   regex: `^(\\.\\./)+((${ABOVE_ENGINES}|library|remote)/|engine/(?!index\\.js$)|(log|paths|portableSchema)\\.js$)`,
-  message: "src/engines/local uses from src/ only src/engine (the interface it implements, through its index.ts), src/gguf and src/mutex.ts",
+  message:
+    "src/engines/local uses from src/ only src/engine (the interface it implements, through its index.ts), src/gguf and src/mutex.ts",
 };
-/** The remote engine implements the interface like the local one does: no node-llama-cpp, no local engine, nothing of the layers above. */
+/**
+ * The remote engine implements the interface like the local one does: no node-llama-cpp, no local engine, nothing of
+ * the layers above.
+ */
 const REMOTE_ENGINE_OUTWARD = {
   regex: `^(\\.\\./)+((${ABOVE_ENGINES}|local)/)`,
   message:
     "src/engines/remote uses src/engine (the interface it implements), src/gguf, src/library/peft and src/mutex.ts; the base model's tokenizer comes in as a ChatCodec from the composition root",
 };
-const CLI = { regex: "^\\.\\.?/(.*/)?cli/", message: "nothing imports src/cli: it is the program's entry, composing everything else" };
+const CLI = {
+  regex: "^\\.\\.?/(.*/)?cli/",
+  message: "nothing imports src/cli: it is the program's entry, composing everything else",
+};
 const APP = {
   regex: "^\\.\\.?/(.*/)?app/",
-  message: "src/app composes the server (services, the HTTP app); only the entry points import it: src/cli, training/, bench/, test/",
+  message:
+    "src/app composes the server (services, the HTTP app); only the entry points import it: src/cli, training/, bench/, test/",
 };
 /** What the server ships never depends on training code, test tooling or benchmarks. */
 const NOT_SHIPPED = {
@@ -49,17 +61,25 @@ const NOT_SHIPPED = {
 const HARNESS = { regex: "^\\.\\.?/(.*/)?harness/", message: "src/sessions does not know the harness that drives it" };
 const COMPOSITION = {
   regex: "^\\.\\.?/(.*/)?(runtime|config)/",
-  message: "src/sessions states what it needs (SessionRuntime, SessionsConfig); the config and the runtime that composes it sit above",
+  message:
+    "src/sessions states what it needs (SessionRuntime, SessionsConfig); the config and the runtime that composes it sit above",
 };
-const MCP = { regex: "^\\.\\.?/(.*/)?mcp/", message: "the MCP surface sits above sessions and harness; they never import it" };
+const MCP = {
+  regex: "^\\.\\.?/(.*/)?mcp/",
+  message: "the MCP surface sits above sessions and harness; they never import it",
+};
 const ENGINES = {
   regex: "^\\.\\.?/(.*/)?engines/",
-  message: "src/config owns the names it validates; it does not reach into an engine (the composition root in src/runtime does)",
+  message:
+    "src/config owns the names it validates; it does not reach into an engine (the composition root in src/runtime does)",
 };
 
 const restrict = (...patterns) => ({ "@typescript-eslint/no-restricted-imports": ["error", { patterns }] });
 
-/** The one test that checks the private members src/engines/local/llama/internals.ts relies on exist reads node-llama-cpp itself. */
+/**
+ * The one test that checks the private members src/engines/local/llama/internals.ts relies on exist reads
+ * node-llama-cpp itself.
+ */
 const LLAMA_CPP_EXCEPTIONS = ["test/engine/engine.test.ts"];
 
 const SRC = [LLAMA_CPP, CLI, APP, GGUF_INTERNALS, LOCAL_ENGINE_INTERNALS, NOT_SHIPPED];
@@ -76,14 +96,22 @@ export default defineConfig(
       "prefer-const": ["error", { ignoreReadBeforeAssign: true }],
       "@typescript-eslint/no-unused-vars": [
         "error",
-        { argsIgnorePattern: "^_", varsIgnorePattern: "^_", destructuredArrayIgnorePattern: "^_", caughtErrors: "none" },
+        {
+          argsIgnorePattern: "^_",
+          varsIgnorePattern: "^_",
+          destructuredArrayIgnorePattern: "^_",
+          caughtErrors: "none",
+        },
       ],
     },
   },
   { files: ["src/status/assets/**/*.js"], languageOptions: { globals: { ...globals.browser } } },
   // the seams, from the most general to the most particular: a later block replaces an earlier one's patterns
   { files: ["**/*.ts"], rules: restrict(LLAMA_CPP, CLI, GGUF_INTERNALS) },
-  { files: ["bench/**/*.ts", "testkit/**/*.ts", "training/**/*.ts"], rules: restrict(LLAMA_CPP, CLI, GGUF_INTERNALS, LOCAL_ENGINE_INTERNALS) },
+  {
+    files: ["bench/**/*.ts", "testkit/**/*.ts", "training/**/*.ts"],
+    rules: restrict(LLAMA_CPP, CLI, GGUF_INTERNALS, LOCAL_ENGINE_INTERNALS),
+  },
   { files: ["src/**/*.ts"], rules: restrict(...SRC) },
   { files: ["test/**/*.ts"], rules: restrict(LLAMA_CPP, CLI, GGUF_INTERNALS, LOCAL_ENGINE_INTERNALS_FOR_TESTS) },
   { files: ["src/sessions/**/*.ts"], rules: restrict(...SRC, HARNESS, MCP, COMPOSITION) },
@@ -93,7 +121,13 @@ export default defineConfig(
   { files: ["src/engines/remote/**/*.ts"], rules: restrict(...SRC, REMOTE_ENGINE_OUTWARD) },
   // inside src/gguf its own files import each other freely
   { files: ["src/gguf/**/*.ts"], rules: restrict(LLAMA_CPP, CLI, NOT_SHIPPED) },
-  { files: ["src/engines/local/**/*.ts"], rules: restrict(LLAMA_CPP, CLI, GGUF_INTERNALS, NOT_SHIPPED, LOCAL_ENGINE_OUTWARD) },
-  { files: ["src/engines/local/llama/**/*.ts"], rules: restrict(CLI, GGUF_INTERNALS, NOT_SHIPPED, LOCAL_ENGINE_OUTWARD) },
+  {
+    files: ["src/engines/local/**/*.ts"],
+    rules: restrict(LLAMA_CPP, CLI, GGUF_INTERNALS, NOT_SHIPPED, LOCAL_ENGINE_OUTWARD),
+  },
+  {
+    files: ["src/engines/local/llama/**/*.ts"],
+    rules: restrict(CLI, GGUF_INTERNALS, NOT_SHIPPED, LOCAL_ENGINE_OUTWARD),
+  },
   { files: LLAMA_CPP_EXCEPTIONS, rules: restrict(CLI, GGUF_INTERNALS, LOCAL_ENGINE_INTERNALS_FOR_TESTS) },
 );

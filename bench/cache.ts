@@ -9,13 +9,17 @@ export const STRATEGIES: readonly CacheStrategy[] = ["rebuild", "reuse"];
 
 /** `conv` with one more user turn of about `tokens` tokens: what a stage appends between two switches. */
 function appended(engine: Engine, conv: Conversation, tokens: number): Conversation {
-  const withText = (repeats: number): Conversation => ({ ...conv, turns: [...conv.turns, { role: "user", text: "and more evidence ".repeat(repeats) }] });
+  const withText = (repeats: number): Conversation => ({
+    ...conv,
+    turns: [...conv.turns, { role: "user", text: "and more evidence ".repeat(repeats) }],
+  });
   const length = (repeats: number) => engine.renderTokens(withText(repeats)).length;
   const perRepeat = length(11) - length(10);
   return withText(Math.max(1, Math.round((tokens - (length(0) - engine.renderTokens(conv).length)) / perRepeat)));
 }
 
-const cost = (r: { switchMs: number; queueMs: number; rebuild: { ms: number } }) => r.switchMs + r.queueMs + r.rebuild.ms;
+const cost = (r: { switchMs: number; queueMs: number; rebuild: { ms: number } }) =>
+  r.switchMs + r.queueMs + r.rebuild.ms;
 
 /**
  * S2: A -> B -> A with a long history and a few tokens appended while B was active. The first switch
@@ -62,7 +66,11 @@ export interface TrajectoryFigures {
  * S3 and S4: a replayed soft trajectory in a process of its own (so its peak RSS is its own), under one
  * strategy with its default budget.
  */
-export async function trajectoryInChild(strategy: CacheStrategy, modelPath: string, adapters: Record<string, string>): Promise<TrajectoryFigures> {
+export async function trajectoryInChild(
+  strategy: CacheStrategy,
+  modelPath: string,
+  adapters: Record<string, string>,
+): Promise<TrajectoryFigures> {
   const child = fileURLToPath(new URL("./cacheTrajectory.js", import.meta.url));
   const args = [child, strategy, modelPath, JSON.stringify(adapters)];
   const { stdout } = await promisify(execFile)(process.execPath, args, { maxBuffer: 1 << 20, env: process.env });
@@ -72,7 +80,8 @@ export async function trajectoryInChild(strategy: CacheStrategy, modelPath: stri
 /** S3/S4 side by side: alternating runs of both strategies, medians. */
 export async function trajectoryComparison(modelPath: string, adapters: Record<string, string>, reps: number) {
   const runs: Record<CacheStrategy, TrajectoryFigures[]> = { rebuild: [], reuse: [] };
-  for (let i = 0; i < reps; i++) for (const s of STRATEGIES) runs[s].push(await trajectoryInChild(s, modelPath, adapters));
+  for (let i = 0; i < reps; i++)
+    for (const s of STRATEGIES) runs[s].push(await trajectoryInChild(s, modelPath, adapters));
   const med = (s: CacheStrategy, k: keyof TrajectoryFigures) => median(runs[s].map((r) => r[k] as number));
   const rows = STRATEGIES.map((s) => ({
     strategy: s,

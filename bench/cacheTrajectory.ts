@@ -9,18 +9,43 @@ import { createLogger } from "../src/log.js";
 import type { TrajectoryFigures } from "./cache.js";
 
 /** 12 switches: the base picks plan, search twice, plan again, search, then write, releasing in between. */
-const SCRIPT: (string | null)[] = ["plan", null, "search", null, "search", null, "plan", null, "search", null, "write", null];
+const SCRIPT: (string | null)[] = [
+  "plan",
+  null,
+  "search",
+  null,
+  "search",
+  null,
+  "plan",
+  null,
+  "search",
+  null,
+  "write",
+  null,
+];
 
 async function main() {
   const [strategy, modelPath, adapters] = process.argv.slice(2) as [CacheStrategy, string, string];
   const logger = createLogger(process.env.WEACT_LOG_LEVEL ?? "warn");
   const engine = await LocalEngine.load({ modelPath, gpu: false, logger, cache: { strategy } });
-  for (const [alias, filePath] of Object.entries(JSON.parse(adapters) as Record<string, string>)) await engine.addAdapter({ alias, filePath, scale: 1 });
+  for (const [alias, filePath] of Object.entries(JSON.parse(adapters) as Record<string, string>))
+    await engine.addAdapter({ alias, filePath, scale: 1 });
   const session = await engine.openSession();
   const started = performance.now();
   let steps = 1;
   await session.prefill(scriptedTrajectory(steps));
-  const f: TrajectoryFigures = { strategy, switches: 0, historyTokens: 0, switchMs: 0, modelMs: 0, wallMs: 0, evaluated: 0, reused: 0, restored: 0, maxRssMB: 0 };
+  const f: TrajectoryFigures = {
+    strategy,
+    switches: 0,
+    historyTokens: 0,
+    switchMs: 0,
+    modelMs: 0,
+    wallMs: 0,
+    evaluated: 0,
+    reused: 0,
+    restored: 0,
+    maxRssMB: 0,
+  };
   for (const target of SCRIPT) {
     steps += 1; // the load/release exchange (or the stage's tool exchange it follows): ~240 tokens, ~4k in all
     const conv = scriptedTrajectory(steps);

@@ -13,7 +13,13 @@ import { PACKAGE_ROOT } from "../src/paths.js";
  * demo adapter and the base, must yield a parsed call of that tool within max_tokens, with no token_bias.
  * Prints a summary per window and policy; exits 1 on any failure.
  */
-const { values } = parseArgs({ options: { seeds: { type: "string", default: "10" }, windows: { type: "string", default: "8192,2048" }, "max-tokens": { type: "string", default: "256" } } });
+const { values } = parseArgs({
+  options: {
+    seeds: { type: "string", default: "10" },
+    windows: { type: "string", default: "8192,2048" },
+    "max-tokens": { type: "string", default: "256" },
+  },
+});
 const seeds = Number(values.seeds);
 const windows = values.windows!.split(",").map(Number);
 const maxTokens = Number(values["max-tokens"]);
@@ -23,7 +29,10 @@ const dir = mkdtempSync(join(tmpdir(), "weact-check-"));
 
 async function server(contextSize: number) {
   const config = join(dir, `config-${contextSize}.json`);
-  writeFileSync(config, JSON.stringify({ model: { gpu: false, contextSize, demo: "random" }, harness: { traceDir: join(dir, "traces") } }));
+  writeFileSync(
+    config,
+    JSON.stringify({ model: { gpu: false, contextSize, demo: "random" }, harness: { traceDir: join(dir, "traces") } }),
+  );
   return connectClient("stdio", { serverArgs: ["--config", config] });
 }
 
@@ -36,7 +45,12 @@ for (const window of windows) {
       for (let seed = 1; seed <= seeds; seed++) {
         const started = Date.now();
         try {
-          const r = await callTool<{ finish: string; stages: string[] }>(c.client, "run_task", { task: task.task, policy, seed, steering: task.steering }, { timeout: 3_600_000, resetTimeoutOnProgress: true });
+          const r = await callTool<{ finish: string; stages: string[] }>(
+            c.client,
+            "run_task",
+            { task: task.task, policy, seed, steering: task.steering },
+            { timeout: 3_600_000, resetTimeoutOnProgress: true },
+          );
           finishes[r.finish] = (finishes[r.finish] ?? 0) + 1;
           if (r.finish === "error") failures.push(`window ${window} ${policy} ${task.id} seed ${seed}: finish error`);
         } catch (err) {
@@ -46,7 +60,9 @@ for (const window of windows) {
         seconds += (Date.now() - started) / 1000;
       }
     }
-    process.stdout.write(`runs    window ${window} ${policy}: ${tasks.length * seeds} runs, ${JSON.stringify(finishes)}, ${seconds.toFixed(0)} s\n`);
+    process.stdout.write(
+      `runs    window ${window} ${policy}: ${tasks.length * seeds} runs, ${JSON.stringify(finishes)}, ${seconds.toFixed(0)} s\n`,
+    );
   }
   await c.close();
 }
@@ -61,7 +77,9 @@ let steered = 0;
 for (const adapter of [null, "plan", "search", "write"]) {
   for (const tool of [adapter === null ? "load_lora" : "offload_lora", ...tools]) {
     for (let seed = 1; seed <= seeds; seed++) {
-      const { session_id } = await callTool<{ session_id: string }>(c.client, "create_session", { task: "Which river flows through Paris?" });
+      const { session_id } = await callTool<{ session_id: string }>(c.client, "create_session", {
+        task: "Which river flows through Paris?",
+      });
       try {
         if (adapter) await callTool(c.client, "load_lora", { session_id, adapter });
         const turn = await callTool<{ tool_calls: { name: string }[]; tokens: { generated: number } }>(
@@ -70,9 +88,13 @@ for (const adapter of [null, "plan", "search", "write"]) {
           { session_id, tool_call: { name: tool }, max_tokens: maxTokens, seed, temperature: 0.7 },
           { timeout: 600_000, resetTimeoutOnProgress: true },
         );
-        const ok = turn.tool_calls.length === 1 && turn.tool_calls[0]!.name === tool && turn.tokens.generated <= maxTokens;
+        const ok =
+          turn.tool_calls.length === 1 && turn.tool_calls[0]!.name === tool && turn.tokens.generated <= maxTokens;
         if (ok) steered++;
-        else failures.push(`steer ${tool} under ${adapter ?? "base"} seed ${seed}: ${JSON.stringify(turn.tool_calls)} generated ${turn.tokens.generated}`);
+        else
+          failures.push(
+            `steer ${tool} under ${adapter ?? "base"} seed ${seed}: ${JSON.stringify(turn.tool_calls)} generated ${turn.tokens.generated}`,
+          );
       } catch (err) {
         failures.push(`steer ${tool} under ${adapter ?? "base"} seed ${seed}: ${(err as Error).message}`);
       } finally {
@@ -82,6 +104,8 @@ for (const adapter of [null, "plan", "search", "write"]) {
   }
 }
 await c.close();
-process.stdout.write(`steering: ${steered} parsed calls of the named tool within max_tokens ${maxTokens}; ${failures.filter((f) => f.startsWith("steer")).length} failures\n`);
+process.stdout.write(
+  `steering: ${steered} parsed calls of the named tool within max_tokens ${maxTokens}; ${failures.filter((f) => f.startsWith("steer")).length} failures\n`,
+);
 for (const f of failures) process.stdout.write(`FAIL ${f}\n`);
 process.exit(failures.length ? 1 : 0);

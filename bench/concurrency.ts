@@ -34,7 +34,14 @@ export interface ConcurrencyRow extends Record<string, string | number> {
 async function drive(url: string, backend: string, sessions: number, rounds: number): Promise<ConcurrencyRow> {
   const clients = await Promise.all(Array.from({ length: sessions }, () => connectClient("http", { url })));
   try {
-    const ids = await Promise.all(clients.map(({ client }, i) => callTool<{ session_id: string }>(client, "create_session", { task: `Session ${i}: which river flows through Paris?`, tools: [] })));
+    const ids = await Promise.all(
+      clients.map(({ client }, i) =>
+        callTool<{ session_id: string }>(client, "create_session", {
+          task: `Session ${i}: which river flows through Paris?`,
+          tools: [],
+        }),
+      ),
+    );
     const turns: number[] = [];
     const switches: number[] = [];
     const timed = async <T>(into: number[], fn: () => Promise<T>) => {
@@ -48,7 +55,9 @@ async function drive(url: string, backend: string, sessions: number, rounds: num
       clients.map(async ({ client }, i) => {
         const session_id = ids[i]!.session_id;
         for (let round = 0; round < rounds; round++) {
-          await timed(switches, () => callTool(client, "load_lora", { session_id, adapter: ADAPTERS[(i + round) % ADAPTERS.length] }, LONG));
+          await timed(switches, () =>
+            callTool(client, "load_lora", { session_id, adapter: ADAPTERS[(i + round) % ADAPTERS.length] }, LONG),
+          );
           await timed(turns, () => callTool(client, "generate", { session_id, ...TURN }, LONG));
           await timed(switches, () => callTool(client, "offload_lora", { session_id }, LONG));
           await timed(turns, () => callTool(client, "generate", { session_id, ...TURN }, LONG));
@@ -84,7 +93,13 @@ export async function concurrencyComparison(
   rounds: number,
   threads = availableParallelism(),
 ): Promise<{ rows: ConcurrencyRow[]; ratios: Record<string, string>[] }> {
-  const limits = { maxSessions: SLOTS * 2, maxSessionsPerClient: SLOTS * 2, maxSlotsPerClient: SLOTS, maxQueuedPerClient: SLOTS * 2, maxQueuedGenerations: SLOTS * 4 };
+  const limits = {
+    maxSessions: SLOTS * 2,
+    maxSessionsPerClient: SLOTS * 2,
+    maxSlotsPerClient: SLOTS,
+    maxQueuedPerClient: SLOTS * 2,
+    maxQueuedGenerations: SLOTS * 4,
+  };
   const write = (name: string, config: unknown) => {
     const path = join(dir, name);
     writeFileSync(path, JSON.stringify(config));
@@ -100,17 +115,40 @@ export async function concurrencyComparison(
     }
   };
   // the local engine: 4 contexts of 4 sequences hold 16 sessions; a context evaluates one session's batch at a time
-  await run("local", write("local.json", { model: { gpu: false, demo: "random", threads, contextSize: CONTEXT, maxContexts: 4, sequencesPerContext: 4 }, sessions: limits }));
-  const llama = await startLlamaServer({ model: demo.model, adapters: ADAPTERS.map((a) => demo.adapters[a]!), threads, slots: SLOTS, contextPerSlot: CONTEXT });
+  await run(
+    "local",
+    write("local.json", {
+      model: { gpu: false, demo: "random", threads, contextSize: CONTEXT, maxContexts: 4, sequencesPerContext: 4 },
+      sessions: limits,
+    }),
+  );
+  const llama = await startLlamaServer({
+    model: demo.model,
+    adapters: ADAPTERS.map((a) => demo.adapters[a]!),
+    threads,
+    slots: SLOTS,
+    contextPerSlot: CONTEXT,
+  });
   try {
-    await run("llama-server", write("remote.json", { model: { contextSize: CONTEXT }, sessions: limits, engine: { backend: "remote", remote: { url: llama.url, flavor: "llama-server", maxInFlight: SLOTS } } }));
+    await run(
+      "llama-server",
+      write("remote.json", {
+        model: { contextSize: CONTEXT },
+        sessions: limits,
+        engine: { backend: "remote", remote: { url: llama.url, flavor: "llama-server", maxInFlight: SLOTS } },
+      }),
+    );
   } finally {
     await llama.stop();
   }
   const ratios = sessionCounts.map((n) => {
     const local = rows.find((r) => r.backend === "local" && r.sessions === n)!;
     const remote = rows.find((r) => r.backend === "llama-server" && r.sessions === n)!;
-    return { sessions: String(n), "turnsPerS llama-server/local": fmt(Number(remote.turnsPerS) / Number(local.turnsPerS)), "turnP95 llama-server/local": fmt(Number(remote.turnP95Ms) / Number(local.turnP95Ms)) };
+    return {
+      sessions: String(n),
+      "turnsPerS llama-server/local": fmt(Number(remote.turnsPerS) / Number(local.turnsPerS)),
+      "turnP95 llama-server/local": fmt(Number(remote.turnP95Ms) / Number(local.turnP95Ms)),
+    };
   });
   return { rows, ratios };
 }

@@ -20,7 +20,12 @@ export function conversationOf(engine: Engine, tokens: number): Conversation {
   return make(Math.max(0, Math.round((tokens - fixed) / perRepeat)));
 }
 
-async function withSession<T>(engine: Engine, fn: (s: EngineSession) => Promise<T>, adapter: string | null = null, promptScope?: string): Promise<T> {
+async function withSession<T>(
+  engine: Engine,
+  fn: (s: EngineSession) => Promise<T>,
+  adapter: string | null = null,
+  promptScope?: string,
+): Promise<T> {
   const s = await engine.openSession({ adapter, ...(promptScope ? { promptScope } : {}) });
   try {
     return await fn(s);
@@ -44,7 +49,10 @@ export async function switchCallCost(engine: Engine, reps = 200) {
   });
 }
 
-/** A switch to an adapter with a history to evaluate vs a plain prefill of the same tokens under that adapter (the physical minimum). */
+/**
+ * A switch to an adapter with a history to evaluate vs a plain prefill of the same tokens under that adapter (the
+ * physical minimum).
+ */
 export async function switchVsPrefill(engine: Engine, historyTokens: number, reps: number) {
   const conv = conversationOf(engine, historyTokens);
   const rebuild: number[] = [];
@@ -70,7 +78,12 @@ export async function switchVsPrefill(engine: Engine, historyTokens: number, rep
   }
   // the median of each pair's ratio: the two are measured back to back, so slow drifts of this shared VM cancel
   const ratios = rebuild.map((r, i) => r / prefill[i]!);
-  return { historyTokens: tokens, switchMs: fmt(median(rebuild)), prefillMs: fmt(median(prefill)), ratio: fmt(median(ratios), 3) };
+  return {
+    historyTokens: tokens,
+    switchMs: fmt(median(rebuild)),
+    prefillMs: fmt(median(prefill)),
+    ratio: fmt(median(ratios), 3),
+  };
 }
 
 /** Two sessions generating in turns, on different adapters (adapter-set change per call) vs on the same one. */
@@ -99,7 +112,11 @@ export async function interleaving(engine: Engine, rounds: number, tokensPerTurn
     same.push(await run("plan", "plan"));
     differentRuns.push(await run("plan", "search"));
   }
-  return { msPerTokenSame: fmt(median(same), 3), msPerTokenDifferent: fmt(median(differentRuns), 3), ratio: fmt(median(differentRuns) / median(same), 3) };
+  return {
+    msPerTokenSame: fmt(median(same), 3),
+    msPerTokenDifferent: fmt(median(differentRuns), 3),
+    ratio: fmt(median(differentRuns) / median(same), 3),
+  };
 }
 
 /**

@@ -17,9 +17,15 @@ export async function loadLoraRoundTrip(configPath: string, reps: number) {
         let tokens = 0;
         for (let i = -3; i < reps; i++) {
           // a fresh session each time, so every load rebuilds the same history (exchanges would grow it)
-          const { session_id } = await callTool<{ session_id: string }>(client, "create_session", { task: "Benchmark the switch." });
+          const { session_id } = await callTool<{ session_id: string }>(client, "create_session", {
+            task: "Benchmark the switch.",
+          });
           const started = performance.now();
-          const r = await callTool<{ switch: { switch_ms: number; rebuild_ms: number; rebuilt_tokens: number } }>(client, "load_lora", { session_id, adapter: i % 2 ? "plan" : "search" });
+          const r = await callTool<{ switch: { switch_ms: number; rebuild_ms: number; rebuilt_tokens: number } }>(
+            client,
+            "load_lora",
+            { session_id, adapter: i % 2 ? "plan" : "search" },
+          );
           const elapsed = performance.now() - started;
           await callTool(client, "close_session", { session_id });
           if (i >= 0) {
@@ -28,7 +34,13 @@ export async function loadLoraRoundTrip(configPath: string, reps: number) {
             tokens = r.switch.rebuilt_tokens;
           }
         }
-        rows.push({ transport: kind, rebuiltTokens: tokens, roundTripP50Ms: fmt(quantile(total, 0.5)), roundTripP95Ms: fmt(quantile(total, 0.95)), switchPlusRebuildP50Ms: fmt(quantile(server, 0.5)) });
+        rows.push({
+          transport: kind,
+          rebuiltTokens: tokens,
+          roundTripP50Ms: fmt(quantile(total, 0.5)),
+          roundTripP95Ms: fmt(quantile(total, 0.95)),
+          switchPlusRebuildP50Ms: fmt(quantile(server, 0.5)),
+        });
       } finally {
         await close();
       }
@@ -53,9 +65,18 @@ export async function toolRoundTrips(configPath: string, reps: number) {
         if (i >= 0) samples.push(performance.now() - started);
         isolation = r.isolation ?? isolation;
       }
-      return { tool: name, detail: isolation || String(args.query ?? ""), p50Ms: fmt(quantile(samples, 0.5)), p95Ms: fmt(quantile(samples, 0.95)) };
+      return {
+        tool: name,
+        detail: isolation || String(args.query ?? ""),
+        p50Ms: fmt(quantile(samples, 0.5)),
+        p95Ms: fmt(quantile(samples, 0.95)),
+      };
     };
-    return [await time("search", { query: "longest river in Europe" }), await time("run_code", { language: "python", code: "pass" }), await time("run_code", { language: "javascript", code: "0" })];
+    return [
+      await time("search", { query: "longest river in Europe" }),
+      await time("run_code", { language: "python", code: "pass" }),
+      await time("run_code", { language: "javascript", code: "0" }),
+    ];
   } finally {
     await close();
     await http.stop();

@@ -10,7 +10,14 @@ const rssMB = () => process.memoryUsage().rss / 2 ** 20;
  * The model is evaluated once first so its mmapped weights are resident in the baseline.
  */
 export async function adapterMemory(modelPath: string, adapters: Record<string, string>, logger: EngineLogger) {
-  const engine = await LocalEngine.load({ modelPath, gpu: false, logger, contextSize: 512, sequencesPerContext: 1, maxContexts: 1 });
+  const engine = await LocalEngine.load({
+    modelPath,
+    gpu: false,
+    logger,
+    contextSize: 512,
+    sequencesPerContext: 1,
+    maxContexts: 1,
+  });
   try {
     const conv = { functions: {}, turns: [{ role: "user" as const, text: "warm up the weights" }] };
     const session = await engine.openSession();

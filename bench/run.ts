@@ -1,5 +1,6 @@
 /**
- * npm run bench [-- --big] [-- --model PATH --adapters a=PATH,b=PATH] [-- --scenario trajectory|prefix|concurrency [--json]]
+ * npm run bench [-- --big] [-- --model PATH --adapters a=PATH,b=PATH] [-- --scenario trajectory|prefix|concurrency
+ * [--json]]
  * Every figure is measured side by side in this one run and printed as a ratio to its baseline.
  */
 import { parseArgs } from "node:util";
@@ -31,7 +32,8 @@ const { values } = parseArgs({
     reps: { type: "string", default: "7" },
     /**
      * Only one scenario: `trajectory` (what the caller waits for on the replayed soft trajectory with tool
-     * latencies), `prefix` (shared prefix restore vs prefill) or `concurrency` (1/4/16 sessions, local vs llama-server).
+     * latencies), `prefix` (shared prefix restore vs prefill) or `concurrency` (1/4/16 sessions, local vs
+     * llama-server).
      */
     scenario: { type: "string" },
     /** With --scenario: one JSON line per result instead of tables. */
@@ -52,11 +54,28 @@ const section = (title: string) => process.stdout.write(`\n## ${title}\n`);
 type Sizes = { s1: number[]; s1Reps: number; s2History: number; prefixReps: number; trajectorySwitches: number };
 /** S1 compares two timings of tens of ms on a shared VM: it needs more pairs than the other scenarios. */
 const DEMO_SIZES: Sizes = { s1: [256, 1024, 4096], s1Reps: 15, s2History: 4096, prefixReps: 7, trajectorySwitches: 12 };
-/** A 0.6B model prefills ~80 tokens a second on two cores: the same scenarios, shorter (the trajectory's first four switches). */
+/**
+ * A 0.6B model prefills ~80 tokens a second on two cores: the same scenarios, shorter (the trajectory's first four
+ * switches).
+ */
 const BIG_SIZES: Sizes = { s1: [256, 1024], s1Reps: 1, s2History: 1024, prefixReps: 1, trajectorySwitches: 4 };
 
-async function withEngine<T>(modelPath: string, adapters: Record<string, string>, strategy: CacheStrategy, fn: (e: LocalEngine) => Promise<T>): Promise<T> {
-  const engine = await LocalEngine.load({ modelPath, gpu: false, logger, threads, contextSize: 8192, sequencesPerContext: 2, maxContexts: 2, cache: { strategy } });
+async function withEngine<T>(
+  modelPath: string,
+  adapters: Record<string, string>,
+  strategy: CacheStrategy,
+  fn: (e: LocalEngine) => Promise<T>,
+): Promise<T> {
+  const engine = await LocalEngine.load({
+    modelPath,
+    gpu: false,
+    logger,
+    threads,
+    contextSize: 8192,
+    sequencesPerContext: 2,
+    maxContexts: 2,
+    cache: { strategy },
+  });
   try {
     for (const [alias, filePath] of Object.entries(adapters)) await engine.addAdapter({ alias, filePath, scale: 1 });
     return await fn(engine);
@@ -74,17 +93,24 @@ async function engineBench(modelPath: string, adapters: Record<string, string>, 
         process.stdout.write(`\n# ${label}: ${modelPath} (threads ${engine.threads})\n`);
         section("switch call (weight change only; no file I/O, no reload)");
         const sw = await switchCallCost(engine);
-        process.stdout.write(table([{ switchUsP50: fmt(sw.switchUsP50, 1), withLockUsP50: fmt(sw.withQueueUsP50, 1) }]) + "\n");
+        process.stdout.write(
+          table([{ switchUsP50: fmt(sw.switchUsP50, 1), withLockUsP50: fmt(sw.withQueueUsP50, 1) }]) + "\n",
+        );
         section("two sessions interleaving generate calls: different adapters / same adapter");
         process.stdout.write(table([await interleaving(engine, 6, 8)]) + "\n");
       }
-      for (const n of sizes.s1) s1.push({ strategy, ...(await switchVsPrefill(engine, n, Math.max(reps, sizes.s1Reps))) });
+      for (const n of sizes.s1)
+        s1.push({ strategy, ...(await switchVsPrefill(engine, n, Math.max(reps, sizes.s1Reps))) });
       s2[strategy] = await returnSwitch(engine, sizes.s2History, 64, reps);
     });
   }
-  section("S1 single switch to an adapter: switch cost / plain prefill of the uncached tokens (the physical minimum; target <= 1.10)");
+  section(
+    "S1 single switch to an adapter: switch cost / plain prefill of the uncached tokens (the physical minimum; target <= 1.10)",
+  );
   process.stdout.write(table(s1) + "\n");
-  section(`S2 A -> B -> A, ${sizes.s2History}-token history, 64 tokens appended under B (targets: second/first <= 0.15 and reuse/rebuild <= 0.15 under reuse)`);
+  section(
+    `S2 A -> B -> A, ${sizes.s2History}-token history, 64 tokens appended under B (targets: second/first <= 0.15 and reuse/rebuild <= 0.15 under reuse)`,
+  );
   const rb = s2.rebuild!;
   const ru = s2.reuse!;
   process.stdout.write(
@@ -100,18 +126,33 @@ async function engineBench(modelPath: string, adapters: Record<string, string>, 
     ) + "\n",
   );
   process.stdout.write(`second switch, reuse / rebuild: ${fmt(ru.secondMs / rb.secondMs, 3)}\n`);
-  section("S3 + S4 replayed soft trajectory (12 switches across plan/search/write, one process per run, default budgets; targets: switch time rebuild/reuse >= 3, peak RSS)");
+  section(
+    "S3 + S4 replayed soft trajectory (12 switches across plan/search/write, one process per run, default budgets; targets: switch time rebuild/reuse >= 3, peak RSS)",
+  );
   const s3 = await trajectoryComparison(modelPath, adapters, Math.max(1, Math.min(3, reps)));
   process.stdout.write(table(s3.rows) + "\n" + table([s3.ratios]) + "\n");
   await prefixScenario(modelPath, adapters, sizes, label, false);
   await trajectoryLines(modelPath, adapters, sizes, label, false);
 }
 
-/** S5: a weight set's first cache from the shared prompt prefix vs its prefill (the system prompt and function docs of the trajectory). */
-async function prefixScenario(modelPath: string, adapters: Record<string, string>, sizes: Sizes, label: string, json: boolean) {
-  const figures = await withEngine(modelPath, adapters, "reuse", (engine) => sharedPrefixVsPrefill(engine, openingConversation(), sizes.prefixReps));
+/**
+ * S5: a weight set's first cache from the shared prompt prefix vs its prefill (the system prompt and function docs of
+ * the trajectory).
+ */
+async function prefixScenario(
+  modelPath: string,
+  adapters: Record<string, string>,
+  sizes: Sizes,
+  label: string,
+  json: boolean,
+) {
+  const figures = await withEngine(modelPath, adapters, "reuse", (engine) =>
+    sharedPrefixVsPrefill(engine, openingConversation(), sizes.prefixReps),
+  );
   if (json) return void process.stdout.write(JSON.stringify({ scenario: "prefix", model: label, ...figures }) + "\n");
-  section("S5 shared prompt prefix: a weight set's first cache restored from the saved prefix vs prefilled (target: ratio < 1)");
+  section(
+    "S5 shared prompt prefix: a weight set's first cache restored from the saved prefix vs prefilled (target: ratio < 1)",
+  );
   process.stdout.write(table([figures]) + "\n");
 }
 
@@ -121,25 +162,62 @@ async function prefixScenario(modelPath: string, adapters: Record<string, string
  * sequences. Targets: the best configuration's critical path >= 3x below rebuild's and >= 5x below llama-server's,
  * its wall time <= 1.05x plain reuse's.
  */
-async function trajectoryLines(modelPath: string, adapters: Record<string, string>, sizes: Sizes, label: string, json: boolean) {
+async function trajectoryLines(
+  modelPath: string,
+  adapters: Record<string, string>,
+  sizes: Sizes,
+  label: string,
+  json: boolean,
+) {
   const modes = values.tools!.split(",").filter((m): m is "sleep" | "cpu" => m === "sleep" || m === "cpu");
   const lines = await withEngine(modelPath, adapters, "reuse", (renderer) =>
-    trajectoryScenario({ modelPath, adapters, renderer, threads: renderer.threads, switches: sizes.trajectorySwitches, reps: Number(values["trajectory-reps"]), modes, llamaServer: true }),
+    trajectoryScenario({
+      modelPath,
+      adapters,
+      renderer,
+      threads: renderer.threads,
+      switches: sizes.trajectorySwitches,
+      reps: Number(values["trajectory-reps"]),
+      modes,
+      llamaServer: true,
+    }),
   );
   const ratios = trajectoryRatios(lines);
   if (json) {
-    for (const line of lines) process.stdout.write(JSON.stringify({ scenario: "trajectory", model: label, ...line } satisfies TrajectoryFigures & { scenario: string; model: string }) + "\n");
-    for (const r of ratios) process.stdout.write(JSON.stringify({ scenario: "trajectory", model: label, summary: r }) + "\n");
+    for (const line of lines)
+      process.stdout.write(
+        JSON.stringify({ scenario: "trajectory", model: label, ...line } satisfies TrajectoryFigures & {
+          scenario: string;
+          model: string;
+        }) + "\n",
+      );
+    for (const r of ratios)
+      process.stdout.write(JSON.stringify({ scenario: "trajectory", model: label, summary: r }) + "\n");
     return;
   }
-  section(`S6 trajectory with tool latencies (search 300 ms, read 200 ms, run_code 1 s; ${sizes.trajectorySwitches} switches): critical-path switch time per configuration`);
-  process.stdout.write(table(lines.map((l) => ({ ...l }) as Record<string, string | number>)) + "\n" + table(ratios.map((r) => Object.fromEntries(Object.entries(r).map(([k, v]) => [k, v ?? "-"])))) + "\n");
+  section(
+    `S6 trajectory with tool latencies (search 300 ms, read 200 ms, run_code 1 s; ${sizes.trajectorySwitches} switches): critical-path switch time per configuration`,
+  );
+  process.stdout.write(
+    table(lines.map((l) => ({ ...l }) as Record<string, string | number>)) +
+      "\n" +
+      table(ratios.map((r) => Object.fromEntries(Object.entries(r).map(([k, v]) => [k, v ?? "-"])))) +
+      "\n",
+  );
 }
 
 async function concurrencyBench() {
   const each = threads ?? availableParallelism();
-  section(`concurrent client-driven sessions switching adapters (load, turn, release, turn; 16 tokens a turn): local backend vs llama-server backend, ${each} thread(s) each (--threads N)`);
-  const { rows, ratios } = await concurrencyComparison(ensureDemoWeights(logger), mkdtempSync(join(tmpdir(), "weact-bench-")), [1, 4, 16], 3, each);
+  section(
+    `concurrent client-driven sessions switching adapters (load, turn, release, turn; 16 tokens a turn): local backend vs llama-server backend, ${each} thread(s) each (--threads N)`,
+  );
+  const { rows, ratios } = await concurrencyComparison(
+    ensureDemoWeights(logger),
+    mkdtempSync(join(tmpdir(), "weact-bench-")),
+    [1, 4, 16],
+    3,
+    each,
+  );
   process.stdout.write(table(rows) + "\n" + table(ratios) + "\n");
 }
 
@@ -155,16 +233,22 @@ async function main() {
   const demo = ensureDemoWeights(logger);
   const { plan, search, write } = demo.adapters;
   await engineBench(demo.model, { plan: plan!, search: search!, write: write! }, "demo model", DEMO_SIZES);
-  section("MCP load_lora round trip on the warm demo model (prescribed load on a fresh session; includes the KV rebuild)");
+  section(
+    "MCP load_lora round trip on the warm demo model (prescribed load on a fresh session; includes the KV rebuild)",
+  );
   const config = join(mkdtempSync(join(tmpdir(), "weact-bench-")), "weact.json");
   writeFileSync(config, JSON.stringify({ model: { gpu: false, demo: "random" } }));
   process.stdout.write(table(await loadLoraRoundTrip(config, 20)) + "\n");
-  section("external tools through MCP over HTTP (search on the shipped corpus; run_code of an empty program = sandbox overhead)");
+  section(
+    "external tools through MCP over HTTP (search on the shipped corpus; run_code of an empty program = sandbox overhead)",
+  );
   process.stdout.write(table(await toolRoundTrips(config, 20)) + "\n");
   await concurrencyBench();
   if (values.big) {
     if (!demoWeightsExist(PACKAGE_ROOT, true)) {
-      process.stdout.write("\ngenerating the Qwen3-0.6B-shaped model and rank-16/32 adapters (once; ~1.3 GB under models/big)...\n");
+      process.stdout.write(
+        "\ngenerating the Qwen3-0.6B-shaped model and rank-16/32 adapters (once; ~1.3 GB under models/big)...\n",
+      );
       generateDemoWeights(PACKAGE_ROOT, { big: true });
     }
     const big = demoWeightPaths(PACKAGE_ROOT, true);
@@ -181,11 +265,21 @@ async function scenarioOnly(scenario: string) {
   if (values.model) runs.push(["configured model", values.model, parseAdapters(values.adapters), BIG_SIZES]);
   else {
     const demo = ensureDemoWeights(logger);
-    runs.push(["demo", demo.model, { plan: demo.adapters.plan!, search: demo.adapters.search!, write: demo.adapters.write! }, DEMO_SIZES]);
+    runs.push([
+      "demo",
+      demo.model,
+      { plan: demo.adapters.plan!, search: demo.adapters.search!, write: demo.adapters.write! },
+      DEMO_SIZES,
+    ]);
     if (values.big) {
       if (!demoWeightsExist(PACKAGE_ROOT, true)) generateDemoWeights(PACKAGE_ROOT, { big: true });
       const big = demoWeightPaths(PACKAGE_ROOT, true).adapters;
-      runs.push(["qwen3-0.6b-shape", demoWeightPaths(PACKAGE_ROOT, true).model, { plan: big.plan!, search: big.search!, write: big.write! }, BIG_SIZES]);
+      runs.push([
+        "qwen3-0.6b-shape",
+        demoWeightPaths(PACKAGE_ROOT, true).model,
+        { plan: big.plan!, search: big.search!, write: big.write! },
+        BIG_SIZES,
+      ]);
     }
   }
   for (const [label, model, adapters, sizes] of runs) {

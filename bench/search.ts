@@ -45,7 +45,13 @@ function measure(index: Candidate, docs: CorpusDocument[], reps: number) {
       if (r === 0 && top === id) hits++;
     }
   }
-  return { library: index.library, documents: docs.length, buildMs: fmt(build), queryP50Us: fmt(quantile(lat, 0.5) * 1000, 1), top1: `${hits}/${KNOWN_QUERIES.length}` };
+  return {
+    library: index.library,
+    documents: docs.length,
+    buildMs: fmt(build),
+    queryP50Us: fmt(quantile(lat, 0.5) * 1000, 1),
+    top1: `${hits}/${KNOWN_QUERIES.length}`,
+  };
 }
 
 /**
@@ -55,10 +61,25 @@ function measure(index: Candidate, docs: CorpusDocument[], reps: number) {
  */
 export function compareIndexes(corpusDir: string, reps = 200) {
   const docs = corpusDocuments(corpusDir);
-  const mini = new MiniSearch<CorpusDocument>({ fields: ["title", "text"], searchOptions: { boost: { title: 2 }, prefix: true, fuzzy: 0.15 } });
+  const mini = new MiniSearch<CorpusDocument>({
+    fields: ["title", "text"],
+    searchOptions: { boost: { title: 2 }, prefix: true, fuzzy: 0.15 },
+  });
   const flex = new Index({ tokenize: "forward" });
   return [
-    measure({ library: "minisearch", build: (d) => mini.addAll(d), top: (q) => mini.search(q)[0]?.id as string | undefined }, docs, reps),
-    measure({ library: "flexsearch", build: (d) => d.forEach((x, i) => flex.add(i, `${x.title} ${x.text}`)), top: (q) => docs[(flex.search(q, { limit: 5 }) as number[])[0] ?? -1]?.id }, docs, reps),
+    measure(
+      { library: "minisearch", build: (d) => mini.addAll(d), top: (q) => mini.search(q)[0]?.id as string | undefined },
+      docs,
+      reps,
+    ),
+    measure(
+      {
+        library: "flexsearch",
+        build: (d) => d.forEach((x, i) => flex.add(i, `${x.title} ${x.text}`)),
+        top: (q) => docs[(flex.search(q, { limit: 5 }) as number[])[0] ?? -1]?.id,
+      },
+      docs,
+      reps,
+    ),
   ];
 }

@@ -29,20 +29,25 @@ const ADAPTERS = ["plan", "search", "write"];
  * Runs for `seconds`, and on (for at most 90 s more) until `measuredCycles` cycles have completed after the
  * warm-up, so a short run on a loaded machine still measures memory over real work instead of over nothing.
  */
-export async function runSoak(url: string, opts: { clients: number; seconds: number; measuredCycles?: number }): Promise<SoakReport> {
+export async function runSoak(
+  url: string,
+  opts: { clients: number; seconds: number; measuredCycles?: number },
+): Promise<SoakReport> {
   const latencies: number[] = [];
   const errors: Record<string, number> = {};
   let cycles = 0;
   let leaks = 0;
   const deadline = Date.now() + opts.seconds * 1000;
-  const rss = async (client: Awaited<ReturnType<typeof connectClient>>["client"]) => (await callTool<{ rss_bytes: number }>(client, "list_adapters")).rss_bytes / 2 ** 20;
+  const rss = async (client: Awaited<ReturnType<typeof connectClient>>["client"]) =>
+    (await callTool<{ rss_bytes: number }>(client, "list_adapters")).rss_bytes / 2 ** 20;
 
   const probe = await connectClient("http", { url });
   let warmClients = 0;
   let warmedUp = false;
   let cyclesAtStart: number | undefined;
   const measuring = () => cyclesAtStart === undefined || cycles - cyclesAtStart < (opts.measuredCycles ?? 0);
-  const running = () => Date.now() < deadline || (opts.measuredCycles !== undefined && Date.now() < deadline + 90_000 && measuring());
+  const running = () =>
+    Date.now() < deadline || (opts.measuredCycles !== undefined && Date.now() < deadline + 90_000 && measuring());
   let onWarm!: () => void;
   // memory is measured from when every client has run one cycle per adapter: by then every adapter set has been
   // applied (llama.cpp sizes its compute buffers per graph) and contexts and caches are allocated
@@ -56,7 +61,11 @@ export async function runSoak(url: string, opts: { clients: number; seconds: num
       try {
         return await callTool<T>(client, name, args, { timeout: 120_000 });
       } catch (err) {
-        const kindOf = /busy/.test((err as Error).message) ? "busy" : /timed out/i.test((err as Error).message) ? "timeout" : `${name}`;
+        const kindOf = /busy/.test((err as Error).message)
+          ? "busy"
+          : /timed out/i.test((err as Error).message)
+            ? "timeout"
+            : `${name}`;
         errors[kindOf] = (errors[kindOf] ?? 0) + 1;
         throw err;
       } finally {
@@ -73,8 +82,15 @@ export async function runSoak(url: string, opts: { clients: number; seconds: num
           await timed("generate", { session_id, max_tokens: 3 });
           await timed("offload_lora", { session_id });
           await timed("search", { query: `river ${marker}`, session_id });
-          const s = await timed<{ task: string; history: { role: string; content: string; tool_calls?: { arguments: { query?: string } }[] }[] }>("get_session", { session_id });
-          const mine = s.task === `task of ${marker}` && s.history.every((m) => !m.tool_calls?.some((c) => c.arguments.query !== undefined && !c.arguments.query.includes(marker)));
+          const s = await timed<{
+            task: string;
+            history: { role: string; content: string; tool_calls?: { arguments: { query?: string } }[] }[];
+          }>("get_session", { session_id });
+          const mine =
+            s.task === `task of ${marker}` &&
+            s.history.every(
+              (m) => !m.tool_calls?.some((c) => c.arguments.query !== undefined && !c.arguments.query.includes(marker)),
+            );
           if (!mine) leaks++;
           await timed("close_session", { session_id });
           cycles++;

@@ -6,9 +6,17 @@ import { parseArgs } from "node:util";
 import { spawnHttpServer } from "../testkit/mcpClient.js";
 import { runSoak } from "./soak.js";
 
-const { values } = parseArgs({ options: { clients: { type: "string", default: "4" }, seconds: { type: "string", default: "120" } } });
+const { values } = parseArgs({
+  options: { clients: { type: "string", default: "4" }, seconds: { type: "string", default: "120" } },
+});
 const config = join(mkdtempSync(join(tmpdir(), "weact-soak-")), "weact.json");
-writeFileSync(config, JSON.stringify({ model: { gpu: false, demo: "random", contextSize: 4096, sequencesPerContext: 8 }, sessions: { maxSessionsPerClient: 64 } }));
+writeFileSync(
+  config,
+  JSON.stringify({
+    model: { gpu: false, demo: "random", contextSize: 4096, sequencesPerContext: 8 },
+    sessions: { maxSessionsPerClient: 64 },
+  }),
+);
 const server = await spawnHttpServer(["--config", config]);
 try {
   const report = await runSoak(server.url, { clients: Number(values.clients), seconds: Number(values.seconds) });

@@ -11,28 +11,62 @@ import { scriptedTrajectory } from "../src/demo/trajectory.js";
  * engine, token for token); the exchanges are. While a tool runs, the history so far holds the turn that called
  * it (as a session's does once the model's turn is recorded), its result still awaited.
  */
-export const SWITCHES: readonly (string | null)[] = ["plan", null, "search", null, "search", null, "plan", null, "search", null, "write", null];
+export const SWITCHES: readonly (string | null)[] = [
+  "plan",
+  null,
+  "search",
+  null,
+  "search",
+  null,
+  "plan",
+  null,
+  "search",
+  null,
+  "write",
+  null,
+];
 
 /** The scripted tool latencies. */
 export const TOOL_MS = { search: 300, read: 200, run_code: 1000 } as const;
 export type ToolName = keyof typeof TOOL_MS;
 
 /** The tools each adapter's stage calls, in order. */
-const STAGE_TOOLS: Readonly<Record<string, readonly ToolName[]>> = { plan: ["run_code"], search: ["search", "read"], write: ["read"] };
+const STAGE_TOOLS: Readonly<Record<string, readonly ToolName[]>> = {
+  plan: ["run_code"],
+  search: ["search", "read"],
+  write: ["read"],
+};
 
 export type Step =
-  { kind: "turn"; conversation: Conversation; afterSwitch: boolean } | { kind: "switch"; to: string | null; conversation: Conversation } | { kind: "tool"; name: ToolName; ms: number; soFar: HistorySoFar };
+  | { kind: "turn"; conversation: Conversation; afterSwitch: boolean }
+  | { kind: "switch"; to: string | null; conversation: Conversation }
+  | { kind: "tool"; name: ToolName; ms: number; soFar: HistorySoFar };
 
 const RESULTS: Readonly<Record<ToolName, (i: number) => string>> = {
-  search: (i) => Array.from({ length: 3 }, (_, k) => `[${k + 1}] seine-${i}-${k}: The Seine rises at Source-Seine, crosses Paris and reaches the English Channel at Le Havre.`).join("\n"),
-  read: (i) => `Document seine-${i}: ${"The Seine is 777 km long; its basin covers 79,000 square kilometres and it flows through Troyes, Paris and Rouen. ".repeat(2)}`,
+  search: (i) =>
+    Array.from(
+      { length: 3 },
+      (_, k) =>
+        `[${k + 1}] seine-${i}-${k}: The Seine rises at Source-Seine, crosses Paris and reaches the English Channel at Le Havre.`,
+    ).join("\n"),
+  read: (i) =>
+    `Document seine-${i}: ${"The Seine is 777 km long; its basin covers 79,000 square kilometres and it flows through Troyes, Paris and Rouen. ".repeat(2)}`,
   run_code: (i) => `stdout: the estimate for step ${i} is 777 km\nexit_code: 0`,
 };
 
 const FUNCTIONS: Conversation["functions"] = {
   ...scriptedTrajectory(0).functions,
-  read: { description: "Read a search result or a URL as text.", parameters: { type: "object", properties: { id_or_url: { type: "string" } } } },
-  run_code: { description: "Run a Python or JavaScript snippet in a sandbox.", parameters: { type: "object", properties: { language: { enum: ["python", "javascript"] }, code: { type: "string" } } } },
+  read: {
+    description: "Read a search result or a URL as text.",
+    parameters: { type: "object", properties: { id_or_url: { type: "string" } } },
+  },
+  run_code: {
+    description: "Run a Python or JavaScript snippet in a sandbox.",
+    parameters: {
+      type: "object",
+      properties: { language: { enum: ["python", "javascript"] }, code: { type: "string" } },
+    },
+  },
 };
 
 /** The trajectory's opening: the system prompt, the function docs and the task (its first turn's conversation). */
@@ -44,26 +78,40 @@ export function openingConversation(): Conversation {
 export function toolTrajectory(switches = SWITCHES.length): Step[] {
   const turns: ChatTurn[] = [...openingConversation().turns];
   const conversation = (): Conversation => ({ turns: [...turns], functions: FUNCTIONS });
-  const exchange = (text: string, name: string, args: Record<string, unknown>, result: string) => turns.push({ role: "assistant", text, calls: [{ name, arguments: args, result }] });
+  const exchange = (text: string, name: string, args: Record<string, unknown>, result: string) =>
+    turns.push({ role: "assistant", text, calls: [{ name, arguments: args, result }] });
   const steps: Step[] = [];
   let active: string | null = null;
   let n = 0;
   for (const to of SWITCHES.slice(0, switches)) {
     if (to !== null) {
       steps.push({ kind: "turn", conversation: conversation(), afterSwitch: steps.at(-1)?.kind === "switch" });
-      exchange(`I need the ${to} capability.`, "load_lora", { adapter: to }, `${to} capability active. Work, then release with offload_lora.`);
+      exchange(
+        `I need the ${to} capability.`,
+        "load_lora",
+        { adapter: to },
+        `${to} capability active. Work, then release with offload_lora.`,
+      );
       steps.push({ kind: "switch", to, conversation: conversation() });
       for (const tool of STAGE_TOOLS[to] ?? []) {
         steps.push({ kind: "turn", conversation: conversation(), afterSwitch: steps.at(-1)?.kind === "switch" });
         const text = `Calling ${tool}.`;
         const args = { query: `seine fact ${n}` };
-        const soFar = { conversation: { turns: [...turns, { role: "assistant" as const, text, calls: [] }], functions: FUNCTIONS }, awaiting: [{ name: tool, arguments: args }] };
+        const soFar = {
+          conversation: { turns: [...turns, { role: "assistant" as const, text, calls: [] }], functions: FUNCTIONS },
+          awaiting: [{ name: tool, arguments: args }],
+        };
         steps.push({ kind: "tool", name: tool, ms: TOOL_MS[tool], soFar });
         exchange(text, tool, args, RESULTS[tool](n++));
       }
       steps.push({ kind: "turn", conversation: conversation(), afterSwitch: false });
     } else {
-      exchange(`Done with ${active}.`, "offload_lora", { handoff: `The ${active} stage found that the Seine is 777 km long.` }, `${active} capability released.`);
+      exchange(
+        `Done with ${active}.`,
+        "offload_lora",
+        { handoff: `The ${active} stage found that the Seine is 777 km long.` },
+        `${active} capability released.`,
+      );
       steps.push({ kind: "switch", to: null, conversation: conversation() });
     }
     active = to;
@@ -80,7 +128,11 @@ export function toolTrajectory(switches = SWITCHES.length): Step[] {
 export async function runTool(name: ToolName, ms: number, mode: "sleep" | "cpu", work: number): Promise<void> {
   if (mode === "sleep" || name !== "run_code") return new Promise((resolve) => setTimeout(resolve, ms));
   await new Promise<void>((resolve, reject) => {
-    const child = spawn(process.execPath, ["-e", `let x = 0; for (let i = 0; i < ${work}; i++) x += Math.sqrt(i); if (x < 0) console.log(x);`], { stdio: "ignore" });
+    const child = spawn(
+      process.execPath,
+      ["-e", `let x = 0; for (let i = 0; i < ${work}; i++) x += Math.sqrt(i); if (x < 0) console.log(x);`],
+      { stdio: "ignore" },
+    );
     child.once("error", reject);
     child.once("exit", () => resolve());
   });
@@ -112,7 +164,9 @@ export interface TrajectoryFigures {
   evaluatedTokens: number;
   /** Of those, evaluated ahead of time. */
   backgroundTokens: number;
-  /** What callers waited for because of switches: inside load/offload, plus the prefill the next turn still had to do. */
+  /**
+   * What callers waited for because of switches: inside load/offload, plus the prefill the next turn still had to do.
+   */
   criticalPathMs: number;
   /** Inside the switch calls alone. */
   switchMs: number;

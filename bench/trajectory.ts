@@ -5,7 +5,15 @@ import type { CacheOptions } from "../src/engines/local/index.js";
 import type { Engine } from "../src/engine/index.js";
 import { startLlamaServer } from "../testkit/llamaServerProcess.js";
 import { median } from "./stats.js";
-import { calibrateWork, openingConversation, runTool, toolTrajectory, TOOL_MS, type TrajectoryFigures, type TrajectoryRunConfig } from "./toolTrajectory.js";
+import {
+  calibrateWork,
+  openingConversation,
+  runTool,
+  toolTrajectory,
+  TOOL_MS,
+  type TrajectoryFigures,
+  type TrajectoryRunConfig,
+} from "./toolTrajectory.js";
 
 /** The local engine's configurations the scenario compares, each in its own process. */
 export const ENGINE_CONFIGS: readonly { strategy: string; cache: CacheOptions }[] = [
@@ -15,7 +23,8 @@ export const ENGINE_CONFIGS: readonly { strategy: string; cache: CacheOptions }[
   { strategy: "reuse+shared+background", cache: { strategy: "reuse", sharedPrefixes: true, background: true } },
 ];
 
-const GRAMMAR = "root ::= [a-z ]*"; // the random demo model writes bytes that are not text: llama-server answers 500 without one
+// the random demo model writes bytes that are not text: llama-server answers 500 without one
+const GRAMMAR = "root ::= [a-z ]*";
 
 interface Completion {
   timings: { prompt_n: number; prompt_ms: number };
@@ -37,15 +46,43 @@ async function llamaServerRun(
   threads: number,
 ): Promise<TrajectoryFigures> {
   const aliases = Object.keys(adapters);
-  const server = await startLlamaServer({ model: modelPath, adapters: Object.values(adapters), threads, slots: slots === "one" ? 1 : aliases.length + 1, contextPerSlot: 8192 });
-  const f: TrajectoryFigures = { strategy: slots === "one" ? "llama-server" : "llama-server/slot-per-weights", tools, switches: 0, evaluatedTokens: 0, backgroundTokens: 0, criticalPathMs: 0, switchMs: 0, wallMs: 0 };
+  const server = await startLlamaServer({
+    model: modelPath,
+    adapters: Object.values(adapters),
+    threads,
+    slots: slots === "one" ? 1 : aliases.length + 1,
+    contextPerSlot: 8192,
+  });
+  const f: TrajectoryFigures = {
+    strategy: slots === "one" ? "llama-server" : "llama-server/slot-per-weights",
+    tools,
+    switches: 0,
+    evaluatedTokens: 0,
+    backgroundTokens: 0,
+    criticalPathMs: 0,
+    switchMs: 0,
+    wallMs: 0,
+  };
   try {
     let active: string | null = null;
     const complete = async (tokens: number[]) => {
       const index = active === null ? -1 : aliases.indexOf(active);
-      const body = { prompt: tokens, n_predict: 16, temperature: 0, cache_prompt: true, grammar: GRAMMAR, id_slot: slots === "one" ? 0 : index + 1, lora: aliases.map((_, i) => ({ id: i, scale: i === index ? 1 : 0 })) };
-      const res = await fetch(`${server.url}/completion`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
-      if (!res.ok) throw new Error(`llama-server /completion answered ${res.status}: ${(await res.text()).slice(0, 300)}`);
+      const body = {
+        prompt: tokens,
+        n_predict: 16,
+        temperature: 0,
+        cache_prompt: true,
+        grammar: GRAMMAR,
+        id_slot: slots === "one" ? 0 : index + 1,
+        lora: aliases.map((_, i) => ({ id: i, scale: i === index ? 1 : 0 })),
+      };
+      const res = await fetch(`${server.url}/completion`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(body),
+      });
+      if (!res.ok)
+        throw new Error(`llama-server /completion answered ${res.status}: ${(await res.text()).slice(0, 300)}`);
       return (await res.json()) as Completion;
     };
     const steps = toolTrajectory(switches);
@@ -77,7 +114,10 @@ async function llamaServerRun(
 
 async function engineRun(config: TrajectoryRunConfig): Promise<TrajectoryFigures> {
   const child = fileURLToPath(new URL("./trajectoryRun.js", import.meta.url));
-  const { stdout } = await promisify(execFile)(process.execPath, [child, JSON.stringify(config)], { maxBuffer: 1 << 20, env: process.env });
+  const { stdout } = await promisify(execFile)(process.execPath, [child, JSON.stringify(config)], {
+    maxBuffer: 1 << 20,
+    env: process.env,
+  });
   return JSON.parse(stdout.trim().split("\n").at(-1)!) as TrajectoryFigures;
 }
 
@@ -104,9 +144,32 @@ export async function trajectoryScenario(opts: TrajectoryScenarioOptions): Promi
     const runs = new Map<string, TrajectoryFigures[]>();
     const add = (f: TrajectoryFigures) => runs.set(f.strategy, [...(runs.get(f.strategy) ?? []), f]);
     for (let rep = 0; rep < opts.reps; rep++) {
-      for (const c of ENGINE_CONFIGS) add(await engineRun({ ...c, modelPath: opts.modelPath, adapters: opts.adapters, tools, work, switches: opts.switches, threads: opts.threads }));
+      for (const c of ENGINE_CONFIGS)
+        add(
+          await engineRun({
+            ...c,
+            modelPath: opts.modelPath,
+            adapters: opts.adapters,
+            tools,
+            work,
+            switches: opts.switches,
+            threads: opts.threads,
+          }),
+        );
       if (opts.llamaServer) {
-        for (const slots of ["one", "per-weights"] as const) add(await llamaServerRun(opts.renderer, opts.modelPath, opts.adapters, slots, tools, work, opts.switches, opts.threads));
+        for (const slots of ["one", "per-weights"] as const)
+          add(
+            await llamaServerRun(
+              opts.renderer,
+              opts.modelPath,
+              opts.adapters,
+              slots,
+              tools,
+              work,
+              opts.switches,
+              opts.threads,
+            ),
+          );
       }
     }
     for (const [strategy, fs] of runs) {
@@ -122,14 +185,20 @@ export async function trajectoryScenario(opts: TrajectoryScenarioOptions): Promi
         wallMs: med("wallMs"),
       };
       if (fs[0]!.maxWaitForBackgroundMs !== undefined)
-        Object.assign(line, { maxWaitForBackgroundMs: Math.max(...fs.map((f) => f.maxWaitForBackgroundMs!)), maxBackgroundDecodeMs: Math.max(...fs.map((f) => f.maxBackgroundDecodeMs!)) });
+        Object.assign(line, {
+          maxWaitForBackgroundMs: Math.max(...fs.map((f) => f.maxWaitForBackgroundMs!)),
+          maxBackgroundDecodeMs: Math.max(...fs.map((f) => f.maxBackgroundDecodeMs!)),
+        });
       lines.push(line);
     }
   }
   return lines;
 }
 
-/** The ratios the targets are stated in: the best local configuration against rebuild, llama-server and plain reuse, per tool mode. */
+/**
+ * The ratios the targets are stated in: the best local configuration against rebuild, llama-server and plain reuse, per
+ * tool mode.
+ */
 export function trajectoryRatios(lines: readonly TrajectoryFigures[]) {
   return [...new Set(lines.map((l) => l.tools))].map((tools) => {
     const of = (s: string) => lines.find((l) => l.tools === tools && l.strategy === s);
@@ -141,7 +210,10 @@ export function trajectoryRatios(lines: readonly TrajectoryFigures[]) {
       best: best.strategy,
       criticalPath_rebuild_over_best: ratio(of("rebuild")?.criticalPathMs, best.criticalPathMs),
       criticalPath_llamaServer_over_best: ratio(of("llama-server")?.criticalPathMs, best.criticalPathMs),
-      criticalPath_llamaServerSlots_over_best: ratio(of("llama-server/slot-per-weights")?.criticalPathMs, best.criticalPathMs),
+      criticalPath_llamaServerSlots_over_best: ratio(
+        of("llama-server/slot-per-weights")?.criticalPathMs,
+        best.criticalPathMs,
+      ),
       wall_best_over_reuse: ratio(best.wallMs, of("reuse")?.wallMs),
     };
   });

@@ -6,14 +6,27 @@ import { LocalEngine } from "../src/engines/local/index.js";
 import { nextWeights } from "../src/sessions/stateRule.js";
 import { createLogger } from "../src/log.js";
 import type { HistorySoFar } from "../src/engine/index.js";
-import { openingConversation, runTool, toolTrajectory, type TrajectoryFigures, type TrajectoryRunConfig } from "./toolTrajectory.js";
+import {
+  openingConversation,
+  runTool,
+  toolTrajectory,
+  type TrajectoryFigures,
+  type TrajectoryRunConfig,
+} from "./toolTrajectory.js";
 
 async function main() {
   const config = JSON.parse(process.argv[2]!) as TrajectoryRunConfig;
   const logger = createLogger(process.env.WEACT_LOG_LEVEL ?? "warn");
-  const engine = await LocalEngine.load({ modelPath: config.modelPath, gpu: false, logger, threads: config.threads, cache: config.cache });
+  const engine = await LocalEngine.load({
+    modelPath: config.modelPath,
+    gpu: false,
+    logger,
+    threads: config.threads,
+    cache: config.cache,
+  });
   const aliases = Object.keys(config.adapters);
-  for (const [alias, filePath] of Object.entries(config.adapters)) await engine.addAdapter({ alias, filePath, scale: 1 });
+  for (const [alias, filePath] of Object.entries(config.adapters))
+    await engine.addAdapter({ alias, filePath, scale: 1 });
   const steps = toolTrajectory(config.switches);
   const first = openingConversation();
 
@@ -48,14 +61,23 @@ async function main() {
     maxWaitForBackgroundMs: 0,
     maxBackgroundDecodeMs: 0,
   };
-  const debug = process.env.WEACT_BENCH_DEBUG ? (line: unknown) => process.stderr.write(`${JSON.stringify(line)}\n`) : () => undefined;
+  const debug = process.env.WEACT_BENCH_DEBUG
+    ? (line: unknown) => process.stderr.write(`${JSON.stringify(line)}\n`)
+    : () => undefined;
   const started = performance.now();
   for (const step of steps) {
     if (step.kind === "turn") {
       const r = await session.generate(step.conversation, { maxTokens: 16 });
       // what the caller still waited for after the switch: the lock, the weights, the prefill the switch left
       if (step.afterSwitch) f.criticalPathMs += r.timings.queueMs + r.timings.adapterSetMs + r.timings.prefillMs;
-      debug({ turn: r.adapter, afterSwitch: step.afterSwitch, evaluated: r.tokens.evaluated, queueMs: r.timings.queueMs, prefillMs: r.timings.prefillMs, decodeMs: r.timings.decodeMs });
+      debug({
+        turn: r.adapter,
+        afterSwitch: step.afterSwitch,
+        evaluated: r.tokens.evaluated,
+        queueMs: r.timings.queueMs,
+        prefillMs: r.timings.prefillMs,
+        decodeMs: r.timings.decodeMs,
+      });
     } else if (step.kind === "switch") {
       const t = performance.now();
       const r = await session.switchWeights(step.to, step.conversation);

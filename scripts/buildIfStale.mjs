@@ -10,9 +10,15 @@ const newest = (path) => {
   if (!s.isDirectory()) return s.mtimeMs;
   return Math.max(0, ...readdirSync(path).map((name) => newest(join(path, name))));
 };
-const inputs = ["src", "bench", "testkit", "training", "tsconfig.json", "package.json"].map((p) => join(root, p)).filter(existsSync);
+const inputs = ["src", "bench", "testkit", "training", "tsconfig.json", "package.json"]
+  .map((p) => join(root, p))
+  .filter(existsSync);
 if (existsSync(stamp) && Math.max(...inputs.map(newest)) < statSync(stamp).mtimeMs) process.exit(0);
-execFileSync(process.execPath, [join(root, "node_modules", "typescript", "bin", "tsc"), "-p", join(root, "tsconfig.json")], { stdio: "inherit" });
+execFileSync(
+  process.execPath,
+  [join(root, "node_modules", "typescript", "bin", "tsc"), "-p", join(root, "tsconfig.json")],
+  { stdio: "inherit" },
+);
 // tsc leaves its state file alone when no output changed (a touched file): mark the build current anyway
 const now = new Date();
 utimesSync(stamp, now, now);

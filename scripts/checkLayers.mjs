@@ -6,11 +6,22 @@ import { join } from "node:path";
 
 const root = join(import.meta.dirname, "..");
 const roots = process.argv.slice(2);
-const json = execFileSync(process.execPath, [join(root, "node_modules", ".bin", "depcruise"), ...roots, "--config", ".dependency-cruiser.cjs", "--output-type", "json"], {
-  cwd: root,
-  encoding: "utf8",
-  maxBuffer: 256 * 1024 * 1024,
-});
+const json = execFileSync(
+  process.execPath,
+  [
+    join(root, "node_modules", ".bin", "depcruise"),
+    ...roots,
+    "--config",
+    ".dependency-cruiser.cjs",
+    "--output-type",
+    "json",
+  ],
+  {
+    cwd: root,
+    encoding: "utf8",
+    maxBuffer: 256 * 1024 * 1024,
+  },
+);
 const inRepo = (path) => roots.some((r) => path.startsWith(`${r}/`));
 /** The node a path belongs to at `depth`: its first `depth` segments (the file itself when it is shallower). */
 const at = (path, depth) => path.split("/").slice(0, depth).join("/");
@@ -29,10 +40,13 @@ for (const module of JSON.parse(json).modules) {
 const problems = [];
 for (const [edge, example] of edges) {
   const [a, b] = edge.split(" -> ");
-  if (a < b && edges.has(`${b} -> ${a}`)) problems.push(`${a} <-> ${b}\n    ${example}\n    ${edges.get(`${b} -> ${a}`)}`);
+  if (a < b && edges.has(`${b} -> ${a}`))
+    problems.push(`${a} <-> ${b}\n    ${example}\n    ${edges.get(`${b} -> ${a}`)}`);
 }
 if (problems.length) {
-  console.error(`${problems.length} pair(s) of folders import each other; move the shared part down a layer:\n  ${problems.join("\n  ")}`);
+  console.error(
+    `${problems.length} pair(s) of folders import each other; move the shared part down a layer:\n  ${problems.join("\n  ")}`,
+  );
   process.exit(1);
 }
 console.log(`no two folders import each other (${edges.size} folder edges checked)`);

@@ -12,7 +12,10 @@ import { z } from "zod";
  */
 export const orNull = <T extends z.ZodType>(inner: T, meaning: string) => z.union([inner, z.null().describe(meaning)]);
 
-/** An object of any JSON values (a call's arguments, a time breakdown): `additionalProperties: true`, not a typeless `{}`. */
+/**
+ * An object of any JSON values (a call's arguments, a time breakdown): `additionalProperties: true`, not a typeless
+ * `{}`.
+ */
 export const anyObject = () => z.record(z.string(), z.unknown()).meta({ additionalProperties: true });
 
 /**

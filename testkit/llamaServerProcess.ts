@@ -53,13 +53,20 @@ export interface LlamaServer {
  */
 export const SAFE_LLAMA_SERVER_FLAGS = ["--cache-ram", "0", "--lora-init-without-apply"] as const;
 
-/** The folder holding llama-server, building it first when this machine has none (about 12 minutes on 2 cores, once). */
+/**
+ * The folder holding llama-server, building it first when this machine has none (about 12 minutes on 2 cores, once).
+ */
 export async function llamaServerBinary(): Promise<string> {
   const given = process.env.WEACT_LLAMA_SERVER;
   if (given) return given;
-  const { stdout } = await promisify(execFile)("bash", [join(PACKAGE_ROOT, "scripts", "llama-cpp-build.sh"), "llama-server"], { maxBuffer: 64 * 1024 * 1024, timeout: 45 * 60_000 });
+  const { stdout } = await promisify(execFile)(
+    "bash",
+    [join(PACKAGE_ROOT, "scripts", "llama-cpp-build.sh"), "llama-server"],
+    { maxBuffer: 64 * 1024 * 1024, timeout: 45 * 60_000 },
+  );
   const bin = join(stdout.trim().split("\n").at(-1)!, "llama-server");
-  if (!existsSync(bin)) throw new Error(`scripts/llama-cpp-build.sh printed no folder holding llama-server (got ${bin})`);
+  if (!existsSync(bin))
+    throw new Error(`scripts/llama-cpp-build.sh printed no folder holding llama-server (got ${bin})`);
   return bin;
 }
 
@@ -70,7 +77,9 @@ export function freePort(): Promise<number> {
     server.once("error", reject);
     server.listen(0, "127.0.0.1", () => {
       const address = server.address();
-      server.close(() => (typeof address === "object" && address ? resolve(address.port) : reject(new Error("no port"))));
+      server.close(() =>
+        typeof address === "object" && address ? resolve(address.port) : reject(new Error("no port")),
+      );
     });
   });
 }
@@ -114,14 +123,19 @@ export async function startLlamaServer(opts: LlamaServerOptions): Promise<LlamaS
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
   const deadline = Date.now() + (opts.startTimeoutMs ?? 60_000);
   for (;;) {
-    if (child.exitCode !== null || child.signalCode !== null) throw new Error(`llama-server exited (${child.exitCode ?? child.signalCode}) before it was ready:\n${log.slice(-4000)}`);
+    if (child.exitCode !== null || child.signalCode !== null)
+      throw new Error(
+        `llama-server exited (${child.exitCode ?? child.signalCode}) before it was ready:\n${log.slice(-4000)}`,
+      );
     const healthy = await fetch(`${url}/health`, { signal: AbortSignal.timeout(1000) })
       .then((r) => r.ok)
       .catch(() => false);
     if (healthy) break;
     if (Date.now() > deadline) {
       child.kill("SIGKILL");
-      throw new Error(`llama-server did not answer /health within ${opts.startTimeoutMs ?? 60_000} ms:\n${log.slice(-4000)}`);
+      throw new Error(
+        `llama-server did not answer /health within ${opts.startTimeoutMs ?? 60_000} ms:\n${log.slice(-4000)}`,
+      );
     }
     await new Promise((r) => setTimeout(r, 100));
   }
@@ -130,7 +144,9 @@ export async function startLlamaServer(opts: LlamaServerOptions): Promise<LlamaS
   const expected = (opts.adapters ?? []).map((a) => resolve(a));
   if (loaded.length !== expected.length || loaded.some((l, i) => l.id !== i || resolve(l.path) !== expected[i])) {
     child.kill("SIGKILL");
-    throw new Error(`llama-server loaded LoRA adapters [${loaded.map((l) => `${l.id}: ${l.path}`).join(", ")}], not [${expected.join(", ")}] in that order`);
+    throw new Error(
+      `llama-server loaded LoRA adapters [${loaded.map((l) => `${l.id}: ${l.path}`).join(", ")}], not [${expected.join(", ")}] in that order`,
+    );
   }
   return {
     url,

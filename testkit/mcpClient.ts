@@ -24,8 +24,14 @@ export interface SpawnedHttpServer {
 }
 
 /** Spawns the built server on an ephemeral loopback port and waits for its "listening on" line. */
-export async function spawnHttpServer(args: string[] = [], env: Record<string, string> = {}): Promise<SpawnedHttpServer> {
-  const child = spawn(process.execPath, [MAIN, "--http", "0", ...args], { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, WEACT_LOG_LEVEL: "warn", ...env } });
+export async function spawnHttpServer(
+  args: string[] = [],
+  env: Record<string, string> = {},
+): Promise<SpawnedHttpServer> {
+  const child = spawn(process.execPath, [MAIN, "--http", "0", ...args], {
+    stdio: ["ignore", "pipe", "pipe"],
+    env: { ...process.env, WEACT_LOG_LEVEL: "warn", ...env },
+  });
   let err = "";
   const url = await new Promise<string>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`server did not start:\n${err}`)), 60_000);
@@ -61,7 +67,10 @@ export interface ConnectOptions {
 }
 
 /** `stderr()` is what a spawned stdio server has logged so far (empty for http/sse: the server is not ours). */
-export async function connectClient(kind: TransportKind, opts: ConnectOptions = {}): Promise<{ client: Client; close: () => Promise<void>; stderr: () => string }> {
+export async function connectClient(
+  kind: TransportKind,
+  opts: ConnectOptions = {},
+): Promise<{ client: Client; close: () => Promise<void>; stderr: () => string }> {
   const client = new Client({ name: "weact-client", version: "0.1.0" });
   const headers = opts.headers ?? {};
   if (kind === "stdio") {
@@ -83,15 +92,24 @@ export async function connectClient(kind: TransportKind, opts: ConnectOptions = 
       ? new StreamableHTTPClientTransport(new URL(`${opts.url}/mcp`), { requestInit: { headers } })
       : new SSEClientTransport(new URL(`${opts.url}/sse`), {
           requestInit: { headers },
-          eventSourceInit: { fetch: (url, init) => fetch(url, { ...init, headers: { ...(init?.headers as Record<string, string>), ...headers } }) },
+          eventSourceInit: {
+            fetch: (url, init) =>
+              fetch(url, { ...init, headers: { ...(init?.headers as Record<string, string>), ...headers } }),
+          },
         });
   await client.connect(transport);
   return { client, close: () => client.close(), stderr: () => "" };
 }
 
 /** Calls a tool and returns its structured result; an isError result throws with its text. */
-export async function callTool<T = Record<string, unknown>>(client: Client, name: string, args: Record<string, unknown> = {}, options?: RequestOptions): Promise<T> {
+export async function callTool<T = Record<string, unknown>>(
+  client: Client,
+  name: string,
+  args: Record<string, unknown> = {},
+  options?: RequestOptions,
+): Promise<T> {
   const result = (await client.callTool({ name, arguments: args }, undefined, options)) as CallToolResult;
-  if (result.isError) throw new Error(`${name} failed: ${(result.content as { text?: string }[]).map((c) => c.text).join(" ")}`);
+  if (result.isError)
+    throw new Error(`${name} failed: ${(result.content as { text?: string }[]).map((c) => c.text).join(" ")}`);
   return result.structuredContent as T;
 }

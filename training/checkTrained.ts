@@ -26,7 +26,11 @@ import { TRAINING_ENTITIES } from "./pipeline/paths.js";
  * made instead of the shipped one.
  */
 const { values } = parseArgs({
-  options: { counterfactual: { type: "boolean", default: false }, threads: { type: "string", default: "2" }, library: { type: "string", default: TRAINED_DIR } },
+  options: {
+    counterfactual: { type: "boolean", default: false },
+    threads: { type: "string", default: "2" },
+    library: { type: "string", default: TRAINED_DIR },
+  },
 });
 const library = trainedLibrary(resolve(values.library!));
 const taskFile = values.counterfactual ? library.counterfactualTasks : library.evalTasks;
@@ -39,7 +43,9 @@ const tasks = readTaskFile(taskFile).map((task) => {
 });
 const dir = mkdtempSync(join(tmpdir(), "weact-check-trained-"));
 const config = join(dir, "config.json");
-const corpus = values.counterfactual ? { tools: { search: { corpus: library.counterfactualCorpus, indexFile: join(dir, "search-index.json") } } } : {};
+const corpus = values.counterfactual
+  ? { tools: { search: { corpus: library.counterfactualCorpus, indexFile: join(dir, "search-index.json") } } }
+  : {};
 const model = { gpu: false, path: library.model, threads: Number(values.threads) };
 const adapters = { manifest: library.manifest };
 writeFileSync(config, JSON.stringify({ model, adapters, harness: { traceDir: join(dir, "traces") }, ...corpus }));
@@ -53,7 +59,11 @@ const call = <T>(name: string, args: Record<string, unknown>) => callTool<T>(cli
 const names = (text: string, f: Fact) => text.includes(f.entity) && text.includes(f.relation);
 
 /** One stage's first turn after `before` (prescribed exchanges on a new session): right or not. */
-async function stage(task: string, before: (id: string) => Promise<void>, judge: (turn: Turn) => boolean): Promise<boolean> {
+async function stage(
+  task: string,
+  before: (id: string) => Promise<void>,
+  judge: (turn: Turn) => boolean,
+): Promise<boolean> {
   const { session_id } = await call<{ session_id: string }>("create_session", { task });
   try {
     await before(session_id);
@@ -90,13 +100,17 @@ const stages: Record<string, (t: (typeof tasks)[number]) => Promise<boolean>> = 
         await planned(id, t.fact);
         await call("load_lora", { session_id: id, adapter: "search" });
       },
-      (turn) => turn.tool_calls[0]?.name === "search" && names(String(turn.tool_calls[0].arguments.query ?? ""), t.fact),
+      (turn) =>
+        turn.tool_calls[0]?.name === "search" && names(String(turn.tool_calls[0].arguments.query ?? ""), t.fact),
     ),
   evidence: (t) =>
     stage(
       t.task,
       (id) => searched(id, t.fact),
-      (turn) => turn.tool_calls.some((c) => c.name === "offload_lora" && String(c.arguments.handoff ?? "").includes(t.fact.value)),
+      (turn) =>
+        turn.tool_calls.some(
+          (c) => c.name === "offload_lora" && String(c.arguments.handoff ?? "").includes(t.fact.value),
+        ),
     ),
   write: (t) =>
     stage(
@@ -116,9 +130,14 @@ try {
   for (const [name, run] of Object.entries(stages)) {
     const right: boolean[] = [];
     for (const t of tasks) right.push(await run(t));
-    report[name] = { all: share(right), neverTrained: share(right.filter((_, i) => tasks[i]!.group === NEVER_TRAINED_GROUP)) };
+    report[name] = {
+      all: share(right),
+      neverTrained: share(right.filter((_, i) => tasks[i]!.group === NEVER_TRAINED_GROUP)),
+    };
   }
 } finally {
   await close();
 }
-process.stdout.write(`${JSON.stringify({ tasks: tasks.length, neverTrained: tasks.filter((t) => t.group === NEVER_TRAINED_GROUP).length, stages: report })}\n`);
+process.stdout.write(
+  `${JSON.stringify({ tasks: tasks.length, neverTrained: tasks.filter((t) => t.group === NEVER_TRAINED_GROUP).length, stages: report })}\n`,
+);

@@ -45,7 +45,12 @@ function originValidation(hostnames: readonly string[]): RequestHandler {
   return (req, res, next) => {
     const { origin, host } = req.headers;
     if (origin === undefined) return next();
-    if (!isOwnOrigin(origin, host, hostnames)) return sendError(res, 403, "Origin not allowed: only pages of this server itself (its host names, server.allowedHosts, and its port)");
+    if (!isOwnOrigin(origin, host, hostnames))
+      return sendError(
+        res,
+        403,
+        "Origin not allowed: only pages of this server itself (its host names, server.allowedHosts, and its port)",
+      );
     next();
   };
 }
@@ -56,12 +61,24 @@ function originValidation(hostnames: readonly string[]): RequestHandler {
  * and /health. Before any body is read: the Host and Origin checks, then the bearer token.
  * Every connection belongs to the identity that opened it; another identity's id is an unknown id.
  */
-export async function serveHttp(ctx: ServerContext, opts: HttpOptions, logger: Logger): Promise<{ url: string; close: () => Promise<void> }> {
+export async function serveHttp(
+  ctx: ServerContext,
+  opts: HttpOptions,
+  logger: Logger,
+): Promise<{ url: string; close: () => Promise<void> }> {
   if (!LOOPBACK.has(opts.host) && !opts.tokenFile) {
-    throw new HttpConfigError(`refusing to serve on ${opts.host} without authentication: give --token-file (server.tokenFile), or bind 127.0.0.1`);
+    throw new HttpConfigError(
+      `refusing to serve on ${opts.host} without authentication: give --token-file (server.tokenFile), or bind 127.0.0.1`,
+    );
   }
-  if (opts.adminTokenFile && !opts.tokenFile) throw new HttpConfigError("server.adminTokenFile needs server.tokenFile too (admin tokens are a kind of bearer token)");
-  const hostnames = [...(opts.allowedHosts ?? (LOOPBACK.has(opts.host) ? [] : [opts.host.includes(":") ? `[${opts.host}]` : opts.host])), ...LOOPBACK_HOSTNAMES];
+  if (opts.adminTokenFile && !opts.tokenFile)
+    throw new HttpConfigError(
+      "server.adminTokenFile needs server.tokenFile too (admin tokens are a kind of bearer token)",
+    );
+  const hostnames = [
+    ...(opts.allowedHosts ?? (LOOPBACK.has(opts.host) ? [] : [opts.host.includes(":") ? `[${opts.host}]` : opts.host])),
+    ...LOOPBACK_HOSTNAMES,
+  ];
   const maxBodyBytes = opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
   const connections = new ConnectionRegistry(
     {
@@ -77,13 +94,23 @@ export async function serveHttp(ctx: ServerContext, opts: HttpOptions, logger: L
   app.use(hostHeaderValidation(hostnames));
   app.use(originValidation(hostnames));
   const routes = [STREAMABLE_HTTP_PATH, SSE_PATHS.stream, SSE_PATHS.messages, "/health"];
-  const auth = opts.tokenFile ? loadTokenVerifier([{ file: opts.tokenFile, scopes: [] }, ...(opts.adminTokenFile ? [{ file: opts.adminTokenFile, scopes: ["admin"] }] : [])]) : undefined;
+  const auth = opts.tokenFile
+    ? loadTokenVerifier([
+        { file: opts.tokenFile, scopes: [] },
+        ...(opts.adminTokenFile ? [{ file: opts.adminTokenFile, scopes: ["admin"] }] : []),
+      ])
+    : undefined;
   if (auth) {
     app.use(routes, requireBearerAuth({ verifier: auth.verifier }));
     logger.info({ clients: auth.clients }, "bearer-token authentication on");
   }
   // the OpenAI-compatible API and the status page check the same tokens themselves (their own error shapes)
-  const chat = new ChatCompletions(ctx.harness, ctx.prompts.render("system") ?? "", logger, opts.continuationSeconds ?? 300);
+  const chat = new ChatCompletions(
+    ctx.harness,
+    ctx.prompts.render("system") ?? "",
+    logger,
+    opts.continuationSeconds ?? 300,
+  );
   mountOpenAI(app, { chat, library: ctx.runtime.library, verifier: auth?.verifier, maxBodyBytes, logger });
   mountStatus(app, { ctx, chat, verifier: auth?.verifier, hostnames, logger, connections: () => connections.size });
   // the MCP bodies are read only here, after the guards above; the transports get them parsed

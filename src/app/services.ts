@@ -36,16 +36,43 @@ function serverPaths(config: ResolvedConfig): string[] {
 }
 
 /** The model, the library, the tools, the sessions and the harness: what the server, `run` and `eval` share. */
-export async function startServices(config: ResolvedConfig, logger: Logger, options: { shared?: boolean } = {}): Promise<Services> {
+export async function startServices(
+  config: ResolvedConfig,
+  logger: Logger,
+  options: { shared?: boolean } = {},
+): Promise<Services> {
   const runtime = await startRuntime(config, logger);
   const prompts = PromptLibrary.load(PROMPTS_DIR);
   const toolbox = await Toolbox.create(config.tools, logger, { shared: options.shared, private: serverPaths(config) });
   // precedence below run arguments: the adapter's manifest entry, then the config file, then the defaults
-  const stageBudget = (alias: string) => layered(DEFAULT_STAGE_BUDGET, runtime.library.get(alias)?.entry.budget, config.harness.stage);
-  const sessions = new SessionService(runtime, config.sessions, prompts.render("system") ?? "", () => toolbox.modelFunctions(), stageBudget);
-  const harness: HarnessDeps = { sessions, toolbox, library: runtime.library, config: config.harness, stageBudget, traceDir: traceDirOf(config), recent: new RecentRuns() };
+  const stageBudget = (alias: string) =>
+    layered(DEFAULT_STAGE_BUDGET, runtime.library.get(alias)?.entry.budget, config.harness.stage);
+  const sessions = new SessionService(
+    runtime,
+    config.sessions,
+    prompts.render("system") ?? "",
+    () => toolbox.modelFunctions(),
+    stageBudget,
+  );
+  const harness: HarnessDeps = {
+    sessions,
+    toolbox,
+    library: runtime.library,
+    config: config.harness,
+    stageBudget,
+    traceDir: traceDirOf(config),
+    recent: new RecentRuns(),
+  };
   const manifestWatcher = runtime.library.watch();
-  logger.info({ model: runtime.engine.model.filePath, adapters: runtime.library.aliases(), threads: runtime.engine.threads, demo: config.demo }, "engine ready");
+  logger.info(
+    {
+      model: runtime.engine.model.filePath,
+      adapters: runtime.library.aliases(),
+      threads: runtime.engine.threads,
+      demo: config.demo,
+    },
+    "engine ready",
+  );
   return {
     runtime,
     prompts,
@@ -68,7 +95,10 @@ export const traceDirOf = (config: ResolvedConfig) => config.harness.traceDir ??
  * Only the model's tokenizer, for offline commands that count tokens (`export --stats`): the base model through the
  * engine, without adapters, tools, sessions or the manifest watcher.
  */
-export async function startTokenizer(config: ResolvedConfig, logger: Logger): Promise<{ countTokens: (text: string) => number; dispose: () => Promise<void> }> {
+export async function startTokenizer(
+  config: ResolvedConfig,
+  logger: Logger,
+): Promise<{ countTokens: (text: string) => number; dispose: () => Promise<void> }> {
   const engine = await loadEngine(config, logger);
   return { countTokens: (text) => engine.tokenize(text).length, dispose: () => engine.dispose() };
 }
@@ -77,7 +107,10 @@ export async function startTokenizer(config: ResolvedConfig, logger: Logger): Pr
  * What `export` writes a dataset with: the tokenizer and the functions the model read (the library's weight actions
  * and the tools' definitions), without sessions, the harness or the manifest watcher.
  */
-export async function startExportServices(config: ResolvedConfig, logger: Logger): Promise<{ runtime: Runtime; toolbox: Toolbox; dispose: () => Promise<void> }> {
+export async function startExportServices(
+  config: ResolvedConfig,
+  logger: Logger,
+): Promise<{ runtime: Runtime; toolbox: Toolbox; dispose: () => Promise<void> }> {
   const runtime = await startRuntime(config, logger);
   try {
     const toolbox = await Toolbox.create(config.tools, logger, { private: serverPaths(config) });

@@ -32,9 +32,18 @@ export const SoftLimitsSchema = z
 export type SoftLimits = z.infer<typeof SoftLimitsSchema>;
 
 export const DEFAULT_STAGE_BUDGET: StageBudget = { turns: 8, tokens: 2048, toolCalls: 6, seconds: 120, noToolTurns: 2 };
-export const DEFAULT_SOFT_LIMITS: SoftLimits = { revisitsPerAdapter: 2, switches: 8, turns: 40, tokens: 8192, seconds: 600 };
+export const DEFAULT_SOFT_LIMITS: SoftLimits = {
+  revisitsPerAdapter: 2,
+  switches: 8,
+  turns: 40,
+  tokens: 8192,
+  seconds: 600,
+};
 
-/** Layers of partial settings, highest precedence first (run arguments > manifest entry > config file), over the defaults. */
+/**
+ * Layers of partial settings, highest precedence first (run arguments > manifest entry > config file), over the
+ * defaults.
+ */
 export function layered<T extends object>(defaults: T, ...layers: (Partial<T> | undefined)[]): T {
   const out = { ...defaults } as Record<string, unknown>;
   for (const layer of layers.slice().reverse()) {
@@ -44,7 +53,15 @@ export function layered<T extends object>(defaults: T, ...layers: (Partial<T> | 
 }
 
 /** Why a stage ended: its own exit call, a spent budget, the context window, or a failure. */
-export type StageEnd = "exit_call" | "budget:turns" | "budget:tokens" | "budget:tool_calls" | "budget:seconds" | "no_tool" | "context" | "error";
+export type StageEnd =
+  | "exit_call"
+  | "budget:turns"
+  | "budget:tokens"
+  | "budget:tool_calls"
+  | "budget:seconds"
+  | "no_tool"
+  | "context"
+  | "error";
 
 /** What a stage has used so far. */
 export interface StageSpend {

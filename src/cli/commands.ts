@@ -28,14 +28,26 @@ function policies(list: string): Policy[] {
 }
 
 /** `weact-mcp run "task"`: one trajectory in-process; progress on stderr, the answer on stdout. */
-export async function runCommand(config: ResolvedConfig, logger: Logger, task: string, opts: { policy?: string; workflow?: string; seed?: number }) {
+export async function runCommand(
+  config: ResolvedConfig,
+  logger: Logger,
+  task: string,
+  opts: { policy?: string; workflow?: string; seed?: number },
+) {
   const [policy] = policies(opts.policy ?? "hard");
   const services = await startServices(config, logger);
   try {
-    const r = await runTask(services.harness, "cli", { task, policy, seed: opts.seed, workflow: opts.workflow?.split(",") }, { onProgress: (p) => process.stderr.write(`[${p.turn}] ${p.message}\n`) });
+    const r = await runTask(
+      services.harness,
+      "cli",
+      { task, policy, seed: opts.seed, workflow: opts.workflow?.split(",") },
+      { onProgress: (p) => process.stderr.write(`[${p.turn}] ${p.message}\n`) },
+    );
     const t = r.time;
     process.stderr.write(
-      `finish: ${r.finish}; stages: ${r.stages.join(" -> ")}; ${r.switches} switches; ${(t.wallMs / 1000).toFixed(2)} s (model ${Object.entries(t.model)
+      `finish: ${r.finish}; stages: ${r.stages.join(" -> ")}; ${r.switches} switches; ${(t.wallMs / 1000).toFixed(2)} s (model ${Object.entries(
+        t.model,
+      )
         .map(([k, v]) => `${k} ${(v / 1000).toFixed(2)}`)
         .join(
           ", ",
@@ -48,19 +60,32 @@ export async function runCommand(config: ResolvedConfig, logger: Logger, task: s
 }
 
 /** `weact-mcp eval tasks.jsonl`: every task under each policy; a table, report.json and chart.svg. */
-export async function evalCommand(config: ResolvedConfig, logger: Logger, file: string, opts: { policy?: string; out?: string; seed?: number }) {
+export async function evalCommand(
+  config: ResolvedConfig,
+  logger: Logger,
+  file: string,
+  opts: { policy?: string; out?: string; seed?: number },
+) {
   const tasks = readTaskFile(file);
   const services = await startServices(config, logger);
   try {
     // the paper's comparison: the base alone, each adapter alone, their static merge, then the two switching policies
-    const list = policies(opts.policy ?? ["base", ...services.harness.library.aliases().map((a) => `single:${a}`), "static", "hard", "soft"].join(","));
+    const list = policies(
+      opts.policy ??
+        ["base", ...services.harness.library.aliases().map((a) => `single:${a}`), "static", "hard", "soft"].join(","),
+    );
     const report = await runEval(services.harness, tasks, list, {
       tasksFile: file,
       seed: opts.seed,
       onRun: (task, policy, r) =>
-        process.stderr.write(`${policy} ${task}: ${r instanceof Error ? `error: ${r.message}` : `${(r.time.wallMs / 1000).toFixed(2)} s, ${r.correct?.contains ? "correct" : "wrong"}, finish ${r.finish}`}\n`),
+        process.stderr.write(
+          `${policy} ${task}: ${r instanceof Error ? `error: ${r.message}` : `${(r.time.wallMs / 1000).toFixed(2)} s, ${r.correct?.contains ? "correct" : "wrong"}, finish ${r.finish}`}\n`,
+        ),
     });
-    const out = writeReport(report, opts.out ?? join(STATE_DIR, "eval", new Date().toISOString().replace(/[:.]/g, "-")));
+    const out = writeReport(
+      report,
+      opts.out ?? join(STATE_DIR, "eval", new Date().toISOString().replace(/[:.]/g, "-")),
+    );
     process.stdout.write(`${formatTable(report)}\n\nreport: ${out.json}\nchart:  ${out.chart}\n`);
   } finally {
     await services.dispose();
@@ -68,30 +93,54 @@ export async function evalCommand(config: ResolvedConfig, logger: Logger, file: 
 }
 
 /** `weact-mcp import-peft DIR --alias A --description D`: a PEFT folder becomes a GGUF LoRA in the library. */
-export async function importPeftCommand(config: ResolvedConfig, logger: Logger, dir: string, opts: { alias?: string; description?: string; scale?: number }) {
+export async function importPeftCommand(
+  config: ResolvedConfig,
+  logger: Logger,
+  dir: string,
+  opts: { alias?: string; description?: string; scale?: number },
+) {
   if (!opts.alias || !opts.description) throw new UsageError("import-peft needs --alias and --description");
-  const entry = ManifestEntrySchema.safeParse({ alias: opts.alias, description: opts.description, file: `${opts.alias}.gguf`, scale: opts.scale ?? 1 });
+  const entry = ManifestEntrySchema.safeParse({
+    alias: opts.alias,
+    description: opts.description,
+    file: `${opts.alias}.gguf`,
+    scale: opts.scale ?? 1,
+  });
   if (!entry.success) throw new UsageError(describeIssues(entry.error).join("; "));
   const manifest = config.manifestPath;
   // checked before the conversion too, so a taken alias fails before the work
-  if (loadManifest(manifest).some((e) => e.alias === opts.alias)) throw new UsageError(`the manifest already has an adapter "${opts.alias}"; choose another --alias (or refresh_adapter to replace its file)`);
+  if (loadManifest(manifest).some((e) => e.alias === opts.alias))
+    throw new UsageError(
+      `the manifest already has an adapter "${opts.alias}"; choose another --alias (or refresh_adapter to replace its file)`,
+    );
   const base = readGgufHeader(config.model.path ?? ensureDemoWeights(logger).model);
-  const result = await importPeft({ dir, base, alias: opts.alias, outFile: join(dirname(manifest), `${opts.alias}.gguf`) });
+  const result = await importPeft({
+    dir,
+    base,
+    alias: opts.alias,
+    outFile: join(dirname(manifest), `${opts.alias}.gguf`),
+  });
   try {
     addManifestEntry(manifest, { ...entry.data, filePath: result.outFile });
   } catch (err) {
     rmSync(result.outFile, { force: true });
     throw err;
   }
-  process.stdout.write(`imported ${dir} as "${opts.alias}": ${result.outFile} (rank ${result.rank}, alpha ${result.alpha}, ${result.targets} targets, sha256 ${result.sha256}); added to ${manifest}\n`);
+  process.stdout.write(
+    `imported ${dir} as "${opts.alias}": ${result.outFile} (rank ${result.rank}, alpha ${result.alpha}, ${result.targets} targets, sha256 ${result.sha256}); added to ${manifest}\n`,
+  );
 }
 
 /** `weact-mcp demo-weights --family NAME|all --quant Q|all`: the sets, in family then quant order. */
 export function generateFamilySets(root: string, family: string, quant: string, seed?: number): FamilySet[] {
   const families = family === "all" ? FAMILY_NAMES : [family];
   const quants = quant === "all" ? QUANT_NAMES : [quant];
-  for (const f of families) if (!FAMILY_NAMES.includes(f)) throw new UsageError(`--family: "${f}" is not one of ${FAMILY_NAMES.join(", ")} or all`);
-  for (const q of quants) if (!QUANT_NAMES.includes(q as QuantName)) throw new UsageError(`--quant: "${q}" is not one of ${QUANT_NAMES.join(", ")} or all`);
+  for (const f of families)
+    if (!FAMILY_NAMES.includes(f))
+      throw new UsageError(`--family: "${f}" is not one of ${FAMILY_NAMES.join(", ")} or all`);
+  for (const q of quants)
+    if (!QUANT_NAMES.includes(q as QuantName))
+      throw new UsageError(`--quant: "${q}" is not one of ${QUANT_NAMES.join(", ")} or all`);
   return families.flatMap((f) => quants.map((q) => generateFamilySet(root, f, q as QuantName, seed)));
 }
 

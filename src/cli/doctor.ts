@@ -1,6 +1,15 @@
 import { statSync } from "node:fs";
 import { functionCallProblem, probeModelDetailsInChild } from "../engines/local/index.js";
-import { GgmlType, GgufFormatError, metaNumber, metaString, readGgufHeader, type GgufFile, baseModelProblems, loraProblems } from "../gguf/index.js";
+import {
+  GgmlType,
+  GgufFormatError,
+  metaNumber,
+  metaString,
+  readGgufHeader,
+  type GgufFile,
+  baseModelProblems,
+  loraProblems,
+} from "../gguf/index.js";
 import type { ResolvedConfig } from "../config/config.js";
 import { loadManifest } from "../library/manifest.js";
 
@@ -15,7 +24,9 @@ const MiB = 1024 * 1024;
 
 function quantOf(file: GgufFile): string {
   const counts = new Map<string, number>();
-  for (const t of file.tensors) if (t.shape.length >= 2) counts.set(GgmlType[t.type] ?? `type ${t.type}`, (counts.get(GgmlType[t.type] ?? `type ${t.type}`) ?? 0) + 1);
+  for (const t of file.tensors)
+    if (t.shape.length >= 2)
+      counts.set(GgmlType[t.type] ?? `type ${t.type}`, (counts.get(GgmlType[t.type] ?? `type ${t.type}`) ?? 0) + 1);
   return (
     [...counts]
       .sort((a, b) => b[1] - a[1])
@@ -28,17 +39,27 @@ function quantOf(file: GgufFile): string {
  * Checks a model (and an adapter manifest) without loading llama.cpp in this process: the GGUF headers here,
  * node-llama-cpp's view (chat wrapper, call syntax, GPU types) in the probe's child process.
  */
-export async function doctor(modelPath: string, manifestPath: string | undefined, config: ResolvedConfig): Promise<Check[]> {
+export async function doctor(
+  modelPath: string,
+  manifestPath: string | undefined,
+  config: ResolvedConfig,
+): Promise<Check[]> {
   const checks: Check[] = [];
   let base: GgufFile;
   try {
     base = readGgufHeader(modelPath);
   } catch (err) {
-    return [{ check: "model file", ok: false, detail: err instanceof GgufFormatError ? err.reason : (err as Error).message }];
+    return [
+      { check: "model file", ok: false, detail: err instanceof GgufFormatError ? err.reason : (err as Error).message },
+    ];
   }
   const arch = metaString(base, "general.architecture") ?? "(missing)";
   const problems = baseModelProblems(base);
-  checks.push({ check: "architecture", ok: problems.length === 0, detail: problems.length ? problems.join("; ") : `${arch} (${metaString(base, "general.name") ?? "unnamed"})` });
+  checks.push({
+    check: "architecture",
+    ok: problems.length === 0,
+    detail: problems.length ? problems.join("; ") : `${arch} (${metaString(base, "general.name") ?? "unnamed"})`,
+  });
   checks.push({ check: "quant type", ok: true, detail: quantOf(base) });
   if (problems.length) return checks;
 
@@ -48,7 +69,9 @@ export async function doctor(modelPath: string, manifestPath: string | undefined
   checks.push({
     check: "chat wrapper",
     ok: !callProblem,
-    detail: callProblem ? `${probe.details.chatWrapper}: ${callProblem}; use the tool-calling variant of the model` : `${probe.details.chatWrapper}, function calls start with ${JSON.stringify(probe.details.callPrefix)}`,
+    detail: callProblem
+      ? `${probe.details.chatWrapper}: ${callProblem}; use the tool-calling variant of the model`
+      : `${probe.details.chatWrapper}, function calls start with ${JSON.stringify(probe.details.callPrefix)}`,
   });
   const trained = metaNumber(base, `${arch}.context_length`) ?? 0;
   const context = Math.min(config.model.contextSize, trained);
@@ -71,7 +94,11 @@ export async function doctor(modelPath: string, manifestPath: string | undefined
       try {
         lora = readGgufHeader(e.filePath);
       } catch (err) {
-        checks.push({ check: `adapter ${e.alias}`, ok: false, detail: err instanceof GgufFormatError ? `${e.filePath}: ${err.reason}` : (err as Error).message });
+        checks.push({
+          check: `adapter ${e.alias}`,
+          ok: false,
+          detail: err instanceof GgufFormatError ? `${e.filePath}: ${err.reason}` : (err as Error).message,
+        });
         continue;
       }
       adapterBytes += lora.fileSize;
@@ -83,7 +110,9 @@ export async function doctor(modelPath: string, manifestPath: string | undefined
       checks.push({
         check: `adapter ${e.alias}`,
         ok: bad.length === 0,
-        detail: bad.length ? bad.join("; ") : `${metaString(lora, "general.architecture")}, rank ${r.shape?.rank}, alpha ${r.shape?.alpha ?? "(unset)"}, ${r.shape?.targets} targets, ${types}`,
+        detail: bad.length
+          ? bad.join("; ")
+          : `${metaString(lora, "general.architecture")}, rank ${r.shape?.rank}, alpha ${r.shape?.alpha ?? "(unset)"}, ${r.shape?.targets} targets, ${types}`,
       });
     }
   }
@@ -91,7 +120,8 @@ export async function doctor(modelPath: string, manifestPath: string | undefined
   const layers = metaNumber(base, `${arch}.block_count`) ?? 0;
   const heads = metaNumber(base, `${arch}.attention.head_count`) ?? 1;
   const kvHeads = metaNumber(base, `${arch}.attention.head_count_kv`) ?? heads;
-  const headDim = metaNumber(base, `${arch}.attention.key_length`) ?? (metaNumber(base, `${arch}.embedding_length`) ?? 0) / heads;
+  const headDim =
+    metaNumber(base, `${arch}.attention.key_length`) ?? (metaNumber(base, `${arch}.embedding_length`) ?? 0) / heads;
   const sequences = config.model.sequencesPerContext * config.model.maxContexts;
   const kvBytes = 2 * layers * kvHeads * headDim * 2 /* F16 */ * context * sequences;
   const total = statSync(modelPath).size + adapterBytes + kvBytes;
@@ -101,7 +131,11 @@ export async function doctor(modelPath: string, manifestPath: string | undefined
     detail: `${(total / MiB).toFixed(1)} MiB: model ${(base.fileSize / MiB).toFixed(1)}, adapters ${(adapterBytes / MiB).toFixed(1)}, KV ${(kvBytes / MiB).toFixed(1)} (${context} tokens x ${sequences} sequences)`,
   });
   const gpus = probe.details.gpuTypes;
-  checks.push({ check: "GPU offload", ok: true, detail: gpus.length ? `available: ${gpus.join(", ")}` : "none: CPU only (set model.threads to the core count)" });
+  checks.push({
+    check: "GPU offload",
+    ok: true,
+    detail: gpus.length ? `available: ${gpus.join(", ")}` : "none: CPU only (set model.threads to the core count)",
+  });
   return checks;
 }
 

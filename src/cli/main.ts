@@ -2,13 +2,27 @@
 import { existsSync, statSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
-import { checkRemoteEngine, ConfigError, loadConfigFile, RemoteEngineConfigSchema, resolveConfig, type ResolvedConfig } from "../config/config.js";
+import {
+  checkRemoteEngine,
+  ConfigError,
+  loadConfigFile,
+  RemoteEngineConfigSchema,
+  resolveConfig,
+  type ResolvedConfig,
+} from "../config/config.js";
 import { describeIssues } from "../library/manifest.js";
 import { generateDemoWeights } from "../demo/generate.js";
 import { createLogger } from "../log.js";
 import { PACKAGE_ROOT } from "../paths.js";
 import { clientConfig, CLIENTS, type ClientKind } from "./clientConfig.js";
-import { evalCommand, exportCommand, generateFamilySets, importPeftCommand, runCommand, UsageError } from "./commands.js";
+import {
+  evalCommand,
+  exportCommand,
+  generateFamilySets,
+  importPeftCommand,
+  runCommand,
+  UsageError,
+} from "./commands.js";
 import { doctor, formatChecks } from "./doctor.js";
 import { assertPortFree, serve } from "./serve.js";
 
@@ -57,11 +71,25 @@ function fail(message: string): never {
   process.exit(2);
 }
 
-type ConfigFlags = { config?: string; model?: string; adapters?: string; host?: string; "token-file"?: string; "engine-url"?: string; "engine-flavor"?: string; "engine-model"?: string };
+type ConfigFlags = {
+  config?: string;
+  model?: string;
+  adapters?: string;
+  host?: string;
+  "token-file"?: string;
+  "engine-url"?: string;
+  "engine-flavor"?: string;
+  "engine-model"?: string;
+};
 
 /** --engine-url/--engine-flavor/--engine-model over engine.remote: a remote backend, checked like the file's. */
 function engineFrom(values: ConfigFlags, base: ResolvedConfig): ResolvedConfig["engine"] | undefined {
-  if (values["engine-url"] === undefined && values["engine-flavor"] === undefined && values["engine-model"] === undefined) return undefined;
+  if (
+    values["engine-url"] === undefined &&
+    values["engine-flavor"] === undefined &&
+    values["engine-model"] === undefined
+  )
+    return undefined;
   const given = {
     ...base.engine.remote,
     ...(values["engine-url"] ? { url: values["engine-url"] } : {}),
@@ -69,7 +97,8 @@ function engineFrom(values: ConfigFlags, base: ResolvedConfig): ResolvedConfig["
     ...(values["engine-model"] ? { model: values["engine-model"] } : {}),
   };
   const parsed = RemoteEngineConfigSchema.safeParse(given);
-  const flag = (issue: string) => issue.replace(/^(url|flavor|model):/, (_m, f: string) => `--engine-${f} (engine.remote.${f}):`);
+  const flag = (issue: string) =>
+    issue.replace(/^(url|flavor|model):/, (_m, f: string) => `--engine-${f} (engine.remote.${f}):`);
   if (!parsed.success) throw new ConfigError("command line", describeIssues(parsed.error).map(flag));
   const engine = { backend: "remote" as const, remote: parsed.data };
   checkRemoteEngine({ ...base, engine }, "command line", process.cwd());
@@ -84,7 +113,11 @@ function configFrom(values: ConfigFlags): ResolvedConfig {
     const p = resolve(values.adapters);
     overrides.manifestPath = existsSync(p) && statSync(p).isDirectory() ? join(p, "manifest.json") : p;
   }
-  const server = { ...base.server, ...(values.host ? { host: values.host } : {}), ...(values["token-file"] ? { tokenFile: resolve(values["token-file"]) } : {}) };
+  const server = {
+    ...base.server,
+    ...(values.host ? { host: values.host } : {}),
+    ...(values["token-file"] ? { tokenFile: resolve(values["token-file"]) } : {}),
+  };
   const engine = engineFrom(values, base) ?? base.engine;
   return { ...base, ...overrides, engine, server, demo: overrides.model ? false : base.demo };
 }
@@ -134,11 +167,25 @@ async function main(argv: string[]) {
   if (seed !== undefined && !Number.isInteger(seed)) fail("--seed takes an integer");
   if (command === "run" || command === "eval" || command === "import-peft") {
     const arg = positionals[1];
-    if (!arg) fail(command === "run" ? 'run needs the task: weact-mcp run "..."' : command === "eval" ? "eval needs a JSONL task file" : "import-peft needs the PEFT folder");
+    if (!arg)
+      fail(
+        command === "run"
+          ? 'run needs the task: weact-mcp run "..."'
+          : command === "eval"
+            ? "eval needs a JSONL task file"
+            : "import-peft needs the PEFT folder",
+      );
     try {
-      if (command === "run") await runCommand(configFrom(values), logger, arg, { policy: values.policy, workflow: values.workflow, seed });
-      else if (command === "eval") await evalCommand(configFrom(values), logger, arg, { policy: values.policy, out: values.out, seed });
-      else await importPeftCommand(configFrom(values), logger, arg, { alias: values.alias, description: values.description, scale: values.scale === undefined ? undefined : Number(values.scale) });
+      if (command === "run")
+        await runCommand(configFrom(values), logger, arg, { policy: values.policy, workflow: values.workflow, seed });
+      else if (command === "eval")
+        await evalCommand(configFrom(values), logger, arg, { policy: values.policy, out: values.out, seed });
+      else
+        await importPeftCommand(configFrom(values), logger, arg, {
+          alias: values.alias,
+          description: values.description,
+          scale: values.scale === undefined ? undefined : Number(values.scale),
+        });
     } catch (err) {
       if (err instanceof UsageError) fail(err.message);
       throw err;
@@ -146,7 +193,14 @@ async function main(argv: string[]) {
     return;
   }
   if (command === "export") {
-    await exportCommand(configFrom(values), logger, { capability: values.capability, from: values.from, filter: values.filter, format: values.format, out: values.out, stats: values.stats });
+    await exportCommand(configFrom(values), logger, {
+      capability: values.capability,
+      from: values.from,
+      filter: values.filter,
+      format: values.format,
+      out: values.out,
+      stats: values.stats,
+    });
     return;
   }
   if (command === "doctor") {
@@ -155,13 +209,18 @@ async function main(argv: string[]) {
     const config = configFrom(values);
     const checks = await doctor(resolve(model), values.adapters ? config.manifestPath : undefined, config);
     const serves = checks.every((c) => c.ok);
-    process.stdout.write(values.json ? `${JSON.stringify({ serves, checks })}\n` : `${formatChecks(checks)}\n${serves ? "this set will serve" : "this set will NOT serve: fix the FAIL lines"}\n`);
+    process.stdout.write(
+      values.json
+        ? `${JSON.stringify({ serves, checks })}\n`
+        : `${formatChecks(checks)}\n${serves ? "this set will serve" : "this set will NOT serve: fix the FAIL lines"}\n`,
+    );
     process.exitCode = serves ? 0 : 1;
     return;
   }
   if (command === "demo-weights" && values.family !== undefined) {
     try {
-      for (const set of generateFamilySets(PACKAGE_ROOT, values.family, values.quant ?? "F16", seed)) process.stdout.write(`${JSON.stringify(set)}\n`);
+      for (const set of generateFamilySets(PACKAGE_ROOT, values.family, values.quant ?? "F16", seed))
+        process.stdout.write(`${JSON.stringify(set)}\n`);
     } catch (err) {
       if (err instanceof UsageError) fail(err.message);
       throw err;

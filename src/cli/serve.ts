@@ -24,14 +24,24 @@ function connectionHelp(url: string): string {
 
 /** Loads the model and library, serves MCP on the chosen transport, and shuts down cleanly on a signal. */
 export async function serve(config: ResolvedConfig, mode: ServeMode, logger: Logger): Promise<void> {
-  const services = await startServices(config, logger, { shared: mode.kind === "http" && Boolean(config.server.tokenFile) });
+  const services = await startServices(config, logger, {
+    shared: mode.kind === "http" && Boolean(config.server.tokenFile),
+  });
   let closeTransport: () => Promise<void>;
   if (mode.kind === "stdio") {
     const stdio = await serveStdio(services);
     closeTransport = stdio.close;
     void stdio.closed.then(() => shutdown("stdin closed"));
   } else {
-    const { allowedHosts, tokenFile, adminTokenFile, maxBodyBytes, maxConnections, maxConnectionsPerClient, connectionIdleSeconds } = config.server;
+    const {
+      allowedHosts,
+      tokenFile,
+      adminTokenFile,
+      maxBodyBytes,
+      maxConnections,
+      maxConnectionsPerClient,
+      connectionIdleSeconds,
+    } = config.server;
     const http = await serveHttp(
       services,
       {

@@ -7,18 +7,27 @@ import { DEFAULT_MANIFEST, TRAINED_MANIFEST, TRAINED_MODEL } from "../paths.js";
 
 /** The default HTTP body limit (server.maxBodyBytes): a long document pasted as a task fits. */
 export const DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024;
-/** The cap on long text arguments (a task, a document, a snippet): the default body limit in characters, so that limit decides. */
+/**
+ * The cap on long text arguments (a task, a document, a snippet): the default body limit in characters, so that limit
+ * decides.
+ */
 export const LONG_TEXT_MAX = DEFAULT_MAX_BODY_BYTES;
 
 const GpuSchema = z.union([z.enum(["auto", "cuda", "vulkan", "metal"]), z.literal(false)]);
 
-/** The serving engines a remote engine may be (the composition root hands the name to the remote backend, whose type must accept each). */
+/**
+ * The serving engines a remote engine may be (the composition root hands the name to the remote backend, whose type
+ * must accept each).
+ */
 export const REMOTE_FLAVORS = ["llama-server", "vllm", "sglang"] as const;
 
 /** A serving engine in another process (docs/remote-engines.md). */
 export const RemoteEngineConfigSchema = z
   .object({
-    /** The engine's base URL, without credentials: they would show in errors, listings and logs (engine.remote.apiKeyEnv names the key). */
+    /**
+     * The engine's base URL, without credentials: they would show in errors, listings and logs (engine.remote.apiKeyEnv
+     * names the key).
+     */
     url: z
       .string()
       .url()
@@ -29,7 +38,10 @@ export const RemoteEngineConfigSchema = z
     flavor: z.enum(REMOTE_FLAVORS),
     /** The served base model's name (vLLM, SGLang); default: the first the engine lists. */
     model: z.string().min(1).max(1000).optional(),
-    /** PEFT folders for vLLM/SGLang go here, as the engine sees the folder (relative: against the config file, when this server sees it at the same place). */
+    /**
+     * PEFT folders for vLLM/SGLang go here, as the engine sees the folder (relative: against the config file, when this
+     * server sees it at the same place).
+     */
     adapterDir: z.string().min(1).optional(),
     /** The same folder as this server sees it, when the engine mounts it elsewhere. */
     localAdapterDir: z.string().min(1).optional(),
@@ -37,7 +49,9 @@ export const RemoteEngineConfigSchema = z
      * llama-server: the sha256 of each adapter file it was started with, by the path it reports (GET /lora-adapters),
      * for files this server cannot read at that path; the backend maps versions to its adapters by content.
      */
-    adapterSha256: z.record(z.string().min(1), z.string().regex(/^[0-9a-fA-F]{64}$/, "a sha256 in hex (sha256sum FILE)")).optional(),
+    adapterSha256: z
+      .record(z.string().min(1), z.string().regex(/^[0-9a-fA-F]{64}$/, "a sha256 in hex (sha256sum FILE)"))
+      .optional(),
     /** Environment variable holding the engine's API key (sent as a bearer token). */
     apiKeyEnv: z.string().min(1).optional(),
     /** Longest wait for the engine's answer, or between two chunks of a streamed one. */
@@ -87,7 +101,10 @@ export const ConfigSchema = z
       .prefault({}),
     cache: z
       .object({
-        /** "reuse": a KV lane per (session, weight set), so a return to an adapter evaluates only new tokens; "rebuild": re-prefill on every switch (the paper's). */
+        /**
+         * "reuse": a KV lane per (session, weight set), so a return to an adapter evaluates only new tokens; "rebuild":
+         * re-prefill on every switch (the paper's).
+         */
         strategy: z.enum(["reuse", "rebuild"]).default("reuse"),
         /** Folder for idle lanes' spilled KV states (default: a private temporary folder); null keeps none. */
         spillDir: z.string().min(1).nullable().optional(),
@@ -97,11 +114,20 @@ export const ConfigSchema = z
           .nonnegative()
           .max(1 << 20)
           .default(512),
-        /** reuse: evaluate each weight set's prompt prefix (system prompt + function docs) once and start new caches from its saved KV. */
+        /**
+         * reuse: evaluate each weight set's prompt prefix (system prompt + function docs) once and start new caches
+         * from its saved KV.
+         */
         sharedPrefixes: z.boolean().default(true),
-        /** reuse: while tools run and between calls, catch up the caches a trajectory needs next (a caller waits at most one background decode). */
+        /**
+         * reuse: while tools run and between calls, catch up the caches a trajectory needs next (a caller waits at most
+         * one background decode).
+         */
         background: z.boolean().default(true),
-        /** How long one background decode should take (its tokens follow from the measured speed): a caller waits for at most one. */
+        /**
+         * How long one background decode should take (its tokens follow from the measured speed): a caller waits for at
+         * most one.
+         */
         backgroundDecodeMs: z.number().positive().max(60_000).default(50),
       })
       .strict()
@@ -117,7 +143,9 @@ export const ConfigSchema = z
       .prefault({}),
     sessions: z
       .object({
-        /** External tool results kept verbatim in what the model reads; older ones become a marker (paper default 5). */
+        /**
+         * External tool results kept verbatim in what the model reads; older ones become a marker (paper default 5).
+         */
         keepToolResults: z.number().int().min(0).max(1000).default(5),
         idleMinutes: z
           .number()
@@ -130,7 +158,10 @@ export const ConfigSchema = z
         maxQueuedGenerations: z.number().int().positive().max(10_000).default(32),
         /** Model calls one client may have waiting; the queue serves clients round-robin. */
         maxQueuedPerClient: z.number().int().positive().max(10_000).default(8),
-        /** Engine session slots one client may hold (default: model.maxContexts x model.sequencesPerContext minus one, so another client always finds one). */
+        /**
+         * Engine session slots one client may hold (default: model.maxContexts x model.sequencesPerContext minus one,
+         * so another client always finds one).
+         */
         maxSlotsPerClient: z.number().int().positive().max(10_000).optional(),
         defaultMaxTokens: z
           .number()
@@ -150,14 +181,20 @@ export const ConfigSchema = z
             corpus: z.string().min(1).optional(),
             /** Where the local index is persisted (default: .weact/search-index.json). */
             indexFile: z.string().min(1).optional(),
-            /** Results when a call names no top_k: few, so a small model's window holds them (train-demo records its trajectories with this default). */
+            /**
+             * Results when a call names no top_k: few, so a small model's window holds them (train-demo records its
+             * trajectories with this default).
+             */
             defaultTopK: z.number().int().min(1).max(50).default(3),
             maxTopK: z.number().int().min(1).max(100).default(20),
             timeoutMs: z.number().int().positive().max(120_000).default(10_000),
             retries: z.number().int().min(0).max(5).default(2),
             searxng: z.object({ url: z.string().url() }).strict().optional(),
             brave: z
-              .object({ url: z.string().url().default("https://api.search.brave.com"), apiKeyEnv: z.string().min(1).default("BRAVE_API_KEY") })
+              .object({
+                url: z.string().url().default("https://api.search.brave.com"),
+                apiKeyEnv: z.string().min(1).default("BRAVE_API_KEY"),
+              })
               .strict()
               .optional(),
           })
@@ -181,7 +218,10 @@ export const ConfigSchema = z
             maxTimeoutS: z.number().positive().max(600).default(60),
             memoryMb: z.number().int().min(32).max(65_536).default(512),
             maxOutputBytes: z.number().int().min(1024).max(10_000_000).default(65_536),
-            /** Offer run_code over HTTP with tokens even without a jail: every client can then read the server's files (tokens, config, traces) and reach its network. */
+            /**
+             * Offer run_code over HTTP with tokens even without a jail: every client can then read the server's files
+             * (tokens, config, traces) and reach its network.
+             */
             unsafeUnjailedOnSharedServer: z.boolean().default(false),
           })
           .strict()
@@ -202,7 +242,9 @@ export const ConfigSchema = z
           .positive()
           .max(1 << 20)
           .default(512),
-        /** Tokens of the context window a stage keeps free for its release exchange (hard: also one per later stage). */
+        /**
+         * Tokens of the context window a stage keeps free for its release exchange (hard: also one per later stage).
+         */
         contextReserveTokens: z
           .number()
           .int()
@@ -248,7 +290,10 @@ export const ConfigSchema = z
       .prefault({}),
     openai: z
       .object({
-        /** A chat completion that stopped on the client's tools keeps its run (and session slot) this long for the continuation. */
+        /**
+         * A chat completion that stopped on the client's tools keeps its run (and session slot) this long for the
+         * continuation.
+         */
         continuationSeconds: z
           .number()
           .positive()
@@ -291,24 +336,32 @@ export function resolveConfig(input: unknown, source: string, baseDir: string): 
   if (config.model.path) config.model.path = resolve(baseDir, config.model.path);
   if (config.server.tokenFile) config.server.tokenFile = resolve(baseDir, config.server.tokenFile);
   if (config.server.adminTokenFile) config.server.adminTokenFile = resolve(baseDir, config.server.adminTokenFile);
-  if (config.adapters.allowedDirs) config.adapters.allowedDirs = config.adapters.allowedDirs.map((d) => resolve(baseDir, d));
+  if (config.adapters.allowedDirs)
+    config.adapters.allowedDirs = config.adapters.allowedDirs.map((d) => resolve(baseDir, d));
   if (config.harness.traceDir) config.harness.traceDir = resolve(baseDir, config.harness.traceDir);
   if (config.cache.spillDir) config.cache.spillDir = resolve(baseDir, config.cache.spillDir);
   const search = config.tools.search;
   if (search.corpus) search.corpus = resolve(baseDir, search.corpus);
   if (search.indexFile) search.indexFile = resolve(baseDir, search.indexFile);
-  if (search.backend === "searxng" && !search.searxng) throw new ConfigError(source, ['tools.search.searxng.url: required when tools.search.backend is "searxng"']);
+  if (search.backend === "searxng" && !search.searxng)
+    throw new ConfigError(source, ['tools.search.searxng.url: required when tools.search.backend is "searxng"']);
   checkRemoteEngine(config, source, baseDir);
   const demo = !config.model.path;
   const trained = demo && config.model.demo === "trained";
   if (trained) {
     if (!existsSync(TRAINED_MODEL))
-      throw new ConfigError(source, [`model.demo: the trained demo model ${TRAINED_MODEL} is missing (make it with npm run train-demo, or set model.demo to "random" or model.path to your GGUF)`]);
+      throw new ConfigError(source, [
+        `model.demo: the trained demo model ${TRAINED_MODEL} is missing (make it with npm run train-demo, or set model.demo to "random" or model.path to your GGUF)`,
+      ]);
     config.model.path = TRAINED_MODEL;
   }
   return {
     ...config,
-    manifestPath: config.adapters.manifest ? resolve(baseDir, config.adapters.manifest) : trained ? TRAINED_MANIFEST : DEFAULT_MANIFEST,
+    manifestPath: config.adapters.manifest
+      ? resolve(baseDir, config.adapters.manifest)
+      : trained
+        ? TRAINED_MANIFEST
+        : DEFAULT_MANIFEST,
     demo,
   };
 }
@@ -317,13 +370,19 @@ export function resolveConfig(input: unknown, source: string, baseDir: string): 
 export function checkRemoteEngine(config: Config, source: string, baseDir: string): void {
   const { backend, remote } = config.engine;
   if (backend !== "remote") return;
-  if (!remote) throw new ConfigError(source, ['engine.remote: required when engine.backend is "remote" (url and flavor at least; or --engine-url and --engine-flavor)']);
+  if (!remote)
+    throw new ConfigError(source, [
+      'engine.remote: required when engine.backend is "remote" (url and flavor at least; or --engine-url and --engine-flavor)',
+    ]);
   if (remote.flavor !== "llama-server" && !remote.adapterDir) {
-    throw new ConfigError(source, [`engine.remote.adapterDir: required for ${remote.flavor}, which loads PEFT folders: a folder both this server and the engine can read (README "Remote engines")`]);
+    throw new ConfigError(source, [
+      `engine.remote.adapterDir: required for ${remote.flavor}, which loads PEFT folders: a folder both this server and the engine can read (README "Remote engines")`,
+    ]);
   }
   if (remote.localAdapterDir) remote.localAdapterDir = resolve(baseDir, remote.localAdapterDir);
   else if (remote.adapterDir) remote.adapterDir = resolve(baseDir, remote.adapterDir);
-  if (remote.apiKeyEnv && !process.env[remote.apiKeyEnv]) throw new ConfigError(source, [`engine.remote.apiKeyEnv: the environment variable ${remote.apiKeyEnv} is not set`]);
+  if (remote.apiKeyEnv && !process.env[remote.apiKeyEnv])
+    throw new ConfigError(source, [`engine.remote.apiKeyEnv: the environment variable ${remote.apiKeyEnv} is not set`]);
 }
 
 export function loadConfigFile(file: string): ResolvedConfig {
@@ -332,7 +391,12 @@ export function loadConfigFile(file: string): ResolvedConfig {
     text = readFileSync(file, "utf8");
   } catch (err) {
     const missing = (err as NodeJS.ErrnoException).code === "ENOENT";
-    if (missing) throw new ConfigError(file, [`no such file (${resolve(file)}); create it (README "Configuration") or drop --config to use the defaults`], "is missing");
+    if (missing)
+      throw new ConfigError(
+        file,
+        [`no such file (${resolve(file)}); create it (README "Configuration") or drop --config to use the defaults`],
+        "is missing",
+      );
     throw new ConfigError(file, [`cannot read it: ${(err as Error).message}`], "is unreadable");
   }
   let raw: unknown;

@@ -83,14 +83,20 @@ export const ARCHITECTURES = {
   })),
   gemma4: {
     ...plain("gemma4", 1_000_000),
-    blockVectors: (d: ModelDims) => [...qkNorm(d), { suffix: "post_attention_norm", length: d.nEmbd, value: 1 }, { suffix: "post_ffw_norm", length: d.nEmbd, value: 1 }],
+    blockVectors: (d: ModelDims) => [
+      ...qkNorm(d),
+      { suffix: "post_attention_norm", length: d.nEmbd, value: 1 },
+      { suffix: "post_ffw_norm", length: d.nEmbd, value: 1 },
+    ],
     // full-attention layers read proportional-rope factors; ones leave rope unchanged
     modelVectors: (d: ModelDims) => [{ name: "rope_freqs.weight", length: d.headDim / 2, value: 1 }],
     extraKeys: (d: ModelDims) => ({
       // sliding-window layers with a full one last, as Gemma's; the window spans the whole context, so a
       // cache rolled back to a prefix keeps every token it needs (llama.cpp requires at least one SWA layer)
       "gemma4.attention.sliding_window": gguf.u32(d.contextLength),
-      "gemma4.attention.sliding_window_pattern": gguf.bools(Array.from({ length: d.nLayer }, (_, l) => l < d.nLayer - 1)),
+      "gemma4.attention.sliding_window_pattern": gguf.bools(
+        Array.from({ length: d.nLayer }, (_, l) => l < d.nLayer - 1),
+      ),
       "gemma4.attention.key_length_swa": gguf.u32(d.headDim),
       "gemma4.attention.value_length_swa": gguf.u32(d.headDim),
       "gemma4.embedding_length_per_layer_input": gguf.u32(0),

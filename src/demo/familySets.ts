@@ -12,7 +12,10 @@ import { DEMO_DIMS } from "./qwen3.js";
 import { buildVocabulary } from "./vocabulary.js";
 
 /** Base model types a family set is generated in; its LoRAs stay F16 on every one, as users run them. */
-export const QUANTS = { F16: GgmlType.F16, Q8_0: GgmlType.Q8_0, Q4_0: GgmlType.Q4_0 } as const satisfies Record<string, WeightType>;
+export const QUANTS = { F16: GgmlType.F16, Q8_0: GgmlType.Q8_0, Q4_0: GgmlType.Q4_0 } as const satisfies Record<
+  string,
+  WeightType
+>;
 export type QuantName = keyof typeof QUANTS;
 export const QUANT_NAMES = Object.keys(QUANTS) as QuantName[];
 
@@ -33,11 +36,20 @@ export function familyDir(root: string, family: string): string {
 
 export function familySetPaths(root: string, family: string, quant: QuantName): FamilySet {
   const dir = familyDir(root, family);
-  return { family, quant, model: join(dir, `weact-${family}-${quant}.gguf`), adapters: join(dir, "adapters", "manifest.json") };
+  return {
+    family,
+    quant,
+    model: join(dir, `weact-${family}-${quant}.gguf`),
+    adapters: join(dir, "adapters", "manifest.json"),
+  };
 }
 
 /** Writes through a temporary name, so concurrent generators (parallel test files) never read half a file. */
-function writeAtomically(path: string, metadata: Record<string, GgufEntry>, tensors: readonly GgufTensorSource[]): void {
+function writeAtomically(
+  path: string,
+  metadata: Record<string, GgufEntry>,
+  tensors: readonly GgufTensorSource[],
+): void {
   const tmp = `${path}.${process.pid}.tmp`;
   try {
     writeGguf(tmp, metadata, tensors);
@@ -55,11 +67,23 @@ function writeAdapters(root: string, family: Family, seed: number): void {
   const architecture = ARCHITECTURES[family.architecture];
   for (const alias of LIBRARY) {
     const index = DEMO_ADAPTERS.findIndex((a) => a.alias === alias);
-    const lora = loraFile({ name: `weact-${family.name}-${alias}`, architecture, dims: DEMO_DIMS, rank: DEMO_ADAPTERS[index]!.rank, seed: seed + 1000 * (index + 1), strength: 0.5, type: GgmlType.F16 });
+    const lora = loraFile({
+      name: `weact-${family.name}-${alias}`,
+      architecture,
+      dims: DEMO_DIMS,
+      rank: DEMO_ADAPTERS[index]!.rank,
+      seed: seed + 1000 * (index + 1),
+      strength: 0.5,
+      type: GgmlType.F16,
+    });
     writeAtomically(join(dir, `${alias}.gguf`), lora.metadata, lora.tensors);
   }
   const defaults = parseManifest(JSON.parse(readFileSync(DEFAULT_MANIFEST, "utf8")), DEFAULT_MANIFEST);
-  const entries = LIBRARY.map((alias) => ({ ...defaults.find((e) => e.alias === alias)!, file: `${alias}.gguf`, filePath: join(dir, `${alias}.gguf`) }));
+  const entries = LIBRARY.map((alias) => ({
+    ...defaults.find((e) => e.alias === alias)!,
+    file: `${alias}.gguf`,
+    filePath: join(dir, `${alias}.gguf`),
+  }));
   saveManifest(join(dir, "manifest.json"), entries);
 }
 

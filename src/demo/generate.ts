@@ -85,7 +85,14 @@ export function generateDemoWeights(root: string, opts: { seed?: number; big?: b
   writeGguf(paths.model, model.metadata, model.tensors);
   DEMO_ADAPTERS.forEach((a, i) => {
     const invocationTokens = a.invocation ? [...a.invocation].map((c) => vocab.idOf(c)) : undefined;
-    const lora = qwen3LoraFile({ name: `${v.modelName}-${a.alias}`, dims: v.dims, rank: v.ranks(a.rank), seed: seed + 1000 * (i + 1), strength: 0.5, invocationTokens });
+    const lora = qwen3LoraFile({
+      name: `${v.modelName}-${a.alias}`,
+      dims: v.dims,
+      rank: v.ranks(a.rank),
+      seed: seed + 1000 * (i + 1),
+      strength: 0.5,
+      invocationTokens,
+    });
     writeGguf(paths.adapters[a.alias]!, lora.metadata, lora.tensors);
   });
   return paths;

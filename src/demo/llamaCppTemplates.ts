@@ -27,7 +27,10 @@ function git(args: string[]): string {
     return execFileSync("git", args, { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"], maxBuffer: 64 << 20 });
   } catch (err) {
     const e = err as NodeJS.ErrnoException & { stderr?: string };
-    if (e.code === "ENOENT") throw new TemplateSourceError("the family demo models read their chat templates from node-llama-cpp's llama.cpp bundle with `git`, which is not installed (apt-get install git)");
+    if (e.code === "ENOENT")
+      throw new TemplateSourceError(
+        "the family demo models read their chat templates from node-llama-cpp's llama.cpp bundle with `git`, which is not installed (apt-get install git)",
+      );
     throw new TemplateSourceError(`git ${args[0]} failed: ${String(e.stderr ?? e.message).trim()}`);
   }
 }
@@ -42,7 +45,11 @@ function bundleCommit(bundle: string): string {
 }
 
 /** The text of `models/templates/<file>` at the bundle's commit, byte for byte. */
-export function llamaCppTemplates(files: readonly string[], cacheDir: string, bundle = llamaCppBundlePath()): Record<string, string> {
+export function llamaCppTemplates(
+  files: readonly string[],
+  cacheDir: string,
+  bundle = llamaCppBundlePath(),
+): Record<string, string> {
   const dir = join(cacheDir, bundleCommit(bundle));
   const missing = files.filter((f) => !existsSync(join(dir, f)));
   if (missing.length) {
@@ -52,7 +59,8 @@ export function llamaCppTemplates(files: readonly string[], cacheDir: string, bu
       git(["init", "-q", "--bare", repo]);
       git(["--git-dir", repo, "fetch", "-q", bundle, "HEAD"]);
       const staging = mkdtempSync(join(cacheDir, ".staging-"));
-      for (const f of missing) writeFileSync(join(staging, f), git(["--git-dir", repo, "show", `FETCH_HEAD:models/templates/${f}`]));
+      for (const f of missing)
+        writeFileSync(join(staging, f), git(["--git-dir", repo, "show", `FETCH_HEAD:models/templates/${f}`]));
       mkdirSync(dir, { recursive: true });
       for (const f of missing) renameSync(join(staging, f), join(dir, f));
       rmSync(staging, { recursive: true, force: true });

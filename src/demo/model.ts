@@ -1,4 +1,13 @@
-import { ALORA_INVOCATION_KEY, FILE_TYPE_OF, GgmlType, f32ToF16, quantize, gguf, type GgufEntry, type GgufTensorSource } from "../gguf/index.js";
+import {
+  ALORA_INVOCATION_KEY,
+  FILE_TYPE_OF,
+  GgmlType,
+  f32ToF16,
+  quantize,
+  gguf,
+  type GgufEntry,
+  type GgufTensorSource,
+} from "../gguf/index.js";
 import type { Architecture, ModelDims } from "./architectures.js";
 import { SeededRandom } from "./random.js";
 import type { DemoVocabulary } from "./vocabulary.js";
@@ -58,18 +67,26 @@ export interface ModelFileOptions {
  * A random base model of `architecture`, deterministic from `seed`: every tensor its llama.cpp loader needs,
  * each from its own seeded stream (so its values do not depend on the weight type or on other tensors).
  */
-export function modelFile(opts: ModelFileOptions): { metadata: Record<string, GgufEntry>; tensors: GgufTensorSource[] } {
+export function modelFile(opts: ModelFileOptions): {
+  metadata: Record<string, GgufEntry>;
+  tensors: GgufTensorSource[];
+} {
   const { dims: d, vocab, weightType, architecture: arch } = opts;
   const root = new SeededRandom(opts.seed);
   const nVocab = vocab.tokens.length;
-  const weight = (name: string, nIn: number, nOut: number, gain = 1) => tensor(name, [nIn, nOut], weightType, () => gaussian(root.fork(name), nIn * nOut, (gain * (opts.gain ?? 1)) / Math.sqrt(nIn)));
+  const weight = (name: string, nIn: number, nOut: number, gain = 1) =>
+    tensor(name, [nIn, nOut], weightType, () =>
+      gaussian(root.fork(name), nIn * nOut, (gain * (opts.gain ?? 1)) / Math.sqrt(nIn)),
+    );
 
   const embedding = () => gaussian(root.fork("token_embd"), d.nEmbd * nVocab, 1);
   const tensors: GgufTensorSource[] = [
     tensor("token_embd.weight", [d.nEmbd, nVocab], weightType, embedding),
     tensor("output_norm.weight", [d.nEmbd], GgmlType.F32, filled(d.nEmbd, 1)),
     opts.outputFromEmbedding
-      ? tensor("output.weight", [d.nEmbd, nVocab], weightType, () => embedding().map((x) => x * (1 / Math.sqrt(d.nEmbd))))
+      ? tensor("output.weight", [d.nEmbd, nVocab], weightType, () =>
+          embedding().map((x) => x * (1 / Math.sqrt(d.nEmbd))),
+        )
       : // A gain above 1 keeps the random model's next-token distribution peaked enough to show adapter effects.
         weight("output.weight", d.nEmbd, nVocab, 3),
     ...arch.modelVectors(d).map((v) => tensor(v.name, [v.length], GgmlType.F32, filled(v.length, v.value))),
@@ -78,7 +95,16 @@ export function modelFile(opts: ModelFileOptions): { metadata: Record<string, Gg
     const p = `blk.${l}.`;
     tensors.push(
       tensor(`${p}attn_norm.weight`, [d.nEmbd], GgmlType.F32, filled(d.nEmbd, 1)),
-      ...arch.blockVectors(d).map((v) => tensor(`${p}${v.suffix}${v.suffix.endsWith(".bias") ? "" : ".weight"}`, [v.length], GgmlType.F32, filled(v.length, v.value))),
+      ...arch
+        .blockVectors(d)
+        .map((v) =>
+          tensor(
+            `${p}${v.suffix}${v.suffix.endsWith(".bias") ? "" : ".weight"}`,
+            [v.length],
+            GgmlType.F32,
+            filled(v.length, v.value),
+          ),
+        ),
       tensor(`${p}ffn_norm.weight`, [d.nEmbd], GgmlType.F32, filled(d.nEmbd, 1)),
       ...arch.projections(d).map((t) => weight(`${p}${t.suffix}.weight`, t.nIn, t.nOut)),
     );
@@ -138,8 +164,12 @@ export function loraFile(opts: {
     for (const t of opts.architecture.projections(d)) {
       const base = `blk.${l}.${t.suffix}.weight`;
       tensors.push(
-        tensor(`${base}.lora_a`, [t.nIn, rank], type, () => gaussian(root.fork(`${base}.a`), t.nIn * rank, 1 / Math.sqrt(t.nIn))),
-        tensor(`${base}.lora_b`, [rank, t.nOut], type, () => gaussian(root.fork(`${base}.b`), rank * t.nOut, opts.strength / Math.sqrt(rank))),
+        tensor(`${base}.lora_a`, [t.nIn, rank], type, () =>
+          gaussian(root.fork(`${base}.a`), t.nIn * rank, 1 / Math.sqrt(t.nIn)),
+        ),
+        tensor(`${base}.lora_b`, [rank, t.nOut], type, () =>
+          gaussian(root.fork(`${base}.b`), rank * t.nOut, opts.strength / Math.sqrt(rank)),
+        ),
       );
     }
   }

@@ -15,9 +15,32 @@ export function byteToUnicode(): string[] {
   return out;
 }
 
-const MERGES = ["Ġ t", "Ġ a", "h e", "i n", "r e", "o n", "Ġt he", "e r", "a t", "Ġ s", "e n", "o r", "Ġ w", "Ġ o", "i s", "a n", "e s", "Ġ c", "i t", "a l"];
+const MERGES = [
+  "Ġ t",
+  "Ġ a",
+  "h e",
+  "i n",
+  "r e",
+  "o n",
+  "Ġt he",
+  "e r",
+  "a t",
+  "Ġ s",
+  "e n",
+  "o r",
+  "Ġ w",
+  "Ġ o",
+  "i s",
+  "a n",
+  "e s",
+  "Ġ c",
+  "i t",
+  "a l",
+];
 
-/** Control tokens are never produced from plain text; the tool and think markers are user-defined, as in Qwen3's GGUFs. */
+/**
+ * Control tokens are never produced from plain text; the tool and think markers are user-defined, as in Qwen3's GGUFs.
+ */
 export const SPECIAL_TOKENS = [
   { text: "<|endoftext|>", type: 3 },
   { text: "<|im_start|>", type: 3 },
@@ -47,7 +70,10 @@ export interface SpecialToken {
  * The byte-level vocabulary with `specials` appended (default: the Qwen chat tokens of the demo model), and a
  * token for each merge's result (default: a few; a learned list makes text cost far fewer tokens).
  */
-export function buildVocabulary(specials: readonly SpecialToken[] = SPECIAL_TOKENS, merges: readonly string[] = MERGES): DemoVocabulary {
+export function buildVocabulary(
+  specials: readonly SpecialToken[] = SPECIAL_TOKENS,
+  merges: readonly string[] = MERGES,
+): DemoVocabulary {
   const tokens = byteToUnicode();
   const tokenTypes = tokens.map(() => 1);
   const known = new Set(tokens);

@@ -10,7 +10,10 @@ export class AdapterVersion {
     readonly sha256: string,
     /** Multiplies the adapter's own alpha/rank scaling. */
     readonly scale: number,
-    /** SHA-256 of the PEFT folder the engine loads instead of the GGUF (its config and weights), when it is part of the version. */
+    /**
+     * SHA-256 of the PEFT folder the engine loads instead of the GGUF (its config and weights), when it is part of the
+     * version.
+     */
     readonly peftSha256?: string,
   ) {}
 
@@ -19,10 +22,18 @@ export class AdapterVersion {
   }
 
   equals(other: AdapterVersion): boolean {
-    return this.alias === other.alias && this.sha256 === other.sha256 && this.scale === other.scale && this.peftSha256 === other.peftSha256;
+    return (
+      this.alias === other.alias &&
+      this.sha256 === other.sha256 &&
+      this.scale === other.scale &&
+      this.peftSha256 === other.peftSha256
+    );
   }
 
-  /** "alias@sha256xscale" (with "+peft:sha256" after the file's hash for a PEFT folder): how listings, logs and traces name the version. */
+  /**
+   * "alias@sha256xscale" (with "+peft:sha256" after the file's hash for a PEFT folder): how listings, logs and traces
+   * name the version.
+   */
   toString(): string {
     return `${this.alias}@${this.sha256}${this.peftSha256 ? `+peft:${this.peftSha256}` : ""}x${this.scale}`;
   }

@@ -5,16 +5,25 @@ import type { JsonSchemaObject, ModelInfo, TokenId, Conversation } from "./types
  * `suffix` stands for the called function's name.
  */
 export interface CallSyntax {
-  /** The text that opens a call in a response (the parallel-call section's opening included): what the grammar and steering force. */
+  /**
+   * The text that opens a call in a response (the parallel-call section's opening included): what the grammar and
+   * steering force.
+   */
   trigger: string;
   /** A space may come between the trigger and the name. */
   optionalPrefixSpace: boolean;
   paramsPrefix: string;
-  /** What the model writes to close the call (and its section), up to where its turn ends (the template's end-of-turn token). */
+  /**
+   * What the model writes to close the call (and its section), up to where its turn ends (the template's end-of-turn
+   * token).
+   */
   suffix: string;
   /** The parameters written for a function that has none ("" or e.g. "{}"). */
   emptyParams: string;
-  /** The special tokens (by text) in the trigger, parameters prefix and suffix: an engine must show them in its output text. */
+  /**
+   * The special tokens (by text) in the trigger, parameters prefix and suffix: an engine must show them in its output
+   * text.
+   */
   specialTokens: readonly string[];
 }
 
@@ -38,7 +47,9 @@ export interface ChatCodec {
    * grammar): rules one per line, the first one named `root`.
    */
   paramsGrammar(schema: JsonSchemaObject): Promise<string>;
-  /** A call as it was written, in the form the renderer replays (`AnsweredCall.raw`), so re-rendering gives its tokens. */
+  /**
+   * A call as it was written, in the form the renderer replays (`AnsweredCall.raw`), so re-rendering gives its tokens.
+   */
   rawCall(name: string, paramsText: string): unknown;
   dispose(): Promise<void>;
 }

@@ -16,9 +16,15 @@ export interface CacheStats {
   evictions: { spilled: number; dropped: number };
   /** Prompt tokens evaluated for a caller waiting on them (switches, turns) and ahead of time while nobody waited. */
   evaluatedTokens: { foreground: number; background: number };
-  /** Evaluation ahead of time (while tools run or between calls): its decodes, their time, how often it gave way to a caller. */
+  /**
+   * Evaluation ahead of time (while tools run or between calls): its decodes, their time, how often it gave way to a
+   * caller.
+   */
   background: { enabled: boolean; batches: number; ms: number; yields: number; lanesStarted: number };
-  /** Saved prompt prefixes (the system prompt and function docs) new caches start from, per weight set and sharing scope. */
+  /**
+   * Saved prompt prefixes (the system prompt and function docs) new caches start from, per weight set and sharing
+   * scope.
+   */
   sharedPrefixes: { enabled: boolean; entries: number; bytes: number; hits: number; saved: number };
 }
 
@@ -65,7 +71,10 @@ export interface Engine {
   adapters(): AdapterInfo[];
   /** Every version held, current or still in use by a session. */
   residentVersions(): AdapterInfo[];
-  /** Frees the versions nothing holds any more (neither current, nor in use, nor cached); engines also run it themselves. */
+  /**
+   * Frees the versions nothing holds any more (neither current, nor in use, nor cached); engines also run it
+   * themselves.
+   */
   collect(): Promise<void>;
 
   /** A new session with an empty cache; EngineCapacityError when `capacity.sessions` are open. */

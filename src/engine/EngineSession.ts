@@ -1,5 +1,13 @@
 import type { AdapterVersion } from "./AdapterVersion.js";
-import type { Conversation, GenerateOptions, GenerateResult, HistorySoFar, LogProbs, SwitchReport, WeightSet } from "./types.js";
+import type {
+  Conversation,
+  GenerateOptions,
+  GenerateResult,
+  HistorySoFar,
+  LogProbs,
+  SwitchReport,
+  WeightSet,
+} from "./types.js";
 
 /** One KV cache a session holds: under the weights it has active, or idle under weights it left. */
 export interface LaneState {

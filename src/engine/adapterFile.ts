@@ -9,7 +9,11 @@ import type { AdapterInfo, AdapterSpec } from "./types.js";
  * the version it is: its content hash at the spec's scale (and the hash of the PEFT folder an engine loads
  * instead, `peftSha256`). Every backend makes its versions through this.
  */
-export async function readAdapterFile(spec: AdapterSpec, base: GgufFile, peftSha256?: string): Promise<{ info: AdapterInfo; header: GgufFile }> {
+export async function readAdapterFile(
+  spec: AdapterSpec,
+  base: GgufFile,
+  peftSha256?: string,
+): Promise<{ info: AdapterInfo; header: GgufFile }> {
   const filePath = resolve(spec.filePath);
   let header: GgufFile;
   try {

@@ -71,7 +71,9 @@ export class DuplicateAdapterError extends EngineError {
   }
 }
 
-/** Every session the engine can hold is open (every sequence of every allowed context, every slot of a remote engine). */
+/**
+ * Every session the engine can hold is open (every sequence of every allowed context, every slot of a remote engine).
+ */
 export class EngineCapacityError extends EngineError {
   readonly code = "engine_capacity";
   constructor(
@@ -115,18 +117,25 @@ export class ContextOverflowError extends EngineError {
     /** What gives a session a longer window on this backend. */
     fix = "raise model.contextSize",
   ) {
-    super(`the conversation needs ${tokens} tokens but the session's context holds ${contextSize}; shorten the history or ${fix}`);
+    super(
+      `the conversation needs ${tokens} tokens but the session's context holds ${contextSize}; shorten the history or ${fix}`,
+    );
   }
 }
 
-/** The serving engine cannot be reached (refused, reset, DNS): nothing was recorded, and the session is usable once it is back. */
+/**
+ * The serving engine cannot be reached (refused, reset, DNS): nothing was recorded, and the session is usable once it
+ * is back.
+ */
 export class EngineUnavailableError extends EngineError {
   readonly code = "engine_unavailable";
   constructor(
     readonly engine: string,
     readonly reason: string,
   ) {
-    super(`engine ${engine} is unavailable: ${reason}; nothing was changed, retry once it is back (engine.remote.url names it)`);
+    super(
+      `engine ${engine} is unavailable: ${reason}; nothing was changed, retry once it is back (engine.remote.url names it)`,
+    );
   }
 }
 
@@ -136,7 +145,10 @@ export class EngineTimeoutError extends EngineError {
   constructor(
     readonly engine: string,
     readonly timeoutMs: number,
-    /** Set when the request never reached the engine: it waited that long for one of this many places (engine.remote.maxInFlight). */
+    /**
+     * Set when the request never reached the engine: it waited that long for one of this many places
+     * (engine.remote.maxInFlight).
+     */
     readonly queuedFor?: number,
   ) {
     super(
@@ -155,7 +167,11 @@ export class EngineRequestError extends EngineError {
     readonly status: number,
     readonly detail: string,
   ) {
-    super(status >= 200 && status < 300 ? `engine ${engine} answered (HTTP ${status}) with what this backend cannot use: ${detail}` : `engine ${engine} refused the request (HTTP ${status}): ${detail}`);
+    super(
+      status >= 200 && status < 300
+        ? `engine ${engine} answered (HTTP ${status}) with what this backend cannot use: ${detail}`
+        : `engine ${engine} refused the request (HTTP ${status}): ${detail}`,
+    );
   }
 }
 
@@ -166,7 +182,9 @@ export class AdapterCapacityError extends EngineError {
     readonly engine: string,
     readonly detail: string,
   ) {
-    super(`engine ${engine} has no room for another adapter: ${detail}; unregister an adapter or raise the engine's adapter limit (README "Remote engines")`);
+    super(
+      `engine ${engine} has no room for another adapter: ${detail}; unregister an adapter or raise the engine's adapter limit (README "Remote engines")`,
+    );
   }
 }
 

@@ -43,7 +43,10 @@ export interface AdapterSpec {
   filePath: string;
   /** Multiplies the adapter's own alpha/rank scaling. */
   scale: number;
-  /** The same adapter as a PEFT folder, for engines that load PEFT (vLLM, SGLang); without it one is exported from the GGUF. */
+  /**
+   * The same adapter as a PEFT folder, for engines that load PEFT (vLLM, SGLang); without it one is exported from the
+   * GGUF.
+   */
   peftDir?: string;
 }
 
@@ -71,7 +74,9 @@ export interface AdapterInfo {
   invocationTokens?: readonly TokenId[];
 }
 
-/** A JSON schema object describing a function's parameters (the subset the engine's function-calling grammar supports). */
+/**
+ * A JSON schema object describing a function's parameters (the subset the engine's function-calling grammar supports).
+ */
 export type JsonSchemaObject = Readonly<Record<string, unknown>>;
 
 export interface FunctionSpec {
@@ -90,7 +95,10 @@ export interface AnsweredCall {
 /** A call of the model's last turn whose result is not back yet (its tool is running). */
 export type AwaitedCall = Omit<AnsweredCall, "result">;
 
-export type ChatTurn = { role: "system"; text: string } | { role: "user"; text: string } | { role: "assistant"; text: string; calls?: readonly AnsweredCall[] };
+export type ChatTurn =
+  | { role: "system"; text: string }
+  | { role: "user"; text: string }
+  | { role: "assistant"; text: string; calls?: readonly AnsweredCall[] };
 
 /**
  * What the engine renders with the model's chat template. `functions` is documented in the prompt and

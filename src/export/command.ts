@@ -17,7 +17,10 @@ const ExportCommandSchema = z
     out: z.string().min(1).optional(),
     stats: z.boolean().default(false),
   })
-  .refine((o) => o.capability !== undefined || o.stats, { message: "export needs --capability ALIAS (or --stats)", path: ["capability"] });
+  .refine((o) => o.capability !== undefined || o.stats, {
+    message: "export needs --capability ALIAS (or --stats)",
+    path: ["capability"],
+  });
 export type ExportCommandInput = z.input<typeof ExportCommandSchema>;
 export type ExportCommand = Omit<z.output<typeof ExportCommandSchema>, "filter"> & { filter: TrajectoryFilter };
 
@@ -42,7 +45,12 @@ interface Output {
 }
 
 /** Runs the command: trace problems on `err` (each names file and line), the summary or table on `out`. */
-export function runExport(command: ExportCommand, deps: ExportDeps, out: Output = process.stdout, err: Output = process.stderr): void {
+export function runExport(
+  command: ExportCommand,
+  deps: ExportDeps,
+  out: Output = process.stdout,
+  err: Output = process.stderr,
+): void {
   const from = command.from ?? deps.traceDir;
   if (command.stats) {
     const { trajectories, problems } = readTraces(from);
@@ -51,7 +59,9 @@ export function runExport(command: ExportCommand, deps: ExportDeps, out: Output 
       trajectories.filter((t) => selects(command.filter, t)),
       deps.countTokens,
     );
-    out.write(`${formatStats(command.capability ? stats.filter((s) => s.capability === command.capability) : stats)}\n`);
+    out.write(
+      `${formatStats(command.capability ? stats.filter((s) => s.capability === command.capability) : stats)}\n`,
+    );
     return;
   }
   const capability = command.capability!;

@@ -1,7 +1,15 @@
 import type { FunctionSpec } from "../engine/index.js";
 import type { AssistantMessage, HistoryMessage, ToolCallRecord } from "../sessions/history.js";
 import { asReadAt, elisionGroups } from "./elision.js";
-import type { AxolotlLine, ChatAssistantMessage, ChatMessage, ExportFormat, OpenAILine, ToolDefinition, TrlLine } from "./formats.js";
+import type {
+  AxolotlLine,
+  ChatAssistantMessage,
+  ChatMessage,
+  ExportFormat,
+  OpenAILine,
+  ToolDefinition,
+  TrlLine,
+} from "./formats.js";
 import type { StageSample } from "./segment.js";
 
 /** The functions documented to the model, for the `tools` field; omitted when unknown. */
@@ -20,10 +28,18 @@ export function callArguments(value: unknown): string {
   return JSON.stringify(value);
 }
 
-const toolCall = (c: ToolCallRecord) => ({ id: c.id, type: "function" as const, function: { name: c.name, arguments: callArguments(c.arguments) } });
+const toolCall = (c: ToolCallRecord) => ({
+  id: c.id,
+  type: "function" as const,
+  function: { name: c.name, arguments: callArguments(c.arguments) },
+});
 
 function chatAssistant(m: AssistantMessage): ChatAssistantMessage {
-  return { role: "assistant", content: m.content, ...(m.toolCalls.length ? { tool_calls: m.toolCalls.map(toolCall) } : {}) };
+  return {
+    role: "assistant",
+    content: m.content,
+    ...(m.toolCalls.length ? { tool_calls: m.toolCalls.map(toolCall) } : {}),
+  };
 }
 
 /** A history message in the Hugging Face chat format: internal (load/offload) and external calls alike. */
@@ -41,7 +57,11 @@ function chatMessage(m: HistoryMessage): ChatMessage {
 function toolDefinitions(functions: ModelFunctions): ToolDefinition[] {
   return Object.entries(functions).map(([name, spec]) => ({
     type: "function",
-    function: { name, description: spec.description, ...(spec.parameters ? { parameters: spec.parameters as Record<string, unknown> } : {}) },
+    function: {
+      name,
+      description: spec.description,
+      ...(spec.parameters ? { parameters: spec.parameters as Record<string, unknown> } : {}),
+    },
   }));
 }
 
@@ -85,4 +105,8 @@ export function toTrl(sample: StageSample, functions?: ModelFunctions): TrlLine[
   }));
 }
 
-export const CONVERTERS: Record<ExportFormat, (sample: StageSample, functions?: ModelFunctions) => object[]> = { axolotl: toAxolotl, openai: toOpenAI, trl: toTrl };
+export const CONVERTERS: Record<ExportFormat, (sample: StageSample, functions?: ModelFunctions) => object[]> = {
+  axolotl: toAxolotl,
+  openai: toOpenAI,
+  trl: toTrl,
+};

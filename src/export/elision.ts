@@ -1,7 +1,8 @@
 import { elidedResults, elisionMarker, type HistoryMessage } from "../sessions/history.js";
 
 /** How many external results the model read as a marker when it generated at position `end`. */
-const elidedCount = (history: readonly HistoryMessage[], end: number, keep: number) => elidedResults(history.slice(0, end), keep).size;
+const elidedCount = (history: readonly HistoryMessage[], end: number, keep: number) =>
+  elidedResults(history.slice(0, end), keep).size;
 
 /**
  * `history[0, end)` as the model read it when it generated at `end`: the server's keep_tool_result rule
@@ -17,7 +18,11 @@ export function asReadAt(history: readonly HistoryMessage[], end: number, keep: 
  * Targets grouped by what they read: consecutive targets generated under the same elision share one rendered
  * sequence. A new external result past `keep` turns an older one into a marker, so later targets start a group.
  */
-export function elisionGroups(history: readonly HistoryMessage[], targets: readonly number[], keep: number): number[][] {
+export function elisionGroups(
+  history: readonly HistoryMessage[],
+  targets: readonly number[],
+  keep: number,
+): number[][] {
   const groups: { elided: number; targets: number[] }[] = [];
   for (const t of targets) {
     const elided = elidedCount(history, t, keep);

@@ -83,7 +83,10 @@ export function exportDataset(options: ExportOptions): ExportSummary {
 
 function checkedLine(format: ExportFormat, line: object, sample: StageSample): string {
   const parsed = LINE_SCHEMAS[format].safeParse(line);
-  if (!parsed.success) throw new ExportFormatError(`${format} line of ${sample.trajectory} (${sample.capability} stage ${sample.occurrence}): ${describeIssues(parsed.error).join("; ")}`);
+  if (!parsed.success)
+    throw new ExportFormatError(
+      `${format} line of ${sample.trajectory} (${sample.capability} stage ${sample.occurrence}): ${describeIssues(parsed.error).join("; ")}`,
+    );
   return JSON.stringify(line);
 }
 

@@ -5,7 +5,8 @@ import type { Trajectory } from "./trajectory.js";
  * Which trajectories an export keeps. `correct`: judged correct by the eval runner (exact match or normalised
  * containment, the README's definition); runs recorded without an expected answer are not judged and not kept.
  */
-export type TrajectoryFilter = { kind: "all" } | { kind: "correct" } | { kind: "ids"; file: string; ids: ReadonlySet<string> };
+export type TrajectoryFilter =
+  { kind: "all" } | { kind: "correct" } | { kind: "ids"; file: string; ids: ReadonlySet<string> };
 
 export class FilterError extends Error {}
 
@@ -32,4 +33,5 @@ export function selects(filter: TrajectoryFilter, trajectory: Trajectory): boole
   }
 }
 
-export const describeFilter = (filter: TrajectoryFilter) => (filter.kind === "ids" ? `ids in ${filter.file}` : filter.kind);
+export const describeFilter = (filter: TrajectoryFilter) =>
+  filter.kind === "ids" ? `ids in ${filter.file}` : filter.kind;

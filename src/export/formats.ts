@@ -22,21 +22,37 @@ const isJsonObject = (s: string) => {
 const ToolCallSchema = z.strictObject({
   id: z.string().min(1),
   type: z.literal("function"),
-  function: z.strictObject({ name: z.string().min(1), arguments: z.string().refine(isJsonObject, "arguments must be a JSON object string") }),
+  function: z.strictObject({
+    name: z.string().min(1),
+    arguments: z.string().refine(isJsonObject, "arguments must be a JSON object string"),
+  }),
 });
 
 /** A function the model was offered, as chat templates and the OpenAI API take it. */
 const ToolDefinitionSchema = z.strictObject({
   type: z.literal("function"),
-  function: z.strictObject({ name: z.string().min(1), description: z.string(), parameters: z.record(z.string(), z.unknown()).optional() }),
+  function: z.strictObject({
+    name: z.string().min(1),
+    description: z.string(),
+    parameters: z.record(z.string(), z.unknown()).optional(),
+  }),
 });
 export type ToolDefinition = z.infer<typeof ToolDefinitionSchema>;
 
 const SystemMessage = z.strictObject({ role: z.literal("system"), content: z.string() });
 const UserMessage = z.strictObject({ role: z.literal("user"), content: z.string() });
-const AssistantMessage = z.strictObject({ role: z.literal("assistant"), content: z.string(), tool_calls: z.array(ToolCallSchema).min(1).optional() });
+const AssistantMessage = z.strictObject({
+  role: z.literal("assistant"),
+  content: z.string(),
+  tool_calls: z.array(ToolCallSchema).min(1).optional(),
+});
 /** Hugging Face chat templates read the function name of a result; OpenAI's fine-tuning format has no such key. */
-const ToolMessage = z.strictObject({ role: z.literal("tool"), tool_call_id: z.string().min(1), name: z.string().min(1), content: z.string() });
+const ToolMessage = z.strictObject({
+  role: z.literal("tool"),
+  tool_call_id: z.string().min(1),
+  name: z.string().min(1),
+  content: z.string(),
+});
 const OpenAIToolMessage = ToolMessage.omit({ name: true });
 
 /** A message in the Hugging Face chat format (Axolotl's and TRL's messages). */
@@ -45,15 +61,21 @@ export type ChatMessage = z.infer<typeof ChatMessageSchema>;
 export type ChatAssistantMessage = z.infer<typeof AssistantMessage>;
 
 /** Every tool result answers a call made earlier in the same line, as a chat template requires. */
-function answersEarlierCalls(messages: readonly { role: string; tool_call_id?: string; tool_calls?: readonly { id: string }[] }[], ctx: z.core.$RefinementCtx<unknown>, path: string) {
+function answersEarlierCalls(
+  messages: readonly { role: string; tool_call_id?: string; tool_calls?: readonly { id: string }[] }[],
+  ctx: z.core.$RefinementCtx<unknown>,
+  path: string,
+) {
   const called = new Set<string>();
   messages.forEach((m, i) => {
     for (const c of m.tool_calls ?? []) called.add(c.id);
-    if (m.role === "tool" && !called.has(m.tool_call_id!)) ctx.addIssue({ code: "custom", path: [path, i, "tool_call_id"], message: "answers no earlier tool call" });
+    if (m.role === "tool" && !called.has(m.tool_call_id!))
+      ctx.addIssue({ code: "custom", path: [path, i, "tool_call_id"], message: "answers no earlier tool call" });
   });
 }
 
-const flagged = <S extends z.core.$ZodShape, C extends z.core.$ZodObjectConfig>(schema: z.ZodObject<S, C>) => schema.extend({ training: z.boolean() }).strict();
+const flagged = <S extends z.core.$ZodShape, C extends z.core.$ZodObjectConfig>(schema: z.ZodObject<S, C>) =>
+  schema.extend({ training: z.boolean() }).strict();
 
 /**
  * Axolotl `type: chat_template` with per-message training flags (`message_field_training: training`): every
@@ -61,28 +83,57 @@ const flagged = <S extends z.core.$ZodShape, C extends z.core.$ZodObjectConfig>(
  */
 export const AxolotlLineSchema = z
   .strictObject({
-    messages: z.array(z.discriminatedUnion("role", [flagged(SystemMessage), flagged(UserMessage), flagged(AssistantMessage), flagged(ToolMessage)])).min(1),
+    messages: z
+      .array(
+        z.discriminatedUnion("role", [
+          flagged(SystemMessage),
+          flagged(UserMessage),
+          flagged(AssistantMessage),
+          flagged(ToolMessage),
+        ]),
+      )
+      .min(1),
     tools: z.array(ToolDefinitionSchema).optional(),
   })
   .superRefine((line, ctx) => {
     answersEarlierCalls(line.messages, ctx, "messages");
     line.messages.forEach((m, i) => {
-      if (m.training && m.role !== "assistant") ctx.addIssue({ code: "custom", path: ["messages", i, "training"], message: "only assistant turns are trained" });
+      if (m.training && m.role !== "assistant")
+        ctx.addIssue({
+          code: "custom",
+          path: ["messages", i, "training"],
+          message: "only assistant turns are trained",
+        });
     });
-    if (!line.messages.at(-1)!.training) ctx.addIssue({ code: "custom", path: ["messages"], message: "the last message must be a trained turn" });
+    if (!line.messages.at(-1)!.training)
+      ctx.addIssue({ code: "custom", path: ["messages"], message: "the last message must be a trained turn" });
   });
 export type AxolotlLine = z.infer<typeof AxolotlLineSchema>;
 
 /** OpenAI fine-tuning chat format: `weight` (0 or 1) on every assistant message says whether it is trained. */
 export const OpenAILineSchema = z
   .strictObject({
-    messages: z.array(z.discriminatedUnion("role", [SystemMessage, UserMessage, AssistantMessage.extend({ weight: z.union([z.literal(0), z.literal(1)]) }).strict(), OpenAIToolMessage])).min(1),
+    messages: z
+      .array(
+        z.discriminatedUnion("role", [
+          SystemMessage,
+          UserMessage,
+          AssistantMessage.extend({ weight: z.union([z.literal(0), z.literal(1)]) }).strict(),
+          OpenAIToolMessage,
+        ]),
+      )
+      .min(1),
     tools: z.array(ToolDefinitionSchema).optional(),
   })
   .superRefine((line, ctx) => {
     answersEarlierCalls(line.messages, ctx, "messages");
     const last = line.messages.at(-1)!;
-    if (last.role !== "assistant" || last.weight !== 1) ctx.addIssue({ code: "custom", path: ["messages"], message: "the last message must be a trained (weight 1) assistant turn" });
+    if (last.role !== "assistant" || last.weight !== 1)
+      ctx.addIssue({
+        code: "custom",
+        path: ["messages"],
+        message: "the last message must be a trained (weight 1) assistant turn",
+      });
   });
 export type OpenAILine = z.infer<typeof OpenAILineSchema>;
 

@@ -15,7 +15,10 @@ export interface TraceProblem {
 export class TraceSourceError extends Error {}
 
 /** Every trajectory in a folder of trace files (or in the given files), and what could not be read. */
-export function readTraces(source: string | readonly string[]): { trajectories: Trajectory[]; problems: TraceProblem[] } {
+export function readTraces(source: string | readonly string[]): {
+  trajectories: Trajectory[];
+  problems: TraceProblem[];
+} {
   const trajectories: Trajectory[] = [];
   const problems: TraceProblem[] = [];
   for (const file of traceFiles(source)) {
@@ -42,7 +45,8 @@ function traceFiles(source: string | readonly string[]): string[] {
  */
 function readTraceFile(file: string): { trajectory?: Trajectory; problems: TraceProblem[] } {
   const problems: TraceProblem[] = [];
-  const problem = (message: string, line?: number) => problems.push({ file, ...(line === undefined ? {} : { line }), message });
+  const problem = (message: string, line?: number) =>
+    problems.push({ file, ...(line === undefined ? {} : { line }), message });
   let text: string;
   try {
     text = readFileSync(file, "utf8");
@@ -50,10 +54,18 @@ function readTraceFile(file: string): { trajectory?: Trajectory; problems: Trace
     problem(`unreadable: ${(err as Error).message}`);
     return { problems };
   }
-  const parse = <S extends z.ZodType>(schema: S, raw: unknown, line: number, consequence = ""): z.infer<S> | undefined => {
+  const parse = <S extends z.ZodType>(
+    schema: S,
+    raw: unknown,
+    line: number,
+    consequence = "",
+  ): z.infer<S> | undefined => {
     const parsed = schema.safeParse(raw);
     if (parsed.success) return parsed.data;
-    problem(`invalid ${(raw as { type: string }).type} event${consequence}: ${describeIssues(parsed.error).join("; ")}`, line);
+    problem(
+      `invalid ${(raw as { type: string }).type} event${consequence}: ${describeIssues(parsed.error).join("; ")}`,
+      line,
+    );
     return undefined;
   };
 
@@ -72,17 +84,23 @@ function readTraceFile(file: string): { trajectory?: Trajectory; problems: Trace
     }
     const type = (raw as { type?: unknown } | null)?.type;
     if (typeof type !== "string") problem("not a trace event (no type)", line);
-    else if (line === 1 && type !== "run_start") problem(`not a weact-mcp trace (the first event is "${type}", not run_start); skipped`, line);
+    else if (line === 1 && type !== "run_start")
+      problem(`not a weact-mcp trace (the first event is "${type}", not run_start); skipped`, line);
     else if (type === "answer") answer = parse(AnswerEventSchema, raw, line);
     else if (type === "history") {
       historyLine = line;
-      if (!("keepToolResult" in (raw as object))) problem("recorded by an older weact-mcp: its history has no keepToolResult nor internal flags; skipped (record it again)", line);
+      if (!("keepToolResult" in (raw as object)))
+        problem(
+          "recorded by an older weact-mcp: its history has no keepToolResult nor internal flags; skipped (record it again)",
+          line,
+        );
       else history = parse(HistoryEventSchema, raw, line, ", trace skipped");
     }
   });
   if (problems.some((p) => p.line === 1)) return { problems };
   if (!history) {
-    if (historyLine === undefined) problem("no intact history event (the run never finished writing its trace); skipped");
+    if (historyLine === undefined)
+      problem("no intact history event (the run never finished writing its trace); skipped");
     return { problems };
   }
   const trajectory: Trajectory = {

@@ -29,8 +29,12 @@ export interface StageSample {
   exit: StageExit;
 }
 
-/** A turn the weights of `capability` wrote themselves. Prescribed exchanges (client, harness) are context even inside its stage. */
-const isTarget = (m: HistoryMessage, capability: string): m is AssistantMessage => m.role === "assistant" && m.author === "model" && m.adapter === (capability === BASE_CAPABILITY ? null : capability);
+/**
+ * A turn the weights of `capability` wrote themselves. Prescribed exchanges (client, harness) are context even inside
+ * its stage.
+ */
+const isTarget = (m: HistoryMessage, capability: string): m is AssistantMessage =>
+  m.role === "assistant" && m.author === "model" && m.adapter === (capability === BASE_CAPABILITY ? null : capability);
 
 /** The capabilities a trajectory trains: the adapters it activated, and the base when the base wrote a turn. */
 export function capabilitiesOf(trajectory: Trajectory): string[] {

@@ -27,7 +27,9 @@ export interface CapabilityStats extends TokenStats {
 /** The text of a message as the model read or wrote it; the chat template's own tokens are not counted. */
 function messageText(m: HistoryMessage): string {
   if (m.role !== "assistant") return m.content;
-  const calls = m.toolCalls.map((c) => `{"name": ${JSON.stringify(c.name)}, "arguments": ${callArguments(c.arguments)}}`);
+  const calls = m.toolCalls.map(
+    (c) => `{"name": ${JSON.stringify(c.name)}, "arguments": ${callArguments(c.arguments)}}`,
+  );
   return [m.content, ...calls].filter(Boolean).join("\n");
 }
 
@@ -63,7 +65,14 @@ export function datasetStats(trajectories: readonly Trajectory[], countTokens: T
 
 export function formatStats(stats: readonly CapabilityStats[]): string {
   const head = ["capability", "samples", "context mean", "context p95", "target mean", "target p95"];
-  const rows = stats.map((s) => [s.capability, String(s.samples), s.context.mean.toFixed(0), String(s.context.p95), s.target.mean.toFixed(0), String(s.target.p95)]);
+  const rows = stats.map((s) => [
+    s.capability,
+    String(s.samples),
+    s.context.mean.toFixed(0),
+    String(s.context.p95),
+    s.target.mean.toFixed(0),
+    String(s.target.p95),
+  ]);
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
   const line = (cells: string[]) =>
     cells

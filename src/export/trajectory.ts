@@ -13,7 +13,9 @@ const ViewMessageSchema = z.discriminatedUnion("role", [
     content: z.string(),
     adapter: z.string().nullable(),
     author: z.enum(["model", "client", "harness"]),
-    tool_calls: z.array(z.object({ id: z.string().min(1), name: z.string().min(1), arguments: z.record(z.string(), z.unknown()) })),
+    tool_calls: z.array(
+      z.object({ id: z.string().min(1), name: z.string().min(1), arguments: z.record(z.string(), z.unknown()) }),
+    ),
   }),
   z.object({
     role: z.literal("tool"),
@@ -57,9 +59,23 @@ export interface Trajectory {
 export function fromView(m: ViewMessage): HistoryMessage {
   switch (m.role) {
     case "assistant":
-      return { role: "assistant", content: m.content, adapter: m.adapter, author: m.author, toolCalls: m.tool_calls.map((c) => ({ id: c.id, name: c.name, arguments: c.arguments })) };
+      return {
+        role: "assistant",
+        content: m.content,
+        adapter: m.adapter,
+        author: m.author,
+        toolCalls: m.tool_calls.map((c) => ({ id: c.id, name: c.name, arguments: c.arguments })),
+      };
     case "tool":
-      return { role: "tool", callId: m.call_id, name: m.name, content: m.content, isError: m.is_error, internal: m.internal, ...(m.elided ? { elided: true } : {}) };
+      return {
+        role: "tool",
+        callId: m.call_id,
+        name: m.name,
+        content: m.content,
+        isError: m.is_error,
+        internal: m.internal,
+        ...(m.elided ? { elided: true } : {}),
+      };
     default:
       return { role: m.role, content: m.content };
   }

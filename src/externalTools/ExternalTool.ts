@@ -1,7 +1,13 @@
 import { z, type ZodRawShape } from "zod";
 import type { JsonSchemaObject } from "../engine/index.js";
 
-export type ToolOutcome = { ok: true; structured: Record<string, unknown>; /** What the local model reads as the call's result. */ forModel: string } | { ok: false; error: string };
+export type ToolOutcome =
+  | {
+      ok: true;
+      structured: Record<string, unknown>;
+      /** What the local model reads as the call's result. */ forModel: string;
+    }
+  | { ok: false; error: string };
 
 /**
  * An action outside the model's weights (search, read, run_code). One definition serves both faces: the MCP
@@ -24,7 +30,10 @@ export interface ExternalTool {
 }
 
 /** `args` checked against the tool's own input schema (defaults applied), or why they fail it, each field named. */
-export function parseArguments(tool: ExternalTool, args: Record<string, unknown>): { ok: true; args: Record<string, unknown> } | { ok: false; error: string } {
+export function parseArguments(
+  tool: ExternalTool,
+  args: Record<string, unknown>,
+): { ok: true; args: Record<string, unknown> } | { ok: false; error: string } {
   const parsed = z.object(tool.input).strict().safeParse(args);
   if (parsed.success) return { ok: true, args: parsed.data };
   const issues = parsed.error.issues.map((i) => `${i.path.join(".") || "(arguments)"}: ${i.message}`);
@@ -35,12 +44,17 @@ export function parseArguments(tool: ExternalTool, args: Record<string, unknown>
  * Runs a tool under its own time limit (`timeoutMs`) and the caller's signal; an unexpected failure becomes an error
  * outcome the model (or client) can read. The one way a tool runs, with or without a session.
  */
-export async function runWithTimeLimit(tool: ExternalTool, args: Record<string, unknown>, outer: AbortSignal): Promise<ToolOutcome> {
+export async function runWithTimeLimit(
+  tool: ExternalTool,
+  args: Record<string, unknown>,
+  outer: AbortSignal,
+): Promise<ToolOutcome> {
   const signal = AbortSignal.any([outer, AbortSignal.timeout(tool.timeoutMs)]);
   try {
     return await tool.run(args, signal);
   } catch (err) {
-    if (signal.aborted && !outer.aborted) return { ok: false, error: `${tool.name} timed out after ${tool.timeoutMs} ms` };
+    if (signal.aborted && !outer.aborted)
+      return { ok: false, error: `${tool.name} timed out after ${tool.timeoutMs} ms` };
     return { ok: false, error: `${tool.name} failed: ${(err as Error).message}` };
   }
 }

@@ -40,10 +40,20 @@ export class Toolbox {
 
   static async create(config: ToolsConfig, logger: Logger, options: ToolboxOptions = {}): Promise<Toolbox> {
     const closers: (() => void)[] = [];
-    const local = config.search.backend === "local" ? LocalIndex.open(config.search.corpus ?? DEFAULT_CORPUS, config.search.indexFile ?? join(STATE_DIR, "search-index.json"), logger) : undefined;
+    const local =
+      config.search.backend === "local"
+        ? LocalIndex.open(
+            config.search.corpus ?? DEFAULT_CORPUS,
+            config.search.indexFile ?? join(STATE_DIR, "search-index.json"),
+            logger,
+          )
+        : undefined;
     if (local) closers.push(() => local.close());
     const backend: SearchBackend = local ?? Toolbox.webBackend(config.search);
-    const tools: ExternalTool[] = [searchTool(backend, config.search), readTool({ ...config.read, document: (id) => local?.document(id) })];
+    const tools: ExternalTool[] = [
+      searchTool(backend, config.search),
+      readTool({ ...config.read, document: (id) => local?.document(id) }),
+    ];
     const withdrawn: WithdrawnTool[] = [];
     if (config.runCode.enabled) {
       const isolation = await hidingPaths(await detectIsolation(), options.private ?? []);
@@ -57,28 +67,42 @@ export class Toolbox {
         tools.push(runCodeTool(isolation, { ...DEFAULT_RUN_CODE_LIMITS, ...limits }));
         const log = options.shared && !contained ? logger.warn.bind(logger) : logger.info.bind(logger);
         log(
-          { isolation: isolation.level, enforces: isolation.enforces, hidden: isolation.jail?.masks?.map((m) => m.path), detail: isolation.detail },
+          {
+            isolation: isolation.level,
+            enforces: isolation.enforces,
+            hidden: isolation.jail?.masks?.map((m) => m.path),
+            detail: isolation.detail,
+          },
           options.shared && !contained
             ? "run_code offered on a shared server WITHOUT a jail (tools.runCode.unsafeUnjailedOnSharedServer): every client can read the server's files and use its network"
             : "run_code sandbox",
         );
       }
     }
-    logger.info({ search: backend.name, documents: local?.size, tools: tools.map((t) => t.name) }, "external tools ready");
+    logger.info(
+      { search: backend.name, documents: local?.size, tools: tools.map((t) => t.name) },
+      "external tools ready",
+    );
     return new Toolbox(new Map(tools.map((t) => [t.name, t])), closers, withdrawn);
   }
 
   private static webBackend(search: ToolsConfig["search"]): SearchBackend {
-    if (search.backend === "searxng") return new SearxngBackend({ url: search.searxng!.url, timeoutMs: search.timeoutMs, retries: search.retries });
+    if (search.backend === "searxng")
+      return new SearxngBackend({ url: search.searxng!.url, timeoutMs: search.timeoutMs, retries: search.retries });
     const brave = search.brave ?? { url: "https://api.search.brave.com", apiKeyEnv: "BRAVE_API_KEY" };
     const apiKey = process.env[brave.apiKeyEnv];
-    if (!apiKey) throw new ToolConfigError(`tools.search.backend is "brave" but the environment variable ${brave.apiKeyEnv} (tools.search.brave.apiKeyEnv) holds no API key`);
+    if (!apiKey)
+      throw new ToolConfigError(
+        `tools.search.backend is "brave" but the environment variable ${brave.apiKeyEnv} (tools.search.brave.apiKeyEnv) holds no API key`,
+      );
     return new BraveBackend({ url: brave.url, apiKey, timeoutMs: search.timeoutMs, retries: search.retries });
   }
 
   /** The functions the local model reads for these tools. */
   modelFunctions(): Record<string, FunctionSpec> {
-    return Object.fromEntries([...this.tools.values()].map((t) => [t.name, { description: t.description, parameters: t.modelParameters }]));
+    return Object.fromEntries(
+      [...this.tools.values()].map((t) => [t.name, { description: t.description, parameters: t.modelParameters }]),
+    );
   }
 
   close(): void {

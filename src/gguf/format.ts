@@ -46,7 +46,8 @@ export const GGML_BLOCK: Readonly<Record<GgmlType, { elements: number; bytes: nu
   [GgmlType.BF16]: { elements: 1, bytes: 2 },
   [GgmlType.Q4_0]: { elements: 32, bytes: 2 + 16 }, // block_q4_0: f16 d, 16 bytes of nibbles
   [GgmlType.Q8_0]: { elements: 32, bytes: 2 + 32 }, // block_q8_0: f16 d, 32 int8
-  [GgmlType.Q4_K]: { elements: 256, bytes: 2 + 2 + 12 + 128 }, // block_q4_K: f16 d, f16 dmin, 12 scale bytes, 128 nibble bytes
+  // block_q4_K: f16 d, f16 dmin, 12 scale bytes, 128 nibble bytes
+  [GgmlType.Q4_K]: { elements: 256, bytes: 2 + 2 + 12 + 128 },
 };
 
 /** llama.cpp's `general.file_type` (llama_ftype) for a model whose big weights are of this type. */
@@ -59,7 +60,10 @@ export const FILE_TYPE_OF: Readonly<Partial<Record<GgmlType, number>>> = {
   [GgmlType.BF16]: 32,
 };
 
-/** Bytes of a tensor of `shape` and `type`, or undefined for a type not tabulated (or a width not a whole number of blocks). */
+/**
+ * Bytes of a tensor of `shape` and `type`, or undefined for a type not tabulated (or a width not a whole number of
+ * blocks).
+ */
 export function ggmlTensorBytes(shape: readonly number[], type: number): number | undefined {
   const block = GGML_BLOCK[type as GgmlType];
   if (!block || shape.length === 0 || shape[0]! % block.elements !== 0) return undefined;

@@ -7,7 +7,9 @@ import { Float16Array } from "@petamoriken/float16";
 const f32 = new Float32Array(1);
 const u32 = new Uint32Array(f32.buffer);
 
-/** F32 -> F16, round to nearest even, with subnormals and infinities (@petamoriken/float16; NaN becomes its quiet NaN). */
+/**
+ * F32 -> F16, round to nearest even, with subnormals and infinities (@petamoriken/float16; NaN becomes its quiet NaN).
+ */
 export function f32ToF16(values: Float32Array): Uint16Array {
   const half = new Float16Array(values);
   return new Uint16Array(half.buffer, half.byteOffset, half.length);
@@ -38,7 +40,11 @@ export function f32ToBf16(values: Float32Array): Uint16Array {
 }
 
 /** A typed view over a byte buffer, copying only when it is not aligned. */
-export function viewAs<T extends Float32Array | Uint16Array>(bytes: Uint8Array, kind: new (b: ArrayBuffer, o: number, n: number) => T, elementSize: number): T {
+export function viewAs<T extends Float32Array | Uint16Array>(
+  bytes: Uint8Array,
+  kind: new (b: ArrayBuffer, o: number, n: number) => T,
+  elementSize: number,
+): T {
   const aligned = bytes.byteOffset % elementSize === 0 ? bytes : new Uint8Array(bytes);
   return new kind(aligned.buffer as ArrayBuffer, aligned.byteOffset, aligned.byteLength / elementSize);
 }

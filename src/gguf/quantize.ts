@@ -13,7 +13,8 @@ const fr = Math.fround;
 
 function blocks(values: Float32Array, type: QuantType): { n: number; out: Uint8Array; view: DataView } {
   const { elements, bytes } = GGML_BLOCK[type];
-  if (values.length % elements !== 0) throw new Error(`${values.length} values are not a whole number of ${elements}-value blocks`);
+  if (values.length % elements !== 0)
+    throw new Error(`${values.length} values are not a whole number of ${elements}-value blocks`);
   const n = values.length / elements;
   const out = new Uint8Array(n * bytes);
   return { n, out, view: new DataView(out.buffer) };
@@ -42,7 +43,10 @@ export function quantizeQ8_0(values: Float32Array): Uint8Array {
   return out;
 }
 
-/** block_q4_0: d = (the value of largest magnitude) / -8, q = min(15, trunc(x / d + 8.5)); value j and j+16 share a byte. */
+/**
+ * block_q4_0: d = (the value of largest magnitude) / -8, q = min(15, trunc(x / d + 8.5)); value j and j+16 share a
+ * byte.
+ */
 export function quantizeQ4_0(values: Float32Array): Uint8Array {
   const { n, out, view } = blocks(values, GgmlType.Q4_0);
   for (let b = 0; b < n; b++) {

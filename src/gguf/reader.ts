@@ -1,6 +1,14 @@
 import { closeSync, constants, fstatSync, openSync, readSync, type Stats } from "node:fs";
 import { open, type FileHandle } from "node:fs/promises";
-import { ggmlTensorBytes, GGUF_DEFAULT_ALIGNMENT, GGUF_MAGIC, GgufValueType, type GgufScalar, type GgufTensorInfo, type GgufValue } from "./format.js";
+import {
+  ggmlTensorBytes,
+  GGUF_DEFAULT_ALIGNMENT,
+  GGUF_MAGIC,
+  GgufValueType,
+  type GgufScalar,
+  type GgufTensorInfo,
+  type GgufValue,
+} from "./format.js";
 
 /** The file is not a well-formed GGUF; `reason` says where it breaks. */
 export class GgufFormatError extends Error {
@@ -47,7 +55,8 @@ class BoundedReader {
   ) {}
 
   private ensure(n: number, what: string) {
-    if (n < 0 || this.pos + n > this.size) this.fail(`${what} at byte ${this.pos} runs past the end of the file (${this.size} bytes)`);
+    if (n < 0 || this.pos + n > this.size)
+      this.fail(`${what} at byte ${this.pos} runs past the end of the file (${this.size} bytes)`);
     if (this.pos >= this.bufStart && this.pos + n <= this.bufStart + this.buf.length) return;
     this.buf = this.source(this.pos, n, Math.min(Math.max(n, 1 << 20), this.size - this.pos));
     this.bufStart = this.pos;
@@ -69,7 +78,8 @@ class BoundedReader {
   }
   count(what: string, perItemMin: number): number {
     const n = this.u64(what);
-    if (n * BigInt(Math.max(perItemMin, 1)) > BigInt(this.size - this.pos)) this.fail(`${what} (${n}) cannot fit in the rest of the file`);
+    if (n * BigInt(Math.max(perItemMin, 1)) > BigInt(this.size - this.pos))
+      this.fail(`${what} (${n}) cannot fit in the rest of the file`);
     return Number(n);
   }
   str(what: string): string {
@@ -139,7 +149,11 @@ const OPEN_FLAGS = constants.O_RDONLY | constants.O_NONBLOCK;
 
 /** Checked on the opened file itself (symlinks resolved), so nothing can be swapped in between a check and the open. */
 function assertRegular(path: string, stats: Stats): void {
-  if (!stats.isFile()) throw new GgufFormatError(path, `not a regular file (${fileKind(stats)}); model and adapter files must be regular GGUF files`);
+  if (!stats.isFile())
+    throw new GgufFormatError(
+      path,
+      `not a regular file (${fileKind(stats)}); model and adapter files must be regular GGUF files`,
+    );
 }
 
 /**
@@ -183,7 +197,10 @@ export async function readGgufHeaderAsync(path: string, timeoutMs = ASYNC_READ_T
   }
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new GgufFormatError(path, `reading its header took over ${timeoutMs / 1000} s`)), timeoutMs);
+    timer = setTimeout(
+      () => reject(new GgufFormatError(path, `reading its header took over ${timeoutMs / 1000} s`)),
+      timeoutMs,
+    );
   });
   const parse = async (): Promise<GgufFile> => {
     const stats = await handle.stat();
@@ -263,7 +280,8 @@ function parseHeader(path: string, size: number, source: ByteSource): GgufFile {
 
   const alignmentValue = metadata.get("general.alignment");
   const alignment = typeof alignmentValue === "number" ? alignmentValue : GGUF_DEFAULT_ALIGNMENT;
-  if (alignment <= 0 || (alignment & (alignment - 1)) !== 0) fail(`general.alignment ${alignment} is not a power of two`);
+  if (alignment <= 0 || (alignment & (alignment - 1)) !== 0)
+    fail(`general.alignment ${alignment} is not a power of two`);
   const dataOffset = Math.ceil(r.pos / alignment) * alignment;
   for (const t of tensors) {
     // Types whose block sizes are not tabulated get only their start offset checked.

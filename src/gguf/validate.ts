@@ -7,7 +7,18 @@ import { metaNumber, metaString, type GgufFile } from "./reader.js";
  */
 
 /** Architectures whose llama.cpp loader reads `<arch>.feed_forward_length` unconditionally. */
-const DENSE_FFN_ARCHITECTURES = new Set(["llama", "qwen2", "qwen3", "mistral", "gemma", "gemma2", "gemma3", "phi3", "granite", "olmo2"]);
+const DENSE_FFN_ARCHITECTURES = new Set([
+  "llama",
+  "qwen2",
+  "qwen3",
+  "mistral",
+  "gemma",
+  "gemma2",
+  "gemma3",
+  "phi3",
+  "granite",
+  "olmo2",
+]);
 /** Architectures llama.cpp always builds with a sliding-window KV cache. */
 const SWA_ARCHITECTURES = new Set(["gemma4", "gemma3n"]);
 const MAX_REASONABLE = { blocks: 1024, embedding: 1 << 17, heads: 1 << 12, context: 1 << 24 };
@@ -46,7 +57,9 @@ export function baseModelProblems(file: GgufFile): string[] {
   const embd = file.tensors.find((t) => t.name === "token_embd.weight");
   if (!embd) problems.push("tensor token_embd.weight is missing");
   else if (embedding !== undefined && vocab > 0 && (embd.shape[0] !== embedding || embd.shape[1] !== vocab)) {
-    problems.push(`token_embd.weight has shape [${embd.shape}] but embedding_length x vocabulary is [${embedding},${vocab}]`);
+    problems.push(
+      `token_embd.weight has shape [${embd.shape}] but embedding_length x vocabulary is [${embedding},${vocab}]`,
+    );
   }
   return problems;
 }
@@ -65,32 +78,48 @@ export interface LoraShape {
   invocationTokens: number[] | undefined;
 }
 
-/** The invocation sequence as llama.cpp reads it (an array of UINT32 token ids of the base), or why it cannot be one. */
+/**
+ * The invocation sequence as llama.cpp reads it (an array of UINT32 token ids of the base), or why it cannot be one.
+ */
 function invocationTokens(adapter: GgufFile, base: GgufFile): { tokens?: number[]; problem?: string } {
   const value = adapter.metadata.get(ALORA_INVOCATION_KEY);
   if (value === undefined) return {};
-  if (typeof value !== "object" || !("items" in value)) return { problem: `${ALORA_INVOCATION_KEY} is not an array (llama.cpp needs an array of UINT32 token ids)` };
-  if (value.itemType !== GgufValueType.UINT32) return { problem: `${ALORA_INVOCATION_KEY} has items of GGUF type ${value.itemType}; llama.cpp needs UINT32 token ids` };
-  if (!value.items.length) return { problem: `${ALORA_INVOCATION_KEY} is empty: an activated LoRA needs its invocation sequence` };
+  if (typeof value !== "object" || !("items" in value))
+    return { problem: `${ALORA_INVOCATION_KEY} is not an array (llama.cpp needs an array of UINT32 token ids)` };
+  if (value.itemType !== GgufValueType.UINT32)
+    return {
+      problem: `${ALORA_INVOCATION_KEY} has items of GGUF type ${value.itemType}; llama.cpp needs UINT32 token ids`,
+    };
+  if (!value.items.length)
+    return { problem: `${ALORA_INVOCATION_KEY} is empty: an activated LoRA needs its invocation sequence` };
   const vocab = base.metadata.get("tokenizer.ggml.tokens");
   const size = vocab && typeof vocab === "object" && "items" in vocab ? vocab.items.length : Infinity;
   const tokens = value.items.map(Number);
   const outside = tokens.filter((t) => !Number.isInteger(t) || t < 0 || t >= size);
-  if (outside.length) return { problem: `${ALORA_INVOCATION_KEY} names token ids outside the base vocabulary of ${size}: ${outside.slice(0, MAX_LISTED).join(", ")}` };
+  if (outside.length)
+    return {
+      problem: `${ALORA_INVOCATION_KEY} names token ids outside the base vocabulary of ${size}: ${outside.slice(0, MAX_LISTED).join(", ")}`,
+    };
   return { tokens };
 }
 
 /** Problems that make `adapter` unusable with `base`; an empty list means llama.cpp can load it safely. */
-export function loraProblems(adapter: GgufFile, base: GgufFile): { problems: string[]; incompatible: boolean; shape?: LoraShape } {
+export function loraProblems(
+  adapter: GgufFile,
+  base: GgufFile,
+): { problems: string[]; incompatible: boolean; shape?: LoraShape } {
   const problems: string[] = [];
-  if (metaString(adapter, "general.type") !== "adapter") problems.push(`general.type is "${metaString(adapter, "general.type") ?? "(missing)"}", expected "adapter"`);
-  if (metaString(adapter, "adapter.type") !== "lora") problems.push(`adapter.type is "${metaString(adapter, "adapter.type") ?? "(missing)"}", expected "lora"`);
+  if (metaString(adapter, "general.type") !== "adapter")
+    problems.push(`general.type is "${metaString(adapter, "general.type") ?? "(missing)"}", expected "adapter"`);
+  if (metaString(adapter, "adapter.type") !== "lora")
+    problems.push(`adapter.type is "${metaString(adapter, "adapter.type") ?? "(missing)"}", expected "lora"`);
   if (problems.length) return { problems, incompatible: false };
 
   const mismatches: string[] = [];
   const adapterArch = metaString(adapter, "general.architecture");
   const baseArch = metaString(base, "general.architecture");
-  if (adapterArch !== baseArch) mismatches.push(`architecture is ${adapterArch ?? "(missing)"}, the base model is ${baseArch}`);
+  if (adapterArch !== baseArch)
+    mismatches.push(`architecture is ${adapterArch ?? "(missing)"}, the base model is ${baseArch}`);
 
   const baseTensors = new Map(base.tensors.map((t) => [t.name, t]));
   const pairs = new Map<string, { a?: GgufTensorInfo; b?: GgufTensorInfo }>();
@@ -100,7 +129,8 @@ export function loraProblems(adapter: GgufFile, base: GgufFile): { problems: str
       mismatches.push(`tensor ${t.name} is neither a .lora_a nor a .lora_b tensor`);
       continue;
     }
-    if (!LORA_TENSOR_TYPES.has(t.type)) mismatches.push(`tensor ${t.name} has unsupported type ${t.type} (F32, F16, BF16 or Q8_0 expected)`);
+    if (!LORA_TENSOR_TYPES.has(t.type))
+      mismatches.push(`tensor ${t.name} has unsupported type ${t.type} (F32, F16, BF16 or Q8_0 expected)`);
     const pair = pairs.get(m[1]!) ?? {};
     pair[m[2] as "a" | "b"] = t;
     pairs.set(m[1]!, pair);
@@ -126,10 +156,16 @@ export function loraProblems(adapter: GgufFile, base: GgufFile): { problems: str
     }
     rank = Math.max(rank, a.shape[1] ?? 0);
   }
-  if (mismatches.length > MAX_LISTED) mismatches.splice(MAX_LISTED, mismatches.length - MAX_LISTED, `and ${mismatches.length - MAX_LISTED} more`);
+  if (mismatches.length > MAX_LISTED)
+    mismatches.splice(MAX_LISTED, mismatches.length - MAX_LISTED, `and ${mismatches.length - MAX_LISTED} more`);
   return {
     problems: mismatches,
     incompatible: mismatches.length > 0,
-    shape: { rank, alpha: metaNumber(adapter, "adapter.lora.alpha"), targets: pairs.size, invocationTokens: invocation.tokens },
+    shape: {
+      rank,
+      alpha: metaNumber(adapter, "adapter.lora.alpha"),
+      targets: pairs.size,
+      invocationTokens: invocation.tokens,
+    },
   };
 }

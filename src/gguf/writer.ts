@@ -1,8 +1,18 @@
 import { closeSync, openSync, writeSync } from "node:fs";
-import { ggmlTensorBytes, GGUF_DEFAULT_ALIGNMENT, GGUF_MAGIC, GGUF_VERSION, GgmlType, GgufValueType, type GgufScalar } from "./format.js";
+import {
+  ggmlTensorBytes,
+  GGUF_DEFAULT_ALIGNMENT,
+  GGUF_MAGIC,
+  GGUF_VERSION,
+  GgmlType,
+  GgufValueType,
+  type GgufScalar,
+} from "./format.js";
 
 /** A metadata value with its GGUF type spelled out, so numbers are never guessed. */
-export type GgufEntry = { type: Exclude<GgufValueType, GgufValueType.ARRAY>; value: GgufScalar } | { type: GgufValueType.ARRAY; itemType: GgufValueType; items: readonly GgufScalar[] };
+export type GgufEntry =
+  | { type: Exclude<GgufValueType, GgufValueType.ARRAY>; value: GgufScalar }
+  | { type: GgufValueType.ARRAY; itemType: GgufValueType; items: readonly GgufScalar[] };
 
 export const gguf = {
   u32: (value: number): GgufEntry => ({ type: GgufValueType.UINT32, value }),
@@ -10,7 +20,11 @@ export const gguf = {
   f32: (value: number): GgufEntry => ({ type: GgufValueType.FLOAT32, value }),
   bool: (value: boolean): GgufEntry => ({ type: GgufValueType.BOOL, value }),
   str: (value: string): GgufEntry => ({ type: GgufValueType.STRING, value }),
-  strings: (items: readonly string[]): GgufEntry => ({ type: GgufValueType.ARRAY, itemType: GgufValueType.STRING, items }),
+  strings: (items: readonly string[]): GgufEntry => ({
+    type: GgufValueType.ARRAY,
+    itemType: GgufValueType.STRING,
+    items,
+  }),
   i32s: (items: readonly number[]): GgufEntry => ({ type: GgufValueType.ARRAY, itemType: GgufValueType.INT32, items }),
   u32s: (items: readonly number[]): GgufEntry => ({ type: GgufValueType.ARRAY, itemType: GgufValueType.UINT32, items }),
   bools: (items: readonly boolean[]): GgufEntry => ({ type: GgufValueType.ARRAY, itemType: GgufValueType.BOOL, items }),
@@ -27,7 +41,10 @@ export interface GgufTensorSource {
 
 export function tensorByteSize(shape: readonly number[], type: GgmlType): number {
   const bytes = ggmlTensorBytes(shape, type);
-  if (bytes === undefined) throw new Error(`ggml type ${type} cannot hold a tensor of shape [${shape}] (unknown type, or a width that is not a whole number of blocks)`);
+  if (bytes === undefined)
+    throw new Error(
+      `ggml type ${type} cannot hold a tensor of shape [${shape}] (unknown type, or a width that is not a whole number of blocks)`,
+    );
   return bytes;
 }
 
@@ -106,7 +123,11 @@ class ByteSink {
  * Writes a GGUF v3 file: header, metadata, tensor infos, then each tensor's bytes at an aligned offset.
  * Deterministic: the same inputs give the same bytes.
  */
-export function writeGguf(path: string, metadata: Record<string, GgufEntry>, tensors: readonly GgufTensorSource[]): void {
+export function writeGguf(
+  path: string,
+  metadata: Record<string, GgufEntry>,
+  tensors: readonly GgufTensorSource[],
+): void {
   const header = new ByteSink();
   header.u32(GGUF_MAGIC);
   header.u32(GGUF_VERSION);
@@ -146,7 +167,8 @@ export function writeGguf(path: string, metadata: Record<string, GgufEntry>, ten
       writeSync(fd, Buffer.alloc(offsets[i]! - written));
       const bytes = t.data();
       const expected = tensorByteSize(t.shape, t.type);
-      if (bytes.byteLength !== expected) throw new Error(`tensor ${t.name}: ${bytes.byteLength} bytes given, shape needs ${expected}`);
+      if (bytes.byteLength !== expected)
+        throw new Error(`tensor ${t.name}: ${bytes.byteLength} bytes given, shape needs ${expected}`);
       writeSync(fd, bytes);
       written = offsets[i]! + expected;
     });

@@ -98,7 +98,14 @@ export class RunContext {
     if (room < MIN_TURN_TOKENS) {
       const elided = await this.orchestrate(() => this.driver.elide(MIN_TURN_TOKENS - room));
       if (elided.elided > 0) {
-        this.trace.event("elision", { stage, adapter: this.route(), results: elided.elided, callIds: elided.callIds, freedTokens: elided.freedTokens, reason: "context window" });
+        this.trace.event("elision", {
+          stage,
+          adapter: this.route(),
+          results: elided.elided,
+          callIds: elided.callIds,
+          freedTokens: elided.freedTokens,
+          reason: "context window",
+        });
         room = await free();
       }
     }
@@ -114,16 +121,38 @@ export class RunContext {
    * The harness releases the active adapter (a synthetic offload saying why, with what the stage last wrote as
    * its handoff, cut to the room the window has). True when the base is active afterwards.
    */
-  async release(stage: string, reason: string, lastText: string, reserve: number, detail: Record<string, unknown> = {}): Promise<boolean> {
+  async release(
+    stage: string,
+    reason: string,
+    lastText: string,
+    reserve: number,
+    detail: Record<string, unknown> = {},
+  ): Promise<boolean> {
     const { size, used } = await this.driver.room();
     // chars, not tokens: half the room beyond the reserve holds that many characters on any tokenizer we serve
-    const handoff = lastText.slice(0, Math.max(0, Math.min(MAX_HANDOFF_CHARS, Math.floor((size - used - reserve) / 2)))) || undefined;
-    let done = await this.weightAction(stage, "offload", "harness", () => this.driver.offload({ handoff, reason }), detail);
+    const handoff =
+      lastText.slice(0, Math.max(0, Math.min(MAX_HANDOFF_CHARS, Math.floor((size - used - reserve) / 2)))) || undefined;
+    let done = await this.weightAction(
+      stage,
+      "offload",
+      "harness",
+      () => this.driver.offload({ handoff, reason }),
+      detail,
+    );
     if (!done.ok) {
       // without a handoff, and with older tool results elided, the exchange is as short as it gets
       const elided = await this.orchestrate(() => this.driver.elide(this.opts.contextReserve));
-      if (elided.elided > 0) this.trace.event("elision", { stage, adapter: this.route(), results: elided.elided, callIds: elided.callIds, freedTokens: elided.freedTokens, reason: "room for the release exchange" });
-      if (handoff || elided.elided > 0) done = await this.weightAction(stage, "offload", "harness", () => this.driver.offload({ reason }), detail);
+      if (elided.elided > 0)
+        this.trace.event("elision", {
+          stage,
+          adapter: this.route(),
+          results: elided.elided,
+          callIds: elided.callIds,
+          freedTokens: elided.freedTokens,
+          reason: "room for the release exchange",
+        });
+      if (handoff || elided.elided > 0)
+        done = await this.weightAction(stage, "offload", "harness", () => this.driver.offload({ reason }), detail);
     }
     return done.ok && this.driver.active() === null;
   }
@@ -167,7 +196,9 @@ export class RunContext {
     const turn = (this.visitTurns.get(route) ?? 0) + 1;
     this.visitTurns.set(route, turn);
     const forced = this.opts.forceCall?.();
-    const steer = forced ? { tool: forced.name, bias: undefined } : this.opts.steering.find((s) => s.turn === turn && (s.adapter === "*" || s.adapter === route));
+    const steer = forced
+      ? { tool: forced.name, bias: undefined }
+      : this.opts.steering.find((s) => s.turn === turn && (s.adapter === "*" || s.adapter === route));
     this.opts.onProgress?.({ stage, turn: ++this.modelTurns, message: `${stage}: ${route} turn ${turn}` });
     const { value, ms } = await this.trace.measure(
       "model",
@@ -200,7 +231,13 @@ export class RunContext {
   }
 
   /** A load or offload; the KV rebuild inside it is moved from adapter control to cache rebuild time. */
-  async weightAction(stage: string, action: "load" | "offload", author: "model" | "harness", fn: () => Promise<WeightOutcome>, detail: Record<string, unknown> = {}): Promise<WeightOutcome> {
+  async weightAction(
+    stage: string,
+    action: "load" | "offload",
+    author: "model" | "harness",
+    fn: () => Promise<WeightOutcome>,
+    detail: Record<string, unknown> = {},
+  ): Promise<WeightOutcome> {
     this.checkCancelled();
     this.noteBackground(stage);
     const { value, ms } = await this.trace.measure("adapter_control", fn);
@@ -220,14 +257,31 @@ export class RunContext {
       active: this.driver.active(),
       ...detail,
     });
-    if (value.rebuildMs > 0) this.trace.event("cache_rebuild", { stage, adapter: this.route(), tokens: value.rebuiltTokens, reused: value.reusedTokens, shared: value.sharedTokens, ms: round(value.rebuildMs) });
+    if (value.rebuildMs > 0)
+      this.trace.event("cache_rebuild", {
+        stage,
+        adapter: this.route(),
+        tokens: value.rebuiltTokens,
+        reused: value.reusedTokens,
+        shared: value.sharedTokens,
+        ms: round(value.rebuildMs),
+      });
     return value;
   }
 
   async tool(stage: string, call: ModelCall): Promise<{ ok: boolean; error?: string }> {
     this.checkCancelled();
     const { value, ms } = await this.trace.measure("external_tool", () => this.driver.runTool(call, this.opts.signal));
-    this.trace.event("tool_call", { stage, adapter: this.route(), name: call.name, callId: call.id, arguments: call.arguments, ok: value.ok, ...(value.error ? { error: value.error } : {}), ms: round(ms) });
+    this.trace.event("tool_call", {
+      stage,
+      adapter: this.route(),
+      name: call.name,
+      callId: call.id,
+      arguments: call.arguments,
+      ok: value.ok,
+      ...(value.error ? { error: value.error } : {}),
+      ms: round(ms),
+    });
     return value;
   }
 

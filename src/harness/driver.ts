@@ -62,7 +62,10 @@ export interface TrajectoryDriver {
   reject(callId: string, message: string): Promise<void>;
   /** A user-role note from the harness. */
   note(text: string): Promise<void>;
-  /** The context window: its size, the tokens the history takes as the model reads it now, and what releasing the active adapter would add. */
+  /**
+   * The context window: its size, the tokens the history takes as the model reads it now, and what releasing the active
+   * adapter would add.
+   */
   room(): Promise<{ size: number; used: number; release: number }>;
   /** Elides the oldest external tool results read in full until `needed` tokens are free (or none is left). */
   elide(needed: number): Promise<{ elided: number; callIds: string[]; freedTokens: number }>;
@@ -113,11 +116,25 @@ export class SessionDriver implements TrajectoryDriver {
   }
 
   async load(alias: string, opts: { callId?: string; reason?: string }): Promise<WeightOutcome> {
-    return toWeightOutcome(await this.sessions.weights.switch(this.owner, this.sessionId, LOAD_LORA, { adapter: opts.callId ? undefined : alias, callId: opts.callId, author: "harness", reason: opts.reason }));
+    return toWeightOutcome(
+      await this.sessions.weights.switch(this.owner, this.sessionId, LOAD_LORA, {
+        adapter: opts.callId ? undefined : alias,
+        callId: opts.callId,
+        author: "harness",
+        reason: opts.reason,
+      }),
+    );
   }
 
   async offload(opts: { callId?: string; handoff?: string; reason?: string }): Promise<WeightOutcome> {
-    return toWeightOutcome(await this.sessions.weights.switch(this.owner, this.sessionId, OFFLOAD_LORA, { callId: opts.callId, handoff: opts.handoff, author: "harness", reason: opts.reason }));
+    return toWeightOutcome(
+      await this.sessions.weights.switch(this.owner, this.sessionId, OFFLOAD_LORA, {
+        callId: opts.callId,
+        handoff: opts.handoff,
+        author: "harness",
+        reason: opts.reason,
+      }),
+    );
   }
 
   runTool(call: ModelCall, signal: AbortSignal) {

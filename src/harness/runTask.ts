@@ -92,7 +92,12 @@ export class InvalidPolicyError extends Error {}
  * Runs one task end to end under a policy on a fresh session: the same operations an MCP client uses,
  * driven by the harness, timed into a trace that is written as it goes.
  */
-export async function runTask(deps: HarnessDeps, owner: Owner, raw: RunTaskInput, opts: RunOptions = {}): Promise<TaskResult> {
+export async function runTask(
+  deps: HarnessDeps,
+  owner: Owner,
+  raw: RunTaskInput,
+  opts: RunOptions = {},
+): Promise<TaskResult> {
   const input = RunTaskInputSchema.parse(raw);
   const traceId = `t_${randomBytes(12).toString("base64url")}`;
   const traceFile = join(deps.traceDir, `${traceId}.jsonl`);
@@ -100,24 +105,52 @@ export async function runTask(deps: HarnessDeps, owner: Owner, raw: RunTaskInput
   const policy = input.policy;
   const fixed = fixedAdapters(policy, deps.library);
   const { value: session } = await trace.measure("orchestration", () =>
-    deps.sessions.create(owner, { task: input.task, fixedAdapters: fixed, clientTools: opts.clientTools, system: opts.conversation?.system, history: opts.conversation, stageBudget: input.budgets }),
+    deps.sessions.create(owner, {
+      task: input.task,
+      fixedAdapters: fixed,
+      clientTools: opts.clientTools,
+      system: opts.conversation?.system,
+      history: opts.conversation,
+      stageBudget: input.budgets,
+    }),
   );
   // only a run that got a session is a run: a refused request leaves no trace file and no row on the status page
   if (deps.recent) trace.listeners.push(deps.recent.follow(traceId, owner, input.task, policy));
   if (opts.onEvent) trace.listeners.push(opts.onEvent);
-  trace.event("run_start", { owner, task: input.task, policy, workflow: input.workflow ?? deps.config.workflow, seed: input.seed, fixedAdapters: fixed, ...(opts.teacher ? { teacher: true } : {}) });
+  trace.event("run_start", {
+    owner,
+    task: input.task,
+    policy,
+    workflow: input.workflow ?? deps.config.workflow,
+    seed: input.seed,
+    fixedAdapters: fixed,
+    ...(opts.teacher ? { teacher: true } : {}),
+  });
   void new TraceStore(deps.traceDir).prune(deps.config.maxTraceFiles).catch(() => undefined);
   opts.onStart?.({ traceId, sessionId: session.id });
   const clientTools = new Set(Object.keys(opts.clientTools ?? {}));
-  const sessionDriver = new SessionDriver(deps.sessions, owner, session.id, deps.library.aliases(), (call: ModelCall, signal: AbortSignal) =>
-    clientTools.has(call.name) ? askClient(deps, owner, session.id, call, signal) : runTool(deps, owner, session.id, call, signal),
+  const sessionDriver = new SessionDriver(
+    deps.sessions,
+    owner,
+    session.id,
+    deps.library.aliases(),
+    (call: ModelCall, signal: AbortSignal) =>
+      clientTools.has(call.name)
+        ? askClient(deps, owner, session.id, call, signal)
+        : runTool(deps, owner, session.id, call, signal),
   );
   const driver = opts.teacher ? opts.teacher(sessionDriver) : sessionDriver;
   /**
    * The first call of a turn to a client tool hands the client every such call of that turn at once (as an
    * OpenAI response does); the others then find theirs answered.
    */
-  const askClient = async (deps: HarnessDeps, owner: Owner, sessionId: string, call: ModelCall, signal: AbortSignal) => {
+  const askClient = async (
+    deps: HarnessDeps,
+    owner: Owner,
+    sessionId: string,
+    call: ModelCall,
+    signal: AbortSignal,
+  ) => {
     const batch = deps.sessions
       .get(owner, sessionId)
       .pendingCalls()
@@ -150,7 +183,13 @@ export async function runTask(deps: HarnessDeps, owner: Owner, raw: RunTaskInput
     if (policy === "hard") result = await runHard(ctx, input.workflow ?? deps.config.workflow, budgetFor);
     else if (policy === "soft") result = await runSoft(ctx, limits, budgetFor);
     else result = await runFixed(ctx, limits, policy);
-    const finish: Finish = ctx.windowEnded ? "context" : result.stopped ? "error" : result.budgetEnded ? "budget" : "answer";
+    const finish: Finish = ctx.windowEnded
+      ? "context"
+      : result.stopped
+        ? "error"
+        : result.budgetEnded
+          ? "budget"
+          : "answer";
     const { value: extracted } = await trace.measure("answer_extraction", async () => extractAnswer(result.text));
     const correct = opts.expected === undefined ? undefined : judge(extracted.answer, opts.expected);
     const selectionAccuracy = input.expectedStages ? stageAccuracy(result.stages, input.expectedStages) : undefined;
@@ -163,9 +202,22 @@ export async function runTask(deps: HarnessDeps, owner: Owner, raw: RunTaskInput
       ...(correct ? { correct } : {}),
       ...(selectionAccuracy !== undefined ? { selectionAccuracy } : {}),
     });
-    await trace.measure("orchestration", async () => trace.event("history", { sessionId: session.id, keepToolResult: session.settings.keepToolResults, messages: historyView(session, { elide: false }) }));
+    await trace.measure("orchestration", async () =>
+      trace.event("history", {
+        sessionId: session.id,
+        keepToolResult: session.settings.keepToolResults,
+        messages: historyView(session, { elide: false }),
+      }),
+    );
     const time = trace.end();
-    trace.event("run_end", { finish, time, switches: ctx.switches, rebuiltTokens: ctx.rebuiltTokens, reusedTokens: ctx.reusedTokens, generatedTokens: ctx.generatedTokens });
+    trace.event("run_end", {
+      finish,
+      time,
+      switches: ctx.switches,
+      rebuiltTokens: ctx.rebuiltTokens,
+      reusedTokens: ctx.reusedTokens,
+      generatedTokens: ctx.generatedTokens,
+    });
     return {
       traceId,
       traceFile,
@@ -185,10 +237,19 @@ export async function runTask(deps: HarnessDeps, owner: Owner, raw: RunTaskInput
       ...(correct ? { correct } : {}),
     };
   } catch (err) {
-    trace.event("history", { sessionId: session.id, keepToolResult: session.settings.keepToolResults, messages: historyView(session, { elide: false }) });
+    trace.event("history", {
+      sessionId: session.id,
+      keepToolResult: session.settings.keepToolResults,
+      messages: historyView(session, { elide: false }),
+    });
     // whatever the last step reported, a run whose signal fired was cancelled (e.g. by a shutdown)
     const cancelled = (err as Error).name === "RunCancelledError" || Boolean(opts.signal?.aborted);
-    trace.event("run_end", { finish: cancelled ? "cancelled" : "error", error: (err as Error).message, cancelled, time: trace.end() });
+    trace.event("run_end", {
+      finish: cancelled ? "cancelled" : "error",
+      error: (err as Error).message,
+      cancelled,
+      time: trace.end(),
+    });
     throw err;
   } finally {
     await deps.sessions.close(owner, session.id).catch(() => undefined);
@@ -201,7 +262,10 @@ function fixedAdapters(policy: Policy, library: AdapterLibrary): string[] | unde
   // an activated LoRA applies alone (from its invocation point), so it cannot join the static merge
   if (policy === "static") return library.aliases().filter((a) => !library.get(a)?.info?.invocationTokens);
   const alias = policy.slice("single:".length);
-  if (!library.get(alias)?.info) throw new InvalidPolicyError(`policy ${policy}: the library has no adapter "${alias}" (it has ${library.aliases().join(", ")})`);
+  if (!library.get(alias)?.info)
+    throw new InvalidPolicyError(
+      `policy ${policy}: the library has no adapter "${alias}" (it has ${library.aliases().join(", ")})`,
+    );
   return [alias];
 }
 
@@ -211,7 +275,12 @@ async function runTool(deps: HarnessDeps, owner: Owner, sessionId: string, call:
     await deps.sessions.rejectCall(owner, sessionId, call.id, `${call.name} is not a tool of this server`);
     return { ok: false, error: `unknown tool ${call.name}` };
   }
-  const outcome = await deps.sessions.runExternalTool(owner, sessionId, { tool, args: call.arguments, callId: call.id, signal });
+  const outcome = await deps.sessions.runExternalTool(owner, sessionId, {
+    tool,
+    args: call.arguments,
+    callId: call.id,
+    signal,
+  });
   return outcome.ok ? { ok: true } : { ok: false, error: outcome.error };
 }
 

@@ -5,7 +5,10 @@ import { SoftLimitsSchema, StageBudgetSchema } from "../budgets/budgets.js";
 export type Owner = string;
 
 /** Comparison modes share the library and harness: no adapters, one fixed adapter, or all applied at once. */
-export const PolicySchema = z.union([z.enum(["hard", "soft", "base", "static"]), z.string().regex(/^single:[a-z][a-z0-9_-]{0,31}$/, "a policy is hard, soft, base, static or single:<alias>")]);
+export const PolicySchema = z.union([
+  z.enum(["hard", "soft", "base", "static"]),
+  z.string().regex(/^single:[a-z][a-z0-9_-]{0,31}$/, "a policy is hard, soft, base, static or single:<alias>"),
+]);
 export type Policy = z.infer<typeof PolicySchema>;
 
 /** Steering for models that do not open calls on their own (the demo model): at a chosen turn, steer into a call. */

@@ -9,7 +9,10 @@ const digest = (token: string) => createHash("sha256").update(token).digest("hex
  * Bearer tokens from a file: one per line, "name:token" or just "token" (named by its hash prefix).
  * The name is the client identity that owns its sessions. Tokens are kept only as hashes.
  */
-export function loadTokenVerifier(sources: readonly { file: string; scopes: string[] }[]): { verifier: OAuthTokenVerifier; clients: number } {
+export function loadTokenVerifier(sources: readonly { file: string; scopes: string[] }[]): {
+  verifier: OAuthTokenVerifier;
+  clients: number;
+} {
   const byDigest = new Map<string, { name: string; scopes: string[] }>();
   for (const { file, scopes } of sources) {
     const lines = readFileSync(file, "utf8")
@@ -18,7 +21,8 @@ export function loadTokenVerifier(sources: readonly { file: string; scopes: stri
       .filter((l) => l && !l.startsWith("#"));
     for (const line of lines) {
       const sep = line.indexOf(":");
-      const [name, token] = sep > 0 ? [line.slice(0, sep), line.slice(sep + 1)] : [`token-${digest(line).slice(0, 8)}`, line];
+      const [name, token] =
+        sep > 0 ? [line.slice(0, sep), line.slice(sep + 1)] : [`token-${digest(line).slice(0, 8)}`, line];
       if (token.length < 16) throw new Error(`${file}: the token of "${name}" is shorter than 16 characters`);
       byDigest.set(digest(token), { name, scopes });
     }
@@ -29,7 +33,12 @@ export function loadTokenVerifier(sources: readonly { file: string; scopes: stri
       const client = byDigest.get(digest(token));
       if (!client) throw new InvalidTokenError("unknown bearer token");
       // The SDK's middleware refuses AuthInfo without a numeric expiry; static tokens do not expire.
-      return { token, clientId: client.name, scopes: client.scopes, expiresAt: Math.floor(Date.now() / 1000) + 365 * 24 * 3600 };
+      return {
+        token,
+        clientId: client.name,
+        scopes: client.scopes,
+        expiresAt: Math.floor(Date.now() / 1000) + 365 * 24 * 3600,
+      };
     },
   };
   return { verifier, clients: byDigest.size };

@@ -19,11 +19,18 @@ export function sendError(res: Response, status: number, message: string, code: 
 /** POST bodies must be JSON; anything else is refused before a byte of it is read. */
 export const requireJson: RequestHandler = (req, res, next) => {
   if (req.method !== "POST") return next();
-  if (!req.is("application/json")) return sendError(res, 415, "Content-Type must be application/json", RPC.invalidRequest);
+  if (!req.is("application/json"))
+    return sendError(res, 415, "Content-Type must be application/json", RPC.invalidRequest);
   next();
 };
 
-export const notFound: RequestHandler = (_req, res) => sendError(res, 404, "no such route; MCP is served at /mcp (Streamable HTTP) and /sse + /messages (legacy SSE)", RPC.invalidRequest);
+export const notFound: RequestHandler = (_req, res) =>
+  sendError(
+    res,
+    404,
+    "no such route; MCP is served at /mcp (Streamable HTTP) and /sse + /messages (legacy SSE)",
+    RPC.invalidRequest,
+  );
 
 export const methodNotAllowed =
   (allow: string): RequestHandler =>
@@ -47,13 +54,28 @@ export function errorHandler(logger: Logger, maxBodyBytes: number): ErrorRequest
     const e = (err ?? {}) as BodyParserError;
     switch (e.type) {
       case "entity.too.large":
-        return sendError(res, 413, `the request body is over the ${maxBodyBytes}-byte limit (server.maxBodyBytes)`, RPC.invalidRequest);
+        return sendError(
+          res,
+          413,
+          `the request body is over the ${maxBodyBytes}-byte limit (server.maxBodyBytes)`,
+          RPC.invalidRequest,
+        );
       case "entity.parse.failed":
         return sendError(res, 400, "the request body is not valid JSON", RPC.parseError);
       case "encoding.unsupported":
-        return sendError(res, 415, `unsupported Content-Encoding "${String(e.encoding ?? "").slice(0, 40)}"; send identity, gzip, deflate or br`, RPC.invalidRequest);
+        return sendError(
+          res,
+          415,
+          `unsupported Content-Encoding "${String(e.encoding ?? "").slice(0, 40)}"; send identity, gzip, deflate or br`,
+          RPC.invalidRequest,
+        );
       case "charset.unsupported":
-        return sendError(res, 415, `unsupported charset "${String(e.charset ?? "").slice(0, 40)}"; send utf-8`, RPC.invalidRequest);
+        return sendError(
+          res,
+          415,
+          `unsupported charset "${String(e.charset ?? "").slice(0, 40)}"; send utf-8`,
+          RPC.invalidRequest,
+        );
       case "request.aborted":
       case "request.size.invalid":
         return sendError(res, 400, "the request body ended early or its length is wrong", RPC.invalidRequest);

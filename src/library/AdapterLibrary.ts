@@ -5,7 +5,14 @@ import type { AdapterInfo, AdapterSpec, Engine } from "../engine/index.js";
 import { fileKind, sha256File } from "../gguf/index.js";
 import { Mutex } from "../mutex.js";
 import type { Logger } from "../log.js";
-import { describeIssues, ManifestEntrySchema, loadManifest, saveManifest, type AdapterFields, type LibraryEntry } from "./manifest.js";
+import {
+  describeIssues,
+  ManifestEntrySchema,
+  loadManifest,
+  saveManifest,
+  type AdapterFields,
+  type LibraryEntry,
+} from "./manifest.js";
 import { isInsideDirs } from "./confine.js";
 
 /** A manifest entry and what became of it: resident in the engine, or refused with a reason. */
@@ -46,7 +53,12 @@ export class AdapterLibrary {
     private readonly logger: Logger,
   ) {}
 
-  static async load(engine: Engine, entries: readonly LibraryEntry[], logger: Logger, opts: { manifestPath: string; allowedDirs: readonly string[] }): Promise<AdapterLibrary> {
+  static async load(
+    engine: Engine,
+    entries: readonly LibraryEntry[],
+    logger: Logger,
+    opts: { manifestPath: string; allowedDirs: readonly string[] },
+  ): Promise<AdapterLibrary> {
     const library = new AdapterLibrary(engine, new Map(), opts.manifestPath, opts.allowedDirs, logger);
     for (const entry of entries) await library.add(entry);
     return library;
@@ -79,7 +91,10 @@ export class AdapterLibrary {
   /** Adds a capability to the running server. */
   async register(entry: LibraryEntry): Promise<LibraryAdapter> {
     return this.change(async () => {
-      if (this.adapters.get(entry.alias)?.info) throw new LibraryChangeError(`alias "${entry.alias}" is already in the library; use refresh_adapter to replace its file`);
+      if (this.adapters.get(entry.alias)?.info)
+        throw new LibraryChangeError(
+          `alias "${entry.alias}" is already in the library; use refresh_adapter to replace its file`,
+        );
       const added = await this.add(entry);
       if (added.error) {
         this.adapters.delete(entry.alias);
@@ -89,11 +104,17 @@ export class AdapterLibrary {
     });
   }
 
-  /** Points an alias at a new file (or scale, description, messages); sessions using the old version keep it until they release it. */
+  /**
+   * Points an alias at a new file (or scale, description, messages); sessions using the old version keep it until they
+   * release it.
+   */
   async refresh(alias: string, entry: LibraryEntry): Promise<{ previous: AdapterInfo; current: AdapterInfo }> {
     return this.change(async () => {
       const known = this.adapters.get(alias);
-      if (!known?.info) throw new LibraryChangeError(`no adapter "${alias}" to refresh; the library has: ${this.aliases().join(", ") || "(none)"}`);
+      if (!known?.info)
+        throw new LibraryChangeError(
+          `no adapter "${alias}" to refresh; the library has: ${this.aliases().join(", ") || "(none)"}`,
+        );
       const { previous, current } = await this.engine.refreshAdapter(await this.specOf(entry));
       this.adapters.set(alias, { entry, info: current });
       return { previous, current };
@@ -121,7 +142,10 @@ export class AdapterLibrary {
   }
 
   /** Changes the given fields of an entry (the others stay as they are); a new file or scale is a new version. */
-  async refreshEntry(alias: string, fields: Partial<AdapterFields>): Promise<{ previous: AdapterInfo; current: AdapterInfo }> {
+  async refreshEntry(
+    alias: string,
+    fields: Partial<AdapterFields>,
+  ): Promise<{ previous: AdapterInfo; current: AdapterInfo }> {
     const known = this.adapters.get(alias);
     if (!known) throw new LibraryChangeError(`no adapter "${alias}" to refresh`);
     const { filePath: _resolved, ...entry } = known.entry;
@@ -160,7 +184,11 @@ export class AdapterLibrary {
           if (known) this.adapters.delete(entry.alias);
           await this.register(entry);
           diff.added.push(entry.alias);
-        } else if (resolve(known.entry.filePath) !== resolve(entry.filePath) || known.entry.scale !== entry.scale || (await this.fileChanged(known))) {
+        } else if (
+          resolve(known.entry.filePath) !== resolve(entry.filePath) ||
+          known.entry.scale !== entry.scale ||
+          (await this.fileChanged(known))
+        ) {
           await this.refresh(entry.alias, entry);
           diff.refreshed.push(entry.alias);
         } else if (JSON.stringify(known.entry) !== JSON.stringify(entry)) {
@@ -187,7 +215,10 @@ export class AdapterLibrary {
         const diff = await this.apply(loadManifest(manifestPath));
         this.logger.info({ manifest: manifestPath, ...diff }, "adapter manifest applied");
       } catch (err) {
-        this.logger.error({ manifest: manifestPath, err: (err as Error).message }, "adapter manifest edit rejected; the running library is kept");
+        this.logger.error(
+          { manifest: manifestPath, err: (err as Error).message },
+          "adapter manifest edit rejected; the running library is kept",
+        );
       }
     };
     try {
@@ -200,7 +231,10 @@ export class AdapterLibrary {
       watcher.on("error", () => undefined);
       return watcher;
     } catch (err) {
-      this.logger.warn({ manifest: manifestPath, err: (err as Error).message }, "cannot watch the manifest; use the admin tools to change the library");
+      this.logger.warn(
+        { manifest: manifestPath, err: (err as Error).message },
+        "cannot watch the manifest; use the admin tools to change the library",
+      );
       return undefined;
     }
   }
@@ -226,7 +260,10 @@ export class AdapterLibrary {
       this.adapters.set(entry.alias, adapter);
       return adapter;
     } catch (err) {
-      this.logger.error({ alias: entry.alias, file: entry.filePath, err: (err as Error).message }, "adapter left out of the library");
+      this.logger.error(
+        { alias: entry.alias, file: entry.filePath, err: (err as Error).message },
+        "adapter left out of the library",
+      );
       const adapter = { entry, error: (err as Error).message };
       this.adapters.set(entry.alias, adapter);
       return adapter;
@@ -244,7 +281,9 @@ export class AdapterLibrary {
     await this.confine(entry.filePath);
     const peftDir = entry.peft === undefined ? undefined : resolve(dirname(this.manifestPath), entry.peft);
     if (peftDir !== undefined && !isInsideDirs(peftDir, this.allowedDirs)) {
-      throw new LibraryChangeError(`${peftDir} (peft) is outside the adapter folders (${this.allowedDirs.join(", ")}); set adapters.allowedDirs to allow another folder`);
+      throw new LibraryChangeError(
+        `${peftDir} (peft) is outside the adapter folders (${this.allowedDirs.join(", ")}); set adapters.allowedDirs to allow another folder`,
+      );
     }
     return { alias: entry.alias, filePath: entry.filePath, scale: entry.scale, peftDir };
   }
@@ -255,10 +294,15 @@ export class AdapterLibrary {
    */
   private async confine(filePath: string): Promise<void> {
     if (!isInsideDirs(filePath, this.allowedDirs)) {
-      throw new LibraryChangeError(`${filePath} is outside the adapter folders (${this.allowedDirs.join(", ")}); set adapters.allowedDirs to allow another folder`);
+      throw new LibraryChangeError(
+        `${filePath} is outside the adapter folders (${this.allowedDirs.join(", ")}); set adapters.allowedDirs to allow another folder`,
+      );
     }
     const stats = await stat(filePath).catch(() => undefined);
-    if (stats && !stats.isFile()) throw new LibraryChangeError(`${filePath} is ${fileKind(stats)}, not a regular file; an adapter must be a GGUF file`);
+    if (stats && !stats.isFile())
+      throw new LibraryChangeError(
+        `${filePath} is ${fileKind(stats)}, not a regular file; an adapter must be a GGUF file`,
+      );
   }
 
   private async change<T>(fn: () => Promise<T>): Promise<T> {

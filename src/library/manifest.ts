@@ -16,17 +16,33 @@ export const ManifestEntrySchema = z
   .object({
     alias: z
       .string()
-      .regex(ALIAS_PATTERN, "alias must be lowercase letters, digits, '-' or '_', starting with a letter, at most 32 characters")
-      .refine((a) => a !== BASE_CAPABILITY, `alias "${BASE_CAPABILITY}" names the base model (in traces, policies and export --capability): choose another`),
-    description: z.string().min(1, "describe the capability: the model reads it in the load_lora tool description").max(1000).describe("The capability, as the model will read it in load_lora's description."),
-    file: z.string().min(1, "file: path of the GGUF LoRA, relative to the manifest").max(4096).describe("GGUF LoRA file, relative to the manifest's folder or absolute (must be inside adapters.allowedDirs)."),
+      .regex(
+        ALIAS_PATTERN,
+        "alias must be lowercase letters, digits, '-' or '_', starting with a letter, at most 32 characters",
+      )
+      .refine(
+        (a) => a !== BASE_CAPABILITY,
+        `alias "${BASE_CAPABILITY}" names the base model (in traces, policies and export --capability): choose another`,
+      ),
+    description: z
+      .string()
+      .min(1, "describe the capability: the model reads it in the load_lora tool description")
+      .max(1000)
+      .describe("The capability, as the model will read it in load_lora's description."),
+    file: z
+      .string()
+      .min(1, "file: path of the GGUF LoRA, relative to the manifest")
+      .max(4096)
+      .describe("GGUF LoRA file, relative to the manifest's folder or absolute (must be inside adapters.allowedDirs)."),
     scale: z.number().positive().max(16).default(1),
     peft: z
       .string()
       .min(1)
       .max(4096)
       .optional()
-      .describe("The same adapter as a PEFT folder (adapter_config.json + adapter_model.safetensors), relative to the manifest's folder: what vLLM and SGLang load instead of a PEFT export of the GGUF."),
+      .describe(
+        "The same adapter as a PEFT folder (adapter_config.json + adapter_model.safetensors), relative to the manifest's folder: what vLLM and SGLang load instead of a PEFT export of the GGUF.",
+      ),
     /** Per-stage limits; any left out fall back to the config file, then the built-in defaults. */
     budget: StageBudgetSchema.partial().optional(),
     activation: z.string().max(2000).optional(),
@@ -43,15 +59,26 @@ export const ManifestSchema = z
   .superRefine((m, ctx) => {
     const seen = new Set<string>();
     m.adapters.forEach((a, i) => {
-      if (seen.has(a.alias)) ctx.addIssue({ code: "custom", path: ["adapters", i, "alias"], message: `alias "${a.alias}" is listed twice` });
+      if (seen.has(a.alias))
+        ctx.addIssue({ code: "custom", path: ["adapters", i, "alias"], message: `alias "${a.alias}" is listed twice` });
       seen.add(a.alias);
     });
   });
 
 export type ManifestEntry = z.infer<typeof ManifestEntrySchema>;
 
-/** The fields a client sets when it registers or refreshes an adapter on a running server: an entry's, budgets aside. */
-export const AdapterFieldsSchema = ManifestEntrySchema.pick({ alias: true, file: true, description: true, scale: true, peft: true, activation: true, release: true });
+/**
+ * The fields a client sets when it registers or refreshes an adapter on a running server: an entry's, budgets aside.
+ */
+export const AdapterFieldsSchema = ManifestEntrySchema.pick({
+  alias: true,
+  file: true,
+  description: true,
+  scale: true,
+  peft: true,
+  activation: true,
+  release: true,
+});
 export type AdapterFields = z.input<typeof AdapterFieldsSchema>;
 
 /** A manifest entry with its file resolved against the manifest's folder. */
@@ -85,14 +112,18 @@ export function parseManifest(raw: unknown, file: string): LibraryEntry[] {
  * process) sees the old file or the new one, never half of it. Only the library writes manifests.
  */
 export function saveManifest(file: string, entries: readonly LibraryEntry[]): void {
-  const adapters = entries.map(({ filePath, ...entry }) => ({ ...entry, file: relative(dirname(file), filePath) || entry.file }));
+  const adapters = entries.map(({ filePath, ...entry }) => ({
+    ...entry,
+    file: relative(dirname(file), filePath) || entry.file,
+  }));
   writeFileAtomic.sync(file, JSON.stringify({ adapters }, null, 2) + "\n");
 }
 
 /** Adds one entry to a manifest on disk (import-peft), refusing an alias it already lists. */
 export function addManifestEntry(file: string, entry: LibraryEntry): void {
   const entries = loadManifest(file);
-  if (entries.some((e) => e.alias === entry.alias)) throw new ManifestError(file, [`alias "${entry.alias}" is listed already`]);
+  if (entries.some((e) => e.alias === entry.alias))
+    throw new ManifestError(file, [`alias "${entry.alias}" is listed already`]);
   saveManifest(file, [...entries, entry]);
 }
 

@@ -2,7 +2,10 @@ import type { RegisteredTool } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { z } from "zod";
 import type { ServerContext } from "./context.js";
 
-/** The adapter argument of load_lora and offload_lora: an enum of the resident aliases, each described by its capability. */
+/**
+ * The adapter argument of load_lora and offload_lora: an enum of the resident aliases, each described by its
+ * capability.
+ */
 export function adapterArgument(ctx: ServerContext, purpose: string) {
   const aliases = ctx.runtime.library.aliases();
   const catalogue = ctx.runtime.library

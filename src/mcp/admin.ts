@@ -7,13 +7,18 @@ import { fail, ok, toolCall } from "./results/toolResult.js";
 /** Decides whether a request may change the library: stdio (the local user) may; over HTTP only an admin token. */
 export type AdminGate = (extra: { authInfo?: { scopes: string[] } }) => boolean;
 
-const ADMIN_REFUSAL = "this tool changes the adapter library and needs an admin token (server.adminTokenFile) when served over HTTP";
+const ADMIN_REFUSAL =
+  "this tool changes the adapter library and needs an admin token (server.adminTokenFile) when served over HTTP";
 
 /**
  * Runs an admin tool's library change for an admin caller. The library writes each change back to the manifest
  * and announces it (notifications/tools/list_changed with the new load_lora enum); a refused change is a tool error.
  */
-export function adminCall(isAdmin: AdminGate, extra: { authInfo?: { scopes: string[] } }, change: () => Promise<Record<string, unknown>>): Promise<CallToolResult> {
+export function adminCall(
+  isAdmin: AdminGate,
+  extra: { authInfo?: { scopes: string[] } },
+  change: () => Promise<Record<string, unknown>>,
+): Promise<CallToolResult> {
   return toolCall(async () => {
     if (!isAdmin(extra)) return fail(ADMIN_REFUSAL);
     try {
@@ -26,5 +31,17 @@ export function adminCall(isAdmin: AdminGate, extra: { authInfo?: { scopes: stri
 }
 
 /** An adapter version in the admin tools' results. */
-export const adapterInfo = z.object({ alias: z.string(), sha256: z.string(), scale: z.number(), rank: z.number(), file: z.string() });
-export const infoOf = (i: { alias: string; sha256: string; scale: number; rank: number; filePath: string }) => ({ alias: i.alias, sha256: i.sha256, scale: i.scale, rank: i.rank, file: i.filePath });
+export const adapterInfo = z.object({
+  alias: z.string(),
+  sha256: z.string(),
+  scale: z.number(),
+  rank: z.number(),
+  file: z.string(),
+});
+export const infoOf = (i: { alias: string; sha256: string; scale: number; rank: number; filePath: string }) => ({
+  alias: i.alias,
+  sha256: i.sha256,
+  scale: i.scale,
+  rank: i.rank,
+  file: i.filePath,
+});

@@ -23,7 +23,10 @@ const INSTRUCTIONS =
   "weact-mcp serves a local model whose capability adapters (LoRA) switch as actions. create_session with a task, then loop: generate; for each tool call in the result, answer it by its call_id (load_lora, offload_lora, or the external tool; answer_call to answer it with an error instead); generate again. list_adapters shows the library.";
 
 /** One MCP server object per client connection, all sharing the engine and the sessions. */
-export function createServer(ctx: ServerContext, isAdmin: AdminGate): { server: McpServer; cleanup: () => Promise<void> } {
+export function createServer(
+  ctx: ServerContext,
+  isAdmin: AdminGate,
+): { server: McpServer; cleanup: () => Promise<void> } {
   const server = new McpServer(SERVER_INFO, {
     capabilities: { tools: { listChanged: true }, resources: { listChanged: true }, prompts: {}, logging: {} },
     instructions: INSTRUCTIONS,

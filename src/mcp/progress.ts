@@ -17,7 +17,13 @@ export function progressFor(extra: Extra, first: string) {
   let progress = 0;
   let message = first;
   const send = () => {
-    if (token !== undefined) void extra.sendNotification({ method: "notifications/progress", params: { progressToken: token, progress: ++progress, message } }).catch(() => undefined);
+    if (token !== undefined)
+      void extra
+        .sendNotification({
+          method: "notifications/progress",
+          params: { progressToken: token, progress: ++progress, message },
+        })
+        .catch(() => undefined);
   };
   return {
     /** A new step: sent at once, and repeated by the heartbeat until the next one. */

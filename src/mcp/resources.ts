@@ -5,14 +5,23 @@ import { sessionView } from "../sessions/view.js";
 import { ownerOf, type ServerContext } from "./context.js";
 import { adapterListing } from "./results/adapterListing.js";
 
-const json = (uri: string, value: unknown) => ({ contents: [{ uri, mimeType: "application/json", text: JSON.stringify(value, null, 2) }] });
+const json = (uri: string, value: unknown) => ({
+  contents: [{ uri, mimeType: "application/json", text: JSON.stringify(value, null, 2) }],
+});
 
-/** The adapter library, the KV cache's occupancy, and each of the caller's sessions (history and state); others' sessions stay invisible. */
+/**
+ * The adapter library, the KV cache's occupancy, and each of the caller's sessions (history and state); others'
+ * sessions stay invisible.
+ */
 export function registerResources(server: McpServer, ctx: ServerContext) {
   server.registerResource(
     "adapters",
     "weact://adapters",
-    { title: "Adapter library", description: "The base model and every adapter with its identity (alias, content hash, scale).", mimeType: "application/json" },
+    {
+      title: "Adapter library",
+      description: "The base model and every adapter with its identity (alias, content hash, scale).",
+      mimeType: "application/json",
+    },
     async (uri) => json(uri.href, { base_model: ctx.runtime.engine.model, adapters: adapterListing(ctx) }),
   );
   server.registerResource(
@@ -20,7 +29,8 @@ export function registerResources(server: McpServer, ctx: ServerContext) {
     "weact://cache",
     {
       title: "KV cache",
-      description: "The cache strategy and what it holds across all sessions: contexts and sequences, idle and spilled lanes, spill bytes, evictions (counts only, no content).",
+      description:
+        "The cache strategy and what it holds across all sessions: contexts and sequences, idle and spilled lanes, spill bytes, evictions (counts only, no content).",
       mimeType: "application/json",
     },
     async (uri) => json(uri.href, ctx.runtime.engine.cacheStats()),
@@ -29,22 +39,44 @@ export function registerResources(server: McpServer, ctx: ServerContext) {
     "session",
     new ResourceTemplate("weact://sessions/{session_id}", {
       list: async (extra) => ({
-        resources: ctx.sessions.list(ownerOf(extra)).map((s) => ({ uri: `weact://sessions/${s.id}`, name: `session ${s.id}`, description: s.task.slice(0, 120), mimeType: "application/json" })),
+        resources: ctx.sessions.list(ownerOf(extra)).map((s) => ({
+          uri: `weact://sessions/${s.id}`,
+          name: `session ${s.id}`,
+          description: s.task.slice(0, 120),
+          mimeType: "application/json",
+        })),
       }),
     }),
-    { title: "Session", description: "A session's state and its history as the model reads it.", mimeType: "application/json" },
-    async (uri, variables, extra) => json(uri.href, sessionView(ctx.sessions.get(ownerOf(extra), String(variables.session_id)))),
+    {
+      title: "Session",
+      description: "A session's state and its history as the model reads it.",
+      mimeType: "application/json",
+    },
+    async (uri, variables, extra) =>
+      json(uri.href, sessionView(ctx.sessions.get(ownerOf(extra), String(variables.session_id)))),
   );
   const traces = new TraceStore(ctx.harness.traceDir);
   server.registerResource(
     "trace",
     new ResourceTemplate("weact://traces/{trace_id}", {
-      list: async (extra) => ({ resources: (await traces.list(ownerOf(extra))).map((id) => ({ uri: `weact://traces/${id}`, name: `trace ${id}`, mimeType: "application/json" })) }),
+      list: async (extra) => ({
+        resources: (await traces.list(ownerOf(extra))).map((id) => ({
+          uri: `weact://traces/${id}`,
+          name: `trace ${id}`,
+          mimeType: "application/json",
+        })),
+      }),
     }),
-    { title: "Trace", description: "A run_task trajectory: every model call, tool call, adapter action and cache rebuild, with the time decomposition.", mimeType: "application/json" },
+    {
+      title: "Trace",
+      description:
+        "A run_task trajectory: every model call, tool call, adapter action and cache rebuild, with the time decomposition.",
+      mimeType: "application/json",
+    },
     async (uri, variables, extra) => {
       const events = await traces.read(ownerOf(extra), String(variables.trace_id));
-      if (!events) throw new McpError(ErrorCode.InvalidParams, `no trace "${String(variables.trace_id)}" for this client`);
+      if (!events)
+        throw new McpError(ErrorCode.InvalidParams, `no trace "${String(variables.trace_id)}" for this client`);
       return json(uri.href, events);
     },
   );

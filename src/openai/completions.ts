@@ -2,7 +2,13 @@ import type { Response } from "express";
 import { ZodError } from "zod";
 import { ContextOverflowError } from "../engine/index.js";
 import type { ModelCall } from "../harness/driver.js";
-import { InvalidPolicyError, runTask, type ClientResult, type HarnessDeps, type TaskResult } from "../harness/runTask.js";
+import {
+  InvalidPolicyError,
+  runTask,
+  type ClientResult,
+  type HarnessDeps,
+  type TaskResult,
+} from "../harness/runTask.js";
 import type { Policy } from "../harness/types.js";
 import type { Logger } from "../log.js";
 import { BusyError, LimitError } from "../sessions/errors.js";
@@ -55,15 +61,27 @@ export class ChatCompletions {
 
   async complete(request: ChatRequest, caller: Caller, res: Response): Promise<void> {
     const policy = policyOf(request.model, this.harness.library);
-    if (request.user) this.logger.info({ user: request.user, owner: caller.owner, model: request.model }, "chat completion");
+    if (request.user)
+      this.logger.info({ user: request.user, owner: caller.owner, model: request.model }, "chat completion");
     forcedCall(request); // a bad tool_choice is refused before a run is started or continued
     const taken = this.continuations.take(caller.identity, request.messages);
     if (taken) return taken.resume(taken.results, { res, request });
     await this.start(policy, request, caller, res);
   }
 
-  private responderFor(res: Response, request: ChatRequest, controller: AbortController, info: { trace_id: string; policy: string; continued: boolean }): Responder {
-    const responder = new Responder(res, request.model, Boolean(request.stream), Boolean(request.stream_options?.include_usage), info);
+  private responderFor(
+    res: Response,
+    request: ChatRequest,
+    controller: AbortController,
+    info: { trace_id: string; policy: string; continued: boolean },
+  ): Responder {
+    const responder = new Responder(
+      res,
+      request.model,
+      Boolean(request.stream),
+      Boolean(request.stream_options?.include_usage),
+      info,
+    );
     // a client that goes away before its answer cancels the run: its slot is freed and its trace ends cancelled
     res.once("close", () => {
       if (!responder.finished) controller.abort();
@@ -77,27 +95,50 @@ export class ChatCompletions {
     const maxTokens = request.max_completion_tokens ?? request.max_tokens ?? undefined;
     const workflow = this.harness.config.workflow;
     const controller = new AbortController();
-    const run: ActiveRun = { force: forcedCall(request), responder: this.responderFor(res, request, controller, { trace_id: "", policy, continued: false }) };
+    const run: ActiveRun = {
+      force: forcedCall(request),
+      responder: this.responderFor(res, request, controller, { trace_id: "", policy, continued: false }),
+    };
     let traceId = "";
-    const isFinal = (stage: string) => (policy === "hard" ? stage === `${workflow.length}:${workflow.at(-1)}` : policy === "soft" ? stage.endsWith(":write") : true);
+    const isFinal = (stage: string) =>
+      policy === "hard"
+        ? stage === `${workflow.length}:${workflow.at(-1)}`
+        : policy === "soft"
+          ? stage.endsWith(":write")
+          : true;
     let messagesSoFar = request.messages;
 
     const awaitClient = (calls: ModelCall[], signal: AbortSignal) =>
       new Promise<ClientResult[]>((resolve, reject) => {
-        const { id, message } = this.continuations.suspend(caller.identity, calls, messagesSoFar, run.responder.content || null, {
-          resume: (results, next) => {
-            messagesSoFar = next.request.messages;
-            run.force = forcedCall(next.request);
-            run.responder = this.responderFor(next.res, next.request, controller, { trace_id: traceId, policy, continued: true });
-            run.responder.begin({ trace_id: traceId, policy, continued: true });
-            resolve(results);
+        const { id, message } = this.continuations.suspend(
+          caller.identity,
+          calls,
+          messagesSoFar,
+          run.responder.content || null,
+          {
+            resume: (results, next) => {
+              messagesSoFar = next.request.messages;
+              run.force = forcedCall(next.request);
+              run.responder = this.responderFor(next.res, next.request, controller, {
+                trace_id: traceId,
+                policy,
+                continued: true,
+              });
+              run.responder.begin({ trace_id: traceId, policy, continued: true });
+              resolve(results);
+            },
+            expire: () => {
+              this.logger.info(
+                { trace: traceId, owner: caller.owner },
+                "a run waiting on the client's tools expired (openai.continuationSeconds)",
+              );
+              controller.abort();
+            },
           },
-          expire: () => {
-            this.logger.info({ trace: traceId, owner: caller.owner }, "a run waiting on the client's tools expired (openai.continuationSeconds)");
-            controller.abort();
-          },
+        );
+        signal.addEventListener("abort", () => reject(new Error("the run was cancelled while waiting on the client")), {
+          once: true,
         });
-        signal.addEventListener("abort", () => reject(new Error("the run was cancelled while waiting on the client")), { once: true });
         run.responder.toolCalls(message, id);
       });
 
@@ -106,7 +147,12 @@ export class ChatCompletions {
       result = await runTask(
         this.harness,
         caller.owner,
-        { task: conversation.task, policy, seed: request.seed ?? undefined, ...(maxTokens ? { budgets: { tokens: maxTokens }, soft: { tokens: maxTokens } } : {}) },
+        {
+          task: conversation.task,
+          policy,
+          seed: request.seed ?? undefined,
+          ...(maxTokens ? { budgets: { tokens: maxTokens }, soft: { tokens: maxTokens } } : {}),
+        },
         {
           signal: controller.signal,
           conversation,
@@ -127,7 +173,8 @@ export class ChatCompletions {
             if (e.type === "run_start") return;
             run.responder.event(e);
           },
-          onText: (chunk, stage, route) => (isFinal(stage) ? run.responder.text(chunk) : run.responder.stageText(chunk, stage, route)),
+          onText: (chunk, stage, route) =>
+            isFinal(stage) ? run.responder.text(chunk) : run.responder.stageText(chunk, stage, route),
         },
       );
     } catch (err) {
@@ -145,29 +192,68 @@ function forcedCall(request: ChatRequest): { name?: string } | undefined {
   const names = (request.tools ?? []).map((t) => t.function.name);
   if (choice === "required") {
     if (names.length !== 1)
-      throw new OpenAIError(400, 'tool_choice "required" is honoured with exactly one tool; name the function instead ({type: "function", function: {name}})', "invalid_request_error", "tool_choice", "unsupported_value");
+      throw new OpenAIError(
+        400,
+        'tool_choice "required" is honoured with exactly one tool; name the function instead ({type: "function", function: {name}})',
+        "invalid_request_error",
+        "tool_choice",
+        "unsupported_value",
+      );
     return { name: names[0] };
   }
-  if (!names.includes(choice.function.name)) throw new OpenAIError(400, `tool_choice names "${choice.function.name}", which is not in tools`, "invalid_request_error", "tool_choice.function.name", "invalid_value");
+  if (!names.includes(choice.function.name))
+    throw new OpenAIError(
+      400,
+      `tool_choice names "${choice.function.name}", which is not in tools`,
+      "invalid_request_error",
+      "tool_choice.function.name",
+      "invalid_value",
+    );
   return { name: choice.function.name };
 }
 
 function toolSpecs(tools: readonly ChatTool[]) {
-  return Object.fromEntries(tools.map((t) => [t.function.name, { description: t.function.description ?? "", parameters: (t.function.parameters ?? { type: "object", properties: {} }) as never }]));
+  return Object.fromEntries(
+    tools.map((t) => [
+      t.function.name,
+      {
+        description: t.function.description ?? "",
+        parameters: (t.function.parameters ?? { type: "object", properties: {} }) as never,
+      },
+    ]),
+  );
 }
 
 /** What went wrong in a run, as the OpenAI error a client can act on; the message names the setting to change. */
 export function toOpenAIError(err: unknown, cancelled: boolean): OpenAIError {
   if (err instanceof OpenAIError) return err;
-  if (err instanceof InvalidPolicyError) return new OpenAIError(404, err.message, "invalid_request_error", "model", "model_not_found");
+  if (err instanceof InvalidPolicyError)
+    return new OpenAIError(404, err.message, "invalid_request_error", "model", "model_not_found");
   if (err instanceof LimitError) {
     const param = err.message.startsWith("tools:") ? "tools" : null;
-    return param ? new OpenAIError(400, err.message, "invalid_request_error", param, "invalid_value") : new OpenAIError(429, err.message, "rate_limit_error", null, "session_limit");
+    return param
+      ? new OpenAIError(400, err.message, "invalid_request_error", param, "invalid_value")
+      : new OpenAIError(429, err.message, "rate_limit_error", null, "session_limit");
   }
   // the harness's own argument checks (e.g. the task's length cap)
-  if (err instanceof ZodError) return new OpenAIError(400, `messages: ${err.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ")}`, "invalid_request_error", "messages", "invalid_value");
+  if (err instanceof ZodError)
+    return new OpenAIError(
+      400,
+      `messages: ${err.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ")}`,
+      "invalid_request_error",
+      "messages",
+      "invalid_value",
+    );
   if (err instanceof BusyError) return new OpenAIError(429, err.message, "rate_limit_error", null, "busy");
-  if (err instanceof ContextOverflowError) return new OpenAIError(400, err.message, "invalid_request_error", "messages", "context_length_exceeded");
-  if (cancelled) return new OpenAIError(499, "the run was cancelled (the client went away, or its continuation expired)", "invalid_request_error", null, "cancelled");
+  if (err instanceof ContextOverflowError)
+    return new OpenAIError(400, err.message, "invalid_request_error", "messages", "context_length_exceeded");
+  if (cancelled)
+    return new OpenAIError(
+      499,
+      "the run was cancelled (the client went away, or its continuation expired)",
+      "invalid_request_error",
+      null,
+      "cancelled",
+    );
   return new OpenAIError(500, "the run failed; its trace records where", "server_error", null, "run_failed");
 }

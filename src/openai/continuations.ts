@@ -42,7 +42,11 @@ export class Continuations<Next> {
     handlers: { resume: (results: ClientResult[], next: Next) => void; expire: () => void },
   ): { id: string; message: Extract<ChatMessage, { role: "assistant" }> } {
     const id = randomBytes(18).toString("base64url");
-    const toolCalls = calls.map((c, i) => ({ id: `call_${id}_${i}`, type: "function" as const, function: { name: c.name, arguments: JSON.stringify(c.arguments) } }));
+    const toolCalls = calls.map((c, i) => ({
+      id: `call_${id}_${i}`,
+      type: "function" as const,
+      function: { name: c.name, arguments: JSON.stringify(c.arguments) },
+    }));
     const message = { role: "assistant" as const, content, tool_calls: toolCalls };
     const timer = setTimeout(() => {
       this.waiting.delete(id);
@@ -64,7 +68,10 @@ export class Continuations<Next> {
    * Takes the run `messages` continue, if they do: the same identity, the returned messages as an exact prefix,
    * then one tool result for each call and nothing else. Anything else leaves the run waiting and returns undefined.
    */
-  take(identity: string | undefined, messages: readonly ChatMessage[]): { id: string; results: ClientResult[]; resume: (results: ClientResult[], next: Next) => void } | undefined {
+  take(
+    identity: string | undefined,
+    messages: readonly ChatMessage[],
+  ): { id: string; results: ClientResult[]; resume: (results: ClientResult[], next: Next) => void } | undefined {
     const last = messages.findLast((m) => m.role === "assistant");
     const id = last?.role === "assistant" ? CALL_ID.exec(last.tool_calls?.[0]?.id ?? "")?.[1] : undefined;
     const s = id === undefined ? undefined : this.waiting.get(id);
@@ -74,7 +81,10 @@ export class Continuations<Next> {
     for (const m of messages.slice(s.prefix.length)) {
       const callId = m.role === "tool" ? s.calls.get(m.tool_call_id) : undefined;
       if (!callId || results.some((r) => r.callId === callId) || m.role !== "tool") return undefined;
-      results.push({ callId, content: typeof m.content === "string" ? m.content : m.content.map((p) => p.text).join("") });
+      results.push({
+        callId,
+        content: typeof m.content === "string" ? m.content : m.content.map((p) => p.text).join(""),
+      });
     }
     clearTimeout(s.timer);
     this.waiting.delete(id!);

@@ -19,7 +19,11 @@ export function mapConversation(messages: readonly ChatMessage[], defaultSystem:
   const taskAt = messages.findLastIndex((m) => m.role === "user");
   if (taskAt < 0) throw invalid("messages: no user message; the last user message is the task", "messages");
   const task = textOf(messages[taskAt]!.content);
-  if (!task.trim()) throw invalid(`messages[${taskAt}].content: the task (the last user message) is empty`, `messages[${taskAt}].content`);
+  if (!task.trim())
+    throw invalid(
+      `messages[${taskAt}].content: the task (the last user message) is empty`,
+      `messages[${taskAt}].content`,
+    );
   const systems = messages.filter((m) => m.role === "system" || m.role === "developer").map((m) => textOf(m.content));
   const names = new Map<string, string>();
   const convert = (m: ChatMessage, i: number): HistoryMessage[] => {
@@ -32,14 +36,24 @@ export function mapConversation(messages: readonly ChatMessage[], defaultSystem:
       case "assistant": {
         const calls = (m.tool_calls ?? []).map((c, j): ToolCallRecord => {
           names.set(c.id, c.function.name);
-          return { id: c.id, name: c.function.name, arguments: parseArguments(c.function.arguments, `messages[${i}].tool_calls[${j}].function.arguments`) };
+          return {
+            id: c.id,
+            name: c.function.name,
+            arguments: parseArguments(c.function.arguments, `messages[${i}].tool_calls[${j}].function.arguments`),
+          };
         });
         return [{ role: "assistant", content: textOf(m.content), adapter: null, author: "client", toolCalls: calls }];
       }
       case "tool": {
         const name = names.get(m.tool_call_id);
-        if (!name) throw invalid(`messages[${i}].tool_call_id: "${m.tool_call_id}" answers no tool call of an earlier assistant message`, `messages[${i}].tool_call_id`);
-        return [{ role: "tool", callId: m.tool_call_id, name, content: textOf(m.content), isError: false, internal: false }];
+        if (!name)
+          throw invalid(
+            `messages[${i}].tool_call_id: "${m.tool_call_id}" answers no tool call of an earlier assistant message`,
+            `messages[${i}].tool_call_id`,
+          );
+        return [
+          { role: "tool", callId: m.tool_call_id, name, content: textOf(m.content), isError: false, internal: false },
+        ];
       }
     }
   };
@@ -52,7 +66,11 @@ export function mapConversation(messages: readonly ChatMessage[], defaultSystem:
       answered.add(next.tool_call_id);
     }
     const open = m.tool_calls.filter((c) => !answered.has(c.id));
-    if (open.length) throw invalid(`messages[${i}].tool_calls: ${open.map((c) => c.id).join(", ")} has no tool message answering it right after`, `messages[${i}].tool_calls`);
+    if (open.length)
+      throw invalid(
+        `messages[${i}].tool_calls: ${open.map((c) => c.id).join(", ")} has no tool message answering it right after`,
+        `messages[${i}].tool_calls`,
+      );
   });
   const before = messages.slice(0, taskAt).flatMap((m, i) => convert(m, i));
   const after = messages.slice(taskAt + 1).flatMap((m, i) => convert(m, taskAt + 1 + i));
@@ -66,12 +84,14 @@ export function parseArguments(text: string, param: string): Record<string, unkn
   } catch {
     throw invalid(`${param}: not valid JSON`, param);
   }
-  if (typeof value !== "object" || value === null || Array.isArray(value)) throw invalid(`${param}: must be a JSON object`, param);
+  if (typeof value !== "object" || value === null || Array.isArray(value))
+    throw invalid(`${param}: must be a JSON object`, param);
   return value as Record<string, unknown>;
 }
 
 /** A message reduced to what it says, for the exact-prefix check of a continuation. */
 export function canonical(m: ChatMessage): string {
-  const calls = m.role === "assistant" ? (m.tool_calls ?? []).map((c) => [c.id, c.function.name, c.function.arguments]) : [];
+  const calls =
+    m.role === "assistant" ? (m.tool_calls ?? []).map((c) => [c.id, c.function.name, c.function.arguments]) : [];
   return JSON.stringify([m.role, textOf(m.content), calls, m.role === "tool" ? m.tool_call_id : null]);
 }

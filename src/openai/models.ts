@@ -18,7 +18,13 @@ export function modelNames(library: AdapterLibrary): string[] {
 
 export function policyOf(model: string, library: AdapterLibrary): Policy {
   if (!modelNames(library).includes(model)) {
-    throw new OpenAIError(404, `the model "${model}" does not exist; GET /v1/models lists them (${modelNames(library).join(", ")})`, "invalid_request_error", "model", "model_not_found");
+    throw new OpenAIError(
+      404,
+      `the model "${model}" does not exist; GET /v1/models lists them (${modelNames(library).join(", ")})`,
+      "invalid_request_error",
+      "model",
+      "model_not_found",
+    );
   }
   return model === "weact-soft" ? "soft" : model === "weact-hard" ? "hard" : model;
 }

@@ -14,7 +14,13 @@ const ToolCall = z.object({
 export const MessageSchema = z.discriminatedUnion("role", [
   z.object({ role: z.enum(["system", "developer"]), content: Content, name: z.string().max(64).optional() }),
   z.object({ role: z.literal("user"), content: Content, name: z.string().max(64).optional() }),
-  z.object({ role: z.literal("assistant"), content: Content.nullish(), tool_calls: z.array(ToolCall).max(64).optional(), name: z.string().max(64).optional(), refusal: z.string().nullish() }),
+  z.object({
+    role: z.literal("assistant"),
+    content: Content.nullish(),
+    tool_calls: z.array(ToolCall).max(64).optional(),
+    name: z.string().max(64).optional(),
+    refusal: z.string().nullish(),
+  }),
   z.object({ role: z.literal("tool"), content: Content, tool_call_id: z.string().min(1).max(200) }),
 ]);
 export type ChatMessage = z.infer<typeof MessageSchema>;
@@ -31,7 +37,10 @@ const ToolSchema = z.object({
 });
 export type ChatTool = z.infer<typeof ToolSchema>;
 
-const ToolChoice = z.union([z.enum(["none", "auto", "required"]), z.object({ type: z.literal("function"), function: z.object({ name: z.string().min(1).max(64) }) })]);
+const ToolChoice = z.union([
+  z.enum(["none", "auto", "required"]),
+  z.object({ type: z.literal("function"), function: z.object({ name: z.string().min(1).max(64) }) }),
+]);
 
 export const ChatRequestSchema = z.object({
   model: z.string().min(1).max(100),
@@ -94,22 +103,39 @@ const KNOWN = new Set(Object.keys(ChatRequestSchema.shape));
 
 /** Reads a chat-completions body: refused parameters and bad fields become OpenAI errors naming the `param`. */
 export function parseChatRequest(body: unknown): ChatRequest {
-  if (typeof body !== "object" || body === null || Array.isArray(body)) throw invalid("the request body must be a JSON object", null);
+  if (typeof body !== "object" || body === null || Array.isArray(body))
+    throw invalid("the request body must be a JSON object", null);
   for (const [key, value] of Object.entries(body)) {
     const refused = REFUSED[key];
     if (refused && !(refused.neutral ?? []).some((n) => n === value || (n === null && value === undefined))) {
-      throw new OpenAIError(400, `${key} is not supported by this server: ${refused.why}`, "invalid_request_error", key, "unsupported_parameter");
+      throw new OpenAIError(
+        400,
+        `${key} is not supported by this server: ${refused.why}`,
+        "invalid_request_error",
+        key,
+        "unsupported_parameter",
+      );
     }
-    if (!refused && !KNOWN.has(key)) throw new OpenAIError(400, `unknown parameter ${key}; README lists the parameters this server honours`, "invalid_request_error", key, "unknown_parameter");
+    if (!refused && !KNOWN.has(key))
+      throw new OpenAIError(
+        400,
+        `unknown parameter ${key}; README lists the parameters this server honours`,
+        "invalid_request_error",
+        key,
+        "unknown_parameter",
+      );
   }
   const known = Object.fromEntries(Object.entries(body).filter(([k]) => KNOWN.has(k) && k !== "n"));
   const parsed = ChatRequestSchema.safeParse(known);
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
-    const param = issue.path.map((p, i) => (typeof p === "number" ? `[${p}]` : i ? `.${String(p)}` : String(p))).join("");
+    const param = issue.path
+      .map((p, i) => (typeof p === "number" ? `[${p}]` : i ? `.${String(p)}` : String(p)))
+      .join("");
     throw invalid(`${param || "body"}: ${issue.message}`, param || null);
   }
   return parsed.data;
 }
 
-export const textOf = (content: ChatMessage["content"]): string => (content == null ? "" : typeof content === "string" ? content : content.map((p) => p.text).join(""));
+export const textOf = (content: ChatMessage["content"]): string =>
+  content == null ? "" : typeof content === "string" ? content : content.map((p) => p.text).join("");

@@ -5,7 +5,9 @@ import type { TraceEvent } from "../harness/trace/Trace.js";
 import type { OpenAIError } from "./errors.js";
 import type { ChatMessage } from "./request.js";
 
-/** Token and switch counts of the work one response covered (a run spans several responses when it waits on the client). */
+/**
+ * Token and switch counts of the work one response covered (a run spans several responses when it waits on the client).
+ */
 export interface Usage {
   prompt_tokens: number;
   completion_tokens: number;
@@ -36,7 +38,13 @@ export class Responder {
   /** The last model turn stopped at its token limit: the answer is cut (finish_reason "length"). */
   private cut = false;
   finished = false;
-  private readonly usage: Usage = { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0, prompt_tokens_details: { cached_tokens: 0 }, weact: { switches: 0, rebuilt_tokens: 0, reused_tokens: 0, model_turns: 0 } };
+  private readonly usage: Usage = {
+    prompt_tokens: 0,
+    completion_tokens: 0,
+    total_tokens: 0,
+    prompt_tokens_details: { cached_tokens: 0 },
+    weact: { switches: 0, rebuilt_tokens: 0, reused_tokens: 0, model_turns: 0 },
+  };
 
   constructor(
     private readonly res: Response,
@@ -56,7 +64,12 @@ export class Responder {
     this.info = info;
     if (!this.stream || this.started) return;
     this.started = true;
-    this.res.writeHead(200, { "Content-Type": "text/event-stream", "Cache-Control": "no-cache", Connection: "keep-alive", "X-Accel-Buffering": "no" });
+    this.res.writeHead(200, {
+      "Content-Type": "text/event-stream",
+      "Cache-Control": "no-cache",
+      Connection: "keep-alive",
+      "X-Accel-Buffering": "no",
+    });
     this.chunk({ role: "assistant", content: "" }, null, { ...this.info });
   }
 
@@ -90,7 +103,15 @@ export class Responder {
     if (!this.stream || !this.started) return;
     if (e.type === "stage_start") this.chunk({}, null, { event: "stage_start", stage: e.stage, adapter: e.adapter });
     else if (e.type === "stage_end") this.chunk({}, null, { event: "stage_end", stage: e.stage, end: e.end });
-    else if (e.type === "adapter_control") this.chunk({}, null, { event: "switch", stage: e.stage, action: e.action, author: e.author, ok: e.ok, active: e.active });
+    else if (e.type === "adapter_control")
+      this.chunk({}, null, {
+        event: "switch",
+        stage: e.stage,
+        action: e.action,
+        author: e.author,
+        ok: e.ok,
+        active: e.active,
+      });
     else if (e.type === "tool_call") this.chunk({}, null, { event: "tool", stage: e.stage, name: e.name, ok: e.ok });
   }
 
@@ -103,7 +124,11 @@ export class Responder {
       this.chunk({ tool_calls: calls }, null);
       this.end("tool_calls", ext);
     } else {
-      this.json({ role: "assistant", content: message.content, tool_calls: message.tool_calls, refusal: null }, "tool_calls", ext);
+      this.json(
+        { role: "assistant", content: message.content, tool_calls: message.tool_calls, refusal: null },
+        "tool_calls",
+        ext,
+      );
     }
   }
 
@@ -116,7 +141,11 @@ export class Responder {
       this.end(this.cut ? "length" : "stop", ext);
     } else {
       // the same text a stream carries: what the final stage wrote in this response
-      this.json({ role: "assistant", content: this.text_ || result.text, refusal: null }, this.cut ? "length" : "stop", ext);
+      this.json(
+        { role: "assistant", content: this.text_ || result.text, refusal: null },
+        this.cut ? "length" : "stop",
+        ext,
+      );
     }
   }
 
@@ -144,11 +173,20 @@ export class Responder {
   private json(message: Record<string, unknown>, finish: string, ext: Record<string, unknown>): void {
     this.finished = true;
     if (this.gone) return;
-    this.res.json({ ...this.base("chat.completion"), choices: [{ index: 0, message, finish_reason: finish, logprobs: null }], usage: this.usage, weact: ext });
+    this.res.json({
+      ...this.base("chat.completion"),
+      choices: [{ index: 0, message, finish_reason: finish, logprobs: null }],
+      usage: this.usage,
+      weact: ext,
+    });
   }
 
   private chunk(delta: Record<string, unknown>, finish: string | null, weact?: Record<string, unknown>): void {
-    this.write({ ...this.base(), choices: [{ index: 0, delta, finish_reason: finish, logprobs: null }], ...(weact ? { weact } : {}) });
+    this.write({
+      ...this.base(),
+      choices: [{ index: 0, delta, finish_reason: finish, logprobs: null }],
+      ...(weact ? { weact } : {}),
+    });
   }
 
   /** A client that went away gets nothing more (its run is being cancelled); writing to it would fail. */

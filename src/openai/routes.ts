@@ -44,33 +44,78 @@ export function mountOpenAI(app: Express, r: OpenAIRoutes): void {
       res.setHeader("WWW-Authenticate", 'Bearer realm="weact-mcp"');
       sendOpenAIError(
         res,
-        new OpenAIError(401, token ? "unknown bearer token" : "missing bearer token: send Authorization: Bearer <token> (the server's server.tokenFile)", "authentication_error", null, "invalid_api_key"),
+        new OpenAIError(
+          401,
+          token
+            ? "unknown bearer token"
+            : "missing bearer token: send Authorization: Bearer <token> (the server's server.tokenFile)",
+          "authentication_error",
+          null,
+          "invalid_api_key",
+        ),
       );
     }
   });
   router.get("/models", (_req, res) => {
     const created = Math.floor(Date.now() / 1000);
-    res.json({ object: "list", data: modelNames(r.library).map((id) => ({ id, object: "model", created, owned_by: "weact-mcp" })) });
+    res.json({
+      object: "list",
+      data: modelNames(r.library).map((id) => ({ id, object: "model", created, owned_by: "weact-mcp" })),
+    });
   });
   router.post("/chat/completions", (req, res, next) => {
-    if (!req.is("application/json")) return sendOpenAIError(res, new OpenAIError(415, "Content-Type must be application/json", "invalid_request_error", null, "unsupported_media_type"));
+    if (!req.is("application/json"))
+      return sendOpenAIError(
+        res,
+        new OpenAIError(
+          415,
+          "Content-Type must be application/json",
+          "invalid_request_error",
+          null,
+          "unsupported_media_type",
+        ),
+      );
     next();
   });
-  router.post("/chat/completions", express.json({ limit: r.maxBodyBytes }), async (req: Authed, res: Response, next: NextFunction) => {
-    try {
-      await r.chat.complete(parseChatRequest(req.body), req.caller!, res);
-    } catch (err) {
-      next(err);
-    }
-  });
+  router.post(
+    "/chat/completions",
+    express.json({ limit: r.maxBodyBytes }),
+    async (req: Authed, res: Response, next: NextFunction) => {
+      try {
+        await r.chat.complete(parseChatRequest(req.body), req.caller!, res);
+      } catch (err) {
+        next(err);
+      }
+    },
+  );
   router.all("/models", methodNotAllowed("GET"));
   router.all("/chat/completions", methodNotAllowed("POST"));
-  router.use((_req, res) => sendOpenAIError(res, new OpenAIError(404, "no such route; the OpenAI-compatible API serves GET /v1/models and POST /v1/chat/completions", "invalid_request_error", null, "unknown_url")));
+  router.use((_req, res) =>
+    sendOpenAIError(
+      res,
+      new OpenAIError(
+        404,
+        "no such route; the OpenAI-compatible API serves GET /v1/models and POST /v1/chat/completions",
+        "invalid_request_error",
+        null,
+        "unknown_url",
+      ),
+    ),
+  );
   router.use(openAIErrorHandler(r.logger, r.maxBodyBytes));
   app.use("/v1", router);
 }
 
 const methodNotAllowed = (allow: string) => (_req: Request, res: Response) => {
   res.setHeader("Allow", allow);
-  sendOpenAIError(res, new OpenAIError(405, `method not allowed here; allowed: ${allow}`, "invalid_request_error", null, "method_not_allowed"));
+  sendOpenAIError(
+    res,
+    new OpenAIError(
+      405,
+      `method not allowed here; allowed: ${allow}`,
+      "invalid_request_error",
+      null,
+      "method_not_allowed",
+    ),
+  );
 };

@@ -15,7 +15,9 @@ export class PromptLibrary {
 
   static load(dir: string): PromptLibrary {
     const prompts = new Map<string, PromptTemplate>();
-    for (const file of readdirSync(dir).filter((f) => f.endsWith(".md")).sort()) {
+    for (const file of readdirSync(dir)
+      .filter((f) => f.endsWith(".md"))
+      .sort()) {
       const raw = readFileSync(join(dir, file), "utf8");
       const m = DESCRIPTION.exec(raw);
       const name = basename(file, ".md");

@@ -69,7 +69,10 @@ export async function startRuntime(config: ResolvedConfig, logger: Logger): Prom
   const entries = loadManifest(config.manifestPath);
   const engine = await loadEngine(config, logger);
   try {
-    const library = await AdapterLibrary.load(engine, entries, logger, { manifestPath: config.manifestPath, allowedDirs: config.adapters.allowedDirs ?? [dirname(config.manifestPath)] });
+    const library = await AdapterLibrary.load(engine, entries, logger, {
+      manifestPath: config.manifestPath,
+      allowedDirs: config.adapters.allowedDirs ?? [dirname(config.manifestPath)],
+    });
     return { config, engine, library, logger };
   } catch (err) {
     await engine.dispose();

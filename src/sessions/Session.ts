@@ -2,7 +2,14 @@ import type { ChatTurn, Conversation, EngineSession, FunctionSpec, HistorySoFar 
 import { Mutex } from "../mutex.js";
 import type { StageBudget } from "../budgets/budgets.js";
 import { UnknownCallError } from "./errors.js";
-import { elidedResults, pendingCalls, toConversation, type HistoryMessage, type ToolCallRecord, type ToolMessage } from "./history.js";
+import {
+  elidedResults,
+  pendingCalls,
+  toConversation,
+  type HistoryMessage,
+  type ToolCallRecord,
+  type ToolMessage,
+} from "./history.js";
 import { callableFunctions } from "./modelFunctions.js";
 import { nextWeights } from "./stateRule.js";
 import type { StageUsage } from "./StageUsage.js";
@@ -11,7 +18,9 @@ export interface SessionSettings {
   keepToolResults: number;
   /** false for fixed-weight sessions (comparison modes): no load_lora/offload_lora. */
   weightActions: boolean;
-  /** A run's own stage budgets (run_task's `budgets`): above the manifest and config ones in the server-side release. */
+  /**
+   * A run's own stage budgets (run_task's `budgets`): above the manifest and config ones in the server-side release.
+   */
   stageBudget?: Partial<StageBudget>;
 }
 
@@ -44,7 +53,12 @@ export class Session {
     earlier: { before?: HistoryMessage[]; after?: HistoryMessage[]; clientTools?: readonly string[] } = {},
   ) {
     this.clientTools = earlier.clientTools ?? [];
-    this.messages = [{ role: "system", content: system }, ...(earlier.before ?? []), { role: "user", content: task }, ...(earlier.after ?? [])];
+    this.messages = [
+      { role: "system", content: system },
+      ...(earlier.before ?? []),
+      { role: "user", content: task },
+      ...(earlier.after ?? []),
+    ];
   }
 
   /** Functions the client executes itself (declared in its request); callable beside the server's tools. */
@@ -66,7 +80,10 @@ export class Session {
   pendingCall(callId: string): ToolCallRecord {
     const pending = this.pendingCalls();
     const call = pending.find((c) => c.id === callId);
-    if (!call) throw new UnknownCallError(`call_id "${callId}" is not an unanswered call of the model's last turn; pending: ${pending.map((c) => `${c.id} (${c.name})`).join(", ") || "(none)"}`);
+    if (!call)
+      throw new UnknownCallError(
+        `call_id "${callId}" is not an unanswered call of the model's last turn; pending: ${pending.map((c) => `${c.id} (${c.name})`).join(", ") || "(none)"}`,
+      );
     return call;
   }
 
@@ -117,18 +134,24 @@ export class Session {
     );
   }
 
-  /** The history while the model's last turn has calls without results: the turn with its answered calls, and the rest awaited. */
+  /**
+   * The history while the model's last turn has calls without results: the turn with its answered calls, and the rest
+   * awaited.
+   */
   private historySoFar(): HistorySoFar | undefined {
     const conversation = this.conversation();
     const last = conversation.turns.at(-1);
     if (last?.role !== "assistant") return undefined;
     const calls = last.calls ?? [];
-    const first = calls.findIndex((c) => typeof c.result !== "string"); // toConversation leaves a pending call's result out
+    // toConversation leaves a pending call's result out
+    const first = calls.findIndex((c) => typeof c.result !== "string");
     if (first < 0) return undefined;
     const turn: ChatTurn = { ...last, calls: calls.slice(0, first) };
     return {
       conversation: { ...conversation, turns: [...conversation.turns.slice(0, -1), turn] },
-      awaiting: calls.slice(first).map(({ name, arguments: args, raw }) => ({ name, arguments: args, ...(raw !== undefined ? { raw } : {}) })),
+      awaiting: calls
+        .slice(first)
+        .map(({ name, arguments: args, raw }) => ({ name, arguments: args, ...(raw !== undefined ? { raw } : {}) })),
     };
   }
 }

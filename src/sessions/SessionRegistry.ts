@@ -2,7 +2,9 @@ import type { Logger } from "../log.js";
 import { LimitError, SessionNotFoundError } from "./errors.js";
 import type { Session } from "./Session.js";
 
-/** The config's `sessions` section as sessions read it (src/config declares and checks it; this states what is used). */
+/**
+ * The config's `sessions` section as sessions read it (src/config declares and checks it; this states what is used).
+ */
 export interface SessionsConfig {
   keepToolResults: number;
   idleMinutes: number;
@@ -43,11 +45,18 @@ export class SessionRegistry {
     // sessions still being opened count too, so concurrent creates cannot pass the limits together
     const mine = this.list(owner).length + (this.opening.get(owner) ?? 0);
     if (this.sessions.size + this.openingTotal() >= this.config.maxSessions)
-      throw new LimitError(`the server holds its maximum of ${this.config.maxSessions} sessions (sessions.maxSessions); close one (close_session) or wait for idle ones to expire`);
-    if (mine >= this.config.maxSessionsPerClient) throw new LimitError(`this client holds its maximum of ${this.config.maxSessionsPerClient} sessions (sessions.maxSessionsPerClient); close one with close_session`);
+      throw new LimitError(
+        `the server holds its maximum of ${this.config.maxSessions} sessions (sessions.maxSessions); close one (close_session) or wait for idle ones to expire`,
+      );
+    if (mine >= this.config.maxSessionsPerClient)
+      throw new LimitError(
+        `this client holds its maximum of ${this.config.maxSessionsPerClient} sessions (sessions.maxSessionsPerClient); close one with close_session`,
+      );
     // every session holds one of the engine's sequences while it is open
     if (mine >= this.maxSlotsPerClient)
-      throw new LimitError(`this client holds ${mine} of the engine's ${this.engineSlots} session slots, its share (sessions.maxSlotsPerClient = ${this.maxSlotsPerClient}); close one with close_session`);
+      throw new LimitError(
+        `this client holds ${mine} of the engine's ${this.engineSlots} session slots, its share (sessions.maxSlotsPerClient = ${this.maxSlotsPerClient}); close one with close_session`,
+      );
   }
 
   /** Adds the session `open` makes; while it is being opened it counts against `owner`'s limits. */

@@ -35,7 +35,9 @@ export interface CreateSessionInput {
    * beside the server's tools; their calls are answered with `answerClientCalls`.
    */
   clientTools?: Readonly<Record<string, FunctionSpec>>;
-  /** An earlier conversation: messages before the task, and after it (a request whose last user message is the task). */
+  /**
+   * An earlier conversation: messages before the task, and after it (a request whose last user message is the task).
+   */
   history?: { before?: HistoryMessage[]; after?: HistoryMessage[] };
   /** A run's own stage budgets: the server-side release follows them too (over the manifest and config). */
   stageBudget?: Partial<StageBudget>;
@@ -95,7 +97,11 @@ export class SessionService {
     private readonly logger: Logger = runtime.logger,
   ) {
     const capacity = runtime.engine.capacity;
-    this.queue = new WorkQueue({ maxPending: config.maxQueuedGenerations, maxPendingPerClient: config.maxQueuedPerClient, concurrency: capacity.contexts });
+    this.queue = new WorkQueue({
+      maxPending: config.maxQueuedGenerations,
+      maxPendingPerClient: config.maxQueuedPerClient,
+      concurrency: capacity.contexts,
+    });
     this.registry = new SessionRegistry(config, capacity.sessions, logger);
     this.weights = new WeightSwitch(this.registry, runtime.library, this.queue, stageBudget, logger);
   }
@@ -104,19 +110,31 @@ export class SessionService {
     this.registry.admit(owner);
     const offered = this.externalTools();
     const unknown = (input.tools ?? []).filter((t) => !(t in offered));
-    if (unknown.length) throw new LimitError(`tools: unknown external tool(s) ${unknown.join(", ")}; available: ${Object.keys(offered).join(", ") || "(none)"}`);
+    if (unknown.length)
+      throw new LimitError(
+        `tools: unknown external tool(s) ${unknown.join(", ")}; available: ${Object.keys(offered).join(", ") || "(none)"}`,
+      );
     const toolNames = input.tools ?? Object.keys(offered);
     const external = Object.fromEntries(toolNames.map((t) => [t, offered[t]!]));
     const fixed = input.fixedAdapters;
     const unknownAdapters = (fixed ?? []).filter((a) => !this.runtime.library.get(a)?.info);
-    if (unknownAdapters.length) throw new LimitError(`unknown adapter(s) ${unknownAdapters.join(", ")}; the library has: ${this.runtime.library.aliases().join(", ")}`);
+    if (unknownAdapters.length)
+      throw new LimitError(
+        `unknown adapter(s) ${unknownAdapters.join(", ")}; the library has: ${this.runtime.library.aliases().join(", ")}`,
+      );
     const clientTools = input.clientTools ?? {};
     const clashing = Object.keys(clientTools).filter((t) => t in offered || WEIGHT_ACTIONS.has(t));
-    if (clashing.length) throw new LimitError(`tools: ${clashing.join(", ")} is a function of this server; name the client's tools differently`);
+    if (clashing.length)
+      throw new LimitError(
+        `tools: ${clashing.join(", ")} is a function of this server; name the client's tools differently`,
+      );
     const functions = { ...(fixed ? external : modelFunctions(this.runtime.library, external)), ...clientTools };
     const system = input.system ?? this.defaultSystem;
     const session = await this.registry.add(owner, async () => {
-      const engineSession: EngineSession = await this.runtime.engine.openSession({ adapters: fixed ?? [], promptScope: promptScope(owner, system === this.defaultSystem && !Object.keys(clientTools).length) });
+      const engineSession: EngineSession = await this.runtime.engine.openSession({
+        adapters: fixed ?? [],
+        promptScope: promptScope(owner, system === this.defaultSystem && !Object.keys(clientTools).length),
+      });
       return new Session(
         newId("s_", 18),
         owner,
@@ -124,7 +142,11 @@ export class SessionService {
         engineSession,
         functions,
         toolNames,
-        { keepToolResults: this.config.keepToolResults, weightActions: !fixed, ...(input.stageBudget ? { stageBudget: input.stageBudget } : {}) },
+        {
+          keepToolResults: this.config.keepToolResults,
+          weightActions: !fixed,
+          ...(input.stageBudget ? { stageBudget: input.stageBudget } : {}),
+        },
         system,
         {
           clientTools: Object.keys(clientTools),
@@ -169,14 +191,27 @@ export class SessionService {
         }),
       );
       // A cancelled turn is not part of the trajectory: the history stays as it was.
-      if (result.finishReason === "cancelled") return { result, calls: [], recorded: false, ...(released ? { released } : {}) };
-      const calls: ToolCallRecord[] = result.calls.map((c) => ({ id: newCallId(), name: c.name, arguments: (c.arguments ?? {}) as Record<string, unknown>, raw: c.raw }));
-      session.append({ role: "assistant", content: result.text, adapter: result.adapter, author: "model", toolCalls: calls });
+      if (result.finishReason === "cancelled")
+        return { result, calls: [], recorded: false, ...(released ? { released } : {}) };
+      const calls: ToolCallRecord[] = result.calls.map((c) => ({
+        id: newCallId(),
+        name: c.name,
+        arguments: (c.arguments ?? {}) as Record<string, unknown>,
+        raw: c.raw,
+      }));
+      session.append({
+        role: "assistant",
+        content: result.text,
+        adapter: result.adapter,
+        author: "model",
+        toolCalls: calls,
+      });
       session.stage?.recordTurn(
         result.tokens.generated,
         calls.some((c) => !WEIGHT_ACTIONS.has(c.name)),
       );
-      if (calls.length) session.anticipateNext(this.runtime.library.aliases()); // the calls run now: the turn is settled
+      // the calls run now: the turn is settled
+      if (calls.length) session.anticipateNext(this.runtime.library.aliases());
       return { result, calls, recorded: true, ...(released ? { released } : {}) };
     });
   }
@@ -185,14 +220,28 @@ export class SessionService {
    * Records a turn written for the model, not by it (the training oracle's teaching turn), exactly as a
    * generated turn is recorded: under the active weights, its calls pending until answered.
    */
-  async recordTurn(owner: string, id: string, turn: { text: string; calls: readonly { name: string; arguments: Record<string, unknown> }[] }): Promise<ToolCallRecord[]> {
+  async recordTurn(
+    owner: string,
+    id: string,
+    turn: { text: string; calls: readonly { name: string; arguments: Record<string, unknown> }[] },
+  ): Promise<ToolCallRecord[]> {
     const session = this.get(owner, id);
     return session.lock.run(async () => {
       session.touch();
       const pending = session.pendingCalls();
       if (pending.length) throw new PendingCallsError(pending);
-      const calls: ToolCallRecord[] = turn.calls.map((c) => ({ id: newCallId(), name: c.name, arguments: c.arguments }));
-      session.append({ role: "assistant", content: turn.text, adapter: session.activeAdapter, author: "model", toolCalls: calls });
+      const calls: ToolCallRecord[] = turn.calls.map((c) => ({
+        id: newCallId(),
+        name: c.name,
+        arguments: c.arguments,
+      }));
+      session.append({
+        role: "assistant",
+        content: turn.text,
+        adapter: session.activeAdapter,
+        author: "model",
+        toolCalls: calls,
+      });
       // a turn of the stage all the same, but no generated tokens: the model wrote none
       session.stage?.recordTurn(
         0,
@@ -204,17 +253,31 @@ export class SessionService {
   }
 
   /** See `toolExchanges.runExternalTool`: the answer to the model's call, or a prescribed exchange. */
-  async runExternalTool(owner: string, id: string, input: { tool: ExternalTool; args: Record<string, unknown>; callId?: string; signal: AbortSignal }): Promise<ToolOutcome & { callId: string }> {
+  async runExternalTool(
+    owner: string,
+    id: string,
+    input: { tool: ExternalTool; args: Record<string, unknown>; callId?: string; signal: AbortSignal },
+  ): Promise<ToolOutcome & { callId: string }> {
     return runExternalTool(this.get(owner, id), input);
   }
 
   /** Answers a pending call of the model with an error of the client's own. */
-  async answerCall(owner: string, id: string, callId: string, error: string): Promise<{ callId: string; name: string }> {
+  async answerCall(
+    owner: string,
+    id: string,
+    callId: string,
+    error: string,
+  ): Promise<{ callId: string; name: string }> {
     return answerCall(this.get(owner, id), callId, error);
   }
 
   /** Records the client's results of the model's calls to client-declared tools (`waitedMs` paused in the stage). */
-  async answerClientCalls(owner: string, id: string, results: readonly { callId: string; content: string }[], waitedMs: number): Promise<void> {
+  async answerClientCalls(
+    owner: string,
+    id: string,
+    results: readonly { callId: string; content: string }[],
+    waitedMs: number,
+  ): Promise<void> {
     return answerClientCalls(this.get(owner, id), results, waitedMs);
   }
 
@@ -243,31 +306,52 @@ export class SessionService {
     const session = this.get(owner, id);
     const used = session.engine.promptTokens(session.conversation());
     const active = session.activeAdapter;
-    if (active === null || !session.settings.weightActions) return { size: session.engine.contextSize, used, release: 0 };
+    if (active === null || !session.settings.weightActions)
+      return { size: session.engine.contextSize, used, release: 0 };
     const call: ToolCallRecord = { id: "call_measure", name: OFFLOAD_LORA, arguments: {} };
     const exchange: HistoryMessage[] = [
       { role: "assistant", content: "", adapter: active, author: "harness", toolCalls: [call] },
-      internalResult(call, `${exchangeMessage(this.runtime.library, OFFLOAD_LORA, active)} [stage ended by the harness: the context window is full]`, false),
+      internalResult(
+        call,
+        `${exchangeMessage(this.runtime.library, OFFLOAD_LORA, active)} [stage ended by the harness: the context window is full]`,
+        false,
+      ),
     ];
-    return { size: session.engine.contextSize, used, release: session.engine.promptTokens(session.conversation([...session.history, ...exchange])) - used };
+    return {
+      size: session.engine.contextSize,
+      used,
+      release: session.engine.promptTokens(session.conversation([...session.history, ...exchange])) - used,
+    };
   }
 
   /**
    * Makes room in the window: the oldest external tool results still read in full become the
    * keep_tool_result marker, one at a time, until `needed` tokens are freed or none is left.
    */
-  async elideToolResults(owner: string, id: string, needed: number): Promise<{ elided: number; callIds: string[]; freedTokens: number }> {
+  async elideToolResults(
+    owner: string,
+    id: string,
+    needed: number,
+  ): Promise<{ elided: number; callIds: string[]; freedTokens: number }> {
     const session = this.get(owner, id);
     return session.lock.run(async () => {
       const before = session.engine.promptTokens(session.conversation());
       const callIds: string[] = [];
       let freed = 0;
-      for (let result = session.oldestVerbatimResult(); result && freed < needed; result = session.oldestVerbatimResult()) {
+      for (
+        let result = session.oldestVerbatimResult();
+        result && freed < needed;
+        result = session.oldestVerbatimResult()
+      ) {
         session.elide(result);
         callIds.push(result.callId);
         freed = before - session.engine.promptTokens(session.conversation());
       }
-      if (callIds.length) this.logger.info({ session: session.id, results: callIds.length, freedTokens: freed }, "older tool results elided to make room in the context window");
+      if (callIds.length)
+        this.logger.info(
+          { session: session.id, results: callIds.length, freedTokens: freed },
+          "older tool results elided to make room in the context window",
+        );
       return { elided: callIds.length, callIds, freedTokens: freed };
     });
   }

@@ -27,7 +27,16 @@ export class StageUsage {
 
   /** Why the stage must end now, or undefined: the same rule the harness applies. */
   exhausted(b: StageBudget): string | undefined {
-    const end = stageSpent({ turns: this.turns, tokens: this.tokens, toolCalls: this.toolCalls, turnsWithoutTool: this.turnsWithoutTool, elapsedMs: Date.now() - this.started }, b);
+    const end = stageSpent(
+      {
+        turns: this.turns,
+        tokens: this.tokens,
+        toolCalls: this.toolCalls,
+        turnsWithoutTool: this.turnsWithoutTool,
+        elapsedMs: Date.now() - this.started,
+      },
+      b,
+    );
     return end && describeEnd(end, b);
   }
 }

@@ -22,7 +22,15 @@ export interface WeightActionInput {
 }
 
 export type WeightActionOutcome =
-  | { ok: true; action: typeof LOAD_LORA | typeof OFFLOAD_LORA; previous: string | null; active: string | null; callId: string; message: string; switch: SwitchReport }
+  | {
+      ok: true;
+      action: typeof LOAD_LORA | typeof OFFLOAD_LORA;
+      previous: string | null;
+      active: string | null;
+      callId: string;
+      message: string;
+      switch: SwitchReport;
+    }
   | { ok: false; error: string; recordedForCall: string | null };
 
 /** A release the server made itself because the active stage spent its budget. */
@@ -53,16 +61,36 @@ export class WeightSwitch {
    * model reads why. A valid one switches the weights with the exchange as the history's next messages.
    * `owner`'s session `id` (someone else's is reported exactly like a missing one).
    */
-  switch(owner: string, id: string, action: typeof LOAD_LORA | typeof OFFLOAD_LORA, input: WeightActionInput): Promise<WeightActionOutcome> {
+  switch(
+    owner: string,
+    id: string,
+    action: typeof LOAD_LORA | typeof OFFLOAD_LORA,
+    input: WeightActionInput,
+  ): Promise<WeightActionOutcome> {
     const session = this.registry.get(owner, id);
     return session.lock.run(async () => {
       session.touch();
       const call = input.callId ? session.pendingCall(input.callId) : undefined;
-      const args = { ...(call?.arguments ?? {}), ...(input.adapter !== undefined ? { adapter: input.adapter } : {}), ...(input.handoff !== undefined ? { handoff: input.handoff } : {}) };
+      const args = {
+        ...(call?.arguments ?? {}),
+        ...(input.adapter !== undefined ? { adapter: input.adapter } : {}),
+        ...(input.handoff !== undefined ? { handoff: input.handoff } : {}),
+      };
       const active = session.activeAdapter;
-      if (!session.settings.weightActions) throw new LimitError(`this session runs on fixed weights (${active ?? "base"}); ${action} is not available in it`);
+      if (!session.settings.weightActions)
+        throw new LimitError(
+          `this session runs on fixed weights (${active ?? "base"}); ${action} is not available in it`,
+        );
       const problem =
-        callMismatch(action, call, input.adapter) ?? stateRuleProblem({ action, active, adapter: args.adapter as string | undefined, call, pending: session.pendingCalls(), resident: this.library.aliases() });
+        callMismatch(action, call, input.adapter) ??
+        stateRuleProblem({
+          action,
+          active,
+          adapter: args.adapter as string | undefined,
+          call,
+          pending: session.pendingCalls(),
+          resident: this.library.aliases(),
+        });
       if (problem) {
         if (call) session.append(internalResult(call, problem, true));
         return { ok: false, error: problem, recordedForCall: call?.id ?? null };
@@ -70,9 +98,22 @@ export class WeightSwitch {
       // the state rule passed: a load names a resident adapter, an offload returns to the base
       const target = action === LOAD_LORA ? (args.adapter as string) : null;
       const exchange: HistoryMessage[] = [];
-      const answered = call ?? { id: newCallId(), name: action, arguments: action === LOAD_LORA ? { adapter: target } : input.handoff !== undefined ? { handoff: input.handoff } : {} };
-      if (!call) exchange.push({ role: "assistant", content: "", adapter: active, author: input.author ?? "client", toolCalls: [answered] });
-      const message = exchangeMessage(this.library, action, (target ?? active)!) + (input.reason ? ` [${input.reason}]` : "");
+      const answered = call ?? {
+        id: newCallId(),
+        name: action,
+        arguments:
+          action === LOAD_LORA ? { adapter: target } : input.handoff !== undefined ? { handoff: input.handoff } : {},
+      };
+      if (!call)
+        exchange.push({
+          role: "assistant",
+          content: "",
+          adapter: active,
+          author: input.author ?? "client",
+          toolCalls: [answered],
+        });
+      const message =
+        exchangeMessage(this.library, action, (target ?? active)!) + (input.reason ? ` [${input.reason}]` : "");
       exchange.push(internalResult(answered, message, false));
       let report: SwitchReport;
       try {
@@ -99,9 +140,15 @@ export class WeightSwitch {
     if (!reason) return undefined;
     const answered: ToolCallRecord = { id: newCallId(), name: OFFLOAD_LORA, arguments: {} };
     const message = `${exchangeMessage(this.library, OFFLOAD_LORA, stage.adapter)} [stage ended by the server: ${reason}]`;
-    const exchange: HistoryMessage[] = [{ role: "assistant", content: "", adapter: stage.adapter, author: "harness", toolCalls: [answered] }, internalResult(answered, message, false)];
+    const exchange: HistoryMessage[] = [
+      { role: "assistant", content: "", adapter: stage.adapter, author: "harness", toolCalls: [answered] },
+      internalResult(answered, message, false),
+    ];
     const report = await this.switchSession(session, null, exchange);
-    this.logger.info({ session: session.id, adapter: stage.adapter, reason }, "stage budget spent: adapter released by the server");
+    this.logger.info(
+      { session: session.id, adapter: stage.adapter, reason },
+      "stage budget spent: adapter released by the server",
+    );
     return { adapter: stage.adapter, reason, switch: report };
   }
 
@@ -109,14 +156,32 @@ export class WeightSwitch {
    * Switches the session's weights with `exchange` as the history's next messages, then commits them: only
    * a switch that succeeded leaves a trace in the history. Called under the session lock.
    */
-  private async switchSession(session: Session, target: string | null, exchange: HistoryMessage[]): Promise<SwitchReport> {
+  private async switchSession(
+    session: Session,
+    target: string | null,
+    exchange: HistoryMessage[],
+  ): Promise<SwitchReport> {
     const from = session.activeAdapter;
-    const report = await this.queue.run(session.owner, () => session.engine.switchWeights(target, session.conversation([...session.history, ...exchange])));
+    const report = await this.queue.run(session.owner, () =>
+      session.engine.switchWeights(target, session.conversation([...session.history, ...exchange])),
+    );
     session.append(...exchange);
     session.stage = target === null ? undefined : new StageUsage(target);
     session.anticipateNext(this.library.aliases());
     const { tokens, reused, restored, ms } = report.rebuild;
-    this.logger.info({ session: session.id, from, to: target, cache: report.strategy, rebuiltTokens: tokens, reusedTokens: reused, restoredTokens: restored, rebuildMs: ms }, "weights switched");
+    this.logger.info(
+      {
+        session: session.id,
+        from,
+        to: target,
+        cache: report.strategy,
+        rebuiltTokens: tokens,
+        reusedTokens: reused,
+        restoredTokens: restored,
+        rebuildMs: ms,
+      },
+      "weights switched",
+    );
     return report;
   }
 }

@@ -32,10 +32,14 @@ export class WorkQueue {
   async run<T>(client: string, fn: () => Promise<T>): Promise<T> {
     const mine = this.perClient.get(client) ?? 0;
     if (mine >= this.limits.maxPendingPerClient) {
-      throw new BusyError(`this client has ${mine} model calls queued, its maximum (sessions.maxQueuedPerClient); wait for one to finish`);
+      throw new BusyError(
+        `this client has ${mine} model calls queued, its maximum (sessions.maxQueuedPerClient); wait for one to finish`,
+      );
     }
     if (this.pending >= this.limits.maxPending) {
-      throw new BusyError(`the model is busy (${this.pending} calls queued, the maximum: sessions.maxQueuedGenerations); retry shortly`);
+      throw new BusyError(
+        `the model is busy (${this.pending} calls queued, the maximum: sessions.maxQueuedGenerations); retry shortly`,
+      );
     }
     this.pending++;
     this.perClient.set(client, mine + 1);
@@ -79,6 +83,7 @@ export class WorkQueue {
       job.start();
     }
     // clients with nothing queued need no turn history
-    for (const client of this.lastServed.keys()) if (!this.perClient.has(client) && !this.waiting.has(client)) this.lastServed.delete(client);
+    for (const client of this.lastServed.keys())
+      if (!this.perClient.has(client) && !this.waiting.has(client)) this.lastServed.delete(client);
   }
 }

@@ -11,7 +11,9 @@ export abstract class SessionError extends Error {
 export class SessionNotFoundError extends SessionError {
   readonly code = "session_not_found";
   constructor(id: string) {
-    super(`no session "${id}" for this client (unknown, closed, expired, or owned by another client); create one with create_session`);
+    super(
+      `no session "${id}" for this client (unknown, closed, expired, or owned by another client); create one with create_session`,
+    );
   }
 }
 

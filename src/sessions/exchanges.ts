@@ -7,7 +7,10 @@ import { LOAD_LORA } from "./modelFunctions.js";
 export const newId = (prefix: string, bytes: number) => `${prefix}${randomBytes(bytes).toString("base64url")}`;
 export const newCallId = () => newId("call_", 9);
 
-/** The result of a weight action (or a refusal of the model's call): internal, the model reads it but it is no tool's output. */
+/**
+ * The result of a weight action (or a refusal of the model's call): internal, the model reads it but it is no tool's
+ * output.
+ */
 export function internalResult(call: ToolCallRecord, content: string, isError: boolean): HistoryMessage {
   return { role: "tool", callId: call.id, name: call.name, content, isError, internal: true };
 }
@@ -15,5 +18,7 @@ export function internalResult(call: ToolCallRecord, content: string, isError: b
 /** What the model reads after a load or a release: the manifest entry's own text, else the default. */
 export function exchangeMessage(library: AdapterLibrary, action: string, alias: string): string {
   const entry = library.get(alias)?.entry;
-  return action === LOAD_LORA ? (entry?.activation ?? `Capability "${alias}" is active. Call offload_lora when this stage is done.`) : (entry?.release ?? `Capability "${alias}" released; the base model continues.`);
+  return action === LOAD_LORA
+    ? (entry?.activation ?? `Capability "${alias}" is active. Call offload_lora when this stage is done.`)
+    : (entry?.release ?? `Capability "${alias}" released; the base model continues.`);
 }

@@ -8,7 +8,9 @@ export interface ToolCallRecord {
   raw?: unknown;
 }
 
-/** Who wrote an assistant message: the local model, or a client/harness acting on its behalf (a prescribed exchange). */
+/**
+ * Who wrote an assistant message: the local model, or a client/harness acting on its behalf (a prescribed exchange).
+ */
 export type Author = "model" | "client" | "harness";
 
 export type HistoryMessage =
@@ -42,12 +44,17 @@ export function pendingCalls(history: readonly HistoryMessage[]): ToolCallRecord
  * The external tool results the model reads as a marker: all but the last `keep`, and any elided to make room
  * in the context window (weight-action results always stay).
  */
-export function elidedResults<T extends { role: string; internal?: boolean; elided?: boolean }>(messages: readonly T[], keep: number): Set<T> {
+export function elidedResults<T extends { role: string; internal?: boolean; elided?: boolean }>(
+  messages: readonly T[],
+  keep: number,
+): Set<T> {
   const external = messages.filter((m) => m.role === "tool" && !m.internal);
   return new Set([...external.slice(0, Math.max(0, external.length - keep)), ...external.filter((m) => m.elided)]);
 }
 
-/** What the model reads in place of an elided result, with the reason: keep_tool_result's count, or room in the window. */
+/**
+ * What the model reads in place of an elided result, with the reason: keep_tool_result's count, or room in the window.
+ */
 export const elisionMarker = (m: { name: string; content: string; elided?: boolean }, keep: number) =>
   `[result of ${m.name} elided (${m.content.length} characters): ${m.elided ? "it made room in the context window" : `only the last ${keep} tool results are kept`}]`;
 
@@ -55,7 +62,11 @@ export const elisionMarker = (m: { name: string; content: string; elided?: boole
  * The conversation the model reads. External tool results older than the last `keepToolResults` are
  * replaced by a short marker (the paper's keep_tool_result); weight-action results are always kept.
  */
-export function toConversation(history: readonly HistoryMessage[], functions: Readonly<Record<string, FunctionSpec>>, keepToolResults: number): Conversation {
+export function toConversation(
+  history: readonly HistoryMessage[],
+  functions: Readonly<Record<string, FunctionSpec>>,
+  keepToolResults: number,
+): Conversation {
   const elided = elidedResults(history, keepToolResults);
   const results = new Map<string, string>();
   for (const m of history) {

@@ -11,16 +11,23 @@ export const WEIGHT_ACTIONS = new Set([LOAD_LORA, OFFLOAD_LORA]);
  * the paper's state rule decides which one the model may call: load only from the base, offload only
  * the active adapter.
  */
-export function modelFunctions(library: AdapterLibrary, external: Readonly<Record<string, FunctionSpec>>): Record<string, FunctionSpec> {
+export function modelFunctions(
+  library: AdapterLibrary,
+  external: Readonly<Record<string, FunctionSpec>>,
+): Record<string, FunctionSpec> {
   const adapters = library.list().filter((a) => a.info);
   const catalogue = adapters.map((a) => `- ${a.entry.alias}: ${a.entry.description}`).join("\n");
   return {
     [LOAD_LORA]: {
       description: `Activate one capability adapter; callable only while no adapter is active. Available capabilities:\n${catalogue}`,
-      parameters: { type: "object", properties: { adapter: { type: "string", enum: adapters.map((a) => a.entry.alias) } } },
+      parameters: {
+        type: "object",
+        properties: { adapter: { type: "string", enum: adapters.map((a) => a.entry.alias) } },
+      },
     },
     [OFFLOAD_LORA]: {
-      description: "Release the active capability adapter and hand control back to the base model; callable only while an adapter is active. Summarise what the next stage needs in handoff.",
+      description:
+        "Release the active capability adapter and hand control back to the base model; callable only while an adapter is active. Summarise what the next stage needs in handoff.",
       // no maxLength: node-llama-cpp expands it into a grammar that slows sampling several-fold; max_tokens bounds it
       parameters: { type: "object", properties: { handoff: { type: "string" } } },
     },

@@ -2,11 +2,17 @@ import type { ToolCallRecord } from "./history.js";
 import { LOAD_LORA } from "./modelFunctions.js";
 
 /** Answering a model call means executing exactly that call; anything else fails it (and the model reads why). */
-export function callMismatch(action: string, call: ToolCallRecord | undefined, adapter: string | undefined): string | undefined {
+export function callMismatch(
+  action: string,
+  call: ToolCallRecord | undefined,
+  adapter: string | undefined,
+): string | undefined {
   if (!call) return undefined;
-  if (call.name !== action) return `${action} refused: call ${call.id} is a ${call.name} call; it must be answered by ${call.name}`;
+  if (call.name !== action)
+    return `${action} refused: call ${call.id} is a ${call.name} call; it must be answered by ${call.name}`;
   const asked = call.arguments.adapter;
-  if (action === LOAD_LORA && adapter !== undefined && asked !== undefined && asked !== adapter) return `load_lora refused: the model's call asks for "${String(asked)}", not "${adapter}"`;
+  if (action === LOAD_LORA && adapter !== undefined && asked !== undefined && asked !== adapter)
+    return `load_lora refused: the model's call asks for "${String(asked)}", not "${adapter}"`;
   return undefined;
 }
 
@@ -28,16 +34,27 @@ export interface StateRuleInput {
  * The paper's state rule: load only from the base and only a resident adapter, offload only the active one;
  * a prescribed action waits until the model's own calls are answered. Returns why an action is refused.
  */
-export function stateRuleProblem({ action, active, adapter, call, pending, resident }: StateRuleInput): string | undefined {
-  if (!call && pending.length) return `the model's last turn has unanswered calls (${pending.map((c) => c.id).join(", ")}); answer them before a prescribed ${action}`;
+export function stateRuleProblem({
+  action,
+  active,
+  adapter,
+  call,
+  pending,
+  resident,
+}: StateRuleInput): string | undefined {
+  if (!call && pending.length)
+    return `the model's last turn has unanswered calls (${pending.map((c) => c.id).join(", ")}); answer them before a prescribed ${action}`;
   if (action === LOAD_LORA) {
-    if (active !== null) return `load_lora refused: adapter "${active}" is active; offload it first (adapters load only from the base model)`;
+    if (active !== null)
+      return `load_lora refused: adapter "${active}" is active; offload it first (adapters load only from the base model)`;
     if (!adapter) return "load_lora refused: name the adapter to load (adapter)";
-    if (!resident.includes(adapter)) return `load_lora refused: unknown adapter "${adapter}"; the library has: ${resident.join(", ")}`;
+    if (!resident.includes(adapter))
+      return `load_lora refused: unknown adapter "${adapter}"; the library has: ${resident.join(", ")}`;
     return undefined;
   }
   if (active === null) return "offload_lora refused: no adapter is active (the base model is serving)";
-  if (adapter !== undefined && adapter !== active) return `offload_lora refused: "${adapter}" is not the active adapter; "${active}" is`;
+  if (adapter !== undefined && adapter !== active)
+    return `offload_lora refused: "${adapter}" is not the active adapter; "${active}" is`;
   return undefined;
 }
 
@@ -48,7 +65,12 @@ export function stateRuleProblem({ action, active, adapter, call, pending, resid
  * Adapters the trajectory has not `used` yet come before those it has: a trajectory moves on through its stages,
  * and a first visit has the whole history to evaluate, a return only what came since.
  */
-export function nextWeights(active: string | null, resident: readonly string[], planned?: readonly (string | null)[], used: ReadonlySet<string> = new Set()): (string | null)[] {
+export function nextWeights(
+  active: string | null,
+  resident: readonly string[],
+  planned?: readonly (string | null)[],
+  used: ReadonlySet<string> = new Set(),
+): (string | null)[] {
   if (planned) return planned.filter((a) => a !== active);
   const others = resident.filter((a) => a !== active);
   const adapters = [...others.filter((a) => !used.has(a)), ...others.filter((a) => used.has(a))];

@@ -12,9 +12,23 @@ export function historyView(session: Session, opts: { elide: boolean } = { elide
   return session.history.map((m: HistoryMessage) => {
     switch (m.role) {
       case "assistant":
-        return { role: m.role, content: m.content, adapter: m.adapter, author: m.author, tool_calls: m.toolCalls.map((c) => ({ id: c.id, name: c.name, arguments: c.arguments })) };
+        return {
+          role: m.role,
+          content: m.content,
+          adapter: m.adapter,
+          author: m.author,
+          tool_calls: m.toolCalls.map((c) => ({ id: c.id, name: c.name, arguments: c.arguments })),
+        };
       case "tool":
-        return { role: m.role, call_id: m.callId, name: m.name, content: elided.has(m) ? elisionMarker(m, keep) : m.content, is_error: m.isError, internal: m.internal, ...(m.elided ? { elided: true } : {}) };
+        return {
+          role: m.role,
+          call_id: m.callId,
+          name: m.name,
+          content: elided.has(m) ? elisionMarker(m, keep) : m.content,
+          is_error: m.isError,
+          internal: m.internal,
+          ...(m.elided ? { elided: true } : {}),
+        };
       default:
         return { role: m.role, content: m.content };
     }

@@ -32,7 +32,12 @@ const CSP = "default-src 'self'; base-uri 'none'; form-action 'self'; frame-ance
  * cookie naming a server-side login, never the token itself). Without tokens (loopback only) it is open.
  */
 export function mountStatus(app: Express, r: StatusRoutes): void {
-  const assets = { page: read("status.html"), login: read("login.html"), js: read("status.js"), css: read("status.css") };
+  const assets = {
+    page: read("status.html"),
+    login: read("login.html"),
+    js: read("status.js"),
+    css: read("status.css"),
+  };
   /** Logins made through the form: cookie value -> who, until when. */
   const logins = new Map<string, Viewer & { expires: number }>();
 
@@ -77,28 +82,40 @@ export function mountStatus(app: Express, r: StatusRoutes): void {
     const viewer = await viewerOf(req);
     if (!viewer) {
       res.setHeader("WWW-Authenticate", 'Bearer realm="weact-mcp"');
-      return void res.status(401).json({ error: { message: "log in at /status, or send Authorization: Bearer <token>", code: "unauthorized" } });
+      return void res
+        .status(401)
+        .json({ error: { message: "log in at /status, or send Authorization: Bearer <token>", code: "unauthorized" } });
     }
     res.json(statusData(r.ctx, viewer, { connections: r.connections(), suspendedRuns: r.chat.suspended }));
   });
   app.post("/status/login", (req: Request, res: Response, next: NextFunction) => {
     // a browser sends Origin with every form post; the global check refused foreign ones, this one also a missing one
-    if (!isOwnOrigin(req.headers.origin, req.headers.host, r.hostnames)) return loginPage(res, 403, "The login form must be posted from this server's own page.");
-    if (!req.is("application/x-www-form-urlencoded")) return loginPage(res, 415, "The login form posts application/x-www-form-urlencoded.");
+    if (!isOwnOrigin(req.headers.origin, req.headers.host, r.hostnames))
+      return loginPage(res, 403, "The login form must be posted from this server's own page.");
+    if (!req.is("application/x-www-form-urlencoded"))
+      return loginPage(res, 415, "The login form posts application/x-www-form-urlencoded.");
     next();
   });
-  app.post("/status/login", express.urlencoded({ extended: false, limit: 4096, parameterLimit: 4 }), async (req: Request, res: Response) => {
-    if (!r.verifier) return void res.redirect(303, "/status");
-    const token = typeof req.body?.token === "string" ? req.body.token.trim() : "";
-    const info = token ? await r.verifier.verifyAccessToken(token).catch(() => undefined) : undefined;
-    if (!info) return loginPage(res, 401, "Unknown token.");
-    for (const [sid, l] of logins) if (l.expires < Date.now()) logins.delete(sid);
-    const sid = randomBytes(24).toString("base64url");
-    logins.set(sid, { identity: `token:${info.clientId}`, admin: info.scopes.includes("admin"), expires: Date.now() + COOKIE_SECONDS * 1000 });
-    r.logger.info({ client: info.clientId }, "status page login");
-    res.setHeader("Set-Cookie", `${COOKIE}=${sid}; HttpOnly; SameSite=Strict; Path=/; Max-Age=${COOKIE_SECONDS}`);
-    res.redirect(303, "/status");
-  });
+  app.post(
+    "/status/login",
+    express.urlencoded({ extended: false, limit: 4096, parameterLimit: 4 }),
+    async (req: Request, res: Response) => {
+      if (!r.verifier) return void res.redirect(303, "/status");
+      const token = typeof req.body?.token === "string" ? req.body.token.trim() : "";
+      const info = token ? await r.verifier.verifyAccessToken(token).catch(() => undefined) : undefined;
+      if (!info) return loginPage(res, 401, "Unknown token.");
+      for (const [sid, l] of logins) if (l.expires < Date.now()) logins.delete(sid);
+      const sid = randomBytes(24).toString("base64url");
+      logins.set(sid, {
+        identity: `token:${info.clientId}`,
+        admin: info.scopes.includes("admin"),
+        expires: Date.now() + COOKIE_SECONDS * 1000,
+      });
+      r.logger.info({ client: info.clientId }, "status page login");
+      res.setHeader("Set-Cookie", `${COOKIE}=${sid}; HttpOnly; SameSite=Strict; Path=/; Max-Age=${COOKIE_SECONDS}`);
+      res.redirect(303, "/status");
+    },
+  );
 }
 
 const read = (name: string) => readFileSync(join(ASSETS, name), "utf8");

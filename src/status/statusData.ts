@@ -8,7 +8,8 @@ export interface Viewer {
   admin: boolean;
 }
 
-const countBy = <T>(items: readonly T[], key: (t: T) => string) => items.reduce<Record<string, number>>((acc, t) => ((acc[key(t)] = (acc[key(t)] ?? 0) + 1), acc), {});
+const countBy = <T>(items: readonly T[], key: (t: T) => string) =>
+  items.reduce<Record<string, number>>((acc, t) => ((acc[key(t)] = (acc[key(t)] ?? 0) + 1), acc), {});
 
 /**
  * The status page's data (also GET /status.json): the model and adapters, the cache, the work queue, the
@@ -26,7 +27,12 @@ export function statusData(ctx: ServerContext, viewer: Viewer, extra: { connecti
     generated_at: new Date(now).toISOString(),
     viewer: { identity: viewer.identity ?? null, admin: viewer.admin },
     model: { file: basename(model.filePath), sha256: model.sha256, architecture: model.architecture },
-    adapters: ctx.runtime.library.list().map(({ entry, info }) => ({ alias: entry.alias, sha256: info?.sha256 ?? null, scale: entry.scale, resident: Boolean(info) })),
+    adapters: ctx.runtime.library.list().map(({ entry, info }) => ({
+      alias: entry.alias,
+      sha256: info?.sha256 ?? null,
+      scale: entry.scale,
+      resident: Boolean(info),
+    })),
     cache: ctx.runtime.engine.cacheStats(),
     queue,
     connections: extra.connections,
@@ -56,7 +62,10 @@ export function statusData(ctx: ServerContext, viewer: Viewer, extra: { connecti
         .map((r: RecentRun) => {
           const wall = r.wallMs ?? now - r.startedAt;
           // a wait on the client still going on is drawn up to now
-          const waiting = r.waitingSinceMs === undefined ? [] : [{ kind: "client" as const, startMs: r.waitingSinceMs, ms: Math.max(0, wall - r.waitingSinceMs) }];
+          const waiting =
+            r.waitingSinceMs === undefined
+              ? []
+              : [{ kind: "client" as const, startMs: r.waitingSinceMs, ms: Math.max(0, wall - r.waitingSinceMs) }];
           return {
             trace_id: r.traceId,
             task: r.task.slice(0, 300),

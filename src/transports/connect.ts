@@ -5,7 +5,12 @@ import { createServer } from "../mcp/createServer.js";
 import type { Connection, ConnectionKind, ConnectionRegistry } from "./connections.js";
 
 /** Opens one MCP connection over `transport` for `owner` and registers it under `kind` and `id`. */
-export type Connect = (transport: Transport, kind: ConnectionKind, id: string, owner: string | undefined) => Promise<Connection>;
+export type Connect = (
+  transport: Transport,
+  kind: ConnectionKind,
+  id: string,
+  owner: string | undefined,
+) => Promise<Connection>;
 
 /** What the HTTP transports (Streamable HTTP, legacy SSE) share: the open connections and how to open one. */
 export interface HttpTransportDeps {
@@ -48,7 +53,9 @@ export function connector(ctx: ServerContext, connections: ConnectionRegistry): 
 }
 
 /** The identity a request's connection is bound to: its token's name, or none without tokens. */
-export const identityOf = (req: Request): string | undefined => (req.auth?.clientId ? `token:${req.auth.clientId}` : undefined);
+export const identityOf = (req: Request): string | undefined =>
+  req.auth?.clientId ? `token:${req.auth.clientId}` : undefined;
 
 /** Counts a request as activity on its connection until its response is finished. */
-export const inFlight = (connections: ConnectionRegistry, connection: Connection, res: Response): void => connections.busyUntil(connection, new Promise((resolve) => res.once("close", resolve)));
+export const inFlight = (connections: ConnectionRegistry, connection: Connection, res: Response): void =>
+  connections.busyUntil(connection, new Promise((resolve) => res.once("close", resolve)));

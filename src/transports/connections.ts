@@ -37,7 +37,10 @@ export class ConnectionRegistry {
     private readonly limits: ConnectionLimits,
     private readonly logger: Logger,
   ) {
-    this.sweeper = setInterval(() => this.closeIdle(), Math.min(60_000, Math.max(100, (limits.idleSeconds * 1000) / 4)));
+    this.sweeper = setInterval(
+      () => this.closeIdle(),
+      Math.min(60_000, Math.max(100, (limits.idleSeconds * 1000) / 4)),
+    );
     this.sweeper.unref();
   }
 

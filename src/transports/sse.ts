@@ -1,6 +1,13 @@
 import type { Express, Request, Response } from "express";
 import { SSEServerTransport } from "@modelcontextprotocol/sdk/server/sse.js";
-import { isJSONRPCErrorResponse, isJSONRPCRequest, isJSONRPCResponse, JSONRPCMessageSchema, type JSONRPCMessage, type RequestId } from "@modelcontextprotocol/sdk/types.js";
+import {
+  isJSONRPCErrorResponse,
+  isJSONRPCRequest,
+  isJSONRPCResponse,
+  JSONRPCMessageSchema,
+  type JSONRPCMessage,
+  type RequestId,
+} from "@modelcontextprotocol/sdk/types.js";
 import { methodNotAllowed, RPC, sendError } from "../http/errors.js";
 import { identityOf, inFlight, type HttpTransportDeps } from "./connect.js";
 
@@ -32,7 +39,8 @@ export function mountSse(app: Express, { connections, connect }: HttpTransportDe
     unanswered.set(sessionId, pending);
     const send = transport.send.bind(transport);
     transport.send = async (message: JSONRPCMessage) => {
-      if ((isJSONRPCResponse(message) || isJSONRPCErrorResponse(message)) && message.id !== undefined) answered(pending, message.id);
+      if ((isJSONRPCResponse(message) || isJSONRPCErrorResponse(message)) && message.id !== undefined)
+        answered(pending, message.id);
       return send(message);
     };
     // before connect, so a client that leaves while it runs leaves no entry behind (connect chains its own handler)
@@ -51,7 +59,8 @@ export function mountSse(app: Express, { connections, connect }: HttpTransportDe
     const connection = connections.lookup("sse", id, identityOf(req));
     const transport = connection && transports.get(id);
     if (!connection || !transport) return sendError(res, 404, "unknown SSE session: open /sse first");
-    if (!JSONRPCMessageSchema.safeParse(req.body).success) return sendError(res, 400, "the body is not a JSON-RPC message", RPC.invalidRequest);
+    if (!JSONRPCMessageSchema.safeParse(req.body).success)
+      return sendError(res, 400, "the body is not a JSON-RPC message", RPC.invalidRequest);
     inFlight(connections, connection, res);
     const pending = unanswered.get(id);
     if (isJSONRPCRequest(req.body) && pending && !pending.has(req.body.id)) {

@@ -25,11 +25,14 @@ export function mountStreamableHttp(app: Express, { connections, connect }: Http
       inFlight(connections, connection, res);
       return transport.handleRequest(req, res, req.body);
     }
-    if (!isInitializeRequest(req.body)) return sendError(res, 400, "no MCP session: send initialize first", RPC.invalidRequest);
+    if (!isInitializeRequest(req.body))
+      return sendError(res, 400, "no MCP session: send initialize first", RPC.invalidRequest);
     const refused = connections.refusal(owner);
     if (refused) return sendError(res, 429, refused);
     const sessionId = randomUUID();
-    const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({ sessionIdGenerator: () => sessionId });
+    const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
+      sessionIdGenerator: () => sessionId,
+    });
     transports.set(sessionId, transport);
     const connection = await connect(transport, "streamable", sessionId, owner);
     const forget = transport.onclose;

@@ -16,8 +16,25 @@ describe("the command line", () => {
     {
       const { stdout, stderr } = await run(process.execPath, [MAIN, "-h"], { timeout: 20_000 });
       expect(stdout).toMatch(/^weact-mcp: serve one GGUF base model/);
-      for (const option of ["--stdio", "--http PORT", "--host H", "--token-file F", "--config FILE", "--model PATH", "--adapters PATH", "-h, --help"]) expect(stdout).toContain(option);
-      for (const command of ['run "TASK"', "eval TASKS.jsonl", "import-peft DIR", "export --capability ALIAS", "demo-weights"]) expect(stdout).toContain(command);
+      for (const option of [
+        "--stdio",
+        "--http PORT",
+        "--host H",
+        "--token-file F",
+        "--config FILE",
+        "--model PATH",
+        "--adapters PATH",
+        "-h, --help",
+      ])
+        expect(stdout).toContain(option);
+      for (const command of [
+        'run "TASK"',
+        "eval TASKS.jsonl",
+        "import-peft DIR",
+        "export --capability ALIAS",
+        "demo-weights",
+      ])
+        expect(stdout).toContain(command);
       expect(stderr).toBe(""); // no model was loaded: nothing logged
     }
   });
@@ -36,9 +53,14 @@ describe("the command line", () => {
         ],
       }),
     );
-    const { client, close } = await connectClient("stdio", { serverArgs: ["--config", testConfig(), "--model", model, "--adapters", lib.dir] });
+    const { client, close } = await connectClient("stdio", {
+      serverArgs: ["--config", testConfig(), "--model", model, "--adapters", lib.dir],
+    });
     try {
-      const listing = await call<{ base_model: { file: string; sha256: string }; adapters: { alias: string; description: string; file: string; resident: boolean }[] }>(client, "list_adapters");
+      const listing = await call<{
+        base_model: { file: string; sha256: string };
+        adapters: { alias: string; description: string; file: string; resident: boolean }[];
+      }>(client, "list_adapters");
       expect(listing.base_model).toMatchObject({ file: model, sha256: await sha256File(demo.model) });
       expect(listing.adapters.map((a) => [a.alias, a.description, a.file, a.resident])).toEqual([
         ["plan", "Planning from the --adapters folder.", lib.file("plan"), true],

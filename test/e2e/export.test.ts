@@ -7,7 +7,14 @@ import { parseExportCommand, runExport, ExportUsageError } from "../../src/expor
 import { toAxolotl, toOpenAI, toTrl, type ModelFunctions } from "../../src/export/convert.js";
 import { exportDataset, formatProblem } from "../../src/export/exportDataset.js";
 import { parseFilter } from "../../src/export/filter.js";
-import { LINE_SCHEMAS, type AxolotlLine, type ChatMessage, type ExportFormat, type OpenAILine, type TrlLine } from "../../src/export/formats.js";
+import {
+  LINE_SCHEMAS,
+  type AxolotlLine,
+  type ChatMessage,
+  type ExportFormat,
+  type OpenAILine,
+  type TrlLine,
+} from "../../src/export/formats.js";
 import { readTraces, TraceSourceError } from "../../src/export/readTraces.js";
 import { segment, type StageSample } from "../../src/export/segment.js";
 import { BASE_CAPABILITY, ManifestEntrySchema } from "../../src/library/manifest.js";
@@ -26,8 +33,14 @@ const FORMATS: ExportFormat[] = ["axolotl", "openai", "trl"];
 /** Stand-in for the engine's tokenizer: the demo vocabulary is byte-level, so bytes bound its token counts. */
 const countBytes: TokenCounter = (text) => Buffer.byteLength(text);
 const FUNCTIONS: ModelFunctions = {
-  load_lora: { description: "Activate one capability adapter.", parameters: { type: "object", properties: { adapter: { type: "string", enum: CAPABILITIES } } } },
-  search: { description: "Search the corpus.", parameters: { type: "object", properties: { query: { type: "string" } } } },
+  load_lora: {
+    description: "Activate one capability adapter.",
+    parameters: { type: "object", properties: { adapter: { type: "string", enum: CAPABILITIES } } },
+  },
+  search: {
+    description: "Search the corpus.",
+    parameters: { type: "object", properties: { query: { type: "string" } } },
+  },
 };
 
 interface Event {
@@ -55,11 +68,16 @@ const readLines = (file: string) =>
     .split("\n")
     .filter(Boolean)
     .map((l) => JSON.parse(l) as unknown);
-const writeEvents = (file: string, events: Event[]) => writeFileSync(file, events.map((e) => `${JSON.stringify(e)}\n`).join(""));
+const writeEvents = (file: string, events: Event[]) =>
+  writeFileSync(file, events.map((e) => `${JSON.stringify(e)}\n`).join(""));
 
 beforeAll(async () => {
   // keep_tool_result 1: the search stage's second result turns the first into a marker mid-stage
-  const config = testConfig({ model: { gpu: false, contextSize: 8192 }, sessions: { keepToolResults: 1 }, harness: { maxTokensPerTurn: 96, traceDir, stage: { turns: 3 } } });
+  const config = testConfig({
+    model: { gpu: false, contextSize: 8192 },
+    sessions: { keepToolResults: 1 },
+    harness: { maxTokensPerTurn: 96, traceDir, stage: { turns: 3 } },
+  });
   const c = await connectClient("stdio", undefined, {}, config);
   const ids: string[] = [];
   try {
@@ -70,13 +88,29 @@ beforeAll(async () => {
     ];
     const long = { timeout: 300_000 };
     const budgets = { noToolTurns: 1 }; // a stage without tool calls ends after one turn (the harness releases it)
-    ids.push((await call<{ trace_id: string }>(c.client, "run_task", { task: "Which river flows through Paris?", policy: "hard", seed: 1, steering: searchTwiceThenExit, budgets }, long)).trace_id);
     ids.push(
       (
         await call<{ trace_id: string }>(
           c.client,
           "run_task",
-          { task: "Which river flows through Paris?", policy: "soft", seed: 3, steering: [{ adapter: "base", turn: 1, tool: "load_lora" }], soft: { turns: 3, switches: 4 }, budgets },
+          { task: "Which river flows through Paris?", policy: "hard", seed: 1, steering: searchTwiceThenExit, budgets },
+          long,
+        )
+      ).trace_id,
+    );
+    ids.push(
+      (
+        await call<{ trace_id: string }>(
+          c.client,
+          "run_task",
+          {
+            task: "Which river flows through Paris?",
+            policy: "soft",
+            seed: 3,
+            steering: [{ adapter: "base", turn: 1, tool: "load_lora" }],
+            soft: { turns: 3, switches: 4 },
+            budgets,
+          },
           long,
         )
       ).trace_id,
@@ -94,10 +128,15 @@ beforeAll(async () => {
 
 /** The model turns each stage of `capability` took, from the trace's own events (not from the history). */
 function stagesFromEvents(run: Run, capability: string) {
-  const loads = run.events.filter((e) => e.type === "adapter_control" && e.action === "load" && e.ok && e.active === capability);
+  const loads = run.events.filter(
+    (e) => e.type === "adapter_control" && e.action === "load" && e.ok && e.active === capability,
+  );
   return loads.map((load) => ({
-    callIds: run.events.filter((e) => e.type === "model_call" && e.stage === load.stage).map((e) => (e.calls as { id: string }[]).map((c) => c.id)),
-    releasedBy: run.events.find((e) => e.type === "adapter_control" && e.action === "offload" && e.stage === load.stage)?.author,
+    callIds: run.events
+      .filter((e) => e.type === "model_call" && e.stage === load.stage)
+      .map((e) => (e.calls as { id: string }[]).map((c) => c.id)),
+    releasedBy: run.events.find((e) => e.type === "adapter_control" && e.action === "offload" && e.stage === load.stage)
+      ?.author,
   }));
 }
 
@@ -119,20 +158,31 @@ const chatKey = (m: ChatMessage) =>
 /** Every assistant turn a capability's adapter wrote itself, in both runs. */
 function ownTurns(capability: string): Set<string> {
   const weights = capability === BASE_CAPABILITY ? null : capability;
-  const turns = [hard, soft].flatMap((r) => r.trajectory.messages).filter((m) => m.role === "assistant" && m.author === "model" && m.adapter === weights);
+  const turns = [hard, soft]
+    .flatMap((r) => r.trajectory.messages)
+    .filter((m) => m.role === "assistant" && m.author === "model" && m.adapter === weights);
   return new Set(turns.map((m) => historyKey(m as AssistantMessage)));
 }
 
 /** The messages of each line a format trains on. */
 function trainedMessages(format: ExportFormat, line: unknown): ChatMessage[] {
   if (format === "axolotl") return (line as AxolotlLine).messages.filter((m) => m.training) as ChatMessage[];
-  if (format === "openai") return (line as OpenAILine).messages.filter((m) => m.role === "assistant" && m.weight === 1) as ChatMessage[];
+  if (format === "openai")
+    return (line as OpenAILine).messages.filter((m) => m.role === "assistant" && m.weight === 1) as ChatMessage[];
   return (line as TrlLine).completion;
 }
 
 function exportTo(format: ExportFormat, capability: string, from: string | string[], filter = "all") {
   const out = join(work, `${capability}-${format}-${Math.random().toString(36).slice(2)}.jsonl`);
-  const summary = exportDataset({ from, capability, filter: parseFilter(filter), format, out, countTokens: countBytes, functions: FUNCTIONS });
+  const summary = exportDataset({
+    from,
+    capability,
+    filter: parseFilter(filter),
+    format,
+    out,
+    countTokens: countBytes,
+    functions: FUNCTIONS,
+  });
   return { summary, out, lines: readLines(out) };
 }
 
@@ -147,9 +197,13 @@ describe("segmentation of real runs", () => {
         samples.forEach((s, n) => {
           stages++;
           const targets = s.targets.map((t) => s.messages[t]!);
-          expect(targets.every((m) => m.role === "assistant" && m.author === "model" && m.adapter === capability)).toBe(true);
+          expect(targets.every((m) => m.role === "assistant" && m.author === "model" && m.adapter === capability)).toBe(
+            true,
+          );
           expect(targets).toHaveLength(expected[n]!.callIds.length);
-          expect(targets.flatMap((m) => (m.role === "assistant" ? m.toolCalls.map((c) => c.id) : []))).toEqual(expected[n]!.callIds.flat());
+          expect(targets.flatMap((m) => (m.role === "assistant" ? m.toolCalls.map((c) => c.id) : []))).toEqual(
+            expected[n]!.callIds.flat(),
+          );
           // the exit call is a target exactly when the adapter made it; the sample ends with its last target
           expect(s.exit).toBe(expected[n]!.releasedBy);
           const last = targets.at(-1)! as AssistantMessage;
@@ -157,22 +211,34 @@ describe("segmentation of real runs", () => {
           expect(s.messages).toHaveLength(s.targets.at(-1)! + 1);
           // the context ends with the load exchange: the call, then its activation result
           const [loadCall, activation] = s.messages.slice(s.contextLength - 2, s.contextLength);
-          expect(loadCall).toMatchObject({ role: "assistant", toolCalls: [{ name: "load_lora", arguments: { adapter: capability } }] });
-          expect(activation).toMatchObject({ role: "tool", name: "load_lora", isError: false, callId: (loadCall as { toolCalls: { id: string }[] }).toolCalls[0]!.id });
+          expect(loadCall).toMatchObject({
+            role: "assistant",
+            toolCalls: [{ name: "load_lora", arguments: { adapter: capability } }],
+          });
+          expect(activation).toMatchObject({
+            role: "tool",
+            name: "load_lora",
+            isError: false,
+            callId: (loadCall as { toolCalls: { id: string }[] }).toolCalls[0]!.id,
+          });
           expect(s.targets[0]).toBeGreaterThanOrEqual(s.contextLength);
         });
       }
     }
     expect(stages).toBeGreaterThanOrEqual(4);
     // the soft run's base chose the capability with its own call: context, never a target
-    const softLoad = soft.trajectory.messages.find((m) => m.role === "assistant" && m.toolCalls.some((c) => c.name === "load_lora"));
+    const softLoad = soft.trajectory.messages.find(
+      (m) => m.role === "assistant" && m.toolCalls.some((c) => c.name === "load_lora"),
+    );
     expect(softLoad).toMatchObject({ author: "model", adapter: null });
   });
 
   it("gives the base one sample per trajectory: its own turns are the targets, the adapters' stages between them context", () => {
     for (const run of [hard, soft]) {
       const history = run.trajectory.messages;
-      const own = history.flatMap((m, i) => (m.role === "assistant" && m.author === "model" && m.adapter === null ? [i] : []));
+      const own = history.flatMap((m, i) =>
+        m.role === "assistant" && m.author === "model" && m.adapter === null ? [i] : [],
+      );
       const samples = segment(run.trajectory, BASE_CAPABILITY);
       if (!own.length) {
         expect(samples).toEqual([]);
@@ -190,7 +256,9 @@ describe("segmentation of real runs", () => {
     expect(first.toolCalls.map((c) => c.name)).toEqual(["load_lora"]);
     // so no adapter may take the base's name
     const entry = ManifestEntrySchema.safeParse({ alias: BASE_CAPABILITY, description: "d", file: "base.gguf" });
-    expect(entry.success ? "" : entry.error.issues.map((i) => i.message).join()).toMatch(/alias "base" names the base model/);
+    expect(entry.success ? "" : entry.error.issues.map((i) => i.message).join()).toMatch(
+      /alias "base" names the base model/,
+    );
   });
 
   it("renders every target with the tool results as the model read them then (keep_tool_result, the server's marker)", () => {
@@ -201,8 +269,17 @@ describe("segmentation of real runs", () => {
     expect(results).toHaveLength(2);
     const marker = elisionMarker(results[0]!, 1);
     // the results of the search calls (OpenAI's tool messages carry only the call id)
-    const contents = (messages: readonly { role: string; content: string; tool_call_id?: string; tool_calls?: { id: string; function: { name: string } }[] }[]) => {
-      const searches = new Set(messages.flatMap((m) => (m.tool_calls ?? []).filter((c) => c.function.name === "search").map((c) => c.id)));
+    const contents = (
+      messages: readonly {
+        role: string;
+        content: string;
+        tool_call_id?: string;
+        tool_calls?: { id: string; function: { name: string } }[];
+      }[],
+    ) => {
+      const searches = new Set(
+        messages.flatMap((m) => (m.tool_calls ?? []).filter((c) => c.function.name === "search").map((c) => c.id)),
+      );
       return messages.filter((m) => m.role === "tool" && searches.has(m.tool_call_id!)).map((m) => m.content);
     };
 
@@ -211,7 +288,9 @@ describe("segmentation of real runs", () => {
     expect(trl.map((l) => contents(l.prompt))).toEqual([[], [results[0]!.content], [marker, results[1]!.content]]);
     // the same as the server's own rendering of that prefix
     const exitAt = search.targets[2]!;
-    const served = toConversation(search.messages.slice(0, exitAt), {}, 1).turns.flatMap((t) => (t.role === "assistant" ? (t.calls ?? []).filter((c) => c.name === "search").map((c) => c.result) : []));
+    const served = toConversation(search.messages.slice(0, exitAt), {}, 1).turns.flatMap((t) =>
+      t.role === "assistant" ? (t.calls ?? []).filter((c) => c.name === "search").map((c) => c.result) : [],
+    );
     expect(served).toEqual([marker, results[1]!.content]);
 
     // whole sequences: one per elision, the earlier targets context in the later one
@@ -253,18 +332,28 @@ describe("export formats", () => {
     const [openai] = toOpenAI(sample);
     const [trl] = toTrl(sample);
     expect(LINE_SCHEMAS.axolotl.safeParse({ ...axolotl, extra: 1 }).success).toBe(false);
-    expect(LINE_SCHEMAS.openai.safeParse({ ...openai, messages: openai!.messages.map((m) => ({ ...m, training: true })) }).success).toBe(false);
+    expect(
+      LINE_SCHEMAS.openai.safeParse({ ...openai, messages: openai!.messages.map((m) => ({ ...m, training: true })) })
+        .success,
+    ).toBe(false);
     const trainedResult = axolotl!.messages.map((m) => (m.role === "tool" ? { ...m, training: true } : m));
     expect(LINE_SCHEMAS.axolotl.safeParse({ ...axolotl, messages: trainedResult }).success).toBe(false);
     const dangling = trl!.prompt.filter((m) => m.role !== "assistant");
-    expect(LINE_SCHEMAS.trl.safeParse({ ...trl, prompt: dangling }).error?.issues[0]?.message).toBe("answers no earlier tool call");
+    expect(LINE_SCHEMAS.trl.safeParse({ ...trl, prompt: dangling }).error?.issues[0]?.message).toBe(
+      "answers no earlier tool call",
+    );
   });
 
   it("tool calls keep the OpenAI structure, internal and external alike, with JSON string arguments", () => {
     const [line] = toOpenAI(segment(hard.trajectory, "search")[0]!);
     const calls = line!.messages.flatMap((m) => (m.role === "assistant" ? (m.tool_calls ?? []) : []));
     expect(new Set(calls.map((c) => c.function.name))).toEqual(new Set(["load_lora", "offload_lora", "search"]));
-    for (const c of calls) expect(c).toMatchObject({ id: expect.stringMatching(/^call_/), type: "function", function: { arguments: expect.stringMatching(/^\{.*\}$/) } });
+    for (const c of calls)
+      expect(c).toMatchObject({
+        id: expect.stringMatching(/^call_/),
+        type: "function",
+        function: { arguments: expect.stringMatching(/^\{.*\}$/) },
+      });
     expect(calls.find((c) => c.function.name === "load_lora")!.function.arguments).toBe('{"adapter": "plan"}');
     const results = line!.messages.filter((m) => m.role === "tool");
     expect(results.every((r) => calls.some((c) => c.id === (r as { tool_call_id: string }).tool_call_id))).toBe(true);
@@ -311,7 +400,14 @@ describe("filters, duplicates and broken traces", () => {
     writeFileSync(garbled, [...softLines.slice(0, 2), '{"type":"model_call","t":1', ...softLines.slice(2)].join("\n"));
     writeFileSync(join(broken, "t_intact.jsonl"), hardText);
 
-    const write = exportDataset({ from: broken, capability: "write", filter: parseFilter("all"), format: "openai", out: join(work, "broken.jsonl"), countTokens: countBytes });
+    const write = exportDataset({
+      from: broken,
+      capability: "write",
+      filter: parseFilter("all"),
+      format: "openai",
+      out: join(work, "broken.jsonl"),
+      countTokens: countBytes,
+    });
     expect(write.problems.map((p) => ({ file: p.file, line: p.line }))).toEqual([
       { file: cut, line: cutLine },
       { file: cut, line: undefined },
@@ -354,8 +450,15 @@ describe("stats and the command", () => {
     const err: string[] = [];
     const sink = (to: string[]) => ({ write: (s: string) => to.push(s) });
     const deps = { traceDir, countTokens: countBytes };
-    runExport(parseExportCommand({ capability: "search", out: join(work, "cli-search.jsonl") }), deps, sink(out), sink(err));
-    expect(out.join("")).toMatch(/^search: [1-9]\d* samples, [1-9]\d* axolotl lines -> .*cli-search\.jsonl\ntrajectories: 2 read, 2 selected \(filter: all\)\nstage exits: model [1-9]/);
+    runExport(
+      parseExportCommand({ capability: "search", out: join(work, "cli-search.jsonl") }),
+      deps,
+      sink(out),
+      sink(err),
+    );
+    expect(out.join("")).toMatch(
+      /^search: [1-9]\d* samples, [1-9]\d* axolotl lines -> .*cli-search\.jsonl\ntrajectories: 2 read, 2 selected \(filter: all\)\nstage exits: model [1-9]/,
+    );
     expect(readLines(join(work, "cli-search.jsonl")).length).toBeGreaterThan(0);
     runExport(parseExportCommand({ stats: true }), deps, sink(out), sink(err));
     expect(out.at(-1)).toMatch(/^capability\s+samples\s+context mean\s+context p95\s+target mean\s+target p95\n-+/);
@@ -364,7 +467,11 @@ describe("stats and the command", () => {
   });
 
   it("the command counts tokens with the model's own tokenizer, not bytes", async () => {
-    const { stdout } = await promisify(execFile)(process.execPath, [MAIN, "export", "--stats", "--from", traceDir, "--config", testConfig()], { env: { ...process.env, WEACT_LOG_LEVEL: "warn" } });
+    const { stdout } = await promisify(execFile)(
+      process.execPath,
+      [MAIN, "export", "--stats", "--from", traceDir, "--config", testConfig()],
+      { env: { ...process.env, WEACT_LOG_LEVEL: "warn" } },
+    );
     // the tokenizer of the model file itself, loaded by plain node-llama-cpp (no weact code on that path)
     const reference = await PlainReference.load({ modelPath: demo.model, threads: TEST_THREADS, contextSize: 512 });
     try {

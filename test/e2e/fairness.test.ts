@@ -37,7 +37,11 @@ describe("WorkQueue (the scheduling logic alone)", () => {
   it("refuses work past the per-client and the total bounds at once, naming the setting", async () => {
     const queue = new WorkQueue({ maxPending: 3, maxPendingPerClient: 2, concurrency: 1 });
     const hold = gate();
-    const held = [queue.run("a", () => hold.opened), queue.run("a", () => hold.opened), queue.run("b", () => hold.opened)];
+    const held = [
+      queue.run("a", () => hold.opened),
+      queue.run("a", () => hold.opened),
+      queue.run("b", () => hold.opened),
+    ];
     let started = performance.now();
     const perClient = await queue.run("a", async () => "ran").catch((e: Error) => e);
     expect(performance.now() - started).toBeLessThan(50);
@@ -54,4 +58,9 @@ describe("WorkQueue (the scheduling logic alone)", () => {
 });
 
 // one context of 4 sequences: 4 session slots, one model call at a time
-describeFairShares("one local engine", (tokenFile, sessions) => startHttpServer(["--token-file", tokenFile], testConfig({ model: { maxContexts: 1, sequencesPerContext: 4 }, sessions })));
+describeFairShares("one local engine", (tokenFile, sessions) =>
+  startHttpServer(
+    ["--token-file", tokenFile],
+    testConfig({ model: { maxContexts: 1, sequencesPerContext: 4 }, sessions }),
+  ),
+);

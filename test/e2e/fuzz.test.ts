@@ -14,11 +14,18 @@ let foreign: string;
 let closed: string;
 
 const snapshot = async () => {
-  const s = await call<{ active_adapter: string | null; history: unknown[]; pending_calls: unknown[] }>(me.client, "get_session", { session_id: mine });
+  const s = await call<{ active_adapter: string | null; history: unknown[]; pending_calls: unknown[] }>(
+    me.client,
+    "get_session",
+    { session_id: mine },
+  );
   return { active: s.active_adapter, history: JSON.stringify(s.history), pending: s.pending_calls.length };
 };
 
-const adapters = async () => (await call<{ adapters: { alias: string; sha256: string | null; resident: boolean }[] }>(me.client, "list_adapters")).adapters.map((a) => [a.alias, a.sha256, a.resident]);
+const adapters = async () =>
+  (
+    await call<{ adapters: { alias: string; sha256: string | null; resident: boolean }[] }>(me.client, "list_adapters")
+  ).adapters.map((a) => [a.alias, a.sha256, a.resident]);
 
 beforeAll(async () => {
   server = await startHttpServer();
@@ -47,10 +54,17 @@ const junk = () =>
     fc.boolean(),
     fc.constant(null),
     fc.array(fc.anything({ maxDepth: 2 }), { maxLength: 3 }),
-    fc.letrec((tie) => ({ deep: fc.oneof({ depthSize: "small" }, fc.constant({}), fc.record({ a: tie("deep") })) })).deep,
+    fc.letrec((tie) => ({ deep: fc.oneof({ depthSize: "small" }, fc.constant({}), fc.record({ a: tie("deep") })) }))
+      .deep,
     fc.dictionary(fc.string({ maxLength: 8 }), fc.anything({ maxDepth: 1 }), { maxKeys: 4 }),
   );
-const sessionIds = () => fc.oneof(junk(), fc.constantFrom("s_unknown", "s_" + "A".repeat(24)), { arbitrary: fc.constant(foreign), weight: 2 }, fc.constant(closed));
+const sessionIds = () =>
+  fc.oneof(
+    junk(),
+    fc.constantFrom("s_unknown", "s_" + "A".repeat(24)),
+    { arbitrary: fc.constant(foreign), weight: 2 },
+    fc.constant(closed),
+  );
 
 /** The tools and the argument fields they take; every field gets junk, session ids get wrong ones too. */
 const TOOLS: Record<string, string[]> = {
@@ -74,11 +88,32 @@ const TOOLS: Record<string, string[]> = {
  * that is not this client's must look missing). Never for the admin tools or run_task: a valid call of those is
  * not a fuzz case but real work.
  */
-const VALID: Record<string, unknown> = { query: "river", top_k: 2, id_or_url: "computing/gguf.md", max_tokens: 2, adapter: "plan", language: "python", code: "print(1)", timeout_s: 2 };
+const VALID: Record<string, unknown> = {
+  query: "river",
+  top_k: 2,
+  id_or_url: "computing/gguf.md",
+  max_tokens: 2,
+  adapter: "plan",
+  language: "python",
+  code: "print(1)",
+  timeout_s: 2,
+};
 const argsFor = (tool: string, fields: string[]) =>
-  fc.record(Object.fromEntries(fields.map((f) => [f, f === "session_id" ? sessionIds() : f in VALID && !ADMIN_OR_RUN.has(tool) ? fc.oneof({ arbitrary: fc.constant(VALID[f]), weight: 3 }, junk()) : junk()])), {
-    requiredKeys: [],
-  });
+  fc.record(
+    Object.fromEntries(
+      fields.map((f) => [
+        f,
+        f === "session_id"
+          ? sessionIds()
+          : f in VALID && !ADMIN_OR_RUN.has(tool)
+            ? fc.oneof({ arbitrary: fc.constant(VALID[f]), weight: 3 }, junk())
+            : junk(),
+      ]),
+    ),
+    {
+      requiredKeys: [],
+    },
+  );
 const ADMIN_OR_RUN = new Set(["register_adapter", "refresh_adapter", "unregister_adapter", "run_task"]);
 
 describe("fuzzed tool arguments through the real MCP client", () => {
@@ -91,15 +126,29 @@ describe("fuzzed tool arguments through the real MCP client", () => {
         fc.asyncProperty(argsFor(tool, fields), async (args) => {
           // a session id that is valid and owned would be a legitimate call, not a fuzz case
           if (args.session_id === mine) return;
-          if (tool === "create_session" && typeof args.task === "string" && args.task.length > 0 && args.task.length <= 100_000) return;
-          const r = await (me.client.callTool({ name: tool, arguments: args }, undefined, { timeout: 30_000 }) as Promise<CallToolResult>).catch((err: Error) => err);
+          if (
+            tool === "create_session" &&
+            typeof args.task === "string" &&
+            args.task.length > 0 &&
+            args.task.length <= 100_000
+          )
+            return;
+          const r = await (
+            me.client.callTool({ name: tool, arguments: args }, undefined, {
+              timeout: 30_000,
+            }) as Promise<CallToolResult>
+          ).catch((err: Error) => err);
           if (!(r instanceof Error) && !r.isError) {
             // junk that happens to be valid (a search for a random string) may succeed, but never with a session id:
             // the only session this client may use is excluded above, every other one must look missing
-            expect(args.session_id, `${tool} accepted the session id ${JSON.stringify(args.session_id)}`).toBeUndefined();
+            expect(
+              args.session_id,
+              `${tool} accepted the session id ${JSON.stringify(args.session_id)}`,
+            ).toBeUndefined();
             return;
           }
-          const text = r instanceof Error ? r.message : (r.content as { text?: string }[]).map((x) => x.text ?? "").join(" ");
+          const text =
+            r instanceof Error ? r.message : (r.content as { text?: string }[]).map((x) => x.text ?? "").join(" ");
           errors++;
           expect(text.length).toBeGreaterThan(10);
           expect(text).not.toMatch(/TypeError|ReferenceError|Cannot read properties|undefined is not/);
@@ -113,6 +162,8 @@ describe("fuzzed tool arguments through the real MCP client", () => {
   }
 
   it("counts", () => {
-    console.log(`fuzzed ${Object.keys(TOOLS).length} tools x ${RUNS} cases = ${Object.keys(TOOLS).length * RUNS} calls`);
+    console.log(
+      `fuzzed ${Object.keys(TOOLS).length} tools x ${RUNS} cases = ${Object.keys(TOOLS).length * RUNS} calls`,
+    );
   });
 });

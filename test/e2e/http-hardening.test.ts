@@ -16,7 +16,12 @@ const tokenFile = join(tempDir(), "tokens");
 writeFileSync(tokenFile, `alice:${ALICE}\nbob:${BOB}\n`);
 const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
 const ACCEPT = { accept: "application/json, text/event-stream" };
-const INITIALIZE = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "raw", version: "0" } } });
+const INITIALIZE = JSON.stringify({
+  jsonrpc: "2.0",
+  id: 1,
+  method: "initialize",
+  params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "raw", version: "0" } },
+});
 
 /** A raw request through node:http (fetch cannot set Host, and would decode Content-Encoding itself). */
 function raw(
@@ -25,11 +30,14 @@ function raw(
 ): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; body: string }> {
   const { port } = new URL(url);
   return new Promise((resolve, reject) => {
-    const req = request({ host: "127.0.0.1", port, path: opts.path, method: opts.method ?? "POST", headers: opts.headers }, (res) => {
-      let body = "";
-      res.on("data", (d: Buffer) => (body += d.toString()));
-      res.on("end", () => resolve({ status: res.statusCode!, headers: res.headers, body }));
-    });
+    const req = request(
+      { host: "127.0.0.1", port, path: opts.path, method: opts.method ?? "POST", headers: opts.headers },
+      (res) => {
+        let body = "";
+        res.on("data", (d: Buffer) => (body += d.toString()));
+        res.on("end", () => resolve({ status: res.statusCode!, headers: res.headers, body }));
+      },
+    );
     req.once("error", reject);
     req.end(opts.body);
   });
@@ -49,13 +57,24 @@ function expectCleanJson(res: { status: number; headers: Record<string, unknown>
 const traceDir = tempDir("weact-traces-");
 const event = (e: Record<string, unknown>) => `${JSON.stringify(e)}\n`;
 const LONG_TASK = "x".repeat(70_000);
-writeFileSync(join(traceDir, "t_longfirstline.jsonl"), event({ type: "run_start", owner: "token:alice", task: LONG_TASK }) + event({ type: "run_end" }));
-writeFileSync(join(traceDir, "t_tornlastline1.jsonl"), event({ type: "run_start", owner: "token:alice", task: "torn" }) + event({ type: "turn", n: 1 }) + '{"type":"turn","n":2,"te');
+writeFileSync(
+  join(traceDir, "t_longfirstline.jsonl"),
+  event({ type: "run_start", owner: "token:alice", task: LONG_TASK }) + event({ type: "run_end" }),
+);
+writeFileSync(
+  join(traceDir, "t_tornlastline1.jsonl"),
+  event({ type: "run_start", owner: "token:alice", task: "torn" }) +
+    event({ type: "turn", n: 1 }) +
+    '{"type":"turn","n":2,"te',
+);
 
 let server: HttpServer;
 beforeAll(async () => {
   // NODE_ENV=development is where Express's own error pages print stack traces; ours must not
-  server = await spawnHttpServer(["--config", testConfig({ server: { maxBodyBytes: 300_000 }, harness: { traceDir } }), "--token-file", tokenFile], { NODE_ENV: "development" });
+  server = await spawnHttpServer(
+    ["--config", testConfig({ server: { maxBodyBytes: 300_000 }, harness: { traceDir } }), "--token-file", tokenFile],
+    { NODE_ENV: "development" },
+  );
 });
 afterAll(async () => server?.stop());
 
@@ -77,22 +96,70 @@ describe("HTTP errors before and after authentication", () => {
     const authed = { ...ACCEPT, ...bearer(ALICE) };
     const json = { ...authed, "content-type": "application/json" };
     expectCleanJson(await raw(server.url, { path: "/mcp", headers: json, body: '{"x":' }), 400);
-    expectCleanJson(await raw(server.url, { path: "/mcp", headers: json, body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list", params: { pad: "a".repeat(310_000) } }) }), 413);
-    expectCleanJson(await raw(server.url, { path: "/mcp", headers: { ...json, "content-encoding": "bogus" }, body: "{}" }), 415);
-    expectCleanJson(await raw(server.url, { path: "/mcp", headers: { ...json, "content-encoding": "gzip" }, body: "not gzip at all" }), 400);
-    expectCleanJson(await raw(server.url, { path: "/mcp", headers: { ...authed, "content-type": "text/plain" }, body: "hello" }), 415);
+    expectCleanJson(
+      await raw(server.url, {
+        path: "/mcp",
+        headers: json,
+        body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list", params: { pad: "a".repeat(310_000) } }),
+      }),
+      413,
+    );
+    expectCleanJson(
+      await raw(server.url, { path: "/mcp", headers: { ...json, "content-encoding": "bogus" }, body: "{}" }),
+      415,
+    );
+    expectCleanJson(
+      await raw(server.url, {
+        path: "/mcp",
+        headers: { ...json, "content-encoding": "gzip" },
+        body: "not gzip at all",
+      }),
+      400,
+    );
+    expectCleanJson(
+      await raw(server.url, { path: "/mcp", headers: { ...authed, "content-type": "text/plain" }, body: "hello" }),
+      415,
+    );
     expectCleanJson(await raw(server.url, { path: "/nowhere", method: "GET", headers: authed }), 404);
     expectCleanJson(await raw(server.url, { path: "/mcp", method: "PUT", headers: json, body: "{}" }), 405);
-    expectCleanJson(await raw(server.url, { path: "/mcp", headers: { ...json, accept: "text/html" }, body: INITIALIZE }), 406);
-    expectCleanJson(await raw(server.url, { path: "/mcp", headers: { ...json, "mcp-session-id": randomUUID() }, body: INITIALIZE }), 404);
+    expectCleanJson(
+      await raw(server.url, { path: "/mcp", headers: { ...json, accept: "text/html" }, body: INITIALIZE }),
+      406,
+    );
+    expectCleanJson(
+      await raw(server.url, { path: "/mcp", headers: { ...json, "mcp-session-id": randomUUID() }, body: INITIALIZE }),
+      404,
+    );
     expectCleanJson(await raw(server.url, { path: "/messages?sessionId=nope", headers: json, body: "{}" }), 404);
-    expectCleanJson(await raw(server.url, { path: "/mcp", headers: { ...json, host: "evil.example.com" }, body: INITIALIZE }), 403);
-    expectCleanJson(await raw(server.url, { path: "/mcp", headers: { ...json, origin: "http://evil.example.com" }, body: INITIALIZE }), 403);
+    expectCleanJson(
+      await raw(server.url, { path: "/mcp", headers: { ...json, host: "evil.example.com" }, body: INITIALIZE }),
+      403,
+    );
+    expectCleanJson(
+      await raw(server.url, {
+        path: "/mcp",
+        headers: { ...json, origin: "http://evil.example.com" },
+        body: INITIALIZE,
+      }),
+      403,
+    );
     // a page on another port of a loopback name is another origin (another local app): refused too
-    expectCleanJson(await raw(server.url, { path: "/mcp", headers: { ...json, origin: "http://localhost:9999" }, body: INITIALIZE }), 403);
-    expectCleanJson(await raw(server.url, { path: "/mcp", headers: { ...json, origin: server.url.replace("http:", "ftp:") }, body: INITIALIZE }), 403);
+    expectCleanJson(
+      await raw(server.url, { path: "/mcp", headers: { ...json, origin: "http://localhost:9999" }, body: INITIALIZE }),
+      403,
+    );
+    expectCleanJson(
+      await raw(server.url, {
+        path: "/mcp",
+        headers: { ...json, origin: server.url.replace("http:", "ftp:") },
+        body: INITIALIZE,
+      }),
+      403,
+    );
     // a browser page on the server's own origin is fine
-    expect((await raw(server.url, { path: "/mcp", headers: { ...json, origin: server.url }, body: INITIALIZE })).status).toBe(200);
+    expect(
+      (await raw(server.url, { path: "/mcp", headers: { ...json, origin: server.url }, body: INITIALIZE })).status,
+    ).toBe(200);
   });
 
   it("accepts a 200 KB task (a pasted document) under the body limit", async () => {
@@ -105,7 +172,10 @@ describe("HTTP errors before and after authentication", () => {
       await call(alice.client, "close_session", { session_id });
       // run_task takes it too: the harness validates with the MCP schema's limit, not a smaller one of its own; an
       // unknown adapter then refuses it with its own error, which proves it got past validation (and leaves no trace)
-      const run = await alice.client.callTool({ name: "run_task", arguments: { task, policy: "single:nosuchadapter" } });
+      const run = await alice.client.callTool({
+        name: "run_task",
+        arguments: { task, policy: "single:nosuchadapter" },
+      });
       expect(JSON.stringify(run.content)).not.toMatch(/too_big|100000/i);
       expect(JSON.stringify(run.content)).toMatch(/no adapter \\"nosuchadapter\\"/);
     } finally {
@@ -118,9 +188,15 @@ describe("HTTP errors before and after authentication", () => {
 const sessionIdOf = (connected: Awaited<ReturnType<typeof connectClient>>) => connected.client.transport!.sessionId!;
 
 /** Opens a legacy SSE stream by hand and returns its session id and everything it receives. */
-async function openSse(url: string, token: string): Promise<{ sessionId: string; received: () => string; close: () => void }> {
+async function openSse(
+  url: string,
+  token: string,
+): Promise<{ sessionId: string; received: () => string; close: () => void }> {
   const abort = new AbortController();
-  const res = await fetch(`${url}/sse`, { headers: { ...bearer(token), accept: "text/event-stream" }, signal: abort.signal });
+  const res = await fetch(`${url}/sse`, {
+    headers: { ...bearer(token), accept: "text/event-stream" },
+    signal: abort.signal,
+  });
   const reader = res.body!.getReader();
   let text = "";
   const decoder = new TextDecoder();
@@ -150,8 +226,18 @@ describe("connections belong to the token that opened them", () => {
       const asBob = { ...ACCEPT, ...bearer(BOB), "content-type": "application/json" };
       const list = JSON.stringify({ jsonrpc: "2.0", id: 7, method: "tools/list" });
       for (const method of ["DELETE", "GET", "POST"]) {
-        const foreign = await raw(server.url, { method, path: "/mcp", headers: { ...asBob, "mcp-session-id": id }, body: method === "POST" ? list : undefined });
-        const unknown = await raw(server.url, { method, path: "/mcp", headers: { ...asBob, "mcp-session-id": randomUUID() }, body: method === "POST" ? list : undefined });
+        const foreign = await raw(server.url, {
+          method,
+          path: "/mcp",
+          headers: { ...asBob, "mcp-session-id": id },
+          body: method === "POST" ? list : undefined,
+        });
+        const unknown = await raw(server.url, {
+          method,
+          path: "/mcp",
+          headers: { ...asBob, "mcp-session-id": randomUUID() },
+          body: method === "POST" ? list : undefined,
+        });
         expect({ status: foreign.status, body: foreign.body }).toEqual({ status: unknown.status, body: unknown.body });
         expect(foreign.status).toBe(404);
       }
@@ -165,13 +251,27 @@ describe("connections belong to the token that opened them", () => {
   it("refuses another identity's legacy SSE session id on /messages; the owner's stream gets only its own answers", async () => {
     const alice = await openSse(server.url, ALICE);
     try {
-      const post = (token: string, sessionId: string, body: string) => raw(server.url, { path: `/messages?sessionId=${sessionId}`, headers: { ...bearer(token), "content-type": "application/json" }, body });
+      const post = (token: string, sessionId: string, body: string) =>
+        raw(server.url, {
+          path: `/messages?sessionId=${sessionId}`,
+          headers: { ...bearer(token), "content-type": "application/json" },
+          body,
+        });
       expect((await post(ALICE, alice.sessionId, INITIALIZE)).status).toBe(202);
-      const foreign = await post(BOB, alice.sessionId, JSON.stringify({ jsonrpc: "2.0", id: 99, method: "tools/list" }));
+      const foreign = await post(
+        BOB,
+        alice.sessionId,
+        JSON.stringify({ jsonrpc: "2.0", id: 99, method: "tools/list" }),
+      );
       const unknown = await post(BOB, randomUUID(), JSON.stringify({ jsonrpc: "2.0", id: 99, method: "tools/list" }));
       expect({ status: foreign.status, body: foreign.body }).toEqual({ status: unknown.status, body: unknown.body });
-      expect((await post(ALICE, alice.sessionId, JSON.stringify({ jsonrpc: "2.0", method: "notifications/initialized" }))).status).toBe(202);
-      expect((await post(ALICE, alice.sessionId, JSON.stringify({ jsonrpc: "2.0", id: 2, method: "tools/list" }))).status).toBe(202);
+      expect(
+        (await post(ALICE, alice.sessionId, JSON.stringify({ jsonrpc: "2.0", method: "notifications/initialized" })))
+          .status,
+      ).toBe(202);
+      expect(
+        (await post(ALICE, alice.sessionId, JSON.stringify({ jsonrpc: "2.0", id: 2, method: "tools/list" }))).status,
+      ).toBe(202);
       await expect.poll(() => alice.received(), { timeout: 5_000 }).toMatch(/"id":2/);
       expect(alice.received()).not.toMatch(/"id":99/);
     } finally {
@@ -183,12 +283,24 @@ describe("connections belong to the token that opened them", () => {
 describe("connection caps and idle expiry", () => {
   let capped: HttpServer;
   beforeAll(async () => {
-    capped = await spawnHttpServer(["--config", testConfig({ server: { maxConnectionsPerClient: 2, maxConnections: 3, connectionIdleSeconds: 1 } }), "--token-file", tokenFile]);
+    capped = await spawnHttpServer([
+      "--config",
+      testConfig({ server: { maxConnectionsPerClient: 2, maxConnections: 3, connectionIdleSeconds: 1 } }),
+      "--token-file",
+      tokenFile,
+    ]);
   });
   afterAll(async () => capped?.stop());
 
-  const open = (token: string) => raw(capped.url, { path: "/mcp", headers: { ...ACCEPT, ...bearer(token), "content-type": "application/json" }, body: INITIALIZE });
-  const count = async () => JSON.parse((await raw(capped.url, { method: "GET", path: "/health", headers: bearer(ALICE) })).body).connections as number;
+  const open = (token: string) =>
+    raw(capped.url, {
+      path: "/mcp",
+      headers: { ...ACCEPT, ...bearer(token), "content-type": "application/json" },
+      body: INITIALIZE,
+    });
+  const count = async () =>
+    JSON.parse((await raw(capped.url, { method: "GET", path: "/health", headers: bearer(ALICE) })).body)
+      .connections as number;
 
   it("caps connections per token and in all, naming the setting, and frees idle ones back to the baseline count", async () => {
     const baseline = await count();
@@ -208,13 +320,20 @@ describe("connection caps and idle expiry", () => {
     expect((await open(ALICE)).status).toBe(200);
   });
 
-  it("keeps a legacy SSE connection open while a call on it runs longer than the idle time (the answer comes over the stream)", async ({ skip }) => {
+  it("keeps a legacy SSE connection open while a call on it runs longer than the idle time (the answer comes over the stream)", async ({
+    skip,
+  }) => {
     if (!bwrapOnPath()) return skip(); // run_code is offered on a server with tokens only inside a jail
     await expect.poll(count, { timeout: 6_000, interval: 250 }).toBe(0);
     const alice = await connectClient("sse", capped, bearer(ALICE));
     try {
       // the POST is answered 202 at once; the 3 s call is three idle periods (1 s) long
-      const ran = await call<{ stdout: string }>(alice.client, "run_code", { language: "python", code: "import time\ntime.sleep(3)\nprint('done')" }, { timeout: 15_000 });
+      const ran = await call<{ stdout: string }>(
+        alice.client,
+        "run_code",
+        { language: "python", code: "import time\ntime.sleep(3)\nprint('done')" },
+        { timeout: 15_000 },
+      );
       expect(ran.stdout).toBe("done\n");
     } finally {
       await alice.close();
@@ -225,17 +344,27 @@ describe("connection caps and idle expiry", () => {
 describe("traces", () => {
   it("a run_task refused before it had a session writes no trace and takes no row of the status page", async () => {
     const traceDir = join(tempDir(), "traces");
-    const small = await spawnHttpServer(["--config", testConfig({ sessions: { maxSessionsPerClient: 1 }, harness: { traceDir } }), "--token-file", tokenFile]);
+    const small = await spawnHttpServer([
+      "--config",
+      testConfig({ sessions: { maxSessionsPerClient: 1 }, harness: { traceDir } }),
+      "--token-file",
+      tokenFile,
+    ]);
     const alice = await connectClient("http", small, bearer(ALICE));
     try {
       await call(alice.client, "create_session", { task: "holds the one session alice may have" });
       for (let i = 0; i < 3; i++) {
-        const refused = await alice.client.callTool({ name: "run_task", arguments: { task: "no room", policy: "base" } });
+        const refused = await alice.client.callTool({
+          name: "run_task",
+          arguments: { task: "no room", policy: "base" },
+        });
         expect(refused.isError).toBe(true);
         expect(JSON.stringify(refused.content)).toMatch(/maxSessionsPerClient/);
       }
       expect(existsSync(traceDir) ? readdirSync(traceDir) : []).toEqual([]);
-      const status = (await (await fetch(`${small.url}/status.json`, { headers: bearer(ALICE) })).json()) as { runs: { mine: unknown[] } };
+      const status = (await (await fetch(`${small.url}/status.json`, { headers: bearer(ALICE) })).json()) as {
+        runs: { mine: unknown[] };
+      };
       expect(status.runs.mine).toEqual([]);
     } finally {
       await alice.close();
@@ -247,9 +376,15 @@ describe("traces", () => {
     const alice = await connectClient("http", server, bearer(ALICE));
     const bob = await connectClient("http", server, bearer(BOB));
     try {
-      const uris = (await alice.client.listResources()).resources.map((r) => r.uri).filter((u) => u.startsWith("weact://traces/"));
+      const uris = (await alice.client.listResources()).resources
+        .map((r) => r.uri)
+        .filter((u) => u.startsWith("weact://traces/"));
       expect(uris.sort()).toEqual(["weact://traces/t_longfirstline", "weact://traces/t_tornlastline1"]);
-      const read = async (uri: string) => JSON.parse(((await alice.client.readResource({ uri })).contents[0] as { text: string }).text) as Record<string, unknown>[];
+      const read = async (uri: string) =>
+        JSON.parse(((await alice.client.readResource({ uri })).contents[0] as { text: string }).text) as Record<
+          string,
+          unknown
+        >[];
       const long = await read("weact://traces/t_longfirstline");
       expect(long.map((e) => e.type)).toEqual(["run_start", "run_end"]);
       expect(long[0]!.task).toBe(LONG_TASK);
@@ -258,10 +393,16 @@ describe("traces", () => {
         { type: "run_start", owner: "token:alice", task: "torn" },
         { type: "turn", n: 1 },
       ]);
-      expect(torn[2]).toMatchObject({ type: "unreadable_line", line: 3, reason: expect.stringMatching(/last line ends mid-event/) });
+      expect(torn[2]).toMatchObject({
+        type: "unreadable_line",
+        line: 3,
+        reason: expect.stringMatching(/last line ends mid-event/),
+      });
       expect(torn).toHaveLength(3);
       // still nobody else's
-      expect((await bob.client.listResources()).resources.filter((r) => r.uri.startsWith("weact://traces/"))).toEqual([]);
+      expect((await bob.client.listResources()).resources.filter((r) => r.uri.startsWith("weact://traces/"))).toEqual(
+        [],
+      );
       await expect(bob.client.readResource({ uri: "weact://traces/t_longfirstline" })).rejects.toThrow(/no trace/);
     } finally {
       await Promise.all([alice.close(), bob.close()]);

@@ -3,7 +3,15 @@ import { request } from "node:http";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { call, callError, connectClient, MAIN, startHttpServer, testConfig, type HttpServer } from "../helpers/server.js";
+import {
+  call,
+  callError,
+  connectClient,
+  MAIN,
+  startHttpServer,
+  testConfig,
+  type HttpServer,
+} from "../helpers/server.js";
 import { tempDir } from "../helpers/files.js";
 
 const TOKEN = "alice-token-0123456789abcdef";
@@ -20,7 +28,12 @@ const initialize = (headers: Record<string, string>) =>
   fetch(`${server.url}/mcp`, {
     method: "POST",
     headers: { "content-type": "application/json", accept: "application/json, text/event-stream", ...headers },
-    body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "raw", version: "0" } } }),
+    body: JSON.stringify({
+      jsonrpc: "2.0",
+      id: 1,
+      method: "initialize",
+      params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "raw", version: "0" } },
+    }),
   });
 
 describe("HTTP authentication and Host validation", () => {
@@ -39,7 +52,9 @@ describe("HTTP authentication and Host validation", () => {
     const aliceAgain = await connectClient("sse", server, { authorization: `Bearer ${TOKEN}` });
     const bob = await connectClient("http", server, { authorization: "Bearer bob-token-0123456789abcdef" });
     try {
-      const { session_id } = await call<{ session_id: string }>(alice.client, "create_session", { task: "alice's task" });
+      const { session_id } = await call<{ session_id: string }>(alice.client, "create_session", {
+        task: "alice's task",
+      });
       // the same identity on another connection and transport sees it; another identity does not
       expect(await call(aliceAgain.client, "get_session", { session_id })).toMatchObject({ task: "alice's task" });
       // someone else's session looks exactly like an unknown id, and names nothing of it
@@ -48,7 +63,9 @@ describe("HTTP authentication and Host validation", () => {
       const unknown = await callError(bob.client, "get_session", { session_id: unknownId });
       expect(foreign.replaceAll(session_id, "<id>")).toBe(unknown.replaceAll(unknownId, "<id>"));
       expect(foreign).not.toMatch(/alice/);
-      expect((await bob.client.listResources()).resources.map((r) => r.uri)).not.toContain(`weact://sessions/${session_id}`);
+      expect((await bob.client.listResources()).resources.map((r) => r.uri)).not.toContain(
+        `weact://sessions/${session_id}`,
+      );
       await expect(bob.client.readResource({ uri: `weact://sessions/${session_id}` })).rejects.toThrow();
     } finally {
       await Promise.all([alice.close(), aliceAgain.close(), bob.close()]);
@@ -59,10 +76,19 @@ describe("HTTP authentication and Host validation", () => {
     // fetch may not set Host, so this goes through node:http
     const { port } = new URL(server.url);
     const status = await new Promise<number>((resolve, reject) => {
-      const req = request({ host: "127.0.0.1", port, path: "/mcp", method: "POST", headers: { host: "evil.example.com", authorization: `Bearer ${TOKEN}`, "content-type": "application/json" } }, (res) => {
-        res.resume();
-        resolve(res.statusCode!);
-      });
+      const req = request(
+        {
+          host: "127.0.0.1",
+          port,
+          path: "/mcp",
+          method: "POST",
+          headers: { host: "evil.example.com", authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
+        },
+        (res) => {
+          res.resume();
+          resolve(res.statusCode!);
+        },
+      );
       req.once("error", reject);
       req.end("{}");
     });
@@ -70,7 +96,9 @@ describe("HTTP authentication and Host validation", () => {
   });
 
   it("refuses to start on a non-loopback address without a token file", async () => {
-    const child = spawn(process.execPath, [MAIN, "--http", "0", "--host", "0.0.0.0", "--config", testConfig()], { stdio: ["ignore", "ignore", "pipe"] });
+    const child = spawn(process.execPath, [MAIN, "--http", "0", "--host", "0.0.0.0", "--config", testConfig()], {
+      stdio: ["ignore", "ignore", "pipe"],
+    });
     let err = "";
     child.stderr!.on("data", (d: Buffer) => (err += d.toString()));
     const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
@@ -81,7 +109,10 @@ describe("HTTP authentication and Host validation", () => {
 
 describe("stdio transport", () => {
   it("writes nothing but JSON-RPC to stdout, even while the model loads and generates", async () => {
-    const child = spawn(process.execPath, [MAIN, "--stdio", "--config", testConfig()], { stdio: ["pipe", "pipe", "pipe"], env: { ...process.env, WEACT_LOG_LEVEL: "debug" } });
+    const child = spawn(process.execPath, [MAIN, "--stdio", "--config", testConfig()], {
+      stdio: ["pipe", "pipe", "pipe"],
+      env: { ...process.env, WEACT_LOG_LEVEL: "debug" },
+    });
     let out = "";
     child.stdout!.on("data", (d: Buffer) => (out += d.toString()));
     const send = (msg: object) => child.stdin!.write(JSON.stringify(msg) + "\n");
@@ -95,13 +126,29 @@ describe("stdio transport", () => {
           if (child.exitCode !== null) reject(new Error("server exited"));
         }, 50);
       });
-    send({ jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "raw", version: "0" } } });
+    send({
+      jsonrpc: "2.0",
+      id: 1,
+      method: "initialize",
+      params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "raw", version: "0" } },
+    });
     await waitFor(1);
     send({ jsonrpc: "2.0", method: "notifications/initialized" });
-    send({ jsonrpc: "2.0", id: 2, method: "tools/call", params: { name: "create_session", arguments: { task: "stdout purity" } } });
+    send({
+      jsonrpc: "2.0",
+      id: 2,
+      method: "tools/call",
+      params: { name: "create_session", arguments: { task: "stdout purity" } },
+    });
     await waitFor(2);
-    const sessionId = JSON.parse(out.split("\n").find((l) => l.includes('"id":2'))!).result.structuredContent.session_id;
-    send({ jsonrpc: "2.0", id: 3, method: "tools/call", params: { name: "generate", arguments: { session_id: sessionId, max_tokens: 4 } } });
+    const sessionId = JSON.parse(out.split("\n").find((l) => l.includes('"id":2'))!).result.structuredContent
+      .session_id;
+    send({
+      jsonrpc: "2.0",
+      id: 3,
+      method: "tools/call",
+      params: { name: "generate", arguments: { session_id: sessionId, max_tokens: 4 } },
+    });
     await waitFor(3);
     child.stdin!.end();
     await new Promise((resolve) => child.once("exit", resolve));

@@ -29,16 +29,29 @@ interface Listing {
 const listing = () => call<Listing>(c.client, "list_adapters");
 const loadEnum = async () => {
   const { tools } = await c.client.listTools();
-  return (tools.find((t) => t.name === "load_lora")!.inputSchema.properties as Record<string, { enum: string[] }>).adapter!.enum;
+  return (tools.find((t) => t.name === "load_lora")!.inputSchema.properties as Record<string, { enum: string[] }>)
+    .adapter!.enum;
 };
-const promptTokens = async (session_id: string) => (await call<{ prompt_tokens: number[] }>(c.client, "get_session", { session_id, include_prompt_tokens: true })).prompt_tokens;
-const firstLogprob = async (session_id: string) => (await call<{ logprobs: { token: number; logprob: number }[] }>(c.client, "generate", { session_id, max_tokens: 2, top_logprobs: 1 })).logprobs[0]!;
+const promptTokens = async (session_id: string) =>
+  (await call<{ prompt_tokens: number[] }>(c.client, "get_session", { session_id, include_prompt_tokens: true }))
+    .prompt_tokens;
+const firstLogprob = async (session_id: string) =>
+  (
+    await call<{ logprobs: { token: number; logprob: number }[] }>(c.client, "generate", {
+      session_id,
+      max_tokens: 2,
+      top_logprobs: 1,
+    })
+  ).logprobs[0]!;
 
 beforeAll(async () => {
   // the log-prob checks compare with a fresh context evaluating the prompt in one decode: no work ahead of time, no
   // shared prefixes (both split decodes differently; exact only against a replay of that split, see the kv-* tests)
   const config = testConfig({ adapters: { manifest }, cache: { background: false, sharedPrefixes: false } });
-  [c, reference] = await Promise.all([connectClient("stdio", undefined, {}, config), demoEngine({ adapters: ["write"] })]);
+  [c, reference] = await Promise.all([
+    connectClient("stdio", undefined, {}, config),
+    demoEngine({ adapters: ["write"] }),
+  ]);
   await reference.addAdapter({ alias: "write-big", filePath: join(lib, "write-big.gguf"), scale: 1 });
   c.client.setNotificationHandler(ToolListChangedNotificationSchema, () => void listChanged++);
 });
@@ -51,23 +64,36 @@ describe("adapter library on a running server", () => {
   it("inserts the code capability at runtime: validated, loaded, in load_lora's enum, announced to clients", async () => {
     expect(await loadEnum()).toEqual(["plan", "search", "write"]);
     const before = listChanged;
-    const { registered } = await call<{ registered: { alias: string; rank: number } }>(c.client, "register_adapter", { alias: "code", file: "code.gguf", description: "Coding: write and run code to compute answers." });
+    const { registered } = await call<{ registered: { alias: string; rank: number } }>(c.client, "register_adapter", {
+      alias: "code",
+      file: "code.gguf",
+      description: "Coding: write and run code to compute answers.",
+    });
     expect(registered).toMatchObject({ alias: "code", rank: 4 });
     await expect.poll(() => listChanged).toBeGreaterThan(before);
     expect(await loadEnum()).toEqual(["plan", "search", "write", "code"]);
     const { session_id } = await call<{ session_id: string }>(c.client, "create_session", { task: "compute 6*7" });
-    expect(await call(c.client, "load_lora", { session_id, adapter: "code" })).toMatchObject({ active_adapter: "code" });
+    expect(await call(c.client, "load_lora", { session_id, adapter: "code" })).toMatchObject({
+      active_adapter: "code",
+    });
     // written back to the manifest, so it survives a restart
-    expect(JSON.parse(readFileSync(manifest, "utf8")).adapters.map((a: { alias: string }) => a.alias)).toContain("code");
+    expect(JSON.parse(readFileSync(manifest, "utf8")).adapters.map((a: { alias: string }) => a.alias)).toContain(
+      "code",
+    );
   });
 
   it("refreshes write without disturbing a session mid-stage; new loads get the new bytes; the old version is freed after", async () => {
     const before = await listing();
     const shaOf = (l: Listing, alias: string) => l.adapters.find((a) => a.alias === alias)!.sha256;
-    const { session_id: running } = await call<{ session_id: string }>(c.client, "create_session", { task: "a session mid-trajectory" });
+    const { session_id: running } = await call<{ session_id: string }>(c.client, "create_session", {
+      task: "a session mid-trajectory",
+    });
     await call(c.client, "load_lora", { session_id: running, adapter: "write" });
 
-    const { current } = await call<{ current: { sha256: string } }>(c.client, "refresh_adapter", { alias: "write", file: "write-big.gguf" });
+    const { current } = await call<{ current: { sha256: string } }>(c.client, "refresh_adapter", {
+      alias: "write",
+      file: "write-big.gguf",
+    });
     const after = await listing();
     expect(current.sha256).not.toBe(shaOf(before, "write"));
     expect(shaOf(after, "plan")).toBe(shaOf(before, "plan"));
@@ -82,7 +108,9 @@ describe("adapter library on a running server", () => {
     expect(Math.abs(oldLp.logprob - oldWant.get(oldLp.token)!)).toBeLessThanOrEqual(1e-4);
 
     // a new load gets the new bytes, with a KV cache built under them (never the old one's)
-    const { session_id: fresh } = await call<{ session_id: string }>(c.client, "create_session", { task: "a session after the refresh" });
+    const { session_id: fresh } = await call<{ session_id: string }>(c.client, "create_session", {
+      task: "a session after the refresh",
+    });
     await call(c.client, "load_lora", { session_id: fresh, adapter: "write" });
     const newTokens = await promptTokens(fresh);
     const newLp = await firstLogprob(fresh);
@@ -102,7 +130,9 @@ describe("adapter library on a running server", () => {
     const rssAfter = (await listing()).rss_bytes;
     // Whether freed pages go back to the OS is the allocator's call (measured standalone: 19 of the 20 MB return);
     // that the version is gone from memory is what retired_versions (the engine's resident set) shows.
-    console.log(`RSS with the rank-512 write resident: ${(rssBig / 2 ** 20).toFixed(1)} MB; after freeing it: ${(rssAfter / 2 ** 20).toFixed(1)} MB`);
+    console.log(
+      `RSS with the rank-512 write resident: ${(rssBig / 2 ** 20).toFixed(1)} MB; after freeing it: ${(rssAfter / 2 ** 20).toFixed(1)} MB`,
+    );
     expect((await listing()).adapters.find((a) => a.alias === "write")!.sha256).not.toBe(current.sha256);
   });
 
@@ -110,11 +140,19 @@ describe("adapter library on a running server", () => {
     const before = await listing();
     writeLoraVariant(lib, "llama-arch", { architecture: "llama" });
     writeLoraVariant(lib, "wide", { dims: { ...DEMO_DIMS, nEmbd: 256 } });
-    expect(await callError(c.client, "register_adapter", { alias: "llama", file: "llama-arch.gguf", description: "x" })).toMatch(/architecture is llama, the base model is qwen3/);
-    expect(await callError(c.client, "register_adapter", { alias: "wide", file: "wide.gguf", description: "x" })).toMatch(/LoRA maps \[256\] -> \[128\] but the base weight is \[128,128\]/);
+    expect(
+      await callError(c.client, "register_adapter", { alias: "llama", file: "llama-arch.gguf", description: "x" }),
+    ).toMatch(/architecture is llama, the base model is qwen3/);
+    expect(
+      await callError(c.client, "register_adapter", { alias: "wide", file: "wide.gguf", description: "x" }),
+    ).toMatch(/LoRA maps \[256\] -> \[128\] but the base weight is \[128,128\]/);
     const outside = writeLoraVariant(tempDir(), "elsewhere");
-    expect(await callError(c.client, "register_adapter", { alias: "elsewhere", file: outside, description: "x" })).toMatch(/outside the adapter folders/);
-    expect(await callError(c.client, "register_adapter", { alias: "sneaky", file: "../../etc/passwd", description: "x" })).toMatch(/outside the adapter folders/);
+    expect(
+      await callError(c.client, "register_adapter", { alias: "elsewhere", file: outside, description: "x" }),
+    ).toMatch(/outside the adapter folders/);
+    expect(
+      await callError(c.client, "register_adapter", { alias: "sneaky", file: "../../etc/passwd", description: "x" }),
+    ).toMatch(/outside the adapter folders/);
     expect(await callError(c.client, "unregister_adapter", { alias: "nope" })).toMatch(/no adapter "nope"/);
     expect((await listing()).adapters).toEqual(before.adapters);
   });
@@ -123,11 +161,21 @@ describe("adapter library on a running server", () => {
     const before = await listing();
     writeFileSync(manifest, "{ not json");
     // the watcher has read the edit and said so: only then does "unchanged" mean it was rejected
-    await expect.poll(() => c.stderr(), { timeout: 5000 }).toMatch(/adapter manifest edit rejected; the running library is kept/);
+    await expect
+      .poll(() => c.stderr(), { timeout: 5000 })
+      .toMatch(/adapter manifest edit rejected; the running library is kept/);
     expect((await listing()).adapters).toEqual(before.adapters);
-    const entries = before.adapters.filter((a) => a.alias !== "code").map((a) => ({ alias: a.alias, description: `the ${a.alias} capability`, file: `${a.alias === "write" ? "write-v2" : a.alias}.gguf` }));
+    const entries = before.adapters
+      .filter((a) => a.alias !== "code")
+      .map((a) => ({
+        alias: a.alias,
+        description: `the ${a.alias} capability`,
+        file: `${a.alias === "write" ? "write-v2" : a.alias}.gguf`,
+      }));
     writeFileSync(manifest, JSON.stringify({ adapters: entries }));
-    await expect.poll(async () => (await listing()).adapters.map((a) => a.alias), { timeout: 5000 }).toEqual(["plan", "search", "write"]);
+    await expect
+      .poll(async () => (await listing()).adapters.map((a) => a.alias), { timeout: 5000 })
+      .toEqual(["plan", "search", "write"]);
     expect(await loadEnum()).toEqual(["plan", "search", "write"]);
   });
 });

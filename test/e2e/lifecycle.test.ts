@@ -7,9 +7,15 @@ import { call, callError, connectClient, startHttpServer, testConfig, type HttpS
 const dir = tempDir();
 const tokenFile = join(dir, "tokens.txt");
 writeFileSync(tokenFile, "alice:alice-token-0123456789abcdef\nbob:bob-token-0123456789abcdef0\n");
-const as = (name: "alice" | "bob") => ({ authorization: `Bearer ${name === "alice" ? "alice-token-0123456789abcdef" : "bob-token-0123456789abcdef0"}` });
+const as = (name: "alice" | "bob") => ({
+  authorization: `Bearer ${name === "alice" ? "alice-token-0123456789abcdef" : "bob-token-0123456789abcdef0"}`,
+});
 // 0.03 minutes = 1.8 s of idling (the sweeper looks every quarter of that)
-const config = testConfig({ server: { tokenFile }, sessions: { idleMinutes: 0.03 }, harness: { traceDir: join(dir, "traces"), maxTokensPerTurn: 8 } });
+const config = testConfig({
+  server: { tokenFile },
+  sessions: { idleMinutes: 0.03 },
+  harness: { traceDir: join(dir, "traces"), maxTokensPerTurn: 8 },
+});
 let first: HttpServer;
 beforeAll(async () => {
   first = await startHttpServer([], config);
@@ -33,7 +39,9 @@ describe("sessions and traces over time", () => {
         if (Date.now() - started > 30_000) throw new Error("the idle session never expired");
       }
       expect(expiredAfter).toBeGreaterThanOrEqual(1_800);
-      expect((await call<{ history: unknown[] }>(c.client, "get_session", { session_id: busy })).history.length).toBeGreaterThan(2);
+      expect(
+        (await call<{ history: unknown[] }>(c.client, "get_session", { session_id: busy })).history.length,
+      ).toBeGreaterThan(2);
       const { resources } = await c.client.listResources();
       expect(resources.map((r) => r.uri)).toEqual(expect.arrayContaining([`weact://sessions/${busy}`]));
       expect(resources.map((r) => r.uri)).not.toContain(`weact://sessions/${idle}`);
@@ -46,7 +54,12 @@ describe("sessions and traces over time", () => {
     let traceUri: string;
     try {
       const alice = await connectClient("http", first, as("alice"));
-      const run = await call<{ trace_uri: string }>(alice.client, "run_task", { task: "remember me", policy: "base", soft: { turns: 1 } }, { timeout: 120_000 });
+      const run = await call<{ trace_uri: string }>(
+        alice.client,
+        "run_task",
+        { task: "remember me", policy: "base", soft: { turns: 1 } },
+        { timeout: 120_000 },
+      );
       traceUri = run.trace_uri;
       await alice.close();
     } finally {
@@ -59,7 +72,9 @@ describe("sessions and traces over time", () => {
       const bob = await connectClient("http", second, as("bob"));
       try {
         expect((await alice.client.listResources()).resources.map((r) => r.uri)).toContain(traceUri);
-        const events = JSON.parse(((await alice.client.readResource({ uri: traceUri })).contents[0] as { text: string }).text) as { type: string; task?: string }[];
+        const events = JSON.parse(
+          ((await alice.client.readResource({ uri: traceUri })).contents[0] as { text: string }).text,
+        ) as { type: string; task?: string }[];
         expect(events[0]).toMatchObject({ type: "run_start", task: "remember me" });
         expect(events.at(-1)).toMatchObject({ type: "run_end" });
         expect((await bob.client.listResources()).resources.map((r) => r.uri)).not.toContain(traceUri);

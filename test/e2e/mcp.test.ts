@@ -2,7 +2,16 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { LocalEngine } from "../../src/engines/local/index.js";
 import { demoEngine } from "../helpers/engine.js";
 import type { Generated, SessionState } from "../helpers/results.js";
-import { call, callError, connectClient, startHttpServer, testConfig, type Connected, type HttpServer, type TransportKind } from "../helpers/server.js";
+import {
+  call,
+  callError,
+  connectClient,
+  startHttpServer,
+  testConfig,
+  type Connected,
+  type HttpServer,
+  type TransportKind,
+} from "../helpers/server.js";
 import { referenceNextTokenLogProbs } from "../../src/engines/local/testing.js";
 
 let http: HttpServer;
@@ -20,10 +29,13 @@ afterAll(async () => {
   await reference?.dispose();
 });
 
-const newSession = async (client: Connected["client"], task = "Which river flows through Paris?") => (await call<{ session_id: string }>(client, "create_session", { task })).session_id;
-const state = (client: Connected["client"], id: string, extra: Record<string, unknown> = {}) => call<SessionState>(client, "get_session", { session_id: id, ...extra });
+const newSession = async (client: Connected["client"], task = "Which river flows through Paris?") =>
+  (await call<{ session_id: string }>(client, "create_session", { task })).session_id;
+const state = (client: Connected["client"], id: string, extra: Record<string, unknown> = {}) =>
+  call<SessionState>(client, "get_session", { session_id: id, ...extra });
 /** A model turn steered into a load_lora call whose adapter the model's own logits choose. */
-const modelLoadCall = (client: Connected["client"], id: string) => call<Generated>(client, "generate", { session_id: id, max_tokens: 120, tool_call: { name: "load_lora" }, seed: 1 });
+const modelLoadCall = (client: Connected["client"], id: string) =>
+  call<Generated>(client, "generate", { session_id: id, max_tokens: 120, tool_call: { name: "load_lora" }, seed: 1 });
 
 describe.each<TransportKind>(["stdio", "http", "sse"])("MCP over %s", (kind) => {
   let a: Connected;
@@ -40,13 +52,28 @@ describe.each<TransportKind>(["stdio", "http", "sse"])("MCP over %s", (kind) => 
 
   it("offers the weight actions with the library's aliases as an enum, described by capability", async () => {
     const { tools } = await a.client.listTools();
-    expect(tools.map((t) => t.name).sort()).toEqual(expect.arrayContaining(["close_session", "create_session", "generate", "get_session", "list_adapters", "load_lora", "offload_lora", "read", "search"]));
+    expect(tools.map((t) => t.name).sort()).toEqual(
+      expect.arrayContaining([
+        "close_session",
+        "create_session",
+        "generate",
+        "get_session",
+        "list_adapters",
+        "load_lora",
+        "offload_lora",
+        "read",
+        "search",
+      ]),
+    );
     const load = tools.find((t) => t.name === "load_lora")!;
     const adapter = (load.inputSchema.properties as Record<string, { enum?: string[]; description?: string }>).adapter!;
     expect(adapter.enum).toEqual(["plan", "search", "write"]);
     expect(adapter.description).toMatch(/search: Evidence search/);
     expect(load.outputSchema).toBeDefined();
-    const listing = await call<{ adapters: { alias: string; sha256: string; rank: number; resident: boolean }[] }>(a.client, "list_adapters");
+    const listing = await call<{ adapters: { alias: string; sha256: string; rank: number; resident: boolean }[] }>(
+      a.client,
+      "list_adapters",
+    );
     expect(listing.adapters.map((x) => [x.alias, x.rank, x.resident])).toEqual([
       ["plan", 4, true],
       ["search", 8, true],
@@ -64,15 +91,22 @@ describe.each<TransportKind>(["stdio", "http", "sse"])("MCP over %s", (kind) => 
     expect(loadCall!.name).toBe("load_lora");
     const chosen = loadCall!.arguments.adapter as string;
     expect(["plan", "search", "write"]).toContain(chosen);
-    await expect(call(a.client, "generate", { session_id: id })).rejects.toThrow(/unanswered calls: load_lora \(call_id/);
+    await expect(call(a.client, "generate", { session_id: id })).rejects.toThrow(
+      /unanswered calls: load_lora \(call_id/,
+    );
 
-    const loaded = await call<{ active_adapter: string; call_id: string; switch: { rebuilt_tokens: number; rebuild_ms: number } }>(a.client, "load_lora", { session_id: id, call_id: loadCall!.id });
+    const loaded = await call<{
+      active_adapter: string;
+      call_id: string;
+      switch: { rebuilt_tokens: number; rebuild_ms: number };
+    }>(a.client, "load_lora", { session_id: id, call_id: loadCall!.id });
     expect(loaded.active_adapter).toBe(chosen);
     expect(loaded.call_id).toBe(loadCall!.id);
 
     // the session really runs under the new weights: its log-probs equal a fresh context with that adapter
     const { prompt_tokens } = await state(a.client, id, { include_prompt_tokens: true });
-    // evaluated, or kept (a shared prompt prefix, work done ahead while the client was busy): the whole prompt but its last token
+    // evaluated, or kept (a shared prompt prefix, work done ahead while the client was busy): the whole prompt but its
+    // last token
     expect(loaded.switch.rebuilt_tokens + loaded.switch.reused_tokens).toBe(prompt_tokens!.length - 1);
     const second = await call<Generated>(a.client, "generate", { session_id: id, max_tokens: 3, top_logprobs: 2 });
     expect(second.adapter).toBe(chosen);
@@ -83,12 +117,17 @@ describe.each<TransportKind>(["stdio", "http", "sse"])("MCP over %s", (kind) => 
     const base = await referenceNextTokenLogProbs(reference, null, prompt_tokens!);
     expect(Math.abs(got.logprob - base.get(got.token)!)).toBeGreaterThan(1e-3);
 
-    const released = await call<{ active_adapter: string | null; previous_adapter: string; switch: { cache_strategy: string; rebuilt_tokens: number; reused_tokens: number } }>(a.client, "offload_lora", {
+    const released = await call<{
+      active_adapter: string | null;
+      previous_adapter: string;
+      switch: { cache_strategy: string; rebuilt_tokens: number; reused_tokens: number };
+    }>(a.client, "offload_lora", {
       session_id: id,
       handoff: "river found",
     });
     expect(released).toMatchObject({ active_adapter: null, previous_adapter: chosen });
-    // the default cache strategy: the base's lane kept its cache, so the return evaluates only what the base has not seen
+    // the default cache strategy: the base's lane kept its cache, so the return evaluates only what the base has not
+    // seen
     expect(released.switch.cache_strategy).toBe("reuse");
     expect(released.switch.reused_tokens).toBeGreaterThan(100);
     expect(released.switch.rebuilt_tokens).toBeLessThan(released.switch.reused_tokens);
@@ -129,11 +168,23 @@ describe.each<TransportKind>(["stdio", "http", "sse"])("MCP over %s", (kind) => 
     await call(a.client, "load_lora", { session_id: id, adapter: "plan" });
     const before = await state(a.client, id);
     const cases: [string, Record<string, unknown>, RegExp][] = [
-      ["load_lora", { session_id: id, adapter: "search" }, /load_lora refused: adapter "plan" is active; offload it first/],
+      [
+        "load_lora",
+        { session_id: id, adapter: "search" },
+        /load_lora refused: adapter "plan" is active; offload it first/,
+      ],
       // the adapter enum is the library: an unknown alias is refused by the schema, naming the field and the choices
-      ["load_lora", { session_id: id, adapter: "nonexistent" }, /Invalid arguments for tool load_lora: Invalid option: expected one of "plan"\|"search"\|"write" at adapter/],
+      [
+        "load_lora",
+        { session_id: id, adapter: "nonexistent" },
+        /Invalid arguments for tool load_lora: Invalid option: expected one of "plan"\|"search"\|"write" at adapter/,
+      ],
       ["offload_lora", { session_id: id, adapter: "write" }, /"write" is not the active adapter; "plan" is/],
-      ["load_lora", { session_id: id, adapter: "plan", call_id: "call_nope" }, /call_id "call_nope" is not an unanswered call/],
+      [
+        "load_lora",
+        { session_id: id, adapter: "plan", call_id: "call_nope" },
+        /call_id "call_nope" is not an unanswered call/,
+      ],
       ["generate", { session_id: "s_unknown" }, /no session "s_unknown" for this client/],
       ["generate", { session_id: id, max_tokens: -5 }, /max_tokens/],
       ["generate", { session_id: id, temperature: "hot" }, /temperature/],
@@ -148,7 +199,9 @@ describe.each<TransportKind>(["stdio", "http", "sse"])("MCP over %s", (kind) => 
     expect(after.kv_lanes.find((l) => l.active)).toEqual(lanesBefore.find((l) => l.active));
     const released = await call<{ active_adapter: null }>(a.client, "offload_lora", { session_id: id });
     expect(released.active_adapter).toBeNull();
-    expect(await callError(a.client, "offload_lora", { session_id: id })).toMatch(/offload_lora refused: no adapter is active/);
+    expect(await callError(a.client, "offload_lora", { session_id: id })).toMatch(
+      /offload_lora refused: no adapter is active/,
+    );
   });
 
   it("keeps each client's sessions to itself, and two clients switching at once do not interfere", async () => {
@@ -177,7 +230,9 @@ describe.each<TransportKind>(["stdio", "http", "sse"])("MCP over %s", (kind) => 
 
   it("serves the prompts and the adapter, cache and session resources", async () => {
     const { prompts } = await a.client.listPrompts();
-    expect(prompts.map((p) => p.name)).toEqual(expect.arrayContaining(["system", "weact-soft", "weact-hard", "stage-plan", "stage-search", "stage-write"]));
+    expect(prompts.map((p) => p.name)).toEqual(
+      expect.arrayContaining(["system", "weact-soft", "weact-hard", "stage-plan", "stage-search", "stage-write"]),
+    );
     const soft = await a.client.getPrompt({ name: "weact-soft", arguments: { task: "Find the tallest tower" } });
     expect((soft.messages[0]!.content as { text: string }).text).toContain("Task: Find the tallest tower");
     const adapters = await a.client.readResource({ uri: "weact://adapters" });
@@ -189,8 +244,13 @@ describe.each<TransportKind>(["stdio", "http", "sse"])("MCP over %s", (kind) => 
     expect(other.resources.map((r) => r.uri)).not.toContain(`weact://sessions/${id}`);
     const read = await a.client.readResource({ uri: `weact://sessions/${id}` });
     expect(JSON.parse((read.contents[0] as { text: string }).text).session_id).toBe(id);
-    const cache = JSON.parse(((await a.client.readResource({ uri: "weact://cache" })).contents[0] as { text: string }).text);
-    expect(cache).toMatchObject({ strategy: "reuse", evictions: { spilled: expect.any(Number), dropped: expect.any(Number) } });
+    const cache = JSON.parse(
+      ((await a.client.readResource({ uri: "weact://cache" })).contents[0] as { text: string }).text,
+    );
+    expect(cache).toMatchObject({
+      strategy: "reuse",
+      evictions: { spilled: expect.any(Number), dropped: expect.any(Number) },
+    });
     expect(cache.sequences).toBeGreaterThanOrEqual(1);
   });
 });

@@ -12,7 +12,9 @@ const dir = tempDir();
 const tokenFile = join(dir, "tokens");
 writeFileSync(tokenFile, `alice:${ALICE}\nbob:${BOB}\n`);
 const traceDir = join(dir, "traces");
-/** Two short stages, and a 5 s run limit for the fixed policies: the round trip below waits longer than that on purpose. */
+/**
+ * Two short stages, and a 5 s run limit for the fixed policies: the round trip below waits longer than that on purpose.
+ */
 const config = testConfig({
   harness: { maxTokensPerTurn: 96, traceDir, workflow: ["plan", "write"], stage: { turns: 1 }, soft: { seconds: 5 } },
   sessions: { maxSlotsPerClient: 1 },
@@ -75,27 +77,56 @@ describe("OpenAI-compatible endpoint, through the official openai client", LONG,
   it("refuses an unknown model, a result-changing parameter, a malformed request and a missing token, naming the param", async () => {
     const messages: ChatCompletionMessageParam[] = [{ role: "user", content: "hi" }];
     const unknown = await apiError(alice.chat.completions.create({ model: "gpt-4o", messages }));
-    expect([unknown.status, unknown.param, unknown.code, unknown.type]).toEqual([404, "model", "model_not_found", "invalid_request_error"]);
+    expect([unknown.status, unknown.param, unknown.code, unknown.type]).toEqual([
+      404,
+      "model",
+      "model_not_found",
+      "invalid_request_error",
+    ]);
     const n = await apiError(alice.chat.completions.create({ model: "base", messages, n: 2 }));
     expect([n.status, n.param, n.code]).toEqual([400, "n", "unsupported_parameter"]);
-    const bias = await apiError(alice.chat.completions.create({ model: "base", messages, logit_bias: { "50256": -100 } }));
+    const bias = await apiError(
+      alice.chat.completions.create({ model: "base", messages, logit_bias: { "50256": -100 } }),
+    );
     expect([bias.status, bias.param]).toEqual([400, "logit_bias"]);
-    const noUser = await apiError(alice.chat.completions.create({ model: "base", messages: [{ role: "system", content: "x" }] }));
+    const noUser = await apiError(
+      alice.chat.completions.create({ model: "base", messages: [{ role: "system", content: "x" }] }),
+    );
     expect([noUser.status, noUser.param]).toEqual([400, "messages"]);
-    const badRole = await apiError(alice.chat.completions.create({ model: "base", messages: [{ role: "user", content: 42 as unknown as string }] }));
+    const badRole = await apiError(
+      alice.chat.completions.create({ model: "base", messages: [{ role: "user", content: 42 as unknown as string }] }),
+    );
     expect([badRole.status, badRole.param]).toEqual([400, "messages[0].content"]);
-    const anonymous = await apiError(new OpenAI({ baseURL: `${server.url}/v1`, apiKey: "wrong-token-000000000000", maxRetries: 0 }).models.list());
+    const anonymous = await apiError(
+      new OpenAI({ baseURL: `${server.url}/v1`, apiKey: "wrong-token-000000000000", maxRetries: 0 }).models.list(),
+    );
     expect([anonymous.status, anonymous.type]).toEqual([401, "authentication_error"]);
     // a body that is not JSON at all: an OpenAI error object, no HTML, no stack, no path
-    const raw = await fetch(`${server.url}/v1/chat/completions`, { method: "POST", headers: { authorization: `Bearer ${ALICE}`, "content-type": "application/json" }, body: '{"model":' });
+    const raw = await fetch(`${server.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${ALICE}`, "content-type": "application/json" },
+      body: '{"model":',
+    });
     const text = await raw.text();
     expect(raw.status).toBe(400);
-    expect(JSON.parse(text)).toEqual({ error: { message: "the request body is not valid JSON", type: "invalid_request_error", param: null, code: "invalid_json" } });
+    expect(JSON.parse(text)).toEqual({
+      error: {
+        message: "the request body is not valid JSON",
+        type: "invalid_request_error",
+        param: null,
+        code: "invalid_json",
+      },
+    });
     expect(text).not.toMatch(/<html|\bat .+:\d+:\d+|\/work\/|node_modules/i);
   });
 
   it("non-streaming: runs the hard WeAct loop server-side; the weight actions stay internal", async () => {
-    const r = await alice.chat.completions.create({ model: "weact-hard", messages: [{ role: "user", content: "Which river flows through Paris?" }], max_tokens: 8, seed: 1 });
+    const r = await alice.chat.completions.create({
+      model: "weact-hard",
+      messages: [{ role: "user", content: "Which river flows through Paris?" }],
+      max_tokens: 8,
+      seed: 1,
+    });
     const choice = r.choices[0]!;
     expect(typeof choice.message.content).toBe("string");
     expect(choice.message.tool_calls).toBeUndefined();
@@ -105,8 +136,16 @@ describe("OpenAI-compatible endpoint, through the official openai client", LONG,
     expect(r.usage!.prompt_tokens_details!.cached_tokens).toBeGreaterThan(0);
     expect(r.usage!.completion_tokens).toBeGreaterThan(0);
     const events = traceEvents(weact(r)!.trace_id!);
-    expect(events.filter((e) => e.type === "adapter_control").map((e) => `${e.action}:${e.author}`)).toEqual(["load:harness", "offload:harness", "load:harness", "offload:harness"]);
-    expect(events.find((e) => e.type === "run_start")).toMatchObject({ owner: "token:alice", task: "Which river flows through Paris?" });
+    expect(events.filter((e) => e.type === "adapter_control").map((e) => `${e.action}:${e.author}`)).toEqual([
+      "load:harness",
+      "offload:harness",
+      "load:harness",
+      "offload:harness",
+    ]);
+    expect(events.find((e) => e.type === "run_start")).toMatchObject({
+      owner: "token:alice",
+      task: "Which river flows through Paris?",
+    });
   });
 
   it("streaming: the final stage's tokens as content chunks; stages and switches only in the weact field; usage with cached tokens", async () => {
@@ -140,7 +179,12 @@ describe("OpenAI-compatible endpoint, through the official openai client", LONG,
     console.log(
       `streaming test: ${chunks} chunks; content ${JSON.stringify(content)}; finish_reason ${finish}; events ${events.join(" ")}; other stages' text ${JSON.stringify(stageText)}; usage ${JSON.stringify(usage)}`,
     );
-    expect(events.filter((e) => e.startsWith("switch"))).toEqual(["switch:1:plan:load", "switch:1:plan:offload", "switch:2:write:load", "switch:2:write:offload"]);
+    expect(events.filter((e) => e.startsWith("switch"))).toEqual([
+      "switch:1:plan:load",
+      "switch:1:plan:offload",
+      "switch:2:write:load",
+      "switch:2:write:offload",
+    ]);
     expect(events.filter((e) => e.startsWith("stage_start"))).toEqual(["stage_start:1:plan", "stage_start:2:write"]);
     expect(Object.keys(stageText).every((s) => s !== "2:write")).toBe(true);
     expect(content.length).toBeGreaterThan(0);
@@ -151,7 +195,15 @@ describe("OpenAI-compatible endpoint, through the official openai client", LONG,
 
   it("a client that disconnects mid-stream cancels the run: its slot is freed and its trace ends cancelled", async () => {
     const controller = new AbortController();
-    const stream = await alice.chat.completions.create({ model: "weact-hard", messages: [{ role: "user", content: "Which river flows through Paris?" }], max_tokens: 8, stream: true }, { signal: controller.signal });
+    const stream = await alice.chat.completions.create(
+      {
+        model: "weact-hard",
+        messages: [{ role: "user", content: "Which river flows through Paris?" }],
+        max_tokens: 8,
+        stream: true,
+      },
+      { signal: controller.signal },
+    );
     let traceId: string | undefined;
     // the client ends its iteration (or throws its abort error) once the signal fires
     await (async () => {
@@ -163,7 +215,11 @@ describe("OpenAI-compatible endpoint, through the official openai client", LONG,
     expect(controller.signal.aborted).toBe(true);
     expect(traceId).toBeTruthy();
     let s = await status(ALICE);
-    for (let i = 0; i < 100 && (s.sessions.mine.length > 0 || s.runs.mine.find((r) => r.trace_id === traceId)?.state === "running"); i++) {
+    for (
+      let i = 0;
+      i < 100 && (s.sessions.mine.length > 0 || s.runs.mine.find((r) => r.trace_id === traceId)?.state === "running");
+      i++
+    ) {
       await new Promise((r) => setTimeout(r, 100));
       s = await status(ALICE);
     }
@@ -176,14 +232,29 @@ describe("OpenAI-compatible endpoint, through the official openai client", LONG,
     const tools: ChatCompletionTool[] = [
       {
         type: "function",
-        function: { name: "get_weather", description: "Current weather of a city", parameters: { type: "object", properties: { city: { type: "string", enum: ["Paris", "Rome"] } }, required: ["city"] } },
+        function: {
+          name: "get_weather",
+          description: "Current weather of a city",
+          parameters: {
+            type: "object",
+            properties: { city: { type: "string", enum: ["Paris", "Rome"] } },
+            required: ["city"],
+          },
+        },
       },
     ];
     const messages: ChatCompletionMessageParam[] = [
       { role: "system", content: "Answer briefly." },
       { role: "user", content: "What is the weather in Paris?" },
     ];
-    const first = await alice.chat.completions.create({ model: "base", messages, tools, tool_choice: { type: "function", function: { name: "get_weather" } }, max_tokens: 200, seed: 1 });
+    const first = await alice.chat.completions.create({
+      model: "base",
+      messages,
+      tools,
+      tool_choice: { type: "function", function: { name: "get_weather" } },
+      max_tokens: 200,
+      seed: 1,
+    });
     const call = first.choices[0]!.message.tool_calls?.[0];
     expect(first.choices[0]!.finish_reason).toBe("tool_calls");
     expect(call?.type === "function" && call.function.name).toBe("get_weather");
@@ -195,11 +266,17 @@ describe("OpenAI-compatible endpoint, through the official openai client", LONG,
     expect((await status(ALICE)).suspended_runs).toBe(1);
 
     // the suspended run holds Alice's one slot (sessions.maxSlotsPerClient = 1): her next run is refused, naming it
-    const refused = await apiError(alice.chat.completions.create({ model: "base", messages: [{ role: "user", content: "another" }], max_tokens: 4 }));
+    const refused = await apiError(
+      alice.chat.completions.create({ model: "base", messages: [{ role: "user", content: "another" }], max_tokens: 4 }),
+    );
     expect(refused.status).toBe(429);
     expect(refused.message).toMatch(/sessions\.maxSlotsPerClient/);
 
-    const followUp: ChatCompletionMessageParam[] = [...messages, { role: "assistant", content: first.choices[0]!.message.content, tool_calls: [call] }, { role: "tool", tool_call_id: call.id, content: "Sunny, 21 C" }];
+    const followUp: ChatCompletionMessageParam[] = [
+      ...messages,
+      { role: "assistant", content: first.choices[0]!.message.content, tool_calls: [call] },
+      { role: "tool", tool_call_id: call.id, content: "Sunny, 21 C" },
+    ];
     // Bob presents Alice's continuation: a fresh run of his own, Alice's run keeps waiting
     const stranger = await bob.chat.completions.create({ model: "base", messages: followUp, max_tokens: 8 });
     expect(weact(stranger)).toMatchObject({ continued: false });
@@ -217,7 +294,11 @@ describe("OpenAI-compatible endpoint, through the official openai client", LONG,
     expect(events.filter((e) => e.type === "client_wait")).toHaveLength(1);
     expect(events.find((e) => e.type === "client_resume")!.ms).toBeGreaterThan(5_000);
     expect(events.some((e) => e.type === "guard" && e.rule === "termination")).toBe(false);
-    const history = events.find((e) => e.type === "history")!.messages as { role: string; name?: string; content: string }[];
+    const history = events.find((e) => e.type === "history")!.messages as {
+      role: string;
+      name?: string;
+      content: string;
+    }[];
     expect(history.find((m) => m.role === "tool" && m.name === "get_weather")?.content).toBe("Sunny, 21 C");
     expect((await status(ALICE)).suspended_runs).toBe(0);
   });

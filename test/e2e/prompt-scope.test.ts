@@ -2,7 +2,14 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { tempDir } from "../helpers/files.js";
-import { call, connectClient, startHttpServer, testConfig, type Connected, type HttpServer } from "../helpers/server.js";
+import {
+  call,
+  connectClient,
+  startHttpServer,
+  testConfig,
+  type Connected,
+  type HttpServer,
+} from "../helpers/server.js";
 
 const ALICE = "alice-token-0123456789abcdef";
 const BOB = "bob-token-0123456789abcdefgh";
@@ -35,7 +42,10 @@ describe("prompt prefixes are shared within their scope only (HTTP, two identiti
 
   /** A session with `system` (the server's when undefined) loading `adapter`: the shared tokens its switch restored. */
   async function sharedOnLoad(client: Connected, adapter: string, system?: string): Promise<number> {
-    const { session_id } = await call<{ session_id: string }>(client.client, "create_session", { task: "Which river flows through Paris?", ...(system ? { system } : {}) });
+    const { session_id } = await call<{ session_id: string }>(client.client, "create_session", {
+      task: "Which river flows through Paris?",
+      ...(system ? { system } : {}),
+    });
     try {
       const loaded = await call<Loaded>(client.client, "load_lora", { session_id, adapter });
       expect(loaded.switch.restored_tokens).toBeGreaterThanOrEqual(loaded.switch.shared_tokens);

@@ -62,7 +62,8 @@ const levels: Array<{ name: string; options: DetectIsolationOptions }> = [
 
 describe.each(levels)("runCode at the $name", ({ options }) => {
   let isolation: IsolationInfo;
-  const run = (request: RunCodeRequest, limits: RunCodeLimits = DEFAULT_RUN_CODE_LIMITS): Promise<RunCodeResult> => runCode(request, { isolation, limits });
+  const run = (request: RunCodeRequest, limits: RunCodeLimits = DEFAULT_RUN_CODE_LIMITS): Promise<RunCodeResult> =>
+    runCode(request, { isolation, limits });
 
   beforeAll(async () => {
     isolation = await detectIsolation(options);
@@ -76,14 +77,23 @@ describe.each(levels)("runCode at the $name", ({ options }) => {
     expect(py).toMatchObject({ stdout: "hello from python\n", exitCode: 0, signal: null, timedOut: false });
     expect(py.isolation).toBe(isolation.level);
     const js = await run({ language: "javascript", code: "console.log('hello from', 'javascript')" });
-    expect(js).toMatchObject({ stdout: "hello from javascript\n", exitCode: 0, signal: null, isolation: isolation.level });
+    expect(js).toMatchObject({
+      stdout: "hello from javascript\n",
+      exitCode: 0,
+      signal: null,
+      isolation: isolation.level,
+    });
   });
 
   it("passes stdin through", async () => {
     const stdin = "line one\nline two\n";
     const py = await run({ language: "python", code: "import sys; sys.stdout.write(sys.stdin.read())", stdin });
     expect(py.stdout).toBe(stdin);
-    const js = await run({ language: "javascript", code: "process.stdout.write(require('fs').readFileSync(0))", stdin });
+    const js = await run({
+      language: "javascript",
+      code: "process.stdout.write(require('fs').readFileSync(0))",
+      stdin,
+    });
     expect(js.stdout).toBe(stdin);
   });
 
@@ -178,7 +188,11 @@ describe.each(levels)("runCode at the $name", ({ options }) => {
     expect(result).toMatchObject({ exitCode: 0, truncated: { stdout: true, stderr: false }, stderr: "eeeeeeeeee" });
     expect(result.stdout).toBe("x".repeat(cap) + marker);
 
-    const endless = await run({ language: "javascript", code: "for (;;) process.stdout.write('y'.repeat(4096));", timeoutS: 1 });
+    const endless = await run({
+      language: "javascript",
+      code: "for (;;) process.stdout.write('y'.repeat(4096));",
+      timeoutS: 1,
+    });
     expect(endless.timedOut).toBe(true);
     expect(endless.truncated.stdout).toBe(true);
     expect(endless.stdout.length).toBe(cap + marker.length);

@@ -18,7 +18,9 @@ export function portabilityProblems(schema: unknown, path: string): string[] {
   const branches = (node.anyOf ?? node.oneOf) as unknown[] | undefined;
   if (branches) {
     if ("type" in node) problems.push(`${path}: type beside anyOf/oneOf`);
-    branches.forEach((b, i) => problems.push(...portabilityProblems(b, `${path}.${node.anyOf ? "anyOf" : "oneOf"}[${i}]`)));
+    branches.forEach((b, i) =>
+      problems.push(...portabilityProblems(b, `${path}.${node.anyOf ? "anyOf" : "oneOf"}[${i}]`)),
+    );
     return problems;
   }
   if (Array.isArray(node.type)) problems.push(`${path}: type array ${JSON.stringify(node.type)}`);
@@ -26,9 +28,11 @@ export function portabilityProblems(schema: unknown, path: string): string[] {
   if ("allOf" in node) problems.push(`${path}: allOf`);
   if (node.type === "object") {
     if (!("additionalProperties" in node)) problems.push(`${path}: object without additionalProperties`);
-    for (const [key, value] of Object.entries((node.properties as Record<string, unknown> | undefined) ?? {})) problems.push(...portabilityProblems(value, `${path}.${key}`));
+    for (const [key, value] of Object.entries((node.properties as Record<string, unknown> | undefined) ?? {}))
+      problems.push(...portabilityProblems(value, `${path}.${key}`));
     const extra = node.additionalProperties;
-    if (typeof extra === "object" && extra !== null) problems.push(...portabilityProblems(extra, `${path}.additionalProperties`));
+    if (typeof extra === "object" && extra !== null)
+      problems.push(...portabilityProblems(extra, `${path}.additionalProperties`));
   }
   if (node.type === "array") {
     if (node.items === undefined) problems.push(`${path}: array without items`);
@@ -52,15 +56,25 @@ describe("tools/list schemas are portable", () => {
   it("the check itself finds the problems it names", () => {
     expect(portabilityProblems({ type: ["string", "null"] }, "x")).toEqual(['x: type array ["string","null"]']);
     expect(portabilityProblems({ description: "anything" }, "x")).toEqual(["x: no type"]);
-    expect(portabilityProblems({ type: "object", properties: { a: { type: "string" } } }, "x")).toEqual(["x: object without additionalProperties"]);
+    expect(portabilityProblems({ type: "object", properties: { a: { type: "string" } } }, "x")).toEqual([
+      "x: object without additionalProperties",
+    ]);
     expect(portabilityProblems({ type: "array" }, "x")).toEqual(["x: array without items"]);
     expect(portabilityProblems({ anyOf: [{ type: "string" }, { type: "null" }] }, "x")).toEqual([]);
-    expect(portabilityProblems({ type: "object", properties: { a: { anyOf: [{ type: "integer" }, {}] } }, additionalProperties: false }, "x")).toEqual(["x.a.anyOf[1]: no type"]);
+    expect(
+      portabilityProblems(
+        { type: "object", properties: { a: { anyOf: [{ type: "integer" }, {}] } }, additionalProperties: false },
+        "x",
+      ),
+    ).toEqual(["x.a.anyOf[1]: no type"]);
   });
 
   it("every input and output schema node has one type; every object states additionalProperties", () => {
     expect(tools.length).toBeGreaterThanOrEqual(14);
-    const problems = tools.flatMap((t) => [...portabilityProblems(t.inputSchema, `${t.name}.input`), ...(t.outputSchema ? portabilityProblems(t.outputSchema, `${t.name}.output`) : [])]);
+    const problems = tools.flatMap((t) => [
+      ...portabilityProblems(t.inputSchema, `${t.name}.input`),
+      ...(t.outputSchema ? portabilityProblems(t.outputSchema, `${t.name}.output`) : []),
+    ]);
     expect(problems).toEqual([]);
   });
 
@@ -68,15 +82,28 @@ describe("tools/list schemas are portable", () => {
     for (const t of tools) {
       const a = t.annotations ?? {};
       expect({ tool: t.name, title: typeof a.title }).toEqual({ tool: t.name, title: "string" });
-      for (const hint of ["readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"] as const) expect({ tool: t.name, hint, value: typeof a[hint] }).toEqual({ tool: t.name, hint, value: "boolean" });
+      for (const hint of ["readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"] as const)
+        expect({ tool: t.name, hint, value: typeof a[hint] }).toEqual({ tool: t.name, hint, value: "boolean" });
     }
     const hints = (name: string) => {
-      const { readOnlyHint, destructiveHint, idempotentHint, openWorldHint } = tools.find((t) => t.name === name)!.annotations!;
+      const { readOnlyHint, destructiveHint, idempotentHint, openWorldHint } = tools.find(
+        (t) => t.name === name,
+      )!.annotations!;
       return { readOnlyHint, destructiveHint, idempotentHint, openWorldHint };
     };
     // what each one does to the server and beyond it
-    expect(hints("list_adapters")).toEqual({ readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false });
-    expect(hints("get_session")).toEqual({ readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false });
+    expect(hints("list_adapters")).toEqual({
+      readOnlyHint: true,
+      destructiveHint: false,
+      idempotentHint: true,
+      openWorldHint: false,
+    });
+    expect(hints("get_session")).toEqual({
+      readOnlyHint: true,
+      destructiveHint: false,
+      idempotentHint: true,
+      openWorldHint: false,
+    });
     expect(hints("close_session")).toMatchObject({ readOnlyHint: false, destructiveHint: true });
     expect(hints("unregister_adapter")).toMatchObject({ readOnlyHint: false, destructiveHint: true });
     expect(hints("register_adapter")).toMatchObject({ readOnlyHint: false, destructiveHint: false });
@@ -90,7 +117,12 @@ describe("tools/list schemas are portable", () => {
 
   it("search is open-world when its backend is a web search API", async () => {
     // nothing is searched here: the port only has to be named
-    const web = await connectClient("stdio", undefined, {}, testConfig({ tools: { search: { backend: "searxng", searxng: { url: "http://127.0.0.1:9" } } } }));
+    const web = await connectClient(
+      "stdio",
+      undefined,
+      {},
+      testConfig({ tools: { search: { backend: "searxng", searxng: { url: "http://127.0.0.1:9" } } } }),
+    );
     try {
       const search = (await web.client.listTools()).tools.find((t) => t.name === "search")!;
       expect(search.annotations?.openWorldHint).toBe(true);

@@ -4,7 +4,12 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { GgufFormatError, readGgufHeader } from "../../src/gguf/index.js";
 import { MAIN, spawnHttpServer } from "../../testkit/mcpClient.js";
-import { DEFAULT_RUN_CODE_LIMITS, detectIsolation, hidingPaths, runCode } from "../../src/externalTools/runCode/index.js";
+import {
+  DEFAULT_RUN_CODE_LIMITS,
+  detectIsolation,
+  hidingPaths,
+  runCode,
+} from "../../src/externalTools/runCode/index.js";
 import { tempDir, tempLibrary } from "../helpers/files.js";
 import { bwrapOnPath } from "../helpers/host.js";
 import { call, callError, connectClient, testConfig, type HttpServer } from "../helpers/server.js";
@@ -22,9 +27,25 @@ function teamServerFiles(runCode: Record<string, unknown> = {}) {
   const { dir: adapterDir, manifest } = tempLibrary();
   const traceDir = join(dir, "traces");
   mkdirSync(traceDir);
-  writeFileSync(join(traceDir, "t_someoneelse01.jsonl"), `${JSON.stringify({ owner: "token:dave", type: "run", task: "dave's private task" })}\n`);
-  const config = testConfig({ adapters: { manifest }, harness: { traceDir }, server: { adminTokenFile }, tools: { runCode } });
-  return { config, tokenFile, adminTokenFile, manifest, adapterDir, traceDir, args: ["--config", config, "--token-file", tokenFile] };
+  writeFileSync(
+    join(traceDir, "t_someoneelse01.jsonl"),
+    `${JSON.stringify({ owner: "token:dave", type: "run", task: "dave's private task" })}\n`,
+  );
+  const config = testConfig({
+    adapters: { manifest },
+    harness: { traceDir },
+    server: { adminTokenFile },
+    tools: { runCode },
+  });
+  return {
+    config,
+    tokenFile,
+    adminTokenFile,
+    manifest,
+    adapterDir,
+    traceDir,
+    args: ["--config", config, "--token-file", tokenFile],
+  };
 }
 
 /** Each step of the escalation chain the issue found, as a snippet would try it; prints what each step got. */
@@ -110,7 +131,11 @@ describe("run_code on a shared server (HTTP with tokens)", () => {
       const manifestBefore = readFileSync(files.manifest, "utf8");
       const marker = `weact-escape-${process.pid}-${Date.now()}`;
       const params = { serverPid: server.process.pid, port: Number(new URL(server.url).port), marker, ...files };
-      const ran = await call<{ stdout: string; stderr: string; isolation: string }>(carol.client, "run_code", { language: "python", code: ESCALATION, stdin: JSON.stringify(params) });
+      const ran = await call<{ stdout: string; stderr: string; isolation: string }>(carol.client, "run_code", {
+        language: "python",
+        code: ESCALATION,
+        stdin: JSON.stringify(params),
+      });
       expect(ran.isolation).toBe("bubblewrap");
       const steps = JSON.parse(ran.stdout) as Record<string, string>;
       const { ["leave a process behind"]: forked, ...rest } = steps;
@@ -131,7 +156,9 @@ describe("run_code on a shared server (HTTP with tokens)", () => {
 /** A PATH with what run_code needs (prlimit, setpriv, python3) but no bwrap: real start-up detection finds no jail. */
 function pathWithoutBwrap(): string {
   const bin = tempDir("weact-bin-");
-  const python = execFileSync("python3", ["-c", "import os, sys; print(os.path.realpath(sys.executable))"], { encoding: "utf8" }).trim();
+  const python = execFileSync("python3", ["-c", "import os, sys; print(os.path.realpath(sys.executable))"], {
+    encoding: "utf8",
+  }).trim();
   symlinkSync(python, join(bin, "python3"));
   for (const name of ["prlimit", "setpriv"]) {
     const found = execFileSync("sh", ["-c", `command -v ${name} || true`], { encoding: "utf8" }).trim();
@@ -148,7 +175,10 @@ describe("run_code withdrawn from a shared server without a jail", () => {
   let withdrawn: HttpServer;
   let offered: HttpServer;
   beforeAll(async () => {
-    [withdrawn, offered] = await Promise.all([spawnHttpServer(noJail.args, { PATH }), spawnHttpServer(optedIn.args, { PATH })]);
+    [withdrawn, offered] = await Promise.all([
+      spawnHttpServer(noJail.args, { PATH }),
+      spawnHttpServer(optedIn.args, { PATH }),
+    ]);
   });
   afterAll(async () => Promise.all([withdrawn?.stop(), offered?.stop()]));
 
@@ -157,7 +187,9 @@ describe("run_code withdrawn from a shared server without a jail", () => {
     try {
       const { tools } = await carol.client.listTools();
       expect(tools.map((t) => t.name)).not.toContain("run_code");
-      expect(tools.find((t) => t.name === "create_session")!.description).toMatch(/run_code is withdrawn: this server is shared .* rlimits level\b.*tools\.runCode\.unsafeUnjailedOnSharedServer/);
+      expect(tools.find((t) => t.name === "create_session")!.description).toMatch(
+        /run_code is withdrawn: this server is shared .* rlimits level\b.*tools\.runCode\.unsafeUnjailedOnSharedServer/,
+      );
       const { withdrawn_tools } = await call<Listing>(carol.client, "list_adapters");
       expect(withdrawn_tools).toEqual([{ name: "run_code", reason: expect.stringMatching(/bwrap not found/) }]);
       expect(withdrawn.stderr()).toMatch(/run_code is withdrawn: .*bwrap not found.*Install bubblewrap/);
@@ -175,14 +207,21 @@ describe("run_code withdrawn from a shared server without a jail", () => {
   it("is offered again only with the explicit opt-in, which the log flags as unsafe", async () => {
     const carol = await connectClient("http", offered, { authorization: `Bearer ${USER}` });
     try {
-      const ran = await call<{ stdout: string; isolation: string }>(carol.client, "run_code", { language: "python", code: "print(6 * 7)" });
+      const ran = await call<{ stdout: string; isolation: string }>(carol.client, "run_code", {
+        language: "python",
+        code: "print(6 * 7)",
+      });
       expect(ran).toMatchObject({ stdout: "42\n", isolation: "rlimits" });
       expect((await call<Listing>(carol.client, "list_adapters")).withdrawn_tools).toEqual([]);
       expect(offered.stderr()).toMatch(/run_code offered on a shared server WITHOUT a jail/);
       // what the setting's name warns of: the probes of the escalation test do get through here
       const marker = `weact-escape-${process.pid}-${Date.now()}`;
       const params = { serverPid: offered.process.pid, port: Number(new URL(offered.url).port), marker, ...optedIn };
-      const escaped = await call<{ stdout: string }>(carol.client, "run_code", { language: "python", code: ESCALATION, stdin: JSON.stringify(params) });
+      const escaped = await call<{ stdout: string }>(carol.client, "run_code", {
+        language: "python",
+        code: ESCALATION,
+        stdin: JSON.stringify(params),
+      });
       const steps = JSON.parse(escaped.stdout) as Record<string, string>;
       const left = processesWith(marker);
       for (const pid of left) process.kill(Number(pid), "SIGKILL");
@@ -236,7 +275,11 @@ describe("the adapter library on a shared server", () => {
         expect(await refused).toMatch(/is a FIFO, not a regular file/);
       }
       // nothing half-registered
-      const names = ((await user.client.callTool({ name: "list_adapters", arguments: {} })).structuredContent as { adapters: { alias: string }[] }).adapters.map((a) => a.alias);
+      const names = (
+        (await user.client.callTool({ name: "list_adapters", arguments: {} })).structuredContent as {
+          adapters: { alias: string }[];
+        }
+      ).adapters.map((a) => a.alias);
       expect(names).not.toContain("piped");
     } finally {
       await Promise.all([admin.close(), user.close()]);
@@ -256,7 +299,12 @@ describe("the adapter library on a shared server", () => {
         expect(await callError(user.client, tool, args)).toMatch(/needs an admin token \(server\.adminTokenFile\)/);
       }
       expect(readFileSync(files.manifest, "utf8")).toBe(manifestBefore);
-      const aliases = async () => ((await user.client.callTool({ name: "list_adapters", arguments: {} })).structuredContent as { adapters: { alias: string }[] }).adapters.map((a) => a.alias);
+      const aliases = async () =>
+        (
+          (await user.client.callTool({ name: "list_adapters", arguments: {} })).structuredContent as {
+            adapters: { alias: string }[];
+          }
+        ).adapters.map((a) => a.alias);
       expect(await aliases()).toEqual(["plan", "search", "write"]);
       await call(admin.client, "register_adapter", { alias: "extra", file: "code.gguf", description: "more" });
       expect(await aliases()).toContain("extra");
@@ -276,7 +324,9 @@ describe("the adapter library on a shared server", () => {
 
   it("refuses a FIFO as the base model at start-up, naming it", async () => {
     const model = fifoIn(tempDir(), "model.gguf");
-    const child = spawn(process.execPath, [MAIN, "--http", "0", "--config", testConfig(), "--model", model], { stdio: ["ignore", "ignore", "pipe"] });
+    const child = spawn(process.execPath, [MAIN, "--http", "0", "--config", testConfig(), "--model", model], {
+      stdio: ["ignore", "ignore", "pipe"],
+    });
     let err = "";
     child.stderr!.on("data", (d: Buffer) => (err += d.toString()));
     const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
@@ -295,7 +345,9 @@ describe("run_code when the server dies mid-run", () => {
     const code = `import os, sys\nos.execv(sys.executable, [sys.executable, "-c", "import time; time.sleep(45)", "${marker}"])`;
     const dying = await spawnHttpServer(team.args, { TMPDIR });
     const carol = await connectClient("http", dying, { authorization: `Bearer ${USER}` });
-    const pending = carol.client.callTool({ name: "run_code", arguments: { language: "python", code, timeoutS: 45 } }).catch(() => undefined);
+    const pending = carol.client
+      .callTool({ name: "run_code", arguments: { language: "python", code, timeoutS: 45 } })
+      .catch(() => undefined);
     const workdirs = () => readdirSync(TMPDIR).filter((name) => name.startsWith("weact-run-"));
     const waitFor = async (done: () => boolean, what: string) => {
       for (const until = Date.now() + 10_000; !done();) {

@@ -11,9 +11,15 @@ it("on SIGTERM stops accepting, cancels the run in flight, keeps its trace whole
   const config = testConfig({ harness: { traceDir, maxTokensPerTurn: 64 } });
   const server = await spawnHttpServer(["--config", config], { WEACT_LOG_LEVEL: "info" });
   const { client, close } = await connectClient("http", { url: server.url });
-  void client.callTool({ name: "run_task", arguments: { task: "interrupted by a shutdown", policy: "hard" } }, undefined, { timeout: 300_000 }).catch(() => undefined); // the server goes away under it; what matters is what it left behind
+  void client
+    .callTool({ name: "run_task", arguments: { task: "interrupted by a shutdown", policy: "hard" } }, undefined, {
+      timeout: 300_000,
+    })
+    .catch(() => undefined); // the server goes away under it; what matters is what it left behind
   // wait until the run has started writing its trace
-  await expect.poll(() => (existsSync(traceDir) ? readdirSync(traceDir).length : 0), { timeout: 60_000 }).toBeGreaterThan(0);
+  await expect
+    .poll(() => (existsSync(traceDir) ? readdirSync(traceDir).length : 0), { timeout: 60_000 })
+    .toBeGreaterThan(0);
   // ...and is past its first model call, so the signal lands mid-run
   const trace = () => readFileSync(join(traceDir, readdirSync(traceDir)[0]!), "utf8");
   await expect.poll(() => /"type":"model_call"/.test(trace()), { timeout: 60_000 }).toBe(true);
@@ -39,7 +45,10 @@ it("on SIGTERM stops accepting, cancels the run in flight, keeps its trace whole
 }, 120_000);
 
 it("a second signal during the shutdown forces the exit with code 1", async () => {
-  const child = spawn(process.execPath, [MAIN, "--http", "0", "--config", testConfig()], { stdio: ["ignore", "ignore", "pipe"], env: { ...process.env, WEACT_LOG_LEVEL: "info" } });
+  const child = spawn(process.execPath, [MAIN, "--http", "0", "--config", testConfig()], {
+    stdio: ["ignore", "ignore", "pipe"],
+    env: { ...process.env, WEACT_LOG_LEVEL: "info" },
+  });
   let err = "";
   child.stderr!.on("data", (d: Buffer) => (err += d.toString()));
   await expect.poll(() => /listening on/.test(err), { timeout: 60_000 }).toBe(true);

@@ -5,7 +5,14 @@ import OpenAI from "openai";
 import { chromium, type BrowserContext } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { tempDir } from "../helpers/files.js";
-import { call, connectClient, startHttpServer, testConfig, type Connected, type HttpServer } from "../helpers/server.js";
+import {
+  call,
+  connectClient,
+  startHttpServer,
+  testConfig,
+  type Connected,
+  type HttpServer,
+} from "../helpers/server.js";
 
 const ALICE = "alice-token-0123456789abcdef";
 const BOB = "bob-token-0123456789abcdef00";
@@ -20,20 +27,38 @@ const CHROMIUM = process.env.WEACT_CHROMIUM ?? "/usr/bin/chromium";
 /** Where the screenshots for the note go (default: a temporary folder; the path is logged). */
 const SHOTS = process.env.WEACT_SCREENSHOT_DIR ?? dir;
 const XSS = "<img src=x onerror=alert(1)>";
-const settings = { harness: { maxTokensPerTurn: 96, workflow: ["plan", "write"], stage: { turns: 1 }, traceDir: join(dir, "traces") }, openai: { continuationSeconds: 2 } };
+const settings = {
+  harness: { maxTokensPerTurn: 96, workflow: ["plan", "write"], stage: { turns: 1 }, traceDir: join(dir, "traces") },
+  openai: { continuationSeconds: 2 },
+};
 
 let server: HttpServer;
 let alice: Connected;
 let bob: Connected;
 let browser: BrowserContext;
 beforeAll(async () => {
-  server = await startHttpServer(["--token-file", tokenFile], testConfig({ ...settings, server: { adminTokenFile: adminFile } }));
-  [alice, bob] = await Promise.all([connectClient("http", server, { authorization: `Bearer ${ALICE}` }), connectClient("http", server, { authorization: `Bearer ${BOB}` })]);
-  // a fresh, empty profile; without the background-networking flags Chromium's own connections are refused on a closed network
+  server = await startHttpServer(
+    ["--token-file", tokenFile],
+    testConfig({ ...settings, server: { adminTokenFile: adminFile } }),
+  );
+  [alice, bob] = await Promise.all([
+    connectClient("http", server, { authorization: `Bearer ${ALICE}` }),
+    connectClient("http", server, { authorization: `Bearer ${BOB}` }),
+  ]);
+  // a fresh, empty profile; without the background-networking flags Chromium's own connections are refused on a closed
+  // network
   browser = await chromium.launchPersistentContext(mkdtempSync(join(tmpdir(), "weact-chromium-")), {
     executablePath: CHROMIUM,
     headless: true,
-    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+    args: [
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-quic",
+      "--no-first-run",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+    ],
   });
 });
 afterAll(async () => {
@@ -52,7 +77,12 @@ const statusJson = async (token: string) =>
 describe("status page", { timeout: 120_000 }, () => {
   it("the login form needs this server's Origin and sets an HttpOnly, SameSite=Strict cookie; /status.json needs a token or that cookie", async () => {
     const post = (headers: Record<string, string>, token = ALICE) =>
-      fetch(`${server.url}/status/login`, { method: "POST", redirect: "manual", headers: { "content-type": "application/x-www-form-urlencoded", ...headers }, body: `token=${token}` });
+      fetch(`${server.url}/status/login`, {
+        method: "POST",
+        redirect: "manual",
+        headers: { "content-type": "application/x-www-form-urlencoded", ...headers },
+        body: `token=${token}`,
+      });
     expect((await post({ origin: "http://evil.example" })).status).toBe(403);
     // the same host name on another port is another site (login CSRF from any other local web app)
     expect((await post({ origin: "http://localhost:9999" })).status).toBe(403);
@@ -101,7 +131,14 @@ describe("status page", { timeout: 120_000 }, () => {
     expect(cookies.find((c) => c.name === "weact_status")).toMatchObject({ httpOnly: true, sameSite: "Strict" });
 
     await call(alice.client, "load_lora", { session_id: mine.session_id, adapter: "plan" });
-    await page.waitForFunction((id) => [...document.querySelectorAll("#sessions tbody tr")].some((tr) => tr.textContent!.includes(id) && tr.children[2]!.textContent === "plan"), mine.session_id, { timeout: 10_000 });
+    await page.waitForFunction(
+      (id) =>
+        [...document.querySelectorAll("#sessions tbody tr")].some(
+          (tr) => tr.textContent!.includes(id) && tr.children[2]!.textContent === "plan",
+        ),
+      mine.session_id,
+      { timeout: 10_000 },
+    );
 
     const body = (await page.textContent("body"))!;
     expect(body).not.toContain(theirs.session_id);
@@ -119,12 +156,19 @@ describe("status page", { timeout: 120_000 }, () => {
     await page.close();
 
     // an admin sees every identity's sessions, with their owners
-    const admin = (await (await fetch(`${server.url}/status.json`, { headers: { authorization: `Bearer ${ADMIN}` } })).json()) as {
+    const admin = (await (
+      await fetch(`${server.url}/status.json`, { headers: { authorization: `Bearer ${ADMIN}` } })
+    ).json()) as {
       viewer: { admin: boolean };
       sessions: { mine: { id: string; owner: string }[]; others: object };
     };
     expect(admin.viewer.admin).toBe(true);
-    expect(admin.sessions.mine).toEqual(expect.arrayContaining([expect.objectContaining({ id: mine.session_id, owner: "token:alice" }), expect.objectContaining({ id: theirs.session_id, owner: "token:bob" })]));
+    expect(admin.sessions.mine).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ id: mine.session_id, owner: "token:alice" }),
+        expect.objectContaining({ id: theirs.session_id, owner: "token:bob" }),
+      ]),
+    );
     expect(admin.sessions.others).toEqual({});
   });
 
@@ -134,7 +178,15 @@ describe("status page", { timeout: 120_000 }, () => {
     const r = await client.chat.completions.create({
       model: "base",
       messages: [{ role: "user", content: "Weather in Rome?" }],
-      tools: [{ type: "function", function: { name: "get_weather", parameters: { type: "object", properties: { city: { type: "string", enum: ["Paris", "Rome"] } } } } }],
+      tools: [
+        {
+          type: "function",
+          function: {
+            name: "get_weather",
+            parameters: { type: "object", properties: { city: { type: "string", enum: ["Paris", "Rome"] } } },
+          },
+        },
+      ],
       tool_choice: { type: "function", function: { name: "get_weather" } },
       max_tokens: 200,
     });

@@ -12,7 +12,15 @@ import { KNOWN_QUERIES } from "../../src/externalTools/search/knownQueries.js";
 import { tempDir } from "../helpers/files.js";
 import { bwrapOnPath } from "../helpers/host.js";
 import { spawnHttpServer, type SpawnedHttpServer } from "../../testkit/mcpClient.js";
-import { call, callError, connectClient, startHttpServer, testConfig, type Connected, type HttpServer } from "../helpers/server.js";
+import {
+  call,
+  callError,
+  connectClient,
+  startHttpServer,
+  testConfig,
+  type Connected,
+  type HttpServer,
+} from "../helpers/server.js";
 
 interface Hit {
   id: string;
@@ -52,8 +60,26 @@ function fakeWeb(): Promise<{ url: string; server: Server; hits: Record<string, 
           query: q,
           number_of_results: 2,
           results: [
-            { url: "https://example.org/seine", title: "Seine - Example", content: "The Seine flows through Paris.", engine: "duckduckgo", engines: ["duckduckgo"], positions: [1], score: 2.5, category: "general" },
-            { url: "https://example.org/rhine", title: "Rhine - Example", content: "The Rhine rises in the Alps.", engine: "wikipedia", engines: ["wikipedia"], positions: [2], score: 1.25, category: "general" },
+            {
+              url: "https://example.org/seine",
+              title: "Seine - Example",
+              content: "The Seine flows through Paris.",
+              engine: "duckduckgo",
+              engines: ["duckduckgo"],
+              positions: [1],
+              score: 2.5,
+              category: "general",
+            },
+            {
+              url: "https://example.org/rhine",
+              title: "Rhine - Example",
+              content: "The Rhine rises in the Alps.",
+              engine: "wikipedia",
+              engines: ["wikipedia"],
+              positions: [2],
+              score: 1.25,
+              category: "general",
+            },
           ],
           answers: [],
           corrections: [],
@@ -63,15 +89,25 @@ function fakeWeb(): Promise<{ url: string; server: Server; hits: Record<string, 
         }),
       );
     }
-    if (url.pathname === "/article") return res.writeHead(200, { "content-type": "text/html; charset=utf-8" }).end(ARTICLE);
+    if (url.pathname === "/article")
+      return res.writeHead(200, { "content-type": "text/html; charset=utf-8" }).end(ARTICLE);
     if (url.pathname === "/long")
-      return res.writeHead(200, { "content-type": "text/html" }).end(`<html><head><title>Long page</title></head><body>${"<p>The river keeps flowing past the old mill.</p>".repeat(60)}</body></html>`);
+      return res
+        .writeHead(200, { "content-type": "text/html" })
+        .end(
+          `<html><head><title>Long page</title></head><body>${"<p>The river keeps flowing past the old mill.</p>".repeat(60)}</body></html>`,
+        );
     if (url.pathname === "/huge") return res.writeHead(200, { "content-type": "text/plain" }).end("x".repeat(300_000));
-    if (url.pathname === "/binary") return res.writeHead(200, { "content-type": "application/octet-stream" }).end(Buffer.alloc(64));
+    if (url.pathname === "/binary")
+      return res.writeHead(200, { "content-type": "application/octet-stream" }).end(Buffer.alloc(64));
     if (url.pathname === "/to-file") return res.writeHead(302, { location: "file:///etc/passwd" }).end();
     res.writeHead(404).end();
   });
-  return new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, server, hits })));
+  return new Promise((resolve) =>
+    server.listen(0, "127.0.0.1", () =>
+      resolve({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, server, hits }),
+    ),
+  );
 }
 
 const corpus = join(tempDir(), "corpus");
@@ -85,8 +121,16 @@ beforeAll(async () => {
   cpSync(join(PACKAGE_ROOT, "test", "fixtures", "article.html"), join(corpus, "article.html"));
   web = await fakeWeb();
   const localConfig = testConfig({ tools: { search: { corpus, indexFile: join(tempDir(), "index.json") } } });
-  const webConfig = testConfig({ tools: { search: { backend: "searxng", searxng: { url: web.url }, timeoutMs: 800, retries: 1 }, read: { allowPrivateAddresses: true, maxBytes: 100_000, maxChars: 500 } } });
-  [local, webServer] = await Promise.all([connectClient("stdio", undefined, {}, localConfig), startHttpServer([], webConfig)]);
+  const webConfig = testConfig({
+    tools: {
+      search: { backend: "searxng", searxng: { url: web.url }, timeoutMs: 800, retries: 1 },
+      read: { allowPrivateAddresses: true, maxBytes: 100_000, maxChars: 500 },
+    },
+  });
+  [local, webServer] = await Promise.all([
+    connectClient("stdio", undefined, {}, localConfig),
+    startHttpServer([], webConfig),
+  ]);
   webClient = await connectClient("http", webServer);
 });
 afterAll(async () => {
@@ -96,7 +140,8 @@ afterAll(async () => {
   web?.server.close();
 });
 
-const search = (c: Connected, query: string, extra: Record<string, unknown> = {}) => call<{ backend: string; results: Hit[] }>(c.client, "search", { query, ...extra });
+const search = (c: Connected, query: string, extra: Record<string, unknown> = {}) =>
+  call<{ backend: string; results: Hit[] }>(c.client, "search", { query, ...extra });
 
 describe("search over the embedded index", () => {
   it("finds the expected document of the shipped corpus for known queries", async () => {
@@ -120,7 +165,10 @@ describe("search over the embedded index", () => {
       }
       throw new Error(`index never caught up for "${query}"`);
     };
-    writeFileSync(join(corpus, "zorblax.md"), "# Zorblax\n\nZorblax is a fictional mineral found only in test corpora.");
+    writeFileSync(
+      join(corpus, "zorblax.md"),
+      "# Zorblax\n\nZorblax is a fictional mineral found only in test corpora.",
+    );
     expect((await until("zorblax", (h) => h.length > 0))[0]!.id).toBe("zorblax.md");
     writeFileSync(join(corpus, "zorblax.md"), "# Quuxite\n\nQuuxite replaced the earlier entry entirely.");
     await until("quuxite", (h) => h[0]?.id === "zorblax.md");
@@ -138,20 +186,36 @@ describe("read", () => {
     const html = await call<Read>(local.client, "read", { id_or_url: "article.html" });
     expect(html.title).toBe("The Pont Neuf");
     expect(html.text).toContain("oldest standing bridge across the Seine");
-    for (const noise of ["window.tracking", "color:red", "Site header", "Copyright notice", "<b>"]) expect(html.text).not.toContain(noise);
+    for (const noise of ["window.tracking", "color:red", "Site header", "Copyright notice", "<b>"])
+      expect(html.text).not.toContain(noise);
   });
 
   it("refuses other schemes, loopback and private addresses, and names the reason", async () => {
-    expect(await callError(local.client, "read", { id_or_url: "file:///etc/passwd" })).toMatch(/only http and https URLs are read, not file:/);
+    expect(await callError(local.client, "read", { id_or_url: "file:///etc/passwd" })).toMatch(
+      /only http and https URLs are read, not file:/,
+    );
     expect(await callError(local.client, "read", { id_or_url: "ftp://example.org/x" })).toMatch(/not ftp:/);
-    expect(await callError(local.client, "read", { id_or_url: `${web.url}/article` })).toMatch(/127\.0\.0\.1 is a private or loopback address/);
-    expect(await callError(local.client, "read", { id_or_url: "http://localhost:1/x" })).toMatch(/localhost resolves to .* private or loopback/);
-    expect(await callError(local.client, "read", { id_or_url: "http://169.254.169.254/latest/meta-data" })).toMatch(/private or loopback/);
+    expect(await callError(local.client, "read", { id_or_url: `${web.url}/article` })).toMatch(
+      /127\.0\.0\.1 is a private or loopback address/,
+    );
+    expect(await callError(local.client, "read", { id_or_url: "http://localhost:1/x" })).toMatch(
+      /localhost resolves to .* private or loopback/,
+    );
+    expect(await callError(local.client, "read", { id_or_url: "http://169.254.169.254/latest/meta-data" })).toMatch(
+      /private or loopback/,
+    );
     // IPv6 spellings of loopback and link-local IPv4 addresses (compatible, mapped, NAT64, 6to4)
-    for (const url of ["http://[::127.0.0.1]/", "http://[::ffff:7f00:1]/", "http://[64:ff9b::7f00:1]/", "http://[2002:a9fe:a9fe::]/"]) {
+    for (const url of [
+      "http://[::127.0.0.1]/",
+      "http://[::ffff:7f00:1]/",
+      "http://[64:ff9b::7f00:1]/",
+      "http://[2002:a9fe:a9fe::]/",
+    ]) {
       expect(await callError(local.client, "read", { id_or_url: url })).toMatch(/is a private or loopback address/);
     }
-    expect(await callError(local.client, "read", { id_or_url: "not a url or id" })).toMatch(/neither a document id nor a URL/);
+    expect(await callError(local.client, "read", { id_or_url: "not a url or id" })).toMatch(
+      /neither a document id nor a URL/,
+    );
   });
 
   it("fetches web pages when allowed, truncates long text, and refuses oversized or binary bodies and scheme-changing redirects", async () => {
@@ -168,8 +232,12 @@ describe("read", () => {
     expect(long.text.startsWith("The river keeps flowing")).toBe(true);
     expect(page).toMatchObject({ truncated: false });
     expect(page.text.length).toBe(page.chars);
-    expect(await callError(webClient.client, "read", { id_or_url: `${web.url}/huge` })).toMatch(/exceeds the 100000-byte limit|over the 100000-byte limit/);
-    expect(await callError(webClient.client, "read", { id_or_url: `${web.url}/binary` })).toMatch(/application\/octet-stream, not a text document/);
+    expect(await callError(webClient.client, "read", { id_or_url: `${web.url}/huge` })).toMatch(
+      /exceeds the 100000-byte limit|over the 100000-byte limit/,
+    );
+    expect(await callError(webClient.client, "read", { id_or_url: `${web.url}/binary` })).toMatch(
+      /application\/octet-stream, not a text document/,
+    );
     expect(await callError(webClient.client, "read", { id_or_url: `${web.url}/to-file` })).toMatch(/not file:/);
   });
 });
@@ -179,31 +247,61 @@ describe("SearXNG backend against a local server speaking its JSON format", () =
     const { backend, results } = await search(webClient, "paris river");
     expect(backend).toBe("searxng");
     expect(results).toEqual([
-      { id: "https://example.org/seine", url: "https://example.org/seine", title: "Seine - Example", snippet: "The Seine flows through Paris.", score: 2.5 },
-      { id: "https://example.org/rhine", url: "https://example.org/rhine", title: "Rhine - Example", snippet: "The Rhine rises in the Alps.", score: 1.25 },
+      {
+        id: "https://example.org/seine",
+        url: "https://example.org/seine",
+        title: "Seine - Example",
+        snippet: "The Seine flows through Paris.",
+        score: 2.5,
+      },
+      {
+        id: "https://example.org/rhine",
+        url: "https://example.org/rhine",
+        title: "Rhine - Example",
+        snippet: "The Rhine rises in the Alps.",
+        score: 1.25,
+      },
     ]);
   });
 
   it("retries a failed answer with backoff, and reports 500s and timeouts clearly after the retries", async () => {
     expect((await search(webClient, "flaky")).results).toHaveLength(2);
     expect(web.hits.flaky).toBe(2);
-    expect(await callError(webClient.client, "search", { query: "boom" })).toMatch(/search backend searxng is unavailable: HTTP 500 .* after 2 attempts/);
+    expect(await callError(webClient.client, "search", { query: "boom" })).toMatch(
+      /search backend searxng is unavailable: HTTP 500 .* after 2 attempts/,
+    );
     expect(web.hits.boom).toBe(2);
-    expect(await callError(webClient.client, "search", { query: "slow" })).toMatch(/search backend searxng is unavailable: no answer within 800 ms .* after 2 attempts/);
+    expect(await callError(webClient.client, "search", { query: "slow" })).toMatch(
+      /search backend searxng is unavailable: no answer within 800 ms .* after 2 attempts/,
+    );
   });
 });
 
-/** A stand-in for the Brave Search API on 127.0.0.1, speaking its web search format; it wants the key "brave-test-key". */
-function fakeBrave(): Promise<{ url: string; server: Server; requests: { q: string; count: string; token: string | undefined }[] }> {
+/**
+ * A stand-in for the Brave Search API on 127.0.0.1, speaking its web search format; it wants the key "brave-test-key".
+ */
+function fakeBrave(): Promise<{
+  url: string;
+  server: Server;
+  requests: { q: string; count: string; token: string | undefined }[];
+}> {
   const requests: { q: string; count: string; token: string | undefined }[] = [];
   const server = createServer((req, res) => {
     const url = new URL(req.url!, "http://x");
     const q = url.searchParams.get("q") ?? "";
-    requests.push({ q, count: url.searchParams.get("count") ?? "", token: req.headers["x-subscription-token"] as string | undefined });
+    requests.push({
+      q,
+      count: url.searchParams.get("count") ?? "",
+      token: req.headers["x-subscription-token"] as string | undefined,
+    });
     if (url.pathname !== "/res/v1/web/search") return res.writeHead(404).end();
-    if (req.headers["x-subscription-token"] !== "brave-test-key") return res.writeHead(401, { "content-type": "application/json" }).end('{"type":"ErrorResponse","error":{"code":"SUBSCRIPTION_TOKEN_INVALID"}}');
+    if (req.headers["x-subscription-token"] !== "brave-test-key")
+      return res
+        .writeHead(401, { "content-type": "application/json" })
+        .end('{"type":"ErrorResponse","error":{"code":"SUBSCRIPTION_TOKEN_INVALID"}}');
     if (q === "rate limited" && requests.filter((r) => r.q === q).length === 1) return res.writeHead(429).end();
-    if (q === "not brave") return res.writeHead(200, { "content-type": "application/json" }).end('{"web":{"results":"nope"}}');
+    if (q === "not brave")
+      return res.writeHead(200, { "content-type": "application/json" }).end('{"web":{"results":"nope"}}');
     const results = [
       {
         title: "Seine - Wikipedia",
@@ -213,19 +311,46 @@ function fakeBrave(): Promise<{ url: string; server: Server; requests: { q: stri
         language: "en",
         profile: { name: "Wikipedia" },
       },
-      { title: "Paris rivers", url: "https://example.org/paris", description: "Rivers of Paris.", is_source_local: false, language: "en" },
+      {
+        title: "Paris rivers",
+        url: "https://example.org/paris",
+        description: "Rivers of Paris.",
+        is_source_local: false,
+        language: "en",
+      },
       { title: "Third", url: "https://example.org/third", description: "Third hit.", language: "en" },
     ];
-    res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ type: "search", query: { original: q }, mixed: { type: "mixed", main: [] }, web: { type: "search", results } }));
+    res.writeHead(200, { "content-type": "application/json" }).end(
+      JSON.stringify({
+        type: "search",
+        query: { original: q },
+        mixed: { type: "mixed", main: [] },
+        web: { type: "search", results },
+      }),
+    );
   });
-  return new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, server, requests })));
+  return new Promise((resolve) =>
+    server.listen(0, "127.0.0.1", () =>
+      resolve({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, server, requests }),
+    ),
+  );
 }
 
 describe("Brave backend against a local server speaking its web search format (tools.search.brave.url)", () => {
   let brave: Awaited<ReturnType<typeof fakeBrave>>;
   let server: SpawnedHttpServer;
   let client: Connected;
-  const config = () => testConfig({ tools: { search: { backend: "brave", brave: { url: brave.url, apiKeyEnv: "WEACT_TEST_BRAVE_KEY" }, timeoutMs: 2000, retries: 1 } } });
+  const config = () =>
+    testConfig({
+      tools: {
+        search: {
+          backend: "brave",
+          brave: { url: brave.url, apiKeyEnv: "WEACT_TEST_BRAVE_KEY" },
+          timeoutMs: 2000,
+          retries: 1,
+        },
+      },
+    });
   beforeAll(async () => {
     brave = await fakeBrave();
     server = await spawnHttpServer(["--config", config()], { WEACT_TEST_BRAVE_KEY: "brave-test-key" });
@@ -241,8 +366,20 @@ describe("Brave backend against a local server speaking its web search format (t
     const { backend, results } = await search(client, "paris river", { top_k: 2 });
     expect(backend).toBe("brave");
     expect(results).toEqual([
-      { id: "https://en.wikipedia.org/wiki/Seine", url: "https://en.wikipedia.org/wiki/Seine", title: "Seine - Wikipedia", snippet: "The Seine flows through Paris.", score: 1 },
-      { id: "https://example.org/paris", url: "https://example.org/paris", title: "Paris rivers", snippet: "Rivers of Paris.", score: 0.5 },
+      {
+        id: "https://en.wikipedia.org/wiki/Seine",
+        url: "https://en.wikipedia.org/wiki/Seine",
+        title: "Seine - Wikipedia",
+        snippet: "The Seine flows through Paris.",
+        score: 1,
+      },
+      {
+        id: "https://example.org/paris",
+        url: "https://example.org/paris",
+        title: "Paris rivers",
+        snippet: "Rivers of Paris.",
+        score: 0.5,
+      },
     ]);
     expect(brave.requests.at(-1)).toEqual({ q: "paris river", count: "2", token: "brave-test-key" });
   });
@@ -250,58 +387,105 @@ describe("Brave backend against a local server speaking its web search format (t
   it("retries a 429, and names the backend when an answer is not in its format", async () => {
     expect((await search(client, "rate limited")).results).toHaveLength(3);
     expect(brave.requests.filter((r) => r.q === "rate limited")).toHaveLength(2);
-    expect(await callError(client.client, "search", { query: "not brave" })).toMatch(/search backend brave is unavailable: its answer is not the Brave web search format/);
+    expect(await callError(client.client, "search", { query: "not brave" })).toMatch(
+      /search backend brave is unavailable: its answer is not the Brave web search format/,
+    );
   });
 
   it("refuses to start without the key, naming the variable and the config key", async () => {
     // the check the server makes at start-up, run in-process: a spawned server would load the model first
-    const { tools } = resolveConfig({ tools: { search: { backend: "brave", brave: { url: brave.url, apiKeyEnv: "WEACT_TEST_BRAVE_KEY_UNSET" } } } }, "test", tempDir());
-    await expect(Toolbox.create(tools, createLogger("silent"))).rejects.toThrow(/environment variable WEACT_TEST_BRAVE_KEY_UNSET \(tools\.search\.brave\.apiKeyEnv\) holds no API key/);
+    const { tools } = resolveConfig(
+      { tools: { search: { backend: "brave", brave: { url: brave.url, apiKeyEnv: "WEACT_TEST_BRAVE_KEY_UNSET" } } } },
+      "test",
+      tempDir(),
+    );
+    await expect(Toolbox.create(tools, createLogger("silent"))).rejects.toThrow(
+      /environment variable WEACT_TEST_BRAVE_KEY_UNSET \(tools\.search\.brave\.apiKeyEnv\) holds no API key/,
+    );
   });
 });
 
 describe("external tools in sessions", () => {
   it("records prescribed and model-called tool exchanges in the history", async () => {
-    const { session_id } = await call<{ session_id: string; tools: string[] }>(local.client, "create_session", { task: "Which river flows through Paris?" });
-    const prescribed = await call<{ call_id: string; results: Hit[] }>(local.client, "search", { query: "Seine navigable Rouen", session_id });
-    expect(prescribed.call_id).toMatch(/^call_/);
-    const turn = await call<{ tool_calls: { id: string; name: string; arguments: { query: string } }[] }>(local.client, "generate", {
-      session_id,
-      max_tokens: 200,
-      tool_call: { name: "search" },
-      seed: 2,
-      token_bias: CLOSE_STRINGS,
+    const { session_id } = await call<{ session_id: string; tools: string[] }>(local.client, "create_session", {
+      task: "Which river flows through Paris?",
     });
+    const prescribed = await call<{ call_id: string; results: Hit[] }>(local.client, "search", {
+      query: "Seine navigable Rouen",
+      session_id,
+    });
+    expect(prescribed.call_id).toMatch(/^call_/);
+    const turn = await call<{ tool_calls: { id: string; name: string; arguments: { query: string } }[] }>(
+      local.client,
+      "generate",
+      {
+        session_id,
+        max_tokens: 200,
+        tool_call: { name: "search" },
+        seed: 2,
+        token_bias: CLOSE_STRINGS,
+      },
+    );
     expect(turn.tool_calls.map((c) => c.name)).toEqual(["search"]);
     const query = turn.tool_calls[0]!.arguments.query;
     expect(typeof query).toBe("string");
     await call(local.client, "search", { query: query || "?", session_id, call_id: turn.tool_calls[0]!.id });
-    const { history } = await call<{ history: { role: string; name?: string; author?: string; content: string }[] }>(local.client, "get_session", { session_id });
+    const { history } = await call<{ history: { role: string; name?: string; author?: string; content: string }[] }>(
+      local.client,
+      "get_session",
+      { session_id },
+    );
     const tools = history.filter((m) => m.role === "tool");
     expect(tools.map((m) => m.name)).toEqual(["search", "search"]);
     expect(tools[0]!.content).toMatch(/^1\. \[geography\/seine\.md\] Seine/);
     expect(history.filter((m) => m.role === "assistant").map((m) => m.author)).toEqual(["client", "model"]);
-    expect((await call<{ tokens: { generated: number } }>(local.client, "generate", { session_id, max_tokens: 2 })).tokens.generated).toBeGreaterThan(0);
+    expect(
+      (await call<{ tokens: { generated: number } }>(local.client, "generate", { session_id, max_tokens: 2 })).tokens
+        .generated,
+    ).toBeGreaterThan(0);
   });
 
   it("offers a session only the tools it was created with", async () => {
-    const { session_id, tools } = await call<{ session_id: string; tools: string[] }>(local.client, "create_session", { task: "no search here", tools: ["read"] });
+    const { session_id, tools } = await call<{ session_id: string; tools: string[] }>(local.client, "create_session", {
+      task: "no search here",
+      tools: ["read"],
+    });
     expect(tools).toEqual(["read"]);
-    expect(await callError(local.client, "search", { query: "Seine", session_id })).toMatch(/search is not enabled in this session \(its tools: read\)/);
+    expect(await callError(local.client, "search", { query: "Seine", session_id })).toMatch(
+      /search is not enabled in this session \(its tools: read\)/,
+    );
     // the grammar does not let the model call it either: steered towards search, the model calls what it may
-    const turn = await call<{ tool_calls: { name: string }[] }>(local.client, "generate", { session_id, max_tokens: 200, tool_call: { name: "search" }, seed: 4, token_bias: CLOSE_STRINGS });
+    const turn = await call<{ tool_calls: { name: string }[] }>(local.client, "generate", {
+      session_id,
+      max_tokens: 200,
+      tool_call: { name: "search" },
+      seed: 4,
+      token_bias: CLOSE_STRINGS,
+    });
     expect(turn.tool_calls.length).toBeGreaterThan(0);
     for (const c of turn.tool_calls) expect(["load_lora", "read"]).toContain(c.name);
-    expect(await callError(local.client, "create_session", { task: "x", tools: ["teleport"] })).toMatch(/unknown external tool\(s\) teleport; available: search, read, run_code/);
+    expect(await callError(local.client, "create_session", { task: "x", tools: ["teleport"] })).toMatch(
+      /unknown external tool\(s\) teleport; available: search, read, run_code/,
+    );
   });
 
   it("keeps only the last keep_tool_result (5) results verbatim in what the model reads", async () => {
-    const { session_id } = await call<{ session_id: string }>(local.client, "create_session", { task: "many searches" });
+    const { session_id } = await call<{ session_id: string }>(local.client, "create_session", {
+      task: "many searches",
+    });
     for (let i = 0; i < 7; i++) await call(local.client, "search", { query: `river ${i}`, session_id });
-    const { history } = await call<{ history: { role: string; content: string }[] }>(local.client, "get_session", { session_id });
+    const { history } = await call<{ history: { role: string; content: string }[] }>(local.client, "get_session", {
+      session_id,
+    });
     const results = history.filter((m) => m.role === "tool").map((m) => m.content);
     expect(results).toHaveLength(7);
-    expect(results.slice(0, 2).every((c) => /^\[result of search elided \(\d+ characters\): only the last 5 tool results are kept\]$/.test(c))).toBe(true);
+    expect(
+      results
+        .slice(0, 2)
+        .every((c) =>
+          /^\[result of search elided \(\d+ characters\): only the last 5 tool results are kept\]$/.test(c),
+        ),
+    ).toBe(true);
     expect(results.slice(2).every((c) => c.startsWith("1. ["))).toBe(true);
   });
 });
@@ -323,16 +507,26 @@ describe("run_code through MCP", () => {
 
   it("runs python and javascript, reports syntax errors, timeouts, memory hogs and huge output", async () => {
     const detected = await detectIsolation();
-    const py = await run({ language: "python", code: "import sys; print(sum(range(10))); print(sys.stdin.read().upper())", stdin: "piped" });
+    const py = await run({
+      language: "python",
+      code: "import sys; print(sum(range(10))); print(sys.stdin.read().upper())",
+      stdin: "piped",
+    });
     expect(py).toMatchObject({ stdout: "45\nPIPED\n", exit_code: 0, timed_out: false, isolation: detected.level });
-    expect((await run({ language: "javascript", code: "console.log([1,2,3].map(x => x * 2).join(','))" })).stdout).toBe("2,4,6\n");
+    expect((await run({ language: "javascript", code: "console.log([1,2,3].map(x => x * 2).join(','))" })).stdout).toBe(
+      "2,4,6\n",
+    );
     const bad = await run({ language: "python", code: "def broken(:\n  pass" });
     expect(bad.exit_code).not.toBe(0);
     expect(bad.stderr).toMatch(/SyntaxError/);
     const loop = await run({ language: "python", code: "while True: pass", timeout_s: 1 });
     expect(loop.timed_out).toBe(true);
     expect(loop.duration_ms).toBeLessThan(4_000);
-    const hog = await run({ language: "python", code: "x = bytearray(8 * 1024**3)\nprint('allocated')", timeout_s: 10 });
+    const hog = await run({
+      language: "python",
+      code: "x = bytearray(8 * 1024**3)\nprint('allocated')",
+      timeout_s: 10,
+    });
     expect(hog.exit_code).not.toBe(0);
     expect(hog.stdout).not.toContain("allocated");
     expect(hog.stderr).toMatch(/MemoryError/);
@@ -348,7 +542,11 @@ describe("run_code through MCP", () => {
     const secret = join(tempDir(), "secret.txt");
     writeFileSync(secret, "top secret");
     const read = await run({ language: "python", code: `print(open(${JSON.stringify(secret)}).read())` });
-    const net = await run({ language: "python", code: "import socket\nsocket.create_connection(('1.1.1.1', 53), timeout=2)\nprint('connected')", timeout_s: 5 });
+    const net = await run({
+      language: "python",
+      code: "import socket\nsocket.create_connection(('1.1.1.1', 53), timeout=2)\nprint('connected')",
+      timeout_s: 5,
+    });
     expect(read.isolation).toBe(detected.level);
     if (detected.enforces.filesystem) {
       expect(read.exit_code).not.toBe(0);
@@ -366,7 +564,11 @@ describe("run_code through MCP", () => {
     const { session_id } = await call<{ session_id: string }>(local.client, "create_session", { task: "compute" });
     const r = await run({ language: "python", code: "print(6*7)", session_id });
     expect(r.call_id).toMatch(/^call_/);
-    const { history } = await call<{ history: { role: string; name?: string; content: string }[] }>(local.client, "get_session", { session_id });
+    const { history } = await call<{ history: { role: string; name?: string; content: string }[] }>(
+      local.client,
+      "get_session",
+      { session_id },
+    );
     expect(history.at(-1)).toMatchObject({ role: "tool", name: "run_code", content: "exit code 0\nstdout:\n42\n" });
   });
 });

@@ -16,13 +16,19 @@ const TASK = "I would like to learn the country of Wuhan.";
 /** A private copy of the trained library (the server may write beside its manifest). */
 function trainedLibrary(): string {
   const dir = tempDir("weact-trained-");
-  for (const f of readdirSync(TRAINED_DIR).filter((f) => f.endsWith(".gguf") || f === "manifest.json")) copyFileSync(join(TRAINED_DIR, f), join(dir, f));
+  for (const f of readdirSync(TRAINED_DIR).filter((f) => f.endsWith(".gguf") || f === "manifest.json"))
+    copyFileSync(join(TRAINED_DIR, f), join(dir, f));
   return join(dir, "manifest.json");
 }
 
 let c: Connected;
 beforeAll(async () => {
-  c = await connectClient("stdio", undefined, {}, testConfig({ model: { demo: "trained", contextSize: 8192 }, adapters: { manifest: trainedLibrary() } }));
+  c = await connectClient(
+    "stdio",
+    undefined,
+    {},
+    testConfig({ model: { demo: "trained", contextSize: 8192 }, adapters: { manifest: trainedLibrary() } }),
+  );
 });
 afterAll(async () => c?.close());
 
@@ -35,13 +41,25 @@ describe("the trained demo library chooses its own weights", () => {
   it("soft run_task over stdio: the model opens and releases every capability itself, plan -> search -> write, and answers", async () => {
     const r = await call<RunResult & { answer?: string }>(c.client, "run_task", { task: TASK, policy: "soft" }, LONG);
     const events = await readTrace(c.client, r.trace_uri);
-    const control = events.filter((e) => e.type === "adapter_control").map((e) => `${e.action}:${e.author}:${e.active ?? "base"}`);
-    expect(control).toEqual(["load:model:plan", "offload:model:base", "load:model:search", "offload:model:base", "load:model:write", "offload:model:base"]);
+    const control = events
+      .filter((e) => e.type === "adapter_control")
+      .map((e) => `${e.action}:${e.author}:${e.active ?? "base"}`);
+    expect(control).toEqual([
+      "load:model:plan",
+      "offload:model:base",
+      "load:model:search",
+      "offload:model:base",
+      "load:model:write",
+      "offload:model:base",
+    ]);
     const search = events.find((e) => e.type === "tool_call")!;
     expect(search).toMatchObject({ name: "search", adapter: "search", ok: true });
     expect(JSON.stringify(search.arguments)).toContain("Wuhan");
     // the value is read from the search result: no training sample stated any fact about Wuhan
-    expect(events.find((e) => e.type === "answer")).toMatchObject({ marked: true, answer: expect.stringContaining("China") });
+    expect(events.find((e) => e.type === "answer")).toMatchObject({
+      marked: true,
+      answer: expect.stringContaining("China"),
+    });
   });
 
   it("client-driven loop: generate, answer the model's load_lora, generate, answer its offload_lora", async () => {
@@ -52,13 +70,19 @@ describe("the trained demo library chooses its own weights", () => {
     expect(first.tool_calls.map((t) => t.name)).toEqual(["load_lora"]);
     const load = first.tool_calls[0]!;
     expect(load.arguments).toEqual({ adapter: "plan" });
-    expect(await call(c.client, "load_lora", { session_id, call_id: load.id }, LONG)).toMatchObject({ active_adapter: "plan", call_id: load.id });
+    expect(await call(c.client, "load_lora", { session_id, call_id: load.id }, LONG)).toMatchObject({
+      active_adapter: "plan",
+      call_id: load.id,
+    });
 
     const plan = await generate();
     expect(plan.text).toContain("Wuhan");
     const release = plan.tool_calls.find((t) => t.name === "offload_lora")!;
     expect(String(release.arguments.handoff)).toContain("Wuhan");
-    expect(await call(c.client, "offload_lora", { session_id, call_id: release.id }, LONG)).toMatchObject({ active_adapter: null, call_id: release.id });
+    expect(await call(c.client, "offload_lora", { session_id, call_id: release.id }, LONG)).toMatchObject({
+      active_adapter: null,
+      call_id: release.id,
+    });
 
     // back on the base: its next call opens the next capability
     const next = await generate();

@@ -36,12 +36,23 @@ const verify = [{ filePath: demo.adapters.verify!, scale: 1 }];
 /** The history, then a tool result that invokes the verifier (its text holds the invocation sequence). */
 const invoked = (steps: number, more: Conversation["turns"] = []): Conversation => {
   const conv = scriptedTrajectory(steps);
-  return { ...conv, turns: [...conv.turns, { role: "user", text: `${DEMO_INVOCATION} check the claim about the Seine against the evidence.` }, ...more] };
+  return {
+    ...conv,
+    turns: [
+      ...conv.turns,
+      { role: "user", text: `${DEMO_INVOCATION} check the claim about the Seine against the evidence.` },
+      ...more,
+    ],
+  };
 };
 
-/** The start of the last occurrence of `sequence` in `tokens` (a plain search: the demo's invocation has no repeated token). */
+/**
+ * The start of the last occurrence of `sequence` in `tokens` (a plain search: the demo's invocation has no repeated
+ * token).
+ */
 function lastOccurrence(tokens: readonly number[], sequence: readonly number[]): number {
-  for (let i = tokens.length - sequence.length; i >= 0; i--) if (sequence.every((t, j) => tokens[i + j] === t)) return i;
+  for (let i = tokens.length - sequence.length; i >= 0; i--)
+    if (sequence.every((t, j) => tokens[i + j] === t)) return i;
   return -1;
 }
 
@@ -53,10 +64,17 @@ describe("activated LoRA (aLoRA)", () => {
     invocation = engine.tokenize(DEMO_INVOCATION);
   });
 
-  /** The engine's distribution after `conv` (its cache brought to it first), against the reference replaying that cache. */
+  /**
+   * The engine's distribution after `conv` (its cache brought to it first), against the reference replaying that cache.
+   */
   const check = async (session: LocalEngineSession, conv: Conversation, activatedFrom: number | undefined) => {
     const got = await session.nextTokenLogProbs(conv);
-    const want = await reference.nextTokenLogProbs(activatedFrom === undefined ? [] : verify, engine.renderTokens(conv), session.cacheReplay(), activatedFrom);
+    const want = await reference.nextTokenLogProbs(
+      activatedFrom === undefined ? [] : verify,
+      engine.renderTokens(conv),
+      session.cacheReplay(),
+      activatedFrom,
+    );
     return maxAbsDiff(want, got);
   };
 
@@ -105,8 +123,17 @@ describe("activated LoRA (aLoRA)", () => {
     try {
       const conv = invoked(1);
       await session.prefill(conv);
-      expect(await check(session, conv, lastOccurrence(engine.renderTokens(conv), invocation))).toBeLessThanOrEqual(TOLERANCE);
-      const later: Conversation = { ...conv, turns: [...conv.turns, { role: "assistant", text: "Looking." }, { role: "user", text: `${DEMO_INVOCATION} and its length?` }] };
+      expect(await check(session, conv, lastOccurrence(engine.renderTokens(conv), invocation))).toBeLessThanOrEqual(
+        TOLERANCE,
+      );
+      const later: Conversation = {
+        ...conv,
+        turns: [
+          ...conv.turns,
+          { role: "assistant", text: "Looking." },
+          { role: "user", text: `${DEMO_INVOCATION} and its length?` },
+        ],
+      };
       const point = lastOccurrence(engine.renderTokens(later), invocation);
       expect(point).toBeGreaterThan(lastOccurrence(engine.renderTokens(conv), invocation));
       expect(await check(session, later, point)).toBeLessThanOrEqual(TOLERANCE);
@@ -128,7 +155,9 @@ describe("activated LoRA (aLoRA)", () => {
       expect(await check(session, conv, undefined)).toBeLessThanOrEqual(TOLERANCE);
       // the invocation arrives later in the history: from then on the adapter applies
       const conv2 = invoked(2);
-      expect(await check(session, conv2, lastOccurrence(engine.renderTokens(conv2), invocation))).toBeLessThanOrEqual(TOLERANCE);
+      expect(await check(session, conv2, lastOccurrence(engine.renderTokens(conv2), invocation))).toBeLessThanOrEqual(
+        TOLERANCE,
+      );
     } finally {
       await session.close();
     }
@@ -140,13 +169,22 @@ describe("activated LoRA (aLoRA)", () => {
       await session.switchWeights("plan", scriptedTrajectory(1));
       const conv = invoked(2);
       await session.switchWeights("verify", conv);
-      expect(await check(session, conv, lastOccurrence(engine.renderTokens(conv), invocation))).toBeLessThanOrEqual(TOLERANCE);
+      expect(await check(session, conv, lastOccurrence(engine.renderTokens(conv), invocation))).toBeLessThanOrEqual(
+        TOLERANCE,
+      );
       const conv3 = invoked(3);
       const plan = await session.switchWeights("plan", conv3);
       expect(plan.rebuild.reused).toBeGreaterThan(0);
-      expect(maxAbsDiff(await reference.nextTokenLogProbs([{ filePath: demo.adapters.plan!, scale: 1 }], engine.renderTokens(conv3), session.cacheReplay()), await session.nextTokenLogProbs(conv3))).toBeLessThanOrEqual(
-        TOLERANCE,
-      );
+      expect(
+        maxAbsDiff(
+          await reference.nextTokenLogProbs(
+            [{ filePath: demo.adapters.plan!, scale: 1 }],
+            engine.renderTokens(conv3),
+            session.cacheReplay(),
+          ),
+          await session.nextTokenLogProbs(conv3),
+        ),
+      ).toBeLessThanOrEqual(TOLERANCE);
       expect(
         session
           .laneStates()
@@ -161,7 +199,9 @@ describe("activated LoRA (aLoRA)", () => {
   it("applies alone: a set with another adapter is refused, and nothing changes", async () => {
     const session = await engine.openSession();
     try {
-      await expect(session.switchWeights(["verify", "plan"], scriptedTrajectory(1))).rejects.toBeInstanceOf(InvalidAdapterSetError);
+      await expect(session.switchWeights(["verify", "plan"], scriptedTrajectory(1))).rejects.toBeInstanceOf(
+        InvalidAdapterSetError,
+      );
       expect(session.activeAdapter).toBeNull();
     } finally {
       await session.close();
@@ -190,7 +230,12 @@ describe("activated LoRA (aLoRA)", () => {
       const report = await session.switchWeights("verify", conv);
       expect(report.rebuild.reused).toBe(0);
       const tokens = rebuild.renderTokens(conv);
-      const want = await reference.nextTokenLogProbs(verify, tokens, session.cacheReplay(), lastOccurrence(tokens, invocation));
+      const want = await reference.nextTokenLogProbs(
+        verify,
+        tokens,
+        session.cacheReplay(),
+        lastOccurrence(tokens, invocation),
+      );
       expect(maxAbsDiff(want, await session.nextTokenLogProbs(conv))).toBeLessThanOrEqual(TOLERANCE);
     } finally {
       await session.close();

@@ -14,13 +14,32 @@ afterAll(async () => reference?.dispose());
 describeEngineConformance<LocalEngine>("local (node-llama-cpp)", {
   async makeEngine(strategy, adapters) {
     // the sizes of test/helpers/engine.ts's demoEngine, which the moved tests ran on
-    const engine = await LocalEngine.load({ modelPath: demo.model, gpu: false, threads: TEST_THREADS, contextSize: CONTEXT_SIZE, sequencesPerContext: 4, maxContexts: 2, cache: { strategy }, logger: quietLogger() });
+    const engine = await LocalEngine.load({
+      modelPath: demo.model,
+      gpu: false,
+      threads: TEST_THREADS,
+      contextSize: CONTEXT_SIZE,
+      sequencesPerContext: 4,
+      maxContexts: 2,
+      cache: { strategy },
+      logger: quietLogger(),
+    });
     for (const [alias, filePath] of Object.entries(adapters)) await engine.addAdapter({ alias, filePath, scale: 1 });
     return engine;
   },
   // a fresh context from the files, replaying the session's decodes (llama.cpp's numerics depend on the batch split)
-  reference: (engine, session, weights, conversation) => reference.nextTokenLogProbs(weights, engine.renderTokens(conversation), (session as LocalEngineSession).cacheReplay()),
-  adapters: { plan: demo.adapters.plan!, search: demo.adapters.search!, write: demo.adapters.write!, writeV2: demo.adapters["write-v2"]! },
+  reference: (engine, session, weights, conversation) =>
+    reference.nextTokenLogProbs(
+      weights,
+      engine.renderTokens(conversation),
+      (session as LocalEngineSession).cacheReplay(),
+    ),
+  adapters: {
+    plan: demo.adapters.plan!,
+    search: demo.adapters.search!,
+    write: demo.adapters.write!,
+    writeV2: demo.adapters["write-v2"]!,
+  },
   openStaleSession,
   decodeFloor: MIN_DECODE_TOKENS,
 });

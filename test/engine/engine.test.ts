@@ -19,7 +19,9 @@ describe("engine on the demo model", () => {
   it("keeps the node-llama-cpp internals it relies on (fails loudly on an upgrade that drops them)", () => {
     expect(typeof (LlamaContext.prototype as unknown as Record<string, unknown>)._setLoras).toBe("function");
     expect(typeof (LlamaModel.prototype as unknown as Record<string, unknown>)._getOrLoadLora).toBe("function");
-    expect(typeof (LlamaContextSequence.prototype as unknown as Record<string, unknown>)._decodeTokens).toBe("function");
+    expect(typeof (LlamaContextSequence.prototype as unknown as Record<string, unknown>)._decodeTokens).toBe(
+      "function",
+    );
   });
 
   it("resolves the Qwen chat wrapper from the embedded Qwen3 template", () => {
@@ -59,19 +61,28 @@ describe("engine on the demo model", () => {
   it("sessions on different adapters evaluated concurrently each get their own adapter's result", async () => {
     const sessions = await Promise.all(["plan", "search", "write", null].map(() => engine.openSession()));
     const aliases = ["plan", "search", "write", null] as const;
-    const convs: Conversation[] = aliases.map((a, i) => conversation(`Question ${i}: what does adapter ${a ?? "base"} see?`));
+    const convs: Conversation[] = aliases.map((a, i) =>
+      conversation(`Question ${i}: what does adapter ${a ?? "base"} see?`),
+    );
     try {
       await Promise.all(sessions.map((s, i) => s.switchWeights(aliases[i]!, convs[i]!)));
       for (let round = 0; round < 2; round++) {
         const got = await Promise.all(sessions.map((s, i) => s.nextTokenLogProbs(convs[i]!)));
         for (const [i, alias] of aliases.entries()) {
-          const want = await referenceNextTokenLogProbs(engine, alias, engine.renderTokens(convs[i]!), sessions[i]!.cacheReplay());
+          const want = await referenceNextTokenLogProbs(
+            engine,
+            alias,
+            engine.renderTokens(convs[i]!),
+            sessions[i]!.cacheReplay(),
+          );
           expect(maxAbsDiff(want, got[i]!)).toBeLessThanOrEqual(1e-4);
         }
       }
       // interleaved generations too: each one's first-token log-prob is its own adapter's
       const replays = sessions.map((s) => s.cacheReplay()); // the prompts are cached already: generation adds to these
-      const results = await Promise.all(sessions.map((s, i) => s.generate(convs[i]!, { maxTokens: 4, topLogprobs: 1 })));
+      const results = await Promise.all(
+        sessions.map((s, i) => s.generate(convs[i]!, { maxTokens: 4, topLogprobs: 1 })),
+      );
       for (const [i, alias] of aliases.entries()) {
         const want = await referenceNextTokenLogProbs(engine, alias, engine.renderTokens(convs[i]!), replays[i]);
         const first = results[i]!.logprobs![0]!;
@@ -89,7 +100,10 @@ describe("engine on the demo model", () => {
       await session.switchWeights("plan", conv);
       const gaveUp = new AbortController();
       gaveUp.abort();
-      const result = await session.generate(conversation("A question asked and abandoned while it queued."), { maxTokens: 32, signal: gaveUp.signal });
+      const result = await session.generate(conversation("A question asked and abandoned while it queued."), {
+        maxTokens: 32,
+        signal: gaveUp.signal,
+      });
       expect(result).toMatchObject({ finishReason: "cancelled", text: "", calls: [] });
       expect(result.tokens).toMatchObject({ evaluated: 0, generated: 0 });
       expect(result.timings).toMatchObject({ adapterSetMs: 0, prefillMs: 0, decodeMs: 0 });
@@ -101,13 +115,23 @@ describe("engine on the demo model", () => {
   it("steered into a tool call, the demo model emits a complete, parseable load_lora call", async () => {
     const session = await engine.openSession();
     try {
-      const result = await session.generate(conv, { maxTokens: 120, steerToolCall: { name: "load_lora" }, callable: ["load_lora"], seed: 3 });
+      const result = await session.generate(conv, {
+        maxTokens: 120,
+        steerToolCall: { name: "load_lora" },
+        callable: ["load_lora"],
+        seed: 3,
+      });
       expect(result.finishReason).toBe("tool_calls");
       expect(result.calls).toHaveLength(1);
       expect(result.calls[0]!.name).toBe("load_lora");
       expect(["plan", "search", "write"]).toContain((result.calls[0]!.arguments as { adapter: string }).adapter);
       // without a name the grammar restricts the choice to the callable functions
-      const free = await session.generate(conv, { maxTokens: 160, steerToolCall: {}, callable: ["load_lora"], seed: 5 });
+      const free = await session.generate(conv, {
+        maxTokens: 160,
+        steerToolCall: {},
+        callable: ["load_lora"],
+        seed: 5,
+      });
       expect(free.calls.map((c) => c.name)).toEqual(["load_lora"]);
     } finally {
       await session.close();

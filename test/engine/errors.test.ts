@@ -1,6 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LocalEngine } from "../../src/engines/local/index.js";
-import { AdapterFileError, AdapterIncompatibleError, DuplicateAdapterError, ModelFileError, UnknownAdapterError } from "../../src/engine/index.js";
+import {
+  AdapterFileError,
+  AdapterIncompatibleError,
+  DuplicateAdapterError,
+  ModelFileError,
+  UnknownAdapterError,
+} from "../../src/engine/index.js";
 import { QWEN3_0_6B_DIMS } from "../../src/demo/qwen3.js";
 import { conversation, demo, demoEngine, quietLogger, TEST_THREADS } from "../helpers/engine.js";
 import { patchedCopy, tempDir, truncatedCopy, writeLoraVariant, writeModelVariant } from "../helpers/files.js";
@@ -24,7 +30,8 @@ async function expectEngineStillServes() {
 }
 
 describe("model file errors: refused with the file and the reason, before llama.cpp can abort the process", () => {
-  const load = (modelPath: string) => LocalEngine.load({ modelPath, gpu: false, threads: TEST_THREADS, logger: quietLogger() });
+  const load = (modelPath: string) =>
+    LocalEngine.load({ modelPath, gpu: false, threads: TEST_THREADS, logger: quietLogger() });
 
   it("missing file", async () => {
     const err = await load(`${dir}/nope.gguf`).catch((e) => e);
@@ -70,22 +77,38 @@ describe("adapter errors: typed, naming the file, and the engine keeps serving",
   });
 
   it("adapter for another architecture", async () => {
-    const err = await engine.addAdapter({ alias: "llama", filePath: writeLoraVariant(dir, "llama-lora", { architecture: "llama" }), scale: 1 }).catch((e) => e);
+    const err = await engine
+      .addAdapter({
+        alias: "llama",
+        filePath: writeLoraVariant(dir, "llama-lora", { architecture: "llama" }),
+        scale: 1,
+      })
+      .catch((e) => e);
     expect(err).toBeInstanceOf(AdapterIncompatibleError);
     expect(err.message).toMatch(/architecture is llama, the base model is qwen3/);
     await expectEngineStillServes();
   });
 
   it("adapter with tensor shapes of another model", async () => {
-    const err = await engine.addAdapter({ alias: "big", filePath: writeLoraVariant(dir, "big-lora", { dims: { ...QWEN3_0_6B_DIMS, nLayer: 2 } }), scale: 1 }).catch((e) => e);
+    const err = await engine
+      .addAdapter({
+        alias: "big",
+        filePath: writeLoraVariant(dir, "big-lora", { dims: { ...QWEN3_0_6B_DIMS, nLayer: 2 } }),
+        scale: 1,
+      })
+      .catch((e) => e);
     expect(err).toBeInstanceOf(AdapterIncompatibleError);
-    expect(err.message).toMatch(/blk\.0\.attn_q\.weight: LoRA maps \[1024\] -> \[2048\] but the base weight is \[128,128\]/);
+    expect(err.message).toMatch(
+      /blk\.0\.attn_q\.weight: LoRA maps \[1024\] -> \[2048\] but the base weight is \[128,128\]/,
+    );
     expect(err.mismatches.length).toBeLessThanOrEqual(6);
     await expectEngineStillServes();
   });
 
   it("truncated adapter file", async () => {
-    const err = await engine.addAdapter({ alias: "cut", filePath: truncatedCopy(demo.adapters.write!, dir, "cut.gguf", 0.6), scale: 1 }).catch((e) => e);
+    const err = await engine
+      .addAdapter({ alias: "cut", filePath: truncatedCopy(demo.adapters.write!, dir, "cut.gguf", 0.6), scale: 1 })
+      .catch((e) => e);
     expect(err).toBeInstanceOf(AdapterFileError);
     expect(err.message).toMatch(/cut\.gguf.*past the end/);
   });

@@ -5,7 +5,16 @@ import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { LocalEngine } from "../../src/engines/local/index.js";
 import { ModelFileError, NoFunctionCallsError } from "../../src/engine/index.js";
-import { gguf, writeGguf, GgmlType, metaString, readGgufHeader, dequantize, quantizeQ4_0, quantizeQ8_0 } from "../../src/gguf/index.js";
+import {
+  gguf,
+  writeGguf,
+  GgmlType,
+  metaString,
+  readGgufHeader,
+  dequantize,
+  quantizeQ4_0,
+  quantizeQ8_0,
+} from "../../src/gguf/index.js";
 import { ARCHITECTURES } from "../../src/demo/architectures.js";
 import { modelFile } from "../../src/demo/model.js";
 import { DEMO_DIMS } from "../../src/demo/qwen3.js";
@@ -45,7 +54,11 @@ describe("family demo sets", () => {
   });
 
   it("weact-mcp demo-weights --family NAME --quant all prints one JSON line per generated set", async () => {
-    const { stdout } = await promisify(execFile)(process.execPath, [MAIN, "demo-weights", "--family", "qwen2", "--quant", "all"], { env: { ...process.env, WEACT_LOG_LEVEL: "warn" } });
+    const { stdout } = await promisify(execFile)(
+      process.execPath,
+      [MAIN, "demo-weights", "--family", "qwen2", "--quant", "all"],
+      { env: { ...process.env, WEACT_LOG_LEVEL: "warn" } },
+    );
     const sets = stdout
       .trim()
       .split("\n")
@@ -56,22 +69,37 @@ describe("family demo sets", () => {
       ["qwen2", "Q4_0"],
     ]);
     for (const s of sets) {
-      expect(readGgufHeader(s.model).tensors.find((t) => t.name === "blk.0.attn_q.weight")!.type).toBe(GgmlType[s.quant as "F16"]);
-      expect((JSON.parse(readFileSync(s.adapters, "utf8")) as { adapters: { alias: string }[] }).adapters.map((a) => a.alias)).toEqual(["plan", "search", "write"]);
+      expect(readGgufHeader(s.model).tensors.find((t) => t.name === "blk.0.attn_q.weight")!.type).toBe(
+        GgmlType[s.quant as "F16"],
+      );
+      expect(
+        (JSON.parse(readFileSync(s.adapters, "utf8")) as { adapters: { alias: string }[] }).adapters.map(
+          (a) => a.alias,
+        ),
+      ).toEqual(["plan", "search", "write"]);
     }
-    const bad = await promisify(execFile)(process.execPath, [MAIN, "demo-weights", "--family", "gpt-5"]).catch((e: { code: number; stderr: string }) => e);
-    expect(bad).toMatchObject({ code: 2, stderr: expect.stringMatching(/--family: "gpt-5" is not one of llama, qwen2, .* or all/) });
+    const bad = await promisify(execFile)(process.execPath, [MAIN, "demo-weights", "--family", "gpt-5"]).catch(
+      (e: { code: number; stderr: string }) => e,
+    );
+    expect(bad).toMatchObject({
+      code: 2,
+      stderr: expect.stringMatching(/--family: "gpt-5" is not one of llama, qwen2, .* or all/),
+    });
   });
 
-  // node-llama-cpp resolves each family's wrapper from the template and the vocabulary, read in the probe's child process
-  it.each(FAMILIES.map((f) => [f.name, f.wrapper, f.functionCalls] as const))("%s resolves node-llama-cpp's %s chat wrapper (own call syntax: %s)", async (family, wrapper, functionCalls) => {
-    const set = ensureFamilySet(PACKAGE_ROOT, family, "F16");
-    const probe = await probeModelDetailsInChild(set.model);
-    expect(probe.ok).toBe(true);
-    if (!probe.ok) return;
-    expect(probe.details.chatWrapper).toBe(wrapper);
-    expect(!probe.details.genericCallSyntax).toBe(functionCalls);
-  });
+  // node-llama-cpp resolves each family's wrapper from the template and the vocabulary, read in the probe's child
+  // process
+  it.each(FAMILIES.map((f) => [f.name, f.wrapper, f.functionCalls] as const))(
+    "%s resolves node-llama-cpp's %s chat wrapper (own call syntax: %s)",
+    async (family, wrapper, functionCalls) => {
+      const set = ensureFamilySet(PACKAGE_ROOT, family, "F16");
+      const probe = await probeModelDetailsInChild(set.model);
+      expect(probe.ok).toBe(true);
+      if (!probe.ok) return;
+      expect(probe.details.chatWrapper).toBe(wrapper);
+      expect(!probe.details.genericCallSyntax).toBe(functionCalls);
+    },
+  );
 
   it("a gemma4 file with no sliding-window layer (llama.cpp would abort the process) is refused before it loads", async () => {
     const set = ensureFamilySet(PACKAGE_ROOT, "gemma4", "F16");
@@ -90,16 +118,32 @@ describe("family demo sets", () => {
     model.metadata["gemma4.attention.sliding_window_pattern"] = gguf.bools(new Array(DEMO_DIMS.nLayer).fill(false));
     const path = `${tempDir()}/no-swa.gguf`;
     writeGguf(path, model.metadata, model.tensors);
-    const err = await LocalEngine.load({ modelPath: path, gpu: false, threads: TEST_THREADS, contextSize: 1024, logger: quietLogger() }).catch((e: unknown) => e);
+    const err = await LocalEngine.load({
+      modelPath: path,
+      gpu: false,
+      threads: TEST_THREADS,
+      contextSize: 1024,
+      logger: quietLogger(),
+    }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ModelFileError);
-    expect((err as Error).message).toMatch(/gemma4\.attention\.sliding_window_pattern marks no layer as sliding-window/);
+    expect((err as Error).message).toMatch(
+      /gemma4\.attention\.sliding_window_pattern marks no layer as sliding-window/,
+    );
   });
 
   it("a family whose template has no tool-call syntax is refused at start-up, naming the problem and the fix", async () => {
     const set = ensureFamilySet(PACKAGE_ROOT, "phi3", "F16");
-    const err = await LocalEngine.load({ modelPath: set.model, gpu: false, threads: TEST_THREADS, contextSize: 1024, logger: quietLogger() }).catch((e: unknown) => e);
+    const err = await LocalEngine.load({
+      modelPath: set.model,
+      gpu: false,
+      threads: TEST_THREADS,
+      contextSize: 1024,
+      logger: quietLogger(),
+    }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(NoFunctionCallsError);
-    expect((err as Error).message).toMatch(/no tool-call syntax.*load_lora.*JinjaTemplate.*tool-calling \(Instruct\) variant.*weact-mcp doctor/);
+    expect((err as Error).message).toMatch(
+      /no tool-call syntax.*load_lora.*JinjaTemplate.*tool-calling \(Instruct\) variant.*weact-mcp doctor/,
+    );
   });
 });
 
@@ -121,7 +165,8 @@ describe("Q8_0 and Q4_0 blocks (ggml's reference quantizers)", () => {
         const block = values.subarray(b * 32, b * 32 + 32);
         const amax = Math.max(...Array.from(block, Math.abs));
         const step = amax / steps;
-        for (let j = 0; j < 32; j++) expect(Math.abs(back[b * 32 + j]! - block[j]!)).toBeLessThanOrEqual(step * within + amax * 2e-3);
+        for (let j = 0; j < 32; j++)
+          expect(Math.abs(back[b * 32 + j]! - block[j]!)).toBeLessThanOrEqual(step * within + amax * 2e-3);
       }
     }
     // Q4_0: the value of largest magnitude maps to nibble 0 exactly (d = max / -8)
@@ -138,9 +183,22 @@ describe("Q8_0 and Q4_0 blocks (ggml's reference quantizers)", () => {
       const probs: Map<number, number>[] = [];
       for (const quant of QUANT_NAMES) {
         const set = ensureFamilySet(PACKAGE_ROOT, family, quant);
-        const engine = await LocalEngine.load({ modelPath: set.model, gpu: false, threads: TEST_THREADS, contextSize: 8192, sequencesPerContext: 1, logger: quietLogger() });
+        const engine = await LocalEngine.load({
+          modelPath: set.model,
+          gpu: false,
+          threads: TEST_THREADS,
+          contextSize: 8192,
+          sequencesPerContext: 1,
+          logger: quietLogger(),
+        });
         try {
-          probs.push(await referenceNextTokenLogProbs(engine, null, engine.renderTokens(conversation("Which river flows through Paris?"))));
+          probs.push(
+            await referenceNextTokenLogProbs(
+              engine,
+              null,
+              engine.renderTokens(conversation("Which river flows through Paris?")),
+            ),
+          );
         } finally {
           await engine.dispose();
         }
@@ -148,7 +206,8 @@ describe("Q8_0 and Q4_0 blocks (ggml's reference quantizers)", () => {
       QUANT_NAMES.slice(1).forEach((quant, i) => {
         let max = 0;
         // over the tokens F16 finds likely: the tail of a random model's distribution is noise
-        for (const [token, lp] of probs[0]!) if (lp > -10) max = Math.max(max, Math.abs(lp - probs[i + 1]!.get(token)!));
+        for (const [token, lp] of probs[0]!)
+          if (lp > -10) max = Math.max(max, Math.abs(lp - probs[i + 1]!.get(token)!));
         drift[`${family} ${quant}`] = max;
       });
     }

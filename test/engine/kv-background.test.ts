@@ -26,15 +26,24 @@ afterAll(async () => {
   await reference?.dispose();
 });
 
-const weightsOf = (adapter: string | null) => (adapter === null ? [] : [{ filePath: demo.adapters[adapter]!, scale: 1 }]);
+const weightsOf = (adapter: string | null) =>
+  adapter === null ? [] : [{ filePath: demo.adapters[adapter]!, scale: 1 }];
 
 /** The session's distribution after `conv` against the reference replaying its cache. */
-async function diffFromReference(session: LocalEngineSession, adapter: string | null, conv: Conversation): Promise<number> {
+async function diffFromReference(
+  session: LocalEngineSession,
+  adapter: string | null,
+  conv: Conversation,
+): Promise<number> {
   const got = await session.nextTokenLogProbs(conv);
-  return maxAbsDiff(await reference.nextTokenLogProbs(weightsOf(adapter), engine.renderTokens(conv), session.cacheReplay()), got);
+  return maxAbsDiff(
+    await reference.nextTokenLogProbs(weightsOf(adapter), engine.renderTokens(conv), session.cacheReplay()),
+    got,
+  );
 }
 
-const laneTokens = (s: LocalEngineSession, weights: string) => s.laneStates().find((l) => l.weights === weights)?.tokens ?? 0;
+const laneTokens = (s: LocalEngineSession, weights: string) =>
+  s.laneStates().find((l) => l.weights === weights)?.tokens ?? 0;
 const activeTokens = (s: LocalEngineSession) => s.laneStates().find((l) => l.active)!.tokens;
 
 /**
@@ -47,9 +56,15 @@ function waitedForMoreThanOneDecode(holds: readonly LockHold[]): string[] {
   return holds
     .filter((f) => !f.background)
     .flatMap((f) => {
-      const during = decodes.filter((b) => b.context === f.context && b.startedAt < f.startedAt && b.endedAt > f.queuedAt);
+      const during = decodes.filter(
+        (b) => b.context === f.context && b.startedAt < f.startedAt && b.endedAt > f.queuedAt,
+      );
       const late = during.filter((b) => b.startedAt > f.queuedAt);
-      return during.length > 1 || late.length ? [`a caller queued at ${f.queuedAt.toFixed(1)} waited for ${during.length} background decodes (${late.length} started after it asked)`] : [];
+      return during.length > 1 || late.length
+        ? [
+            `a caller queued at ${f.queuedAt.toFixed(1)} waited for ${during.length} background decodes (${late.length} started after it asked)`,
+          ]
+        : [];
     });
 }
 
@@ -86,11 +101,17 @@ describe("lanes caught up in the background (reuse)", () => {
       const done = scriptedTrajectory(6);
       const turn = done.turns.at(-1)!;
       if (turn.role !== "assistant" || !turn.calls?.length) throw new Error("the scripted turn makes a call");
-      const soFar = { conversation: { ...done, turns: [...done.turns.slice(0, -1), { ...turn, calls: [] }] }, awaiting: turn.calls.map(({ name, arguments: args }) => ({ name, arguments: args })) };
+      const soFar = {
+        conversation: { ...done, turns: [...done.turns.slice(0, -1), { ...turn, calls: [] }] },
+        awaiting: turn.calls.map(({ name, arguments: args }) => ({ name, arguments: args })),
+      };
       // everything before the result's text is settled (two results part there), nothing of the result is
       const result = turn.calls[0]!.result;
       const final = engine.renderTokens(done);
-      const withOther = engine.renderTokens({ ...done, turns: [...done.turns.slice(0, -1), { ...turn, calls: [{ ...turn.calls[0]!, result: "x" + result }] }] });
+      const withOther = engine.renderTokens({
+        ...done,
+        turns: [...done.turns.slice(0, -1), { ...turn, calls: [{ ...turn.calls[0]!, result: "x" + result }] }],
+      });
       let settled = 0;
       while (final[settled] === withOther[settled]) settled++;
       expect(settled).toBeGreaterThan(engine.renderTokens(stage).length);
@@ -133,8 +154,13 @@ describe("lanes caught up in the background (reuse)", () => {
       await other.prefill(scriptedTrajectory(2));
       const before = s.backgroundWork().batches;
       s.anticipate([[]]);
-      await expect.poll(() => s.backgroundWork().batches - before, { timeout: 30_000, interval: 5 }).toBeGreaterThanOrEqual(3);
-      const [back] = await Promise.all([s.switchWeights(null, long), other.generate(scriptedTrajectory(2), { maxTokens: 2 })]);
+      await expect
+        .poll(() => s.backgroundWork().batches - before, { timeout: 30_000, interval: 5 })
+        .toBeGreaterThanOrEqual(3);
+      const [back] = await Promise.all([
+        s.switchWeights(null, long),
+        other.generate(scriptedTrajectory(2), { maxTokens: 2 }),
+      ]);
       const total = engine.renderTokens(long).length - 1;
       expect(back.rebuild.reused).toBeGreaterThan(3 * BATCH - BATCH); // what the background did was kept...
       expect(back.rebuild.reused).toBeLessThan(total); // ...and it had not finished
@@ -153,7 +179,9 @@ describe("lanes caught up in the background (reuse)", () => {
       await planted.prefill(scriptedTrajectory(1));
       await planted.switchWeights("plan", scriptedTrajectory(4));
       planted.anticipate([[]]);
-      await expect.poll(() => laneTokens(planted, "base"), { timeout: 30_000, interval: 20 }).toBe(activeTokens(planted));
+      await expect
+        .poll(() => laneTokens(planted, "base"), { timeout: 30_000, interval: 20 })
+        .toBe(activeTokens(planted));
       const conv = scriptedTrajectory(5);
       await planted.switchWeights(null, conv);
       const diff = await diffFromReference(planted, null, conv);
@@ -169,7 +197,11 @@ describe("a lane started ahead of time is a guess: it never costs another sessio
   let small: LocalEngine;
   beforeAll(async () => {
     // three sequences: a session's base and plan lanes, and one free for work ahead of time
-    small = await demoEngine({ maxContexts: 1, sequencesPerContext: 3, cache: { strategy: "reuse", background: true, backgroundDecodeMs: 1 } });
+    small = await demoEngine({
+      maxContexts: 1,
+      sequencesPerContext: 3,
+      cache: { strategy: "reuse", background: true, backgroundDecodeMs: 1 },
+    });
   });
   afterAll(async () => small?.dispose());
 

@@ -20,10 +20,17 @@ beforeAll(async () => {
 afterAll(async () => reference?.dispose());
 
 /** The file an alias should be serving: the demo adapter of that name unless the test refreshed it to another file. */
-const weightsOf = (adapter: string | null, file = adapter === null ? undefined : demo.adapters[adapter]) => (file ? [{ filePath: file, scale: 1 }] : []);
+const weightsOf = (adapter: string | null, file = adapter === null ? undefined : demo.adapters[adapter]) =>
+  file ? [{ filePath: file, scale: 1 }] : [];
 
 /** The active cache gives exactly the reference's next-token distribution; returns the difference. */
-async function checkExact(engine: LocalEngine, session: LocalEngineSession, adapter: string | null, conv: Conversation, file?: string): Promise<number> {
+async function checkExact(
+  engine: LocalEngine,
+  session: LocalEngineSession,
+  adapter: string | null,
+  conv: Conversation,
+  file?: string,
+): Promise<number> {
   const replay = session.cacheReplay();
   const got = await session.nextTokenLogProbs(conv);
   const want = await reference.nextTokenLogProbs(weightsOf(adapter, file), engine.renderTokens(conv), replay);
@@ -101,7 +108,11 @@ describe("KV lanes under pressure (reuse, one context of two sequences)", () => 
 describe("KV lanes: what a refresh, a tight spill budget and racing calls leave behind (reuse, one context of two sequences)", () => {
   let engine: LocalEngine;
   beforeAll(async () => {
-    engine = await demoEngine({ sequencesPerContext: 2, maxContexts: 1, cache: { strategy: "reuse", spillBytes: 1.5 * 2 ** 20 } });
+    engine = await demoEngine({
+      sequencesPerContext: 2,
+      maxContexts: 1,
+      cache: { strategy: "reuse", spillBytes: 1.5 * 2 ** 20 },
+    });
   });
   afterAll(async () => engine?.dispose());
 
@@ -143,7 +154,11 @@ describe("KV lanes: what a refresh, a tight spill budget and racing calls leave 
   it("switches racing on one session and a close in the middle leak no sequence", async () => {
     for (let round = 0; round < 3; round++) {
       const s = await engine.openSession();
-      const racing = Promise.allSettled([s.switchWeights("plan", trajectory(1)), s.switchWeights("search", trajectory(1)), s.switchWeights(null, trajectory(2))]);
+      const racing = Promise.allSettled([
+        s.switchWeights("plan", trajectory(1)),
+        s.switchWeights("search", trajectory(1)),
+        s.switchWeights(null, trajectory(2)),
+      ]);
       await s.close();
       await racing;
     }
@@ -155,7 +170,11 @@ describe("KV lanes: what a refresh, a tight spill budget and racing calls leave 
 
 describe("KV lanes without a spill store", () => {
   it("an evicted lane is dropped, and the return re-evaluates the whole history exactly", async () => {
-    const engine = await demoEngine({ sequencesPerContext: 2, maxContexts: 1, cache: { strategy: "reuse", spillDir: null } });
+    const engine = await demoEngine({
+      sequencesPerContext: 2,
+      maxContexts: 1,
+      cache: { strategy: "reuse", spillDir: null },
+    });
     const a = await engine.openSession();
     try {
       await a.prefill(trajectory(1));
@@ -185,7 +204,10 @@ describe("adapters are told apart", () => {
         const session = await engine.openSession({ adapter });
         try {
           const got = await session.nextTokenLogProbs(conv);
-          expect(maxAbsDiff(await reference.nextTokenLogProbs(weightsOf(adapter), tokens), got), String(adapter)).toBeLessThanOrEqual(TOLERANCE);
+          expect(
+            maxAbsDiff(await reference.nextTokenLogProbs(weightsOf(adapter), tokens), got),
+            String(adapter),
+          ).toBeLessThanOrEqual(TOLERANCE);
           dists.set(adapter, got);
         } finally {
           await session.close();
@@ -193,7 +215,8 @@ describe("adapters are told apart", () => {
       }
       const weights = [...dists.keys()];
       for (const [i, a] of weights.entries()) {
-        for (const b of weights.slice(i + 1)) expect(maxAbsDiff(dists.get(a)!, dists.get(b)!), `${a} vs ${b}`).toBeGreaterThan(0.1);
+        for (const b of weights.slice(i + 1))
+          expect(maxAbsDiff(dists.get(a)!, dists.get(b)!), `${a} vs ${b}`).toBeGreaterThan(0.1);
       }
       // the same file at another scale is other weights too
       const half = await reference.nextTokenLogProbs([{ filePath: demo.adapters.plan!, scale: 0.5 }], tokens);
@@ -206,12 +229,18 @@ describe("adapters are told apart", () => {
 
 describe("how an append is split into decodes", () => {
   it("an append a little longer than a batch goes in even decodes, not a full batch and a short (per token dear) remainder; the cache stays exact", async () => {
-    const engine = await demoEngine({ maxContexts: 1, batchSize: 256, cache: { strategy: "reuse", background: false, sharedPrefixes: false } });
+    const engine = await demoEngine({
+      maxContexts: 1,
+      batchSize: 256,
+      cache: { strategy: "reuse", background: false, sharedPrefixes: false },
+    });
     const s = await engine.openSession();
     try {
       // two points of the scripted trajectory between which 257..319 tokens are appended (a remainder of 1..63)
       const lengths = Array.from({ length: 20 }, (_, k) => engine.renderTokens(trajectory(k)).length);
-      const pair = lengths.flatMap((a, i) => lengths.slice(i + 1).map((b, j) => [i, i + 1 + j, b - a] as const)).find(([, , d]) => d % 256 > 1 && d % 256 < 64 && d > 256 && d < 512);
+      const pair = lengths
+        .flatMap((a, i) => lengths.slice(i + 1).map((b, j) => [i, i + 1 + j, b - a] as const))
+        .find(([, , d]) => d % 256 > 1 && d % 256 < 64 && d > 256 && d < 512);
       if (!pair) throw new Error("no pair of trajectory points appends 257..319 tokens");
       const [from, to, appended] = pair;
       await s.prefill(trajectory(from));

@@ -19,14 +19,25 @@ afterAll(async () => {
   await reference?.dispose();
 });
 
-const weightsOf = (adapter: string | null) => (adapter === null ? [] : [{ filePath: demo.adapters[adapter]!, scale: 1 }]);
+const weightsOf = (adapter: string | null) =>
+  adapter === null ? [] : [{ filePath: demo.adapters[adapter]!, scale: 1 }];
 
-async function diffFromReference(session: LocalEngineSession, adapter: string | null, conv: Conversation): Promise<number> {
+async function diffFromReference(
+  session: LocalEngineSession,
+  adapter: string | null,
+  conv: Conversation,
+): Promise<number> {
   const replay = session.cacheReplay();
-  return maxAbsDiff(await reference.nextTokenLogProbs(weightsOf(adapter), engine.renderTokens(conv), replay), await session.nextTokenLogProbs(conv));
+  return maxAbsDiff(
+    await reference.nextTokenLogProbs(weightsOf(adapter), engine.renderTokens(conv), replay),
+    await session.nextTokenLogProbs(conv),
+  );
 }
 
-/** Tokens of the conversation's shareable prefix: what its system turn (with the function docs) shares with the whole prompt. */
+/**
+ * Tokens of the conversation's shareable prefix: what its system turn (with the function docs) shares with the whole
+ * prompt.
+ */
 function prefixLength(conv: Conversation): number {
   const whole = engine.renderTokens(conv);
   const head = engine.renderTokens({ turns: conv.turns.slice(0, 1), functions: conv.functions });
@@ -41,7 +52,8 @@ describe("shared prompt prefixes (reuse)", () => {
     const second = await engine.openSession({ promptScope: "team" });
     try {
       const saved = engine.cacheStats().sharedPrefixes;
-      await first.switchWeights("plan", scriptedTrajectory(2)); // the first visit of plan in this scope: evaluated, and its prefix saved
+      // the first visit of plan in this scope: evaluated, and its prefix saved
+      await first.switchWeights("plan", scriptedTrajectory(2));
       expect(engine.cacheStats().sharedPrefixes.saved).toBe(saved.saved + 1);
       const conv = scriptedTrajectory(3);
       const report = await second.switchWeights("plan", conv);

@@ -19,7 +19,10 @@ function tensorOffsetField(file: string, name: string): number {
 }
 
 /** A model file built from the demo recipe with its tensors edited. */
-function modelWithTensors(name: string, edit: (t: ReturnType<typeof qwen3ModelFile>["tensors"]) => ReturnType<typeof qwen3ModelFile>["tensors"]): string {
+function modelWithTensors(
+  name: string,
+  edit: (t: ReturnType<typeof qwen3ModelFile>["tensors"]) => ReturnType<typeof qwen3ModelFile>["tensors"],
+): string {
   const m = qwen3ModelFile({ name, dims: DEMO_DIMS, vocab: buildVocabulary(), seed: 3, weightType: GgmlType.F32 });
   const path = `${dir}/${name}.gguf`;
   writeGguf(path, m.metadata, edit(m.tensors));
@@ -27,19 +30,46 @@ function modelWithTensors(name: string, edit: (t: ReturnType<typeof qwen3ModelFi
 }
 
 const MODELS: [string, () => string][] = [
-  ...[0.0005, 0.01, 0.05, 0.2, 0.5, 0.9, 0.999].map((f): [string, () => string] => [`truncated at ${f * 100}%`, () => truncatedCopy(demo.model, dir, `trunc-${f}.gguf`, f)]),
+  ...[0.0005, 0.01, 0.05, 0.2, 0.5, 0.9, 0.999].map((f): [string, () => string] => [
+    `truncated at ${f * 100}%`,
+    () => truncatedCopy(demo.model, dir, `trunc-${f}.gguf`, f),
+  ]),
   ["wrong magic", () => patchedCopy(demo.model, dir, "magic.gguf", (b) => b.write("GGML", 0))],
   ["version 1", () => patchedCopy(demo.model, dir, "v1.gguf", (b) => b.writeUInt32LE(1, 4))],
   ["version 99", () => patchedCopy(demo.model, dir, "v99.gguf", (b) => b.writeUInt32LE(99, 4))],
   ["absurd tensor count", () => patchedCopy(demo.model, dir, "tcount.gguf", (b) => b.writeBigUInt64LE(1n << 62n, 8))],
-  ["absurd metadata count", () => patchedCopy(demo.model, dir, "kvcount.gguf", (b) => b.writeBigUInt64LE(1n << 62n, 16))],
-  ["fewer metadata entries than present", () => patchedCopy(demo.model, dir, "kvfew.gguf", (b) => b.writeBigUInt64LE(3n, 16))],
-  ["huge first key length", () => patchedCopy(demo.model, dir, "keylen.gguf", (b) => b.writeBigUInt64LE(1n << 50n, 24))],
-  ["tensor data offset past the end", () => patchedCopy(demo.model, dir, "offset.gguf", (b) => b.writeBigUInt64LE(1n << 40n, tensorOffsetField(demo.model, "output.weight")))],
-  ["no feed_forward_length (aborts llama.cpp)", () => writeModelVariant(dir, "no-ff", (m) => delete m["qwen3.feed_forward_length"])],
-  ["no head_count (aborts llama.cpp)", () => writeModelVariant(dir, "no-heads", (m) => delete m["qwen3.attention.head_count"])],
+  [
+    "absurd metadata count",
+    () => patchedCopy(demo.model, dir, "kvcount.gguf", (b) => b.writeBigUInt64LE(1n << 62n, 16)),
+  ],
+  [
+    "fewer metadata entries than present",
+    () => patchedCopy(demo.model, dir, "kvfew.gguf", (b) => b.writeBigUInt64LE(3n, 16)),
+  ],
+  [
+    "huge first key length",
+    () => patchedCopy(demo.model, dir, "keylen.gguf", (b) => b.writeBigUInt64LE(1n << 50n, 24)),
+  ],
+  [
+    "tensor data offset past the end",
+    () =>
+      patchedCopy(demo.model, dir, "offset.gguf", (b) =>
+        b.writeBigUInt64LE(1n << 40n, tensorOffsetField(demo.model, "output.weight")),
+      ),
+  ],
+  [
+    "no feed_forward_length (aborts llama.cpp)",
+    () => writeModelVariant(dir, "no-ff", (m) => delete m["qwen3.feed_forward_length"]),
+  ],
+  [
+    "no head_count (aborts llama.cpp)",
+    () => writeModelVariant(dir, "no-heads", (m) => delete m["qwen3.attention.head_count"]),
+  ],
   ["head_count 0", () => writeModelVariant(dir, "zero-heads", (m) => (m["qwen3.attention.head_count"] = gguf.u32(0)))],
-  ["head_count_kv not dividing head_count", () => writeModelVariant(dir, "kv-heads", (m) => (m["qwen3.attention.head_count_kv"] = gguf.u32(3)))],
+  [
+    "head_count_kv not dividing head_count",
+    () => writeModelVariant(dir, "kv-heads", (m) => (m["qwen3.attention.head_count_kv"] = gguf.u32(3))),
+  ],
   ["block_count 0", () => writeModelVariant(dir, "no-blocks", (m) => (m["qwen3.block_count"] = gguf.u32(0)))],
   ["no architecture", () => writeModelVariant(dir, "no-arch", (m) => delete m["general.architecture"])],
   [
@@ -55,15 +85,37 @@ const MODELS: [string, () => string][] = [
       }),
   ],
   ["no tokenizer", () => writeModelVariant(dir, "no-tok", (m) => delete m["tokenizer.ggml.tokens"])],
-  ["embedding width disagreeing with token_embd", () => writeModelVariant(dir, "wide", (m) => (m["qwen3.embedding_length"] = gguf.u32(256)))],
-  ["a missing attention tensor", () => modelWithTensors("no-attn-q", (t) => t.filter((x) => x.name !== "blk.1.attn_q.weight"))],
-  ["an attention tensor of the wrong shape", () => modelWithTensors("bad-shape", (t) => t.map((x) => (x.name === "blk.0.attn_k.weight" ? { ...x, shape: [128, 32], data: () => new Uint8Array(128 * 32 * 4) } : x)))],
+  [
+    "embedding width disagreeing with token_embd",
+    () => writeModelVariant(dir, "wide", (m) => (m["qwen3.embedding_length"] = gguf.u32(256))),
+  ],
+  [
+    "a missing attention tensor",
+    () => modelWithTensors("no-attn-q", (t) => t.filter((x) => x.name !== "blk.1.attn_q.weight")),
+  ],
+  [
+    "an attention tensor of the wrong shape",
+    () =>
+      modelWithTensors("bad-shape", (t) =>
+        t.map((x) =>
+          x.name === "blk.0.attn_k.weight" ? { ...x, shape: [128, 32], data: () => new Uint8Array(128 * 32 * 4) } : x,
+        ),
+      ),
+  ],
   ["a LoRA adapter instead of a model", () => demo.adapters.plan!],
 ];
 
 const ADAPTERS: [string, () => string, typeof AdapterFileError | typeof AdapterIncompatibleError][] = [
-  ...[0.01, 0.3, 0.9].map((f): [string, () => string, typeof AdapterFileError] => [`truncated at ${f * 100}%`, () => truncatedCopy(demo.adapters.search!, dir, `lora-trunc-${f}.gguf`, f), AdapterFileError]),
-  ["wrong magic", () => patchedCopy(demo.adapters.search!, dir, "lora-magic.gguf", (b) => b.write("XXXX", 0)), AdapterFileError],
+  ...[0.01, 0.3, 0.9].map((f): [string, () => string, typeof AdapterFileError] => [
+    `truncated at ${f * 100}%`,
+    () => truncatedCopy(demo.adapters.search!, dir, `lora-trunc-${f}.gguf`, f),
+    AdapterFileError,
+  ]),
+  [
+    "wrong magic",
+    () => patchedCopy(demo.adapters.search!, dir, "lora-magic.gguf", (b) => b.write("XXXX", 0)),
+    AdapterFileError,
+  ],
   [
     "another architecture",
     () => {
@@ -103,7 +155,11 @@ const ADAPTERS: [string, () => string, typeof AdapterFileError | typeof AdapterI
       writeGguf(
         `${dir}/lora-rank.gguf`,
         l.metadata,
-        l.tensors.map((t) => (t.name === "blk.0.attn_q.weight.lora_b" ? { ...t, shape: [8, 128], data: () => new Uint8Array(8 * 128 * 4) } : t)),
+        l.tensors.map((t) =>
+          t.name === "blk.0.attn_q.weight.lora_b"
+            ? { ...t, shape: [8, 128], data: () => new Uint8Array(8 * 128 * 4) }
+            : t,
+        ),
       );
       return `${dir}/lora-rank.gguf`;
     },
@@ -142,7 +198,12 @@ describe("malformed model files never take the process down", () => {
     const results: string[] = [];
     for (const [name, make] of MODELS) {
       const path = make();
-      const err = await LocalEngine.load({ modelPath: path, gpu: false, threads: TEST_THREADS, logger: quietLogger() }).then(
+      const err = await LocalEngine.load({
+        modelPath: path,
+        gpu: false,
+        threads: TEST_THREADS,
+        logger: quietLogger(),
+      }).then(
         async (e) => {
           await e.dispose();
           return undefined;
@@ -185,7 +246,18 @@ describe("malformed model files never take the process down", () => {
     // broken structure is a format error; missing or absurd metadata (what aborts llama.cpp) is a named problem;
     // only what takes llama.cpp's own judgement (the probe in a child process, tested above) passes this stage
     const HEADER_BREAKAGES = 15; // the truncations and header-field patches, listed first in MODELS
-    const LEFT_TO_THE_PROBE = ["unknown architecture", "a missing attention tensor", "an attention tensor of the wrong shape"];
-    expect(Object.fromEntries(verdicts)).toEqual(Object.fromEntries(MODELS.map(([name], i) => [name, i < HEADER_BREAKAGES ? "format" : LEFT_TO_THE_PROBE.includes(name) ? "valid" : "problems"])));
+    const LEFT_TO_THE_PROBE = [
+      "unknown architecture",
+      "a missing attention tensor",
+      "an attention tensor of the wrong shape",
+    ];
+    expect(Object.fromEntries(verdicts)).toEqual(
+      Object.fromEntries(
+        MODELS.map(([name], i) => [
+          name,
+          i < HEADER_BREAKAGES ? "format" : LEFT_TO_THE_PROBE.includes(name) ? "valid" : "problems",
+        ]),
+      ),
+    );
   });
 });

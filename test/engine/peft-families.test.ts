@@ -5,7 +5,16 @@ import { GgmlType, readGgufHeader, gguf, writeGguf, type GgufTensorSource } from
 import { importPeft, PEFT_ARCHITECTURES, permuteRowsForRope } from "../../src/library/peft/index.js";
 import { conversation, maxAbsDiff, quietLogger, TEST_THREADS } from "../helpers/engine.js";
 import { tempDir } from "../helpers/files.js";
-import { bytes, d, familyBase, peftFactors, plausibleDiff, product, RANK, writePeftFolder } from "../helpers/peftFamilies.js";
+import {
+  bytes,
+  d,
+  familyBase,
+  peftFactors,
+  plausibleDiff,
+  product,
+  RANK,
+  writePeftFolder,
+} from "../helpers/peftFamilies.js";
 import { referenceNextTokenLogProbs } from "../../src/engines/local/testing.js";
 
 const engines: LocalEngine[] = [];
@@ -13,7 +22,14 @@ afterEach(async () => {
   for (const e of engines.splice(0)) await e.dispose();
 });
 const load = async (modelPath: string, lora?: string) => {
-  const engine = await LocalEngine.load({ modelPath, gpu: false, threads: TEST_THREADS, contextSize: 8192, sequencesPerContext: 1, logger: quietLogger() });
+  const engine = await LocalEngine.load({
+    modelPath,
+    gpu: false,
+    threads: TEST_THREADS,
+    contextSize: 8192,
+    sequencesPerContext: 1,
+    logger: quietLogger(),
+  });
   engines.push(engine);
   if (lora) await engine.addAdapter({ alias: "imported", filePath: lora, scale: 1 });
   return engine;
@@ -21,7 +37,9 @@ const load = async (modelPath: string, lora?: string) => {
 
 describe("PEFT import per family, checked by behaviour against a dense model with the LoRA merged", () => {
   const figures: Record<string, number> = {};
-  afterAll(() => console.log("max |log-prob(base + imported LoRA) - log-prob(merged dense)|:", JSON.stringify(figures)));
+  afterAll(() =>
+    console.log("max |log-prob(base + imported LoRA) - log-prob(merged dense)|:", JSON.stringify(figures)),
+  );
 
   it.each(["llama", "mistral", "granite", "qwen2", "qwen3"])("%s", async (name) => {
     const dir = tempDir();
@@ -29,14 +47,21 @@ describe("PEFT import per family, checked by behaviour against a dense model wit
     const permutes = PEFT_ARCHITECTURES[arch.name]!.permuteQK;
     const factors = peftFactors(77);
     const peft = writePeftFolder(join(dir, "peft"), factors);
-    const imported = await importPeft({ dir: peft, base: readGgufHeader(join(dir, "base.gguf")), alias: "imported", outFile: join(dir, "imported.gguf") });
+    const imported = await importPeft({
+      dir: peft,
+      base: readGgufHeader(join(dir, "base.gguf")),
+      alias: "imported",
+      outFile: join(dir, "imported.gguf"),
+    });
 
-    // the dense model a merged HF checkpoint converts to: convert_hf_to_gguf permutes the merged q/k rows of llama-family models
+    // the dense model a merged HF checkpoint converts to: convert_hf_to_gguf permutes the merged q/k rows of
+    // llama-family models
     const delta = new Map(
       factors.flatMap((layer, l) =>
         layer.map((f) => {
           const ba = product(f.b, f.a, f.out);
-          const permuted = permutes && f.heads ? new Float32Array(permuteRowsForRope(bytes(ba), f.out, f.heads).slice().buffer) : ba;
+          const permuted =
+            permutes && f.heads ? new Float32Array(permuteRowsForRope(bytes(ba), f.out, f.heads).slice().buffer) : ba;
           return [`blk.${l}.${f.gguf}.weight`, permuted] as const;
         }),
       ),
@@ -58,11 +83,25 @@ describe("PEFT import per family, checked by behaviour against a dense model wit
     // the planted bug: the same factors written without the permutation
     const unpermuted = factors.flatMap((layer, l) =>
       layer.flatMap((f): GgufTensorSource[] => [
-        { name: `blk.${l}.${f.gguf}.weight.lora_a`, shape: [d.nEmbd, RANK], type: GgmlType.F32, data: () => bytes(f.a) },
+        {
+          name: `blk.${l}.${f.gguf}.weight.lora_a`,
+          shape: [d.nEmbd, RANK],
+          type: GgmlType.F32,
+          data: () => bytes(f.a),
+        },
         { name: `blk.${l}.${f.gguf}.weight.lora_b`, shape: [RANK, f.out], type: GgmlType.F32, data: () => bytes(f.b) },
       ]),
     );
-    writeGguf(join(dir, "unpermuted.gguf"), { "general.architecture": gguf.str(arch.name), "general.type": gguf.str("adapter"), "adapter.type": gguf.str("lora"), "adapter.lora.alpha": gguf.f32(RANK) }, unpermuted);
+    writeGguf(
+      join(dir, "unpermuted.gguf"),
+      {
+        "general.architecture": gguf.str(arch.name),
+        "general.type": gguf.str("adapter"),
+        "adapter.type": gguf.str("lora"),
+        "adapter.lora.alpha": gguf.f32(RANK),
+      },
+      unpermuted,
+    );
 
     const withLora = await load(join(dir, "base.gguf"), imported.outFile);
     const tokens = withLora.renderTokens(conversation("Which river flows through Paris?"));
@@ -75,7 +114,11 @@ describe("PEFT import per family, checked by behaviour against a dense model wit
     expect(figures[name]).toBeLessThanOrEqual(1e-3);
     expect(plausibleDiff(dense, plain)).toBeGreaterThan(0.01); // the LoRA matters
 
-    const buggy = await referenceNextTokenLogProbs(await load(join(dir, "base.gguf"), join(dir, "unpermuted.gguf")), "imported", tokens);
+    const buggy = await referenceNextTokenLogProbs(
+      await load(join(dir, "base.gguf"), join(dir, "unpermuted.gguf")),
+      "imported",
+      tokens,
+    );
     const bugDiff = plausibleDiff(dense, buggy);
     figures[`${name} without permutation`] = bugDiff;
     if (permutes) expect(bugDiff).toBeGreaterThan(1e-3);

@@ -1,9 +1,25 @@
-import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, truncateSync, writeFileSync } from "node:fs";
+import {
+  copyFileSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  rmSync,
+  statSync,
+  truncateSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { LocalEngine } from "../../src/engines/local/index.js";
-import { ALORA_INVOCATION_KEY, GgmlType, GgufValueType, metaNumber, readGgufHeader, type GgufFile } from "../../src/gguf/index.js";
+import {
+  ALORA_INVOCATION_KEY,
+  GgmlType,
+  GgufValueType,
+  metaNumber,
+  readGgufHeader,
+  type GgufFile,
+} from "../../src/gguf/index.js";
 import { DEMO_INVOCATION } from "../../src/demo/generate.js";
 import { DEMO_DIMS, loraTargets } from "../../src/demo/qwen3.js";
 import {
@@ -26,9 +42,18 @@ import { conversation, demo, demoEngine, maxAbsDiff } from "../helpers/engine.js
 import { referenceNextTokenLogProbs } from "../../src/engines/local/testing.js";
 
 type Dtype = "F32" | "F16" | "BF16";
-const SUFFIX_TO_MODULE = Object.fromEntries(Object.entries(MODULE_TO_GGUF).map(([module, spec]) => [spec.gguf, module]));
+const SUFFIX_TO_MODULE = Object.fromEntries(
+  Object.entries(MODULE_TO_GGUF).map(([module, spec]) => [spec.gguf, module]),
+);
 const MODULES = Object.keys(MODULE_TO_GGUF);
-const BASE_CONFIG = { peft_type: "LORA", r: 8, lora_alpha: 8, target_modules: MODULES, bias: "none", task_type: "CAUSAL_LM" };
+const BASE_CONFIG = {
+  peft_type: "LORA",
+  r: 8,
+  lora_alpha: 8,
+  target_modules: MODULES,
+  bias: "none",
+  task_type: "CAUSAL_LM",
+};
 
 let root: string;
 let base: GgufFile;
@@ -45,7 +70,10 @@ const u16 = (bytes: Uint8Array) => new Uint16Array(new Uint8Array(bytes).buffer)
 const bytesOf = (v: Float32Array | Uint16Array) => new Uint8Array(v.buffer, v.byteOffset, v.byteLength);
 
 /** The demo `search` adapter as PEFT would save it: HF names, torch shapes, the same matrices. */
-function peftTensorsFrom(adapter: GgufFile, opts: { dtype?: Dtype; name?: (hf: string) => string } = {}): SafetensorsTensorSource[] {
+function peftTensorsFrom(
+  adapter: GgufFile,
+  opts: { dtype?: Dtype; name?: (hf: string) => string } = {},
+): SafetensorsTensorSource[] {
   const dtype = opts.dtype ?? "F32";
   return adapter.tensors.map((t) => {
     const m = /^blk\.(\d+)\.(\w+)\.weight\.lora_([ab])$/.exec(t.name)!;
@@ -66,7 +94,8 @@ function writePeftDir(tensors: readonly SafetensorsTensorSource[], config: Recor
   return dir;
 }
 
-const importTo = (dir: string, alias: string, extra: Partial<ImportPeftOptions> = {}) => importPeft({ dir, base, alias, outFile: join(fresh("out"), `${alias}.gguf`), ...extra });
+const importTo = (dir: string, alias: string, extra: Partial<ImportPeftOptions> = {}) =>
+  importPeft({ dir, base, alias, outFile: join(fresh("out"), `${alias}.gguf`), ...extra });
 
 /** Runs an import that must fail: a PeftImportError whose message matches, and nothing left in the output folder. */
 async function refused(dir: string, ...patterns: RegExp[]): Promise<PeftImportError> {
@@ -121,9 +150,25 @@ describe("PEFT pieces", () => {
 
   it("converts halves: F16 rounds to nearest even, BF16 widens exactly", () => {
     const v = new Float32Array([0, -0, 1, -2.5, 65504, 1e-7, 6.1e-5, 1 + 2 ** -11, 1 + 3 * 2 ** -11, 70000]);
-    expect(Array.from(f16ToF32(f32ToF16(v)))).toEqual([0, -0, 1, -2.5, 65504, 2 * 2 ** -24, 1023 * 2 ** -24, 1, 1 + 2 ** -9, Infinity]);
+    expect(Array.from(f16ToF32(f32ToF16(v)))).toEqual([
+      0,
+      -0,
+      1,
+      -2.5,
+      65504,
+      2 * 2 ** -24,
+      1023 * 2 ** -24,
+      1,
+      1 + 2 ** -9,
+      Infinity,
+    ]);
     const b = new Uint16Array([0x3f80, 0xc020, 0x0001, 0x7f7f]);
-    expect(Array.from(bf16ToF32(b))).toEqual([1, -2.5, 2 ** -133, Number(new Float32Array([3.3895313892515355e38])[0])]);
+    expect(Array.from(bf16ToF32(b))).toEqual([
+      1,
+      -2.5,
+      2 ** -133,
+      Number(new Float32Array([3.3895313892515355e38])[0]),
+    ]);
     expect(Array.from(f32ToBf16(bf16ToF32(b)))).toEqual(Array.from(b));
   });
 
@@ -158,7 +203,10 @@ describe("importPeft on the demo model and the real engine", () => {
   ]);
   let tokens: ReturnType<LocalEngine["renderTokens"]>;
   let native: Map<number, number>;
-  /** Largest |delta log-prob| of the next token after the conversation, against the native search adapter, both directions. */
+  /**
+   * Largest |delta log-prob| of the next token after the conversation, against the native search adapter, both
+   * directions.
+   */
   async function diff(alias: string): Promise<number> {
     const other = await referenceNextTokenLogProbs(engine, alias, tokens);
     expect(other.size).toBe(native.size);
@@ -179,7 +227,15 @@ describe("importPeft on the demo model and the real engine", () => {
   it("F32: the same matrices give the same GGUF tensors and identical next-token log-probs", async () => {
     expect(metaNumber(search, "adapter.lora.alpha")).toBe(8);
     const result = await importTo(writePeftDir(peftTensorsFrom(search)), "peft-search");
-    expect(result).toMatchObject({ architecture: "qwen3", rank: 8, alpha: 8, scaling: 1, tensors: 56, targets: 28, dtypes: { F32: 56 } });
+    expect(result).toMatchObject({
+      architecture: "qwen3",
+      rank: 8,
+      alpha: 8,
+      scaling: 1,
+      tensors: 56,
+      targets: 28,
+      dtypes: { F32: 56 },
+    });
     expect(result.sha256).toMatch(/^[0-9a-f]{64}$/);
 
     const out = readGgufHeader(result.outFile);
@@ -190,8 +246,11 @@ describe("importPeft on the demo model and the real engine", () => {
       ["adapter.type", "lora"],
       ["adapter.lora.alpha", 8],
     ]);
-    expect(out.tensors.map((t) => [t.name, t.shape, t.type])).toEqual(search.tensors.map((t) => [t.name, t.shape, t.type]));
-    for (const t of search.tensors) expect(readGgufTensorData(out, t.name).equals(readGgufTensorData(search, t))).toBe(true);
+    expect(out.tensors.map((t) => [t.name, t.shape, t.type])).toEqual(
+      search.tensors.map((t) => [t.name, t.shape, t.type]),
+    );
+    for (const t of search.tensors)
+      expect(readGgufTensorData(out, t.name).equals(readGgufTensorData(search, t))).toBe(true);
 
     await engine.addAdapter({ alias: "peft-search", filePath: result.outFile, scale: 1 });
     figures.f32 = await diff("peft-search");
@@ -201,8 +260,14 @@ describe("importPeft on the demo model and the real engine", () => {
 
   it("accepts the `.default` adapter-name segment and names without the base_model.model. prefix (same file)", async () => {
     const canonical = await importTo(writePeftDir(peftTensorsFrom(search)), "peft-search");
-    const named = await importTo(writePeftDir(peftTensorsFrom(search, { name: (n) => n.replace(/\.weight$/, ".default.weight") })), "peft-search");
-    const bare = await importTo(writePeftDir(peftTensorsFrom(search, { name: (n) => n.replace(/^base_model\.model\./, "") })), "peft-search");
+    const named = await importTo(
+      writePeftDir(peftTensorsFrom(search, { name: (n) => n.replace(/\.weight$/, ".default.weight") })),
+      "peft-search",
+    );
+    const bare = await importTo(
+      writePeftDir(peftTensorsFrom(search, { name: (n) => n.replace(/^base_model\.model\./, "") })),
+      "peft-search",
+    );
     expect(named.sha256).toBe(canonical.sha256);
     expect(bare.sha256).toBe(canonical.sha256);
   });
@@ -219,7 +284,8 @@ describe("importPeft on the demo model and the real engine", () => {
       // every weight is the F32 one rounded to F16: within half an F16 ulp (relative 2^-11)
       const exact = f32(readGgufTensorData(search, t.name));
       const rounded = f16ToF32(u16(bytes));
-      for (let j = 0; j < exact.length; j++) expect(Math.abs(rounded[j]! - exact[j]!)).toBeLessThanOrEqual(Math.abs(exact[j]!) * 2 ** -11 + 2 ** -25);
+      for (let j = 0; j < exact.length; j++)
+        expect(Math.abs(rounded[j]! - exact[j]!)).toBeLessThanOrEqual(Math.abs(exact[j]!) * 2 ** -11 + 2 ** -25);
     }
     await engine.addAdapter({ alias: "peft-search-f16", filePath: result.outFile, scale: 1 });
     figures.f16 = await diff("peft-search-f16");
@@ -244,7 +310,10 @@ describe("importPeft on the demo model and the real engine", () => {
 
   it("rsLoRA: alpha/sqrt(r) scaling is reproduced by writing alpha*sqrt(r)", async () => {
     // PEFT scaling sqrt(8)/sqrt(8) = 1, the native search adapter's 8/8
-    const result = await importTo(writePeftDir(peftTensorsFrom(search), { use_rslora: true, lora_alpha: Math.sqrt(8) }), "peft-rslora");
+    const result = await importTo(
+      writePeftDir(peftTensorsFrom(search), { use_rslora: true, lora_alpha: Math.sqrt(8) }),
+      "peft-rslora",
+    );
     expect(result.alpha).toBeCloseTo(8, 12);
     expect(result.scaling).toBe(1);
     await engine.addAdapter({ alias: "peft-rslora", filePath: result.outFile, scale: 1 });
@@ -256,14 +325,27 @@ describe("importPeft on the demo model and the real engine", () => {
     // the demo header relabelled as llama (same shapes: 4 heads, 2 kv heads, head_dim 32)
     const llama: GgufFile = {
       ...base,
-      metadata: new Map([...base.metadata].map(([k, v]) => (k === "general.architecture" ? [k, "llama"] : [k.replace(/^qwen3\./, "llama."), v]))),
+      metadata: new Map(
+        [...base.metadata].map(([k, v]) =>
+          k === "general.architecture" ? [k, "llama"] : [k.replace(/^qwen3\./, "llama."), v],
+        ),
+      ),
     };
-    const result = await importPeft({ dir: writePeftDir(peftTensorsFrom(search)), base: llama, alias: "llama-search", outFile: join(fresh("out"), "l.gguf") });
+    const result = await importPeft({
+      dir: writePeftDir(peftTensorsFrom(search)),
+      base: llama,
+      alias: "llama-search",
+      outFile: join(fresh("out"), "l.gguf"),
+    });
     expect(result.architecture).toBe("llama");
     const out = readGgufHeader(result.outFile);
     for (const t of search.tensors) {
       const want = readGgufTensorData(search, t);
-      const heads = t.name.endsWith("attn_q.weight.lora_b") ? 4 : t.name.endsWith("attn_k.weight.lora_b") ? 2 : undefined;
+      const heads = t.name.endsWith("attn_q.weight.lora_b")
+        ? 4
+        : t.name.endsWith("attn_k.weight.lora_b")
+          ? 2
+          : undefined;
       const got = readGgufTensorData(out, t.name);
       expect(got.equals(heads ? Buffer.from(permuteRowsForRope(want, t.shape[1]!, heads)) : want), t.name).toBe(true);
       if (heads) expect(got.equals(want)).toBe(false);
@@ -272,7 +354,10 @@ describe("importPeft on the demo model and the real engine", () => {
 
   it("aLoRA: alora_invocation_tokens becomes llama.cpp's adapter.alora.invocation_tokens, and the engine serves it as an activated LoRA", async () => {
     const invocation = engine.tokenize(DEMO_INVOCATION);
-    const result = await importTo(writePeftDir(peftTensorsFrom(search), { alora_invocation_tokens: invocation }), "peft-alora");
+    const result = await importTo(
+      writePeftDir(peftTensorsFrom(search), { alora_invocation_tokens: invocation }),
+      "peft-alora",
+    );
     const out = readGgufHeader(result.outFile);
     expect(out.metadata.get(ALORA_INVOCATION_KEY)).toEqual({ itemType: GgufValueType.UINT32, items: invocation });
     const info = await engine.addAdapter({ alias: "peft-alora", filePath: result.outFile, scale: 1 });
@@ -285,7 +370,12 @@ describe("importPeft on the demo model and the real engine", () => {
       const got = await session.nextTokenLogProbs(absent);
       const base = await referenceNextTokenLogProbs(engine, null, engine.renderTokens(absent), session.cacheReplay());
       expect(maxAbsDiff(base, got)).toBeLessThanOrEqual(1e-4); // absent: the base's
-      expect(maxAbsDiff(await referenceNextTokenLogProbs(engine, "search", engine.renderTokens(invoked)), await session.nextTokenLogProbs(invoked))).toBeGreaterThan(0.1);
+      expect(
+        maxAbsDiff(
+          await referenceNextTokenLogProbs(engine, "search", engine.renderTokens(invoked)),
+          await session.nextTokenLogProbs(invoked),
+        ),
+      ).toBeGreaterThan(0.1);
     } finally {
       await session.close();
     }
@@ -310,7 +400,10 @@ describe("importPeft refuses, naming the field or file, and writes nothing", () 
     [{ peft_type: "IA3" }, /peft_type: is "IA3"/],
     [{ r: undefined }, /\br: /],
     [{ alora_invocation_tokens: [] }, /alora_invocation_tokens: /],
-    [{ alora_invocation_tokens: [1, 1_000_000] }, /names token ids outside the base model's vocabulary of \d+ \(1000000\)/],
+    [
+      { alora_invocation_tokens: [1, 1_000_000] },
+      /names token ids outside the base model's vocabulary of \d+ \(1000000\)/,
+    ],
   ])("adapter_config.json %j", async (config, pattern) => {
     const err = await refused(writePeftDir(good(), config), /adapter_config\.json/, pattern);
     expect(err.file).toMatch(/adapter_config\.json$/);
@@ -320,7 +413,8 @@ describe("importPeft refuses, naming the field or file, and writes nothing", () 
   it("a PEFT adapter built for a model with another hidden size", async () => {
     const dims = { ...DEMO_DIMS, nEmbd: 64 };
     let seed = 1;
-    const random = (n: number) => bytesOf(new Float32Array(n).map(() => ((seed = (seed * 48271) % 2147483647) / 2147483647 - 0.5) * 0.1));
+    const random = (n: number) =>
+      bytesOf(new Float32Array(n).map(() => ((seed = (seed * 48271) % 2147483647) / 2147483647 - 0.5) * 0.1));
     const tensors: SafetensorsTensorSource[] = [];
     for (let l = 0; l < dims.nLayer; l++) {
       for (const t of loraTargets(dims)) {
@@ -330,7 +424,12 @@ describe("importPeft refuses, naming the field or file, and writes nothing", () 
         tensors.push({ name: `${prefix}.lora_B.weight`, dtype: "F32", shape: [t.nOut, 8], data: random(8 * t.nOut) });
       }
     }
-    const err = await refused(writePeftDir(tensors), /adapter_model\.safetensors/, /does not fit weact-demo-qwen3\.gguf/, /blk\.0\.attn_q\.weight: LoRA maps \[64\] -> \[128\] but the base weight is \[128,128\]/);
+    const err = await refused(
+      writePeftDir(tensors),
+      /adapter_model\.safetensors/,
+      /does not fit weact-demo-qwen3\.gguf/,
+      /blk\.0\.attn_q\.weight: LoRA maps \[64\] -> \[128\] but the base weight is \[128,128\]/,
+    );
     expect(err.field).toBe("base model");
     expect(err.problems.length).toBeGreaterThan(1);
   });
@@ -348,13 +447,27 @@ describe("importPeft refuses, naming the field or file, and writes nothing", () 
     const tensors = good();
     const a = tensors[0]!;
     tensors[0] = { ...a, dtype: "I8", data: new Uint8Array(a.shape[0]! * a.shape[1]!) };
-    await refused(writePeftDir(tensors), /adapter_model\.safetensors \(dtype\)/, /layers\.0\.self_attn\.q_proj\.lora_A\.weight is I8/);
+    await refused(
+      writePeftDir(tensors),
+      /adapter_model\.safetensors \(dtype\)/,
+      /layers\.0\.self_attn\.q_proj\.lora_A\.weight is I8/,
+    );
   });
 
   it("a module name that maps to no GGUF tensor", async () => {
     const tensors = good();
-    tensors.push({ name: "base_model.model.model.embed_tokens.lora_embedding_A", dtype: "F32", shape: [8, 16], data: new Uint8Array(8 * 16 * 4) });
-    tensors.push({ name: "base_model.model.model.layers.0.self_attn.q_proj.lora_magnitude_vector", dtype: "F32", shape: [128], data: new Uint8Array(128 * 4) });
+    tensors.push({
+      name: "base_model.model.model.embed_tokens.lora_embedding_A",
+      dtype: "F32",
+      shape: [8, 16],
+      data: new Uint8Array(8 * 16 * 4),
+    });
+    tensors.push({
+      name: "base_model.model.model.layers.0.self_attn.q_proj.lora_magnitude_vector",
+      dtype: "F32",
+      shape: [128],
+      data: new Uint8Array(128 * 4),
+    });
     const err = await refused(
       writePeftDir(tensors),
       /adapter_model\.safetensors \(tensor names\)/,
@@ -389,12 +502,30 @@ describe("weact-mcp import-peft", () => {
     const lib = fresh("lib");
     writeFileSync(join(lib, "manifest.json"), JSON.stringify({ adapters: [] }));
     const dir = writePeftDir(peftTensorsFrom(search));
-    const { stdout } = await promisify(execFile)(process.execPath, [MAIN, "import-peft", dir, "--alias", "peft-search", "--description", "Search, imported from PEFT.", "--config", testConfig(), "--adapters", lib], {
-      env: { ...process.env, WEACT_LOG_LEVEL: "warn" },
-    });
+    const { stdout } = await promisify(execFile)(
+      process.execPath,
+      [
+        MAIN,
+        "import-peft",
+        dir,
+        "--alias",
+        "peft-search",
+        "--description",
+        "Search, imported from PEFT.",
+        "--config",
+        testConfig(),
+        "--adapters",
+        lib,
+      ],
+      {
+        env: { ...process.env, WEACT_LOG_LEVEL: "warn" },
+      },
+    );
     expect(stdout).toMatch(/imported .* as "peft-search": .*peft-search\.gguf \(rank 8, alpha 8/);
     const manifest = JSON.parse(readFileSync(join(lib, "manifest.json"), "utf8"));
-    expect(manifest.adapters).toEqual([{ alias: "peft-search", description: "Search, imported from PEFT.", file: "peft-search.gguf", scale: 1 }]);
+    expect(manifest.adapters).toEqual([
+      { alias: "peft-search", description: "Search, imported from PEFT.", file: "peft-search.gguf", scale: 1 },
+    ]);
     expect(statSync(join(lib, "peft-search.gguf")).size).toBeGreaterThan(0);
   });
 });

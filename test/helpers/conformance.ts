@@ -1,6 +1,14 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { scriptedTrajectory } from "../../src/demo/trajectory.js";
-import { EngineCapacityError, type CacheStrategy, type Conversation, type Engine, type EngineSession, type LogProbs, type SwitchReport } from "../../src/engine/index.js";
+import {
+  EngineCapacityError,
+  type CacheStrategy,
+  type Conversation,
+  type Engine,
+  type EngineSession,
+  type LogProbs,
+  type SwitchReport,
+} from "../../src/engine/index.js";
 
 /** An adapter as a reference applies it: its own file at its scale (never the engine's idea of a version). */
 export interface ReferenceWeights {
@@ -22,7 +30,12 @@ export interface ConformanceOptions<E extends Engine = Engine> {
    * The next-token log-probs a fresh evaluation of `conversation` under `weights` gives, in the same batch split
    * as `session`'s cache where the backend's numerics depend on it.
    */
-  reference(engine: E, session: EngineSession, weights: readonly ReferenceWeights[], conversation: Conversation): Promise<LogProbs>;
+  reference(
+    engine: E,
+    session: EngineSession,
+    weights: readonly ReferenceWeights[],
+    conversation: Conversation,
+  ): Promise<LogProbs>;
   /** Three adapters of the base (plan, search, write), and another file for `write` to be refreshed to. */
   adapters: { plan: string; search: string; write: string; writeV2: string };
   /**
@@ -37,7 +50,10 @@ export interface ConformanceOptions<E extends Engine = Engine> {
    * them with other float rounding than a request alone (default: `tolerance`).
    */
   concurrentTolerance?: number;
-  /** Cached tokens the backend may evaluate again to make a short append one efficient decode (the local engine's MIN_DECODE_TOKENS); default 0. */
+  /**
+   * Cached tokens the backend may evaluate again to make a short append one efficient decode (the local engine's
+   * MIN_DECODE_TOKENS); default 0.
+   */
   decodeFloor?: number;
 }
 
@@ -58,8 +74,15 @@ export function maxAbsDiff(a: LogProbs, b: LogProbs): number {
  */
 export function describeEngineConformance<E extends Engine>(name: string, opts: ConformanceOptions<E>): void {
   const tolerance = opts.tolerance ?? 1e-4;
-  const files: Record<string, string> = { plan: opts.adapters.plan, search: opts.adapters.search, write: opts.adapters.write };
-  const weightsOf = (adapter: string | null, file = adapter === null ? undefined : files[adapter]): ReferenceWeights[] => (file ? [{ filePath: file, scale: 1 }] : []);
+  const files: Record<string, string> = {
+    plan: opts.adapters.plan,
+    search: opts.adapters.search,
+    write: opts.adapters.write,
+  };
+  const weightsOf = (
+    adapter: string | null,
+    file = adapter === null ? undefined : files[adapter],
+  ): ReferenceWeights[] => (file ? [{ filePath: file, scale: 1 }] : []);
   const trajectory = (steps: number) => scriptedTrajectory(steps);
 
   describe(`engine conformance: ${name}`, () => {
@@ -81,7 +104,10 @@ export function describeEngineConformance<E extends Engine>(name: string, opts: 
     describe.each(strategies)("cache strategy %s", (strategy) => {
       let engine: E;
       const exactness = async (session: EngineSession, adapter: string | null, conv: Conversation, file?: string) =>
-        maxAbsDiff(await opts.reference(engine, session, weightsOf(adapter, file), conv), await session.nextTokenLogProbs(conv));
+        maxAbsDiff(
+          await opts.reference(engine, session, weightsOf(adapter, file), conv),
+          await session.nextTokenLogProbs(conv),
+        );
       beforeAll(() => {
         engine = engines.get(strategy)!;
       });
@@ -111,11 +137,16 @@ export function describeEngineConformance<E extends Engine>(name: string, opts: 
           if (strategy === "rebuild") {
             for (const r of reports) expect(r.rebuild.reused).toBe(0);
           } else {
-            // a return evaluates only what was appended since that weight set last ran; a first visit evaluates everything
+            // a return evaluates only what was appended since that weight set last ran; a first visit evaluates
+            // everything
             for (const r of returns) expect(r.rebuild.reused).toBeGreaterThan(r.rebuild.tokens);
             for (const r of reports.filter((r) => !returns.includes(r))) expect(r.rebuild.reused).toBe(0);
           }
-          console.log(`${name} ${strategy}: tokens evaluated by the 8 switches`, reports.map((r) => r.rebuild.tokens).join(" "), `; max |delta log-prob| vs reference ${Math.max(...diffs)}`);
+          console.log(
+            `${name} ${strategy}: tokens evaluated by the 8 switches`,
+            reports.map((r) => r.rebuild.tokens).join(" "),
+            `; max |delta log-prob| vs reference ${Math.max(...diffs)}`,
+          );
         } finally {
           await session.close();
         }
@@ -149,7 +180,11 @@ export function describeEngineConformance<E extends Engine>(name: string, opts: 
           const old = engine.adapter("write");
           expect(session.activeVersions.map(String)).toEqual([old.id]);
           await session.switchWeights(null, trajectory(3));
-          const { previous, current } = await engine.refreshAdapter({ alias: "write", filePath: opts.adapters.writeV2, scale: 1 });
+          const { previous, current } = await engine.refreshAdapter({
+            alias: "write",
+            filePath: opts.adapters.writeV2,
+            scale: 1,
+          });
           expect(previous.version.equals(old.version)).toBe(true);
           expect(current.version.equals(previous.version)).toBe(false);
           expect(current.sha256).not.toBe(previous.sha256);
@@ -186,7 +221,10 @@ export function describeEngineConformance<E extends Engine>(name: string, opts: 
             const convs = sessions.map((_, i) => trajectory(2 + step * 2 + i));
             await Promise.all(sessions.map((s, i) => s.switchWeights(routes[i]![step]!, convs[i]!)));
             // measured one after the other, so only the switches ran batched
-            for (const [i, s] of sessions.entries()) expect(await exactness(s, routes[i]![step]!, convs[i]!)).toBeLessThanOrEqual(opts.concurrentTolerance ?? tolerance);
+            for (const [i, s] of sessions.entries())
+              expect(await exactness(s, routes[i]![step]!, convs[i]!)).toBeLessThanOrEqual(
+                opts.concurrentTolerance ?? tolerance,
+              );
           }
         } finally {
           await Promise.all(sessions.map((s) => s.close()));
@@ -207,7 +245,12 @@ export function describeEngineConformance<E extends Engine>(name: string, opts: 
           try {
             await stale.nextTokenLogProbs(conv);
             await stale.switchWeights("write", conv);
-            expect(maxAbsDiff(await opts.reference(engine, stale, weightsOf("write"), conv), await stale.nextTokenLogProbs(conv))).toBeGreaterThan(1e-2);
+            expect(
+              maxAbsDiff(
+                await opts.reference(engine, stale, weightsOf("write"), conv),
+                await stale.nextTokenLogProbs(conv),
+              ),
+            ).toBeGreaterThan(1e-2);
           } finally {
             await stale.close();
           }
@@ -245,7 +288,14 @@ export function describeEngineConformance<E extends Engine>(name: string, opts: 
           expect(Math.abs(lp.logprob - dist.get(lp.token)!)).toBeLessThanOrEqual(tolerance);
           expect(lp.top).toHaveLength(3);
           expect(lp.top[0]!.logprob).toBeGreaterThanOrEqual(lp.top[1]!.logprob);
-          const next: Conversation = { ...conv, turns: [...conv.turns, { role: "assistant", text: "The Seine." }, { role: "user", text: "And its length?" }] };
+          const next: Conversation = {
+            ...conv,
+            turns: [
+              ...conv.turns,
+              { role: "assistant", text: "The Seine." },
+              { role: "user", text: "And its length?" },
+            ],
+          };
           const second = await session.generate(next, { maxTokens: 4 });
           expect(second.tokens.cached + second.tokens.evaluated).toBe(second.tokens.prompt);
           expect(second.tokens.cached).toBeGreaterThan(first.tokens.prompt - 2 - (opts.decodeFloor ?? 0));
@@ -265,7 +315,9 @@ export function describeEngineConformance<E extends Engine>(name: string, opts: 
           expect(stats.contexts).toBeLessThanOrEqual(engine.capacity.contexts);
           expect(stats.sequences).toBeLessThanOrEqual(engine.capacity.sessions);
           expect(stats.idleLanes + stats.spilledLanes).toBe(a.laneStates().filter((l) => !l.active).length);
-          expect(a.laneStates().filter((l) => l.active)).toEqual([{ weights: "base", active: true, state: "live", tokens: a.cachedTokens }]);
+          expect(a.laneStates().filter((l) => l.active)).toEqual([
+            { weights: "base", active: true, state: "live", tokens: a.cachedTokens },
+          ]);
         } finally {
           await a.close();
         }

@@ -11,7 +11,15 @@ export const TEST_THREADS = 1;
 export const quietLogger = () => createLogger(process.env.WEACT_LOG_LEVEL ?? "warn");
 
 /** The real engine on the demo model, CPU only, with the default library resident. */
-export async function demoEngine(opts: { adapters?: string[]; sequencesPerContext?: number; maxContexts?: number; batchSize?: number; cache?: CacheOptions } = {}): Promise<LocalEngine> {
+export async function demoEngine(
+  opts: {
+    adapters?: string[];
+    sequencesPerContext?: number;
+    maxContexts?: number;
+    batchSize?: number;
+    cache?: CacheOptions;
+  } = {},
+): Promise<LocalEngine> {
   const engine = await LocalEngine.load({
     modelPath: demo.model,
     gpu: false,

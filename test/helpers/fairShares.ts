@@ -19,7 +19,10 @@ const TURN = { max_tokens: 8, token_bias: { "<tool_call>": -100, "<|im_end|>": -
  * Per-identity fair shares on a spawned server with three tokens, whichever engine serves it: `start` spawns one
  * with 4 session slots and one model call at a time, with the `sessions` section given.
  */
-export function describeFairShares(engine: string, start: (tokenFile: string, sessions: Record<string, unknown>) => Promise<HttpServer>): void {
+export function describeFairShares(
+  engine: string,
+  start: (tokenFile: string, sessions: Record<string, unknown>) => Promise<HttpServer>,
+): void {
   describe(`fair shares on ${engine} (a spawned server, three tokens)`, () => {
     let server: HttpServer;
     const clients: Connected[] = [];
@@ -44,7 +47,9 @@ export function describeFairShares(engine: string, start: (tokenFile: string, se
       let refusal = "";
       for (let i = 0; i < 6 && !refusal; i++) {
         try {
-          mine.push((await call<{ session_id: string }>(alice, "create_session", { task: `alice ${i}`, ...SHORT })).session_id);
+          mine.push(
+            (await call<{ session_id: string }>(alice, "create_session", { task: `alice ${i}`, ...SHORT })).session_id,
+          );
         } catch (err) {
           refusal = (err as Error).message;
         }
@@ -88,11 +93,15 @@ export function describeFairShares(engine: string, start: (tokenFile: string, se
     it("refuses a session past the server's maximum, naming the setting, and opens it once one closes", async () => {
       const carol = await as(CAROL);
       // alice holds 3 sessions and bob 1 from the test above: the server's maximum of 4
-      expect(await callError(carol, "create_session", { task: "carol", ...SHORT })).toMatch(/maximum of 4 sessions \(sessions\.maxSessions\)/);
+      expect(await callError(carol, "create_session", { task: "carol", ...SHORT })).toMatch(
+        /maximum of 4 sessions \(sessions\.maxSessions\)/,
+      );
       const bob = clients[1]!.client;
       expect(bobSession).toBeDefined();
       await call(bob, "close_session", { session_id: bobSession });
-      expect((await call<{ session_id: string }>(carol, "create_session", { task: "carol", ...SHORT })).session_id).toMatch(/^s_/);
+      expect(
+        (await call<{ session_id: string }>(carol, "create_session", { task: "carol", ...SHORT })).session_id,
+      ).toMatch(/^s_/);
     });
   });
 }

@@ -40,8 +40,17 @@ export function describeFamilyMatrix(family: string): void {
         harness: { maxTokensPerTurn: 48, traceDir: join(tempDir(), "traces"), stage: { turns: 2 } },
       });
       const load = async () => {
-        const engine = await LocalEngine.load({ modelPath: set.model, gpu: false, threads: TEST_THREADS, contextSize: 8192, sequencesPerContext: 2, maxContexts: 1, logger: quietLogger() });
-        for (const alias of LIBRARY) await engine.addAdapter({ alias, filePath: join(dirname(set.adapters), `${alias}.gguf`), scale: 1 });
+        const engine = await LocalEngine.load({
+          modelPath: set.model,
+          gpu: false,
+          threads: TEST_THREADS,
+          contextSize: 8192,
+          sequencesPerContext: 2,
+          maxContexts: 1,
+          logger: quietLogger(),
+        });
+        for (const alias of LIBRARY)
+          await engine.addAdapter({ alias, filePath: join(dirname(set.adapters), `${alias}.gguf`), scale: 1 });
         return engine;
       };
       [c, engine] = await Promise.all([connectClient("stdio", undefined, {}, config), load()]);
@@ -51,7 +60,14 @@ export function describeFamilyMatrix(family: string): void {
       await engine?.dispose();
     });
 
-    const steered = (id: string, name: string) => call<Generated>(c.client, "generate", { session_id: id, max_tokens: 160, tool_call: { name }, seed: 1, token_bias: Q });
+    const steered = (id: string, name: string) =>
+      call<Generated>(c.client, "generate", {
+        session_id: id,
+        max_tokens: 160,
+        tool_call: { name },
+        seed: 1,
+        token_bias: Q,
+      });
 
     it("after every switch of a scripted trajectory the cache gives the replayed reference's next-token log-probs", async () => {
       const session = await engine.openSession();
@@ -64,7 +80,9 @@ export function describeFamilyMatrix(family: string): void {
           await session.switchWeights(adapter, conv);
           const replay = session.cacheReplay();
           const got = await session.nextTokenLogProbs(conv);
-          diffs.push(maxAbsDiff(await referenceNextTokenLogProbs(engine, adapter, engine.renderTokens(conv), replay), got));
+          diffs.push(
+            maxAbsDiff(await referenceNextTokenLogProbs(engine, adapter, engine.renderTokens(conv), replay), got),
+          );
         }
       } finally {
         await session.close();
@@ -73,7 +91,9 @@ export function describeFamilyMatrix(family: string): void {
     });
 
     it("loads with the library resident; steered load_lora and search are parsed as calls through the family's wrapper and answered", async () => {
-      const { session_id: id } = await call<{ session_id: string }>(c.client, "create_session", { task: "Which river flows through Paris?" });
+      const { session_id: id } = await call<{ session_id: string }>(c.client, "create_session", {
+        task: "Which river flows through Paris?",
+      });
       const free = await call<Generated & { text: string }>(c.client, "generate", { session_id: id, max_tokens: 8 });
       expect(free.adapter).toBeNull();
 
@@ -82,7 +102,10 @@ export function describeFamilyMatrix(family: string): void {
       expect(load.tool_calls.map((t) => t.name)).toEqual(["load_lora"]);
       const chosen = load.tool_calls[0]!.arguments.adapter as string;
       expect(LIBRARY).toContain(chosen);
-      const loaded = await call<{ active_adapter: string }>(c.client, "load_lora", { session_id: id, call_id: load.tool_calls[0]!.id });
+      const loaded = await call<{ active_adapter: string }>(c.client, "load_lora", {
+        session_id: id,
+        call_id: load.tool_calls[0]!.id,
+      });
       expect(loaded.active_adapter).toBe(chosen);
 
       const search = await steered(id, "search");
@@ -90,11 +113,18 @@ export function describeFamilyMatrix(family: string): void {
       const query = search.tool_calls[0]!.arguments.query;
       expect(typeof query).toBe("string");
       // the quote bias may end the random model's string at once; the tool refuses an empty query
-      const answered = await call<{ call_id: string }>(c.client, "search", { session_id: id, call_id: search.tool_calls[0]!.id, query: (query as string).trim() || "Seine" });
+      const answered = await call<{ call_id: string }>(c.client, "search", {
+        session_id: id,
+        call_id: search.tool_calls[0]!.id,
+        query: (query as string).trim() || "Seine",
+      });
       expect(answered.call_id).toBe(search.tool_calls[0]!.id);
 
       // a prescribed release (the model's own offload_lora is the harness test's)
-      const released = await call<{ active_adapter: string | null }>(c.client, "offload_lora", { session_id: id, handoff: "evidence found" });
+      const released = await call<{ active_adapter: string | null }>(c.client, "offload_lora", {
+        session_id: id,
+        handoff: "evidence found",
+      });
       expect(released.active_adapter).toBeNull();
       const after = await call<Generated>(c.client, "generate", { session_id: id, max_tokens: 4 });
       expect(after.adapter).toBeNull();
@@ -107,7 +137,12 @@ export function describeFamilyMatrix(family: string): void {
         { adapter: "search", turn: 1, tool: "search", bias: Q },
         { adapter: "search", turn: 2, tool: "offload_lora", bias: Q },
       ];
-      const r = await call<{ stages: string[]; answer: string }>(c.client, "run_task", { task: "Which river flows through Paris?", policy: "hard", steering, seed: 1, budgets: { noToolTurns: 1 } }, { timeout: 300_000 });
+      const r = await call<{ stages: string[]; answer: string }>(
+        c.client,
+        "run_task",
+        { task: "Which river flows through Paris?", policy: "hard", steering, seed: 1, budgets: { noToolTurns: 1 } },
+        { timeout: 300_000 },
+      );
       expect(r.stages).toEqual(["plan", "search", "write"]);
       expect(typeof r.answer).toBe("string");
     });

@@ -20,7 +20,10 @@ export const MODULES = [
   { module: "k_proj", gguf: "attn_k", out: d.nHeadKv * d.headDim, heads: d.nHeadKv },
   { module: "v_proj", gguf: "attn_v", out: d.nHeadKv * d.headDim, heads: undefined },
 ];
-/** Largest |a - b| over the tokens `a` finds plausible (log-prob > -10): the tail of a random model's distribution is rounding noise. */
+/**
+ * Largest |a - b| over the tokens `a` finds plausible (log-prob > -10): the tail of a random model's distribution is
+ * rounding noise.
+ */
 export function plausibleDiff(a: Map<number, number>, b: Map<number, number>): number {
   let d = 0;
   for (const [token, lp] of a) if (lp > -10) d = Math.max(d, Math.abs(lp - b.get(token)!));
@@ -32,7 +35,13 @@ export const bytes = (v: Float32Array) => new Uint8Array(v.buffer, v.byteOffset,
 export function peftFactors(seed: number) {
   const rng = new SeededRandom(seed);
   const gauss = (n: number, std: number) => Float32Array.from({ length: n }, () => rng.normal() * std);
-  return Array.from({ length: d.nLayer }, () => MODULES.map((m) => ({ ...m, a: gauss(RANK * d.nEmbd, 1 / Math.sqrt(d.nEmbd)), b: gauss(m.out * RANK, 0.3 / Math.sqrt(RANK)) })));
+  return Array.from({ length: d.nLayer }, () =>
+    MODULES.map((m) => ({
+      ...m,
+      a: gauss(RANK * d.nEmbd, 1 / Math.sqrt(d.nEmbd)),
+      b: gauss(m.out * RANK, 0.3 / Math.sqrt(RANK)),
+    })),
+  );
 }
 
 /** B A in torch layout [out, in]: the same bytes as a ggml ne [in, out] tensor. */
@@ -50,7 +59,9 @@ export function product(b: Float32Array, a: Float32Array, out: number): Float32A
 export function familyBase(name: string, dir: string) {
   const family = familyNamed(name)!;
   const arch = ARCHITECTURES[family.architecture];
-  const template = llamaCppTemplates([family.template], join(PACKAGE_ROOT, "models", ".llama-cpp-templates"))[family.template]!;
+  const template = llamaCppTemplates([family.template], join(PACKAGE_ROOT, "models", ".llama-cpp-templates"))[
+    family.template
+  ]!;
   const base = modelFile({
     name: family.modelName,
     architecture: arch,
@@ -69,13 +80,32 @@ export function familyBase(name: string, dir: string) {
 /** The PEFT folder of `factors`, as peft's save_pretrained writes it. */
 export function writePeftFolder(dir: string, factors: ReturnType<typeof peftFactors>, alpha = RANK): string {
   mkdirSync(dir, { recursive: true });
-  writeFileSync(join(dir, "adapter_config.json"), JSON.stringify({ peft_type: "LORA", r: RANK, lora_alpha: alpha, target_modules: MODULES.map((m) => m.module), task_type: "CAUSAL_LM" }));
+  writeFileSync(
+    join(dir, "adapter_config.json"),
+    JSON.stringify({
+      peft_type: "LORA",
+      r: RANK,
+      lora_alpha: alpha,
+      target_modules: MODULES.map((m) => m.module),
+      task_type: "CAUSAL_LM",
+    }),
+  );
   writeSafetensors(
     join(dir, "adapter_model.safetensors"),
     factors.flatMap((layer, l) =>
       layer.flatMap((f) => [
-        { name: `base_model.model.model.layers.${l}.self_attn.${f.module}.lora_A.weight`, dtype: "F32" as const, shape: [RANK, d.nEmbd], data: bytes(f.a) },
-        { name: `base_model.model.model.layers.${l}.self_attn.${f.module}.lora_B.weight`, dtype: "F32" as const, shape: [f.out, RANK], data: bytes(f.b) },
+        {
+          name: `base_model.model.model.layers.${l}.self_attn.${f.module}.lora_A.weight`,
+          dtype: "F32" as const,
+          shape: [RANK, d.nEmbd],
+          data: bytes(f.a),
+        },
+        {
+          name: `base_model.model.model.layers.${l}.self_attn.${f.module}.lora_B.weight`,
+          dtype: "F32" as const,
+          shape: [f.out, RANK],
+          data: bytes(f.b),
+        },
       ]),
     ),
   );

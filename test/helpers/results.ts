@@ -28,7 +28,13 @@ export interface RunResult {
   switches: number;
   rebuilt_tokens: number;
   reused_tokens: number;
-  time: { wallMs: number; unattributedShare: number; model: Record<string, number>; cacheRebuild: number; adapterControl: number };
+  time: {
+    wallMs: number;
+    unattributedShare: number;
+    model: Record<string, number>;
+    cacheRebuild: number;
+    adapterControl: number;
+  };
 }
 
 export interface TraceEvent {
@@ -37,7 +43,8 @@ export interface TraceEvent {
 }
 
 /** A run's trace events, read through its MCP resource. */
-export const readTrace = async (client: Client, uri: string) => JSON.parse(((await client.readResource({ uri })).contents[0] as { text: string }).text) as TraceEvent[];
+export const readTrace = async (client: Client, uri: string) =>
+  JSON.parse(((await client.readResource({ uri })).contents[0] as { text: string }).text) as TraceEvent[];
 
 /** Harness runs outlast the SDK's default 60 s request timeout on two cores. */
 export const LONG = { timeout: 300_000 };
@@ -45,7 +52,9 @@ export const LONG = { timeout: 300_000 };
 /** The random demo model rarely ends a string argument on its own; a bias on the quote token makes it. */
 export const Q = { '"': 8 };
 
-/** A hard run whose plan stage ends by the model's own offload_lora and whose search stage calls search, then offloads. */
+/**
+ * A hard run whose plan stage ends by the model's own offload_lora and whose search stage calls search, then offloads.
+ */
 export const HARD_STEERING = [
   { adapter: "plan", turn: 1, tool: "offload_lora", bias: Q },
   { adapter: "search", turn: 1, tool: "search", bias: Q },

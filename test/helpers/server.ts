@@ -2,7 +2,13 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
-import { callTool, connectClient as connect, spawnHttpServer, type SpawnedHttpServer, type TransportKind } from "../../testkit/mcpClient.js";
+import {
+  callTool,
+  connectClient as connect,
+  spawnHttpServer,
+  type SpawnedHttpServer,
+  type TransportKind,
+} from "../../testkit/mcpClient.js";
 import { TEST_THREADS } from "./engine.js";
 import { tempDir, tempLibrary } from "./files.js";
 
@@ -21,7 +27,14 @@ type Section = Record<string, unknown>;
  * Everything a server may write goes to temporary places unless the test says otherwise: a private copy of
  * the adapter library, traces and the search index. No test writes into the repository.
  */
-export function testConfig(extra: Record<string, unknown> & { model?: Section; adapters?: Section; harness?: Section; tools?: Section & { search?: Section } } = {}): string {
+export function testConfig(
+  extra: Record<string, unknown> & {
+    model?: Section;
+    adapters?: Section;
+    harness?: Section;
+    tools?: Section & { search?: Section };
+  } = {},
+): string {
   const dir = tempDir();
   const path = join(dir, "weact.json");
   const { tools = {} } = extra;
@@ -38,10 +51,16 @@ export function testConfig(extra: Record<string, unknown> & { model?: Section; a
   return path;
 }
 
-export const startHttpServer = (args: string[] = [], config = testConfig()) => spawnHttpServer(["--config", config, ...args]);
+export const startHttpServer = (args: string[] = [], config = testConfig()) =>
+  spawnHttpServer(["--config", config, ...args]);
 
-export const connectClient = (kind: TransportKind, server?: HttpServer, headers: Record<string, string> = {}, config = testConfig(), args: string[] = []) =>
-  connect(kind, { url: server?.url, headers, serverArgs: ["--config", config, ...args] });
+export const connectClient = (
+  kind: TransportKind,
+  server?: HttpServer,
+  headers: Record<string, string> = {},
+  config = testConfig(),
+  args: string[] = [],
+) => connect(kind, { url: server?.url, headers, serverArgs: ["--config", config, ...args] });
 
 /** Calls a tool expected to fail and returns its error text (an isError result or a protocol error). */
 export async function callError(client: Client, name: string, args: Record<string, unknown> = {}): Promise<string> {

@@ -8,7 +8,13 @@ import { scriptedTrajectory } from "../../src/demo/trajectory.js";
 import { AdapterCapacityError, UnsupportedFeatureError } from "../../src/engine/index.js";
 import { RemoteEngine, type FlavorName } from "../../src/engines/remote/index.js";
 import { readGgufHeader, sha256File } from "../../src/gguf/index.js";
-import { exportPeft, importPeft, parsePeftConfig, readGgufTensorData, SafetensorsFile } from "../../src/library/peft/index.js";
+import {
+  exportPeft,
+  importPeft,
+  parsePeftConfig,
+  readGgufTensorData,
+  SafetensorsFile,
+} from "../../src/library/peft/index.js";
 import { PACKAGE_ROOT } from "../../src/paths.js";
 import { demo, quietLogger } from "../helpers/engine.js";
 import { tempDir } from "../helpers/files.js";
@@ -25,7 +31,8 @@ interface Fixture {
   requests: Record<string, Record<string, unknown>>;
   responses: Record<string, unknown>;
 }
-const fixture = (name: string) => JSON.parse(readFileSync(join(PACKAGE_ROOT, "test", "fixtures", "remote", `${name}.json`), "utf8")) as Fixture;
+const fixture = (name: string) =>
+  JSON.parse(readFileSync(join(PACKAGE_ROOT, "test", "fixtures", "remote", `${name}.json`), "utf8")) as Fixture;
 const VLLM = fixture("vllm");
 const SGLANG = fixture("sglang");
 
@@ -44,7 +51,9 @@ class FixtureEngine {
   private server!: Server;
   url = "";
 
-  /** Answers `route` ("POST /path") with `handler`; handlers given once (`next`) answer one request, in order, first. */
+  /**
+   * Answers `route` ("POST /path") with `handler`; handlers given once (`next`) answer one request, in order, first.
+   */
   on(route: string, handler: Handler): this {
     this.routes.set(route, [...(this.routes.get(route)?.filter((h) => (h as { once?: boolean }).once) ?? []), handler]);
     return this;
@@ -82,7 +91,11 @@ class FixtureEngine {
           return;
         }
         const text = typeof reply.body === "string" ? reply.body : JSON.stringify(reply.body);
-        res.writeHead(reply.status ?? 200, { "content-type": typeof reply.body === "string" ? "text/plain" : "application/json" }).end(text);
+        res
+          .writeHead(reply.status ?? 200, {
+            "content-type": typeof reply.body === "string" ? "text/plain" : "application/json",
+          })
+          .end(text);
       });
     });
     await new Promise<void>((resolve) => this.server.listen(0, "127.0.0.1", resolve));
@@ -102,7 +115,8 @@ function expectDocumentedShape(ours: Record<string, unknown>, documented: Record
   for (const [key, example] of Object.entries(documented)) {
     expect(ours, `field ${key}`).toHaveProperty(key);
     expect(kind(ours[key]), `type of ${key}`).toBe(kind(example));
-    if (kind(example) === "object") expectDocumentedShape(ours[key] as Record<string, unknown>, example as Record<string, unknown>);
+    if (kind(example) === "object")
+      expectDocumentedShape(ours[key] as Record<string, unknown>, example as Record<string, unknown>);
   }
 }
 
@@ -143,7 +157,10 @@ async function connect(flavor: FlavorName): Promise<RemoteEngine> {
 /** The PEFT folder an engine was told to load, as this server wrote it. */
 const localFolder = (enginePath: string) => join(localDir, enginePath.slice(ENGINE_ADAPTER_DIR.length + 1));
 
-/** The PEFT form is the GGUF's adapter: importing it back gives the same tensors, and its config holds rank and alpha x scale. */
+/**
+ * The PEFT form is the GGUF's adapter: importing it back gives the same tensors, and its config holds rank and alpha x
+ * scale.
+ */
 async function expectPeftFormOf(folder: string, gguf: string, scale: number): Promise<void> {
   const config = parsePeftConfig(JSON.parse(readFileSync(join(folder, "adapter_config.json"), "utf8")), folder);
   const original = readGgufHeader(gguf);
@@ -153,7 +170,8 @@ async function expectPeftFormOf(folder: string, gguf: string, scale: number): Pr
   const back = join(tempDir(), "back.gguf");
   await importPeft({ dir: folder, base: readGgufHeader(demo.model), alias: "back", outFile: back });
   const reread = readGgufHeader(back);
-  for (const t of original.tensors) expect(readGgufTensorData(reread, t.name).equals(readGgufTensorData(original, t)), t.name).toBe(true);
+  for (const t of original.tensors)
+    expect(readGgufTensorData(reread, t.name).equals(readGgufTensorData(original, t)), t.name).toBe(true);
 }
 
 describe("vLLM (fixtures of its OpenAI-compatible server)", () => {
@@ -161,10 +179,18 @@ describe("vLLM (fixtures of its OpenAI-compatible server)", () => {
     fake = await new FixtureEngine().start();
     fake
       .on("GET /v1/models", () => ok(VLLM.responses.models))
-      .on("POST /tokenize", (b) => ok({ tokens: tokenizer.tokenize(b.prompt as string, true), count: 0, max_model_len: 8192 }))
+      .on("POST /tokenize", (b) =>
+        ok({ tokens: tokenizer.tokenize(b.prompt as string, true), count: 0, max_model_len: 8192 }),
+      )
       .on("POST /v1/load_lora_adapter", () => ok(VLLM.responses.load_ok))
       .on("POST /v1/unload_lora_adapter", () => ok(VLLM.responses.unload_ok))
-      .on("POST /v1/completions", (b) => ok((b.structured_outputs as { grammar: string }).grammar.includes("text-0") ? VLLM.responses.completion : VLLM.responses.prefill));
+      .on("POST /v1/completions", (b) =>
+        ok(
+          (b.structured_outputs as { grammar: string }).grammar.includes("text-0")
+            ? VLLM.responses.completion
+            : VLLM.responses.prefill,
+        ),
+      );
   };
 
   it("loads each version as a PEFT folder under its versioned name (alias, content hash, scale), a scaled copy for scale != 1", async () => {
@@ -177,14 +203,22 @@ describe("vLLM (fixtures of its OpenAI-compatible server)", () => {
     await engine.addAdapter({ alias: "search", filePath: demo.adapters.search!, scale: 0.5 });
     const loads = fake.sent("POST /v1/load_lora_adapter");
     for (const load of loads) expectDocumentedShape(load, VLLM.requests.load_lora_adapter!);
-    expect(loads.map((l) => l.lora_name)).toEqual([expect.stringMatching(/^plan-[0-9a-f]{12}-s1$/), expect.stringMatching(/^search-[0-9a-f]{12}-s0\.5$/)]);
+    expect(loads.map((l) => l.lora_name)).toEqual([
+      expect.stringMatching(/^plan-[0-9a-f]{12}-s1$/),
+      expect.stringMatching(/^search-[0-9a-f]{12}-s0\.5$/),
+    ]);
     for (const load of loads) expect(load.lora_path).toBe(`${ENGINE_ADAPTER_DIR}/${load.lora_name as string}`);
     await expectPeftFormOf(localFolder(loads[0]!.lora_path as string), demo.adapters.plan!, 1);
     await expectPeftFormOf(localFolder(loads[1]!.lora_path as string), demo.adapters.search!, 0.5);
     // the scaled copy keeps the weights: only lora_alpha carries the scale
     const weightsOf = (folder: string) => readFileSync(join(folder, "adapter_model.safetensors"));
     const full = join(tempDir(), "full");
-    await exportPeft({ adapter: readGgufHeader(demo.adapters.search!), base: readGgufHeader(demo.model), outDir: full, scale: 1 });
+    await exportPeft({
+      adapter: readGgufHeader(demo.adapters.search!),
+      base: readGgufHeader(demo.model),
+      outDir: full,
+      scale: 1,
+    });
     expect(weightsOf(localFolder(loads[1]!.lora_path as string)).equals(weightsOf(full))).toBe(true);
   });
 
@@ -201,7 +235,9 @@ describe("vLLM (fixtures of its OpenAI-compatible server)", () => {
     expectDocumentedShape(sent, VLLM.requests.completions!);
     expect(sent.model).toBe(name);
     expect(sent.prompt).toEqual(engine.renderTokens(conv));
-    expect((sent.structured_outputs as { grammar: string }).grammar).toMatch(/^root ::= text-0\n[\s\S]*"load_lora" args-\d[\s\S]*"offload_lora" args-\d/);
+    expect((sent.structured_outputs as { grammar: string }).grammar).toMatch(
+      /^root ::= text-0\n[\s\S]*"load_lora" args-\d[\s\S]*"offload_lora" args-\d/,
+    );
     expect(sent).toMatchObject({ logprobs: 2, return_tokens_as_token_ids: true });
     expect(turn.calls).toEqual([{ name: "load_lora", arguments: { adapter: "plan" }, raw: expect.anything() }]);
     expect(turn.text).toBe("Let me plan first.");
@@ -220,12 +256,17 @@ describe("vLLM (fixtures of its OpenAI-compatible server)", () => {
 
   it("streams the response text as it comes, never a piece of the call, and reads the usage of the stream's end", async () => {
     await start();
-    fake.on("POST /v1/completions", (b) => (b.stream ? { events: VLLM.responses.completion_stream as unknown[] } : ok(VLLM.responses.prefill)));
+    fake.on("POST /v1/completions", (b) =>
+      b.stream ? { events: VLLM.responses.completion_stream as unknown[] } : ok(VLLM.responses.prefill),
+    );
     const engine = await connect("vllm");
     const session = await engine.openSession();
     const pieces: string[] = [];
     const turn = await session.generate(conv, { maxTokens: 32, onText: (t) => pieces.push(t) });
-    expect(fake.sent("POST /v1/completions").at(-1)).toMatchObject({ stream: true, stream_options: { include_usage: true } });
+    expect(fake.sent("POST /v1/completions").at(-1)).toMatchObject({
+      stream: true,
+      stream_options: { include_usage: true },
+    });
     expect(pieces.join("")).toBe("Let me plan first.");
     expect(pieces.length).toBeGreaterThan(1);
     expect(turn.calls.map((c) => c.name)).toEqual(["load_lora"]);
@@ -245,7 +286,11 @@ describe("vLLM (fixtures of its OpenAI-compatible server)", () => {
 
     // a version another run loaded already is the same bytes under the same name: accepted
     fake.next("POST /v1/load_lora_adapter", { status: 400, body: VLLM.responses.load_already });
-    const { previous, current } = await engine.refreshAdapter({ alias: "write", filePath: demo.adapters["write-v2"]!, scale: 1 });
+    const { previous, current } = await engine.refreshAdapter({
+      alias: "write",
+      filePath: demo.adapters["write-v2"]!,
+      scale: 1,
+    });
     const [oldName, , newName] = fake.sent("POST /v1/load_lora_adapter").map((l) => l.lora_name);
     expect(newName).not.toBe(oldName);
     expect(current.sha256).not.toBe(previous.sha256);
@@ -306,12 +351,18 @@ describe("vLLM (fixtures of its OpenAI-compatible server)", () => {
     await start();
     fake.on("POST /v1/load_lora_adapter", () => ({ status: 404, body: VLLM.responses.load_route_missing }));
     const engine = await connect("vllm");
-    const refused = await engine.addAdapter({ alias: "plan", filePath: demo.adapters.plan!, scale: 1 }).catch((e: unknown) => e);
+    const refused = await engine
+      .addAdapter({ alias: "plan", filePath: demo.adapters.plan!, scale: 1 })
+      .catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(UnsupportedFeatureError);
-    expect((refused as Error).message).toMatch(/vLLM at http:\/\/127\.0\.0\.1:\d+ does not support loading adapters at runtime here: start it with VLLM_ALLOW_RUNTIME_LORA_UPDATING=True/);
+    expect((refused as Error).message).toMatch(
+      /vLLM at http:\/\/127\.0\.0\.1:\d+ does not support loading adapters at runtime here: start it with VLLM_ALLOW_RUNTIME_LORA_UPDATING=True/,
+    );
     const sets = await engine.openSession({ adapters: ["a", "b"] }).catch((e: unknown) => e);
     expect(sets).toBeInstanceOf(UnsupportedFeatureError);
-    expect((sets as Error).message).toMatch(/vLLM at .* does not support several adapters applied together \(the static policy\)/);
+    expect((sets as Error).message).toMatch(
+      /vLLM at .* does not support several adapters applied together \(the static policy\)/,
+    );
     await expect(
       RemoteEngine.connect({
         url: fake.url,
@@ -323,7 +374,9 @@ describe("vLLM (fixtures of its OpenAI-compatible server)", () => {
         codec: await LocalChatCodec.load({ modelPath: demo.model, logger: quietLogger() }),
         logger: quietLogger(),
       }),
-    ).rejects.toThrow(/serves no model "llama-3" \(it serves: Qwen\/Qwen3-0\.6B\); set engine\.remote\.model \(--engine-model\)/);
+    ).rejects.toThrow(
+      /serves no model "llama-3" \(it serves: Qwen\/Qwen3-0\.6B\); set engine\.remote\.model \(--engine-model\)/,
+    );
   });
 });
 
@@ -334,7 +387,13 @@ describe("SGLang (fixtures of its native API)", () => {
       .on("GET /v1/models", () => ok(SGLANG.responses.models))
       .on("POST /load_lora_adapter", () => ok(SGLANG.responses.load_ok))
       .on("POST /unload_lora_adapter", () => ok(SGLANG.responses.unload_ok))
-      .on("POST /generate", (b) => ok((b.sampling_params as { max_new_tokens: number }).max_new_tokens === 0 ? SGLANG.responses.prefill : SGLANG.responses.generate));
+      .on("POST /generate", (b) =>
+        ok(
+          (b.sampling_params as { max_new_tokens: number }).max_new_tokens === 0
+            ? SGLANG.responses.prefill
+            : SGLANG.responses.generate,
+        ),
+      );
   };
 
   it("loads versions under versioned names, selects them with lora_path, sends input_ids and the grammar as ebnf, and reads cached tokens", async () => {
@@ -365,7 +424,9 @@ describe("SGLang (fixtures of its native API)", () => {
 
   it("streams the response text from SGLang's cumulative chunks, never a piece of the call", async () => {
     await start();
-    fake.on("POST /generate", (b) => (b.stream ? { events: SGLANG.responses.generate_stream as unknown[] } : ok(SGLANG.responses.prefill)));
+    fake.on("POST /generate", (b) =>
+      b.stream ? { events: SGLANG.responses.generate_stream as unknown[] } : ok(SGLANG.responses.prefill),
+    );
     const engine = await connect("sglang");
     const session = await engine.openSession();
     const pieces: string[] = [];
@@ -380,9 +441,13 @@ describe("SGLang (fixtures of its native API)", () => {
     await start();
     const engine = await connect("sglang");
     fake.next("POST /load_lora_adapter", { status: 400, body: SGLANG.responses.load_full });
-    const full = await engine.addAdapter({ alias: "plan", filePath: demo.adapters.plan!, scale: 1 }).catch((e: unknown) => e);
+    const full = await engine
+      .addAdapter({ alias: "plan", filePath: demo.adapters.plan!, scale: 1 })
+      .catch((e: unknown) => e);
     expect(full).toBeInstanceOf(AdapterCapacityError);
-    expect((full as Error).message).toMatch(/Maximum number of loaded LoRA adapters is 3.*unregister an adapter or raise the engine's adapter limit/);
+    expect((full as Error).message).toMatch(
+      /Maximum number of loaded LoRA adapters is 3.*unregister an adapter or raise the engine's adapter limit/,
+    );
     await engine.addAdapter({ alias: "plan", filePath: demo.adapters.plan!, scale: 1 });
     const session = await engine.openSession({ adapter: "plan" });
     fake.next("POST /generate", { status: 400, body: SGLANG.responses.lora_not_loaded });
@@ -396,7 +461,12 @@ describe("SGLang (fixtures of its native API)", () => {
     await start();
     const engine = await connect("sglang");
     const given = join(tempDir(), "given");
-    await exportPeft({ adapter: readGgufHeader(demo.adapters.write!), base: readGgufHeader(demo.model), outDir: given, scale: 1 });
+    await exportPeft({
+      adapter: readGgufHeader(demo.adapters.write!),
+      base: readGgufHeader(demo.model),
+      outDir: given,
+      scale: 1,
+    });
     const first = await engine.addAdapter({ alias: "write", filePath: demo.adapters.write!, scale: 1, peftDir: given });
     expect(first.peftSha256).toMatch(/^[0-9a-f]{64}$/);
     // the same GGUF, the folder's weights changed (a retrained export): a new version under a new name
@@ -404,7 +474,12 @@ describe("SGLang (fixtures of its native API)", () => {
     const bytes = readFileSync(weights);
     bytes[bytes.length - 1] ^= 0x01;
     writeFileSync(weights, bytes);
-    const { previous, current } = await engine.refreshAdapter({ alias: "write", filePath: demo.adapters.write!, scale: 1, peftDir: given });
+    const { previous, current } = await engine.refreshAdapter({
+      alias: "write",
+      filePath: demo.adapters.write!,
+      scale: 1,
+      peftDir: given,
+    });
     expect(current.sha256).toBe(previous.sha256);
     expect(current.peftSha256).not.toBe(previous.peftSha256);
     expect(current.id).not.toBe(previous.id);
@@ -416,17 +491,26 @@ describe("SGLang (fixtures of its native API)", () => {
     await start();
     const engine = await connect("sglang");
     const outside = join(tempDir(), "outside");
-    await exportPeft({ adapter: readGgufHeader(demo.adapters.write!), base: readGgufHeader(demo.model), outDir: outside, scale: 1 });
+    await exportPeft({
+      adapter: readGgufHeader(demo.adapters.write!),
+      base: readGgufHeader(demo.model),
+      outDir: outside,
+      scale: 1,
+    });
     const linked = join(tempDir(), "linked");
     mkdirSync(linked);
     copyFileSync(join(outside, "adapter_config.json"), join(linked, "adapter_config.json"));
     symlinkSync(join(outside, "adapter_model.safetensors"), join(linked, "adapter_model.safetensors"));
-    await expect(engine.addAdapter({ alias: "write", filePath: demo.adapters.write!, scale: 1, peftDir: linked })).rejects.toThrow(/linked\/adapter_model\.safetensors.*is a symbolic link/);
+    await expect(
+      engine.addAdapter({ alias: "write", filePath: demo.adapters.write!, scale: 1, peftDir: linked }),
+    ).rejects.toThrow(/linked\/adapter_model\.safetensors.*is a symbolic link/);
     const fifo = join(tempDir(), "fifo");
     mkdirSync(fifo);
     copyFileSync(join(outside, "adapter_config.json"), join(fifo, "adapter_config.json"));
     execFileSync("mkfifo", [join(fifo, "adapter_model.safetensors")]);
-    await expect(engine.addAdapter({ alias: "write", filePath: demo.adapters.write!, scale: 1, peftDir: fifo })).rejects.toThrow(/fifo\/adapter_model\.safetensors.*is not a regular file/);
+    await expect(
+      engine.addAdapter({ alias: "write", filePath: demo.adapters.write!, scale: 1, peftDir: fifo }),
+    ).rejects.toThrow(/fifo\/adapter_model\.safetensors.*is not a regular file/);
     expect(fake.sent("POST /load_lora_adapter")).toEqual([]);
     expect(engine.adapters()).toEqual([]);
   });
@@ -435,13 +519,22 @@ describe("SGLang (fixtures of its native API)", () => {
     await start();
     const engine = await connect("sglang");
     const given = join(tempDir(), "given");
-    await exportPeft({ adapter: readGgufHeader(demo.adapters.write!), base: readGgufHeader(demo.model), outDir: given, scale: 1 });
+    await exportPeft({
+      adapter: readGgufHeader(demo.adapters.write!),
+      base: readGgufHeader(demo.model),
+      outDir: given,
+      scale: 1,
+    });
     await engine.addAdapter({ alias: "write", filePath: demo.adapters.write!, scale: 2, peftDir: given });
     const [load] = fake.sent("POST /load_lora_adapter");
     expect(load!.lora_name).toMatch(/^write-[0-9a-f]{12}-s2$/);
     const placed = localFolder(load!.lora_path as string);
     await expectPeftFormOf(placed, demo.adapters.write!, 2);
-    expect(readFileSync(join(placed, "adapter_model.safetensors")).equals(readFileSync(join(given, "adapter_model.safetensors")))).toBe(true);
+    expect(
+      readFileSync(join(placed, "adapter_model.safetensors")).equals(
+        readFileSync(join(given, "adapter_model.safetensors")),
+      ),
+    ).toBe(true);
     expect(SafetensorsFile.open(join(placed, "adapter_model.safetensors")).header.tensors.length).toBeGreaterThan(0);
   });
 });
@@ -463,7 +556,8 @@ describe("llama-server (its API as a loopback double: the backend's own request 
   };
   const completions = () => fake.sent("POST /completion");
   /** A request's adapters as "id:scale" for the active ones. */
-  const active = (r: Record<string, unknown>) => (r.lora as { id: number; scale: number }[]).filter((l) => l.scale !== 0).map((l) => `${l.id}:${l.scale}`);
+  const active = (r: Record<string, unknown>) =>
+    (r.lora as { id: number; scale: number }[]).filter((l) => l.scale !== 0).map((l) => `${l.id}:${l.scale}`);
 
   const start = async (files: string[]) => {
     listed = files.map((path, id) => ({ id, path, scale: 1 }));
@@ -472,31 +566,56 @@ describe("llama-server (its API as a loopback double: the backend's own request 
     const all: number[][] = [];
     fake = await new FixtureEngine().start();
     fake
-      .on("GET /props", () => ok({ total_slots: 4, model_path: "demo.gguf", default_generation_settings: { n_ctx: 8192 } }))
+      .on("GET /props", () =>
+        ok({ total_slots: 4, model_path: "demo.gguf", default_generation_settings: { n_ctx: 8192 } }),
+      )
       .on("GET /v1/models", () => ok({ data: [{ id: "demo.gguf" }] }))
       .on("POST /tokenize", (b) => ok({ tokens: tokenizer.tokenize(b.content as string, true) }))
       // written by hand: JSON.stringify loses the sign of -0, the server's JSON keeps it
-      .on("GET /lora-adapters", () => ok(`[${listed.map((a) => `{"id":${a.id},"path":${JSON.stringify(a.path)},"scale":${Object.is(a.scale, -0) ? "-0.0" : a.scale}}`).join(",")}]`))
+      .on("GET /lora-adapters", () =>
+        ok(
+          `[${listed.map((a) => `{"id":${a.id},"path":${JSON.stringify(a.path)},"scale":${Object.is(a.scale, -0) ? "-0.0" : a.scale}}`).join(",")}]`,
+        ),
+      )
       .on("POST /lora-adapters", (b) => {
-        for (const { id, scale } of b as unknown as { id: number; scale: number }[]) listed.find((a) => a.id === id)!.scale = scale;
+        for (const { id, scale } of b as unknown as { id: number; scale: number }[])
+          listed.find((a) => a.id === id)!.scale = scale;
         return ok({ success: true });
       })
       .on("POST /completion", (b) => {
         const prompt = b.prompt as number[];
         const slot = b.id_slot as number;
         const held = hostCache ? all : [slots.get(slot) ?? []];
-        const cacheN = b.cache_prompt ? Math.min(Math.max(0, ...held.map((h) => prefix(h, prompt))), prompt.length - 1) : 0;
+        const cacheN = b.cache_prompt
+          ? Math.min(Math.max(0, ...held.map((h) => prefix(h, prompt))), prompt.length - 1)
+          : 0;
         slots.set(slot, prompt);
         all.push(prompt);
         const timings = { cache_n: cacheN, prompt_n: prompt.length - cacheN };
         if (b.n_predict === 0) return ok({ content: "", tokens: [], timings });
         const top = [{ id: 35, logprob: -0.1 }];
-        return ok({ content: "Done.", tokens: tokenizer.tokenize("Done.", false), tokens_predicted: 2, stop: true, stop_type: "eos", timings, completion_probabilities: [{ id: 35, logprob: -0.1, top_logprobs: top }] });
+        return ok({
+          content: "Done.",
+          tokens: tokenizer.tokenize("Done.", false),
+          tokens_predicted: 2,
+          stop: true,
+          stop_type: "eos",
+          timings,
+          completion_probabilities: [{ id: 35, logprob: -0.1, top_logprobs: top }],
+        });
       });
   };
   const connectTo = async (adapterSha256?: Record<string, string>) => {
     const logger = quietLogger();
-    const engine = await RemoteEngine.connect({ url: fake.url, flavor: "llama-server", adapterSha256, timeoutMs: 5000, maxInFlight: 4, codec: await LocalChatCodec.load({ modelPath: demo.model, logger }), logger });
+    const engine = await RemoteEngine.connect({
+      url: fake.url,
+      flavor: "llama-server",
+      adapterSha256,
+      timeoutMs: 5000,
+      maxInFlight: 4,
+      codec: await LocalChatCodec.load({ modelPath: demo.model, logger }),
+      logger,
+    });
     engines.push(engine);
     return engine;
   };
@@ -547,7 +666,9 @@ describe("llama-server (its API as a loopback double: the backend's own request 
     const engine = await connectTo({ "/srv/elsewhere/write.gguf": await sha256File(demo.adapters.write!) });
     await engine.addAdapter({ alias: "search", filePath: demo.adapters.search!, scale: 1 });
     await engine.addAdapter({ alias: "write", filePath: demo.adapters.write!, scale: 1 });
-    const refused = await engine.addAdapter({ alias: "plan", filePath: demo.adapters.plan!, scale: 1 }).catch((e: unknown) => e);
+    const refused = await engine
+      .addAdapter({ alias: "plan", filePath: demo.adapters.plan!, scale: 1 })
+      .catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(UnsupportedFeatureError);
     expect((refused as Error).message).toMatch(
       /llama-server at http:\/\/127\.0\.0\.1:\d+ does not support an adapter file that changed after it started: it loaded .*plan\.gguf with other contents .*restart llama-server with --lora/,
@@ -562,7 +683,9 @@ describe("llama-server (its API as a loopback double: the backend's own request 
     // a refresh to bytes it does not have is refused, and the alias keeps its version
     const before = engine.adapters().find((a) => a.alias === "write")!;
     copyFileSync(demo.adapters.plan!, join(dir, "other.gguf"));
-    await expect(engine.refreshAdapter({ alias: "write", filePath: join(dir, "other.gguf"), scale: 1 })).rejects.toThrow(
+    await expect(
+      engine.refreshAdapter({ alias: "write", filePath: join(dir, "other.gguf"), scale: 1 }),
+    ).rejects.toThrow(
       /llama-server at .* does not support loading adapters at runtime: .*restart it with --lora .*other\.gguf/,
     );
     expect(engine.adapters().find((a) => a.alias === "write")!.id).toBe(before.id);
@@ -572,7 +695,9 @@ describe("llama-server (its API as a loopback double: the backend's own request 
   it("refuses a server with a host-memory prompt cache (--cache-ram), which gives back states computed under other adapters", async () => {
     await start([demo.adapters.plan!]);
     hostCache = true;
-    await expect(connectTo()).rejects.toThrow(/llama-server at .* does not support a host-memory prompt cache: .*restart llama-server with --cache-ram 0/);
+    await expect(connectTo()).rejects.toThrow(
+      /llama-server at .* does not support a host-memory prompt cache: .*restart llama-server with --cache-ram 0/,
+    );
   });
 
   it("a server restarted with its --lora files in another order: the next request finds out, the adapters are mapped again by content, the turn repeated under the right ids", async () => {

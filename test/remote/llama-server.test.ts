@@ -9,8 +9,24 @@ import { Mutex } from "../../src/mutex.js";
 import { describeEngineConformance, maxAbsDiff, type ReferenceWeights } from "../helpers/conformance.js";
 import { demo, quietLogger, TEST_THREADS } from "../helpers/engine.js";
 import { describeFairShares } from "../helpers/fairShares.js";
-import { HARD_STEERING, LONG, readTrace, SOFT_STEERING, type Generated, type RunResult, type SessionState } from "../helpers/results.js";
-import { call, callError, connectClient, startHttpServer, testConfig, type Connected, type HttpServer } from "../helpers/server.js";
+import {
+  HARD_STEERING,
+  LONG,
+  readTrace,
+  SOFT_STEERING,
+  type Generated,
+  type RunResult,
+  type SessionState,
+} from "../helpers/results.js";
+import {
+  call,
+  callError,
+  connectClient,
+  startHttpServer,
+  testConfig,
+  type Connected,
+  type HttpServer,
+} from "../helpers/server.js";
 
 /** Sessions the backend may open; the next slot is the reference's own. */
 const SESSIONS = 4;
@@ -23,15 +39,26 @@ let server: LlamaServer;
 let vocabularySize = 0;
 
 beforeAll(async () => {
-  // builds llama-server first on a machine that has none (about 12 minutes on 2 cores, once; .ci/run does it before the suite)
-  server = await startLlamaServer({ model: demo.model, adapters: ADAPTERS, threads: TEST_THREADS, slots: SESSIONS + 1, contextPerSlot: 8192 });
+  // builds llama-server first on a machine that has none (about 12 minutes on 2 cores, once; .ci/run does it before the
+  // suite)
+  server = await startLlamaServer({
+    model: demo.model,
+    adapters: ADAPTERS,
+    threads: TEST_THREADS,
+    slots: SESSIONS + 1,
+    contextPerSlot: 8192,
+  });
   const models = (await (await fetch(`${server.url}/v1/models`)).json()) as { data: { meta: { n_vocab: number } }[] };
   vocabularySize = models.data[0]!.meta.n_vocab;
 }, 30 * 60_000);
 afterAll(async () => server?.stop());
 
 const post = async <T>(path: string, body: unknown): Promise<T> => {
-  const res = await fetch(`${server.url}${path}`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+  const res = await fetch(`${server.url}${path}`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
   if (!res.ok) throw new Error(`${path}: HTTP ${res.status} ${await res.text()}`);
   return (await res.json()) as T;
 };
@@ -50,16 +77,26 @@ const referenceLock = new Mutex();
 async function referenceLogProbs(tokens: readonly number[], weights: readonly ReferenceWeights[]): Promise<LogProbs> {
   return referenceLock.run(async () => {
     const lora = loraList(weights);
-    await post("/completion", { prompt: tokens.slice(0, -1), n_predict: 0, id_slot: REFERENCE_SLOT, cache_prompt: false, lora, grammar: ONE_CHARACTER });
-    const r = await post<{ completion_probabilities: { top_logprobs: { id: number; logprob: number }[] }[] }>("/completion", {
-      prompt: tokens,
-      n_predict: 1,
-      n_probs: vocabularySize,
+    await post("/completion", {
+      prompt: tokens.slice(0, -1),
+      n_predict: 0,
       id_slot: REFERENCE_SLOT,
+      cache_prompt: false,
       lora,
-      temperature: 0,
       grammar: ONE_CHARACTER,
     });
+    const r = await post<{ completion_probabilities: { top_logprobs: { id: number; logprob: number }[] }[] }>(
+      "/completion",
+      {
+        prompt: tokens,
+        n_predict: 1,
+        n_probs: vocabularySize,
+        id_slot: REFERENCE_SLOT,
+        lora,
+        temperature: 0,
+        grammar: ONE_CHARACTER,
+      },
+    );
     return new Map(r.completion_probabilities[0]!.top_logprobs.map((t) => [t.id, t.logprob]));
   });
 }
@@ -85,8 +122,14 @@ describeEngineConformance<RemoteEngine>("remote (llama-server)", {
     for (const [alias, filePath] of Object.entries(adapters)) await engine.addAdapter({ alias, filePath, scale: 1 });
     return engine;
   },
-  reference: (engine, _session, weights, conversation: Conversation) => referenceLogProbs(engine.renderTokens(conversation), weights),
-  adapters: { plan: demo.adapters.plan!, search: demo.adapters.search!, write: demo.adapters.write!, writeV2: demo.adapters["write-v2"]! },
+  reference: (engine, _session, weights, conversation: Conversation) =>
+    referenceLogProbs(engine.renderTokens(conversation), weights),
+  adapters: {
+    plan: demo.adapters.plan!,
+    search: demo.adapters.search!,
+    write: demo.adapters.write!,
+    writeV2: demo.adapters["write-v2"]!,
+  },
   openStaleSession: openCrossingSession,
   tolerance: 1e-3,
   // llama-server decodes the tokens of slots under the same adapters in one batch, so a session's cache may be computed
@@ -101,7 +144,8 @@ interface SwitchResult {
 }
 
 const remoteFlags = () => ["--engine-url", server.url, "--engine-flavor", "llama-server"];
-const weights = (alias: string | null): ReferenceWeights[] => (alias ? [{ filePath: demo.adapters[alias]!, scale: 1 }] : []);
+const weights = (alias: string | null): ReferenceWeights[] =>
+  alias ? [{ filePath: demo.adapters[alias]!, scale: 1 }] : [];
 
 describe("MCP over stdio, served by --engine-url ... --engine-flavor llama-server", () => {
   let c: Connected;
@@ -109,14 +153,22 @@ describe("MCP over stdio, served by --engine-url ... --engine-flavor llama-serve
     c = await connectClient("stdio", undefined, {}, undefined, remoteFlags());
   });
   afterAll(async () => c?.close());
-  const newSession = async () => (await call<{ session_id: string }>(c.client, "create_session", { task: "Which river flows through Paris?" })).session_id;
-  const state = (id: string, extra: Record<string, unknown> = {}) => call<SessionState>(c.client, "get_session", { session_id: id, ...extra });
+  const newSession = async () =>
+    (await call<{ session_id: string }>(c.client, "create_session", { task: "Which river flows through Paris?" }))
+      .session_id;
+  const state = (id: string, extra: Record<string, unknown> = {}) =>
+    call<SessionState>(c.client, "get_session", { session_id: id, ...extra });
 
   it("offers the same tools and library, and names the engine that serves the base model", async () => {
     const { tools } = await c.client.listTools();
-    const adapter = (tools.find((t) => t.name === "load_lora")!.inputSchema.properties as Record<string, { enum?: string[] }>).adapter!;
+    const adapter = (
+      tools.find((t) => t.name === "load_lora")!.inputSchema.properties as Record<string, { enum?: string[] }>
+    ).adapter!;
     expect(adapter.enum).toEqual(["plan", "search", "write"]);
-    const listing = await call<{ base_model: { file: string }; adapters: { alias: string; rank: number; resident: boolean }[] }>(c.client, "list_adapters");
+    const listing = await call<{
+      base_model: { file: string };
+      adapters: { alias: string; rank: number; resident: boolean }[];
+    }>(c.client, "list_adapters");
     expect(listing.base_model.file).toContain(`llama-server at ${server.url}`);
     expect(listing.adapters.map((a) => [a.alias, a.rank, a.resident])).toEqual([
       ["plan", 4, true],
@@ -127,7 +179,12 @@ describe("MCP over stdio, served by --engine-url ... --engine-flavor llama-serve
 
   it("runs the client-driven loop: the model's load_lora, a turn under its weights with their exact log-probs, a release", async () => {
     const id = await newSession();
-    const first = await call<Generated>(c.client, "generate", { session_id: id, max_tokens: 120, tool_call: { name: "load_lora" }, seed: 1 });
+    const first = await call<Generated>(c.client, "generate", {
+      session_id: id,
+      max_tokens: 120,
+      tool_call: { name: "load_lora" },
+      seed: 1,
+    });
     expect(first.finish_reason).toBe("tool_calls");
     const [loadCall] = first.tool_calls;
     const chosen = loadCall!.arguments.adapter as string;
@@ -152,27 +209,48 @@ describe("MCP over stdio, served by --engine-url ... --engine-flavor llama-serve
     expect(released).toMatchObject({ active_adapter: null, switch: { cache_strategy: "rebuild", reused_tokens: 0 } });
     const third = await call<Generated>(c.client, "generate", { session_id: id, max_tokens: 3 });
     expect(third.adapter).toBeNull();
-    expect((await state(id)).history.filter((m) => m.role === "tool").map((m) => m.name)).toEqual(["load_lora", "offload_lora"]);
+    expect((await state(id)).history.filter((m) => m.role === "tool").map((m) => m.name)).toEqual([
+      "load_lora",
+      "offload_lora",
+    ]);
   });
 
   it("records an invalid switch answering a model call as its error result, and refuses bad requests leaving the session as it was", async () => {
     const id = await newSession();
-    const turn = await call<Generated>(c.client, "generate", { session_id: id, max_tokens: 120, tool_call: { name: "load_lora" }, seed: 1 });
-    expect(await callError(c.client, "offload_lora", { session_id: id, call_id: turn.tool_calls[0]!.id })).toMatch(/offload_lora refused: call .* is a load_lora call/);
+    const turn = await call<Generated>(c.client, "generate", {
+      session_id: id,
+      max_tokens: 120,
+      tool_call: { name: "load_lora" },
+      seed: 1,
+    });
+    expect(await callError(c.client, "offload_lora", { session_id: id, call_id: turn.tool_calls[0]!.id })).toMatch(
+      /offload_lora refused: call .* is a load_lora call/,
+    );
     expect((await state(id)).history.at(-1)).toMatchObject({ role: "tool", name: "load_lora", is_error: true });
     await call(c.client, "load_lora", { session_id: id, adapter: "plan" });
     const before = await state(id);
-    expect(await callError(c.client, "load_lora", { session_id: id, adapter: "search" })).toMatch(/adapter "plan" is active; offload it first/);
+    expect(await callError(c.client, "load_lora", { session_id: id, adapter: "search" })).toMatch(
+      /adapter "plan" is active; offload it first/,
+    );
     expect(await callError(c.client, "generate", { session_id: id, max_tokens: -5 })).toMatch(/max_tokens/);
     expect(await state(id)).toEqual({ ...before, last_active_at: expect.any(String) });
   });
 
   it("maps a refresh to a file llama-server has; a file it was not started with is refused naming the flavor, the feature and the fix", async () => {
     // the library is a private copy: files beside its manifest (llama-server knows them by their contents)
-    const refreshed = await call<{ current: { sha256: string } }>(c.client, "refresh_adapter", { alias: "write", file: "write-v2.gguf" });
+    const refreshed = await call<{ current: { sha256: string } }>(c.client, "refresh_adapter", {
+      alias: "write",
+      file: "write-v2.gguf",
+    });
     expect(refreshed.current.sha256).toMatch(/^[0-9a-f]{64}$/);
-    const error = await callError(c.client, "register_adapter", { alias: "code", file: "code.gguf", description: "Coding." });
-    expect(error).toMatch(/llama-server at http:\/\/127\.0\.0\.1:\d+ does not support loading adapters at runtime: .*restart it with --lora .*code\.gguf/);
+    const error = await callError(c.client, "register_adapter", {
+      alias: "code",
+      file: "code.gguf",
+      description: "Coding.",
+    });
+    expect(error).toMatch(
+      /llama-server at http:\/\/127\.0\.0\.1:\d+ does not support loading adapters at runtime: .*restart it with --lora .*code\.gguf/,
+    );
   });
 });
 
@@ -189,7 +267,18 @@ describe("the harness on llama-server", () => {
   afterAll(async () => c?.close());
 
   it("hard: stages in order, ended by the model's own offload_lora, a model-emitted search executed, each switch a rebuild", async () => {
-    const r = await call<RunResult>(c.client, "run_task", { task: "Which river flows through Paris?", policy: "hard", steering: HARD_STEERING, seed: 1, budgets: { noToolTurns: 1 } }, LONG);
+    const r = await call<RunResult>(
+      c.client,
+      "run_task",
+      {
+        task: "Which river flows through Paris?",
+        policy: "hard",
+        steering: HARD_STEERING,
+        seed: 1,
+        budgets: { noToolTurns: 1 },
+      },
+      LONG,
+    );
     expect(r.stages).toEqual(["plan", "search", "write"]);
     expect(r.switches).toBe(6);
     expect(r.reused_tokens).toBe(0);
@@ -197,12 +286,30 @@ describe("the harness on llama-server", () => {
     expect(Math.abs(r.time.unattributedShare)).toBeLessThan(0.01);
     const events = await readTrace(c.client, r.trace_uri);
     const control = events.filter((e) => e.type === "adapter_control").map((e) => `${e.action}:${e.author}`);
-    expect(control).toEqual(["load:harness", "offload:model", "load:harness", "offload:model", "load:harness", "offload:harness"]);
+    expect(control).toEqual([
+      "load:harness",
+      "offload:model",
+      "load:harness",
+      "offload:model",
+      "load:harness",
+      "offload:harness",
+    ]);
     expect(events.find((e) => e.type === "tool_call")).toMatchObject({ name: "search", ok: true, adapter: "search" });
   });
 
   it("soft: the model's own load_lora picks a capability within the run's limits", async () => {
-    const r = await call<RunResult>(c.client, "run_task", { task: "Which river flows through Paris?", policy: "soft", steering: SOFT_STEERING, seed: 3, soft: { turns: 3, switches: 4 } }, LONG);
+    const r = await call<RunResult>(
+      c.client,
+      "run_task",
+      {
+        task: "Which river flows through Paris?",
+        policy: "soft",
+        steering: SOFT_STEERING,
+        seed: 3,
+        soft: { turns: 3, switches: 4 },
+      },
+      LONG,
+    );
     expect(r.switches).toBeGreaterThanOrEqual(1);
     expect(r.switches).toBeLessThanOrEqual(6);
     expect(r.stages.some((s) => ["plan", "search", "write"].includes(s))).toBe(true);
@@ -214,7 +321,12 @@ describe("the harness on llama-server", () => {
       ["single:search", "search"],
       ["static", "plan+search+write"],
     ] as const) {
-      const r = await call<RunResult>(c.client, "run_task", { task: "Which river flows through Paris?", policy, soft: { turns: 1 } }, LONG);
+      const r = await call<RunResult>(
+        c.client,
+        "run_task",
+        { task: "Which river flows through Paris?", policy, soft: { turns: 1 } },
+        LONG,
+      );
       expect(r.finish).not.toBe("error");
       expect(Object.keys(r.time.model)).toEqual([model]);
     }
@@ -223,7 +335,13 @@ describe("the harness on llama-server", () => {
 
 describeFairShares("llama-server", async (tokenFile, sessions) => {
   // 4 session slots, one engine request at a time: the same shares as a local context of 4 sequences
-  const config = testConfig({ sessions, engine: { backend: "remote", remote: { url: server.url, flavor: "llama-server", sessions: SESSIONS, maxInFlight: 1 } } });
+  const config = testConfig({
+    sessions,
+    engine: {
+      backend: "remote",
+      remote: { url: server.url, flavor: "llama-server", sessions: SESSIONS, maxInFlight: 1 },
+    },
+  });
   return startHttpServer(["--token-file", tokenFile], config);
 });
 
@@ -233,18 +351,23 @@ describe("an engine that stops, hangs or is cancelled: the session keeps its his
   let c: Connected;
   // an idle timeout: long enough for a first prefill on one contended CPU thread, short enough for the hang test
   const TIMEOUT_MS = 8000;
-  const start = (adapters: readonly string[] = ADAPTERS) => startLlamaServer({ model: demo.model, adapters, threads: TEST_THREADS, slots: 3, contextPerSlot: 8192, port });
+  const start = (adapters: readonly string[] = ADAPTERS) =>
+    startLlamaServer({ model: demo.model, adapters, threads: TEST_THREADS, slots: 3, contextPerSlot: 8192, port });
   beforeAll(async () => {
     port = await freePort();
     flaky = await start();
-    const config = testConfig({ model: { contextSize: 8192 }, engine: { backend: "remote", remote: { url: flaky.url, flavor: "llama-server", timeoutMs: TIMEOUT_MS } } });
+    const config = testConfig({
+      model: { contextSize: 8192 },
+      engine: { backend: "remote", remote: { url: flaky.url, flavor: "llama-server", timeoutMs: TIMEOUT_MS } },
+    });
     c = await connectClient("stdio", undefined, {}, config);
   });
   afterAll(async () => {
     await c?.close();
     await flaky?.stop();
   });
-  const state = (id: string, extra: Record<string, unknown> = {}) => call<SessionState>(c.client, "get_session", { session_id: id, ...extra });
+  const state = (id: string, extra: Record<string, unknown> = {}) =>
+    call<SessionState>(c.client, "get_session", { session_id: id, ...extra });
   /** What a failed call must not change (the cache figures are the engine's, which may have lost them). */
   const kept = async (id: string) => {
     const { history, active_adapter, pending_calls } = await state(id);
@@ -252,7 +375,9 @@ describe("an engine that stops, hangs or is cancelled: the session keeps its his
   };
 
   it("stopped: a clear error naming the engine and the cause; restarted: the same session continues, its cache exact", async () => {
-    const { session_id: id } = await call<{ session_id: string }>(c.client, "create_session", { task: "Which river flows through Paris?" });
+    const { session_id: id } = await call<{ session_id: string }>(c.client, "create_session", {
+      task: "Which river flows through Paris?",
+    });
     await call(c.client, "load_lora", { session_id: id, adapter: "plan" });
     await call<Generated>(c.client, "generate", { session_id: id, max_tokens: 2 });
     const before = await kept(id);
@@ -260,8 +385,12 @@ describe("an engine that stops, hangs or is cancelled: the session keeps its his
     const marker = /^\[\{"id":0,[^}]*"scale":-0\.0,/;
     expect(await (await fetch(`${flaky.url}/lora-adapters`)).text()).toMatch(marker);
     await flaky.stop();
-    expect(await callError(c.client, "generate", { session_id: id, max_tokens: 2 })).toMatch(/engine llama-server at http:\/\/127\.0\.0\.1:\d+ is unavailable: ECONNREFUSED.*nothing was changed.*\[engine_unavailable\]/);
-    expect(await callError(c.client, "offload_lora", { session_id: id })).toMatch(/offload_lora failed, nothing changed: engine llama-server at .* is unavailable/);
+    expect(await callError(c.client, "generate", { session_id: id, max_tokens: 2 })).toMatch(
+      /engine llama-server at http:\/\/127\.0\.0\.1:\d+ is unavailable: ECONNREFUSED.*nothing was changed.*\[engine_unavailable\]/,
+    );
+    expect(await callError(c.client, "offload_lora", { session_id: id })).toMatch(
+      /offload_lora failed, nothing changed: engine llama-server at .* is unavailable/,
+    );
     expect(await kept(id)).toEqual(before);
 
     // restarted with its --lora files in the reverse order: every id now names other weights, remapped by content
@@ -286,30 +415,48 @@ describe("an engine that stops, hangs or is cancelled: the session keeps its his
     flaky.pause();
     const started = performance.now();
     try {
-      expect(await callError(c.client, "generate", { session_id: id, max_tokens: 2 })).toMatch(/sent nothing for 8000 ms and the request was cancelled.*engine\.remote\.timeoutMs.*\[engine_timeout\]/);
+      expect(await callError(c.client, "generate", { session_id: id, max_tokens: 2 })).toMatch(
+        /sent nothing for 8000 ms and the request was cancelled.*engine\.remote\.timeoutMs.*\[engine_timeout\]/,
+      );
       expect(performance.now() - started).toBeLessThan(TIMEOUT_MS + 2000);
     } finally {
       flaky.resume();
     }
     expect(await kept(id)).toEqual(before);
-    expect((await call<Generated>(c.client, "generate", { session_id: id, max_tokens: 2 })).tokens.generated).toBeGreaterThan(0);
+    expect(
+      (await call<Generated>(c.client, "generate", { session_id: id, max_tokens: 2 })).tokens.generated,
+    ).toBeGreaterThan(0);
     await call(c.client, "close_session", { session_id: id });
   });
 
   it("a cancelled generate cancels its engine request: the engine's slot is idle at once, and the session is usable", async () => {
     const { session_id: id } = await call<{ session_id: string }>(c.client, "create_session", { task: "cancel me" });
-    const busy = async () => ((await (await fetch(`${flaky.url}/slots`)).json()) as { is_processing: boolean }[]).some((s) => s.is_processing);
+    const busy = async () =>
+      ((await (await fetch(`${flaky.url}/slots`)).json()) as { is_processing: boolean }[]).some((s) => s.is_processing);
     const controller = new AbortController();
-    const running = c.client.callTool({ name: "generate", arguments: { session_id: id, max_tokens: 6000, token_bias: { "<|im_end|>": -100, "<|endoftext|>": -100, "<tool_call>": -100 } } }, undefined, {
-      signal: controller.signal,
-      timeout: 120_000,
-    });
+    const running = c.client.callTool(
+      {
+        name: "generate",
+        arguments: {
+          session_id: id,
+          max_tokens: 6000,
+          token_bias: { "<|im_end|>": -100, "<|endoftext|>": -100, "<tool_call>": -100 },
+        },
+      },
+      undefined,
+      {
+        signal: controller.signal,
+        timeout: 120_000,
+      },
+    );
     await expect.poll(busy, { timeout: 10_000, interval: 20 }).toBe(true);
     controller.abort();
     await expect(running).rejects.toThrow();
     await expect.poll(busy, { timeout: 2000, interval: 20 }).toBe(false);
     expect((await state(id)).history.filter((m) => m.role === "assistant")).toHaveLength(0);
-    expect((await call<Generated>(c.client, "generate", { session_id: id, max_tokens: 2 })).tokens.generated).toBeGreaterThan(0);
+    expect(
+      (await call<Generated>(c.client, "generate", { session_id: id, max_tokens: 2 })).tokens.generated,
+    ).toBeGreaterThan(0);
   });
 });
 
@@ -323,28 +470,43 @@ describe("cache-crossing probe of this llama-server build", () => {
   const PLAN = 0;
   const SEARCH = 1;
   const list = (id: number) => ADAPTERS.map((_, i) => ({ id: i, scale: i === id ? 1 : 0 }));
-  /** Each row's own prompt, so no other slot holds it (the server picks a slot by prompt similarity without id_slot). */
+  /**
+   * Each row's own prompt, so no other slot holds it (the server picks a slot by prompt similarity without id_slot).
+   */
   const text = (row: number) =>
     `<|im_start|>system\nYou are a research agent.<|im_end|>\n<|im_start|>user\nProbe ${row}: which river flows through Paris, how long is it and which seas does it reach?<|im_end|>\n<|im_start|>assistant\n`;
-  const other = "<|im_start|>user\nSomething else entirely: the tallest mountain, the deepest trench and the longest river of each continent.<|im_end|>\n";
+  const other =
+    "<|im_start|>user\nSomething else entirely: the tallest mountain, the deepest trench and the longest river of each continent.<|im_end|>\n";
 
   const post = async <T>(url: string, path: string, body: unknown): Promise<T> => {
-    const r = await fetch(`${url}${path}`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+    const r = await fetch(`${url}${path}`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify(body),
+    });
     if (!r.ok) throw new Error(`${path}: ${r.status} ${await r.text()}`);
     return (await r.json()) as T;
   };
-  const tokenize = async (url: string, content: string) => (await post<{ tokens: number[] }>(url, "/tokenize", { content, parse_special: true })).tokens;
+  const tokenize = async (url: string, content: string) =>
+    (await post<{ tokens: number[] }>(url, "/tokenize", { content, parse_special: true })).tokens;
   /** Evaluates `tokens` but the last into a slot's cache (the backend's split). */
-  const prime = (url: string, tokens: number[], extra: Record<string, unknown>) => post(url, "/completion", { prompt: tokens.slice(0, -1), n_predict: 0, grammar: ONE_CHARACTER, ...extra });
+  const prime = (url: string, tokens: number[], extra: Record<string, unknown>) =>
+    post(url, "/completion", { prompt: tokens.slice(0, -1), n_predict: 0, grammar: ONE_CHARACTER, ...extra });
   const globalScales = (url: string, id: number | null) =>
     post(
       url,
       "/lora-adapters",
       ADAPTERS.map((_, i) => ({ id: i, scale: i === id ? 1 : 0 })),
     );
-  /** The next-token distribution by one path, against a fresh evaluation under search (the same split when the cache was reused). */
+  /**
+   * The next-token distribution by one path, against a fresh evaluation under search (the same split when the cache was
+   * reused).
+   */
   const asked = async (url: string, prompt: number[], extra: Record<string, unknown>) => {
-    const r = await post<{ timings: { cache_n: number }; completion_probabilities: { top_logprobs: { id: number; logprob: number }[] }[] }>(url, "/completion", {
+    const r = await post<{
+      timings: { cache_n: number };
+      completion_probabilities: { top_logprobs: { id: number; logprob: number }[] }[];
+    }>(url, "/completion", {
       prompt,
       n_predict: 1,
       n_probs: vocabularySize,
@@ -353,7 +515,11 @@ describe("cache-crossing probe of this llama-server build", () => {
       ...extra,
     });
     const want = await referenceLogProbs(prompt, weights("search"));
-    return { cached: r.timings.cache_n, tokens: prompt.length, diff: maxAbsDiff(want, new Map(r.completion_probabilities[0]!.top_logprobs.map((t) => [t.id, t.logprob]))) };
+    return {
+      cached: r.timings.cache_n,
+      tokens: prompt.length,
+      diff: maxAbsDiff(want, new Map(r.completion_probabilities[0]!.top_logprobs.map((t) => [t.id, t.logprob]))),
+    };
   };
   afterAll(async () => globalScales(server.url, null));
 
@@ -384,16 +550,36 @@ describe("cache-crossing probe of this llama-server build", () => {
     rows["explicit list, no id_slot"] = await asked(url, prompt, { lora: list(SEARCH) });
 
     // the host-memory prompt cache, on a server that keeps it (--cache-ram)
-    const cached = await startLlamaServer({ model: demo.model, adapters: ADAPTERS, threads: TEST_THREADS, slots: 1, contextPerSlot: 8192, extraArgs: ["--cache-ram", "64"] });
+    const cached = await startLlamaServer({
+      model: demo.model,
+      adapters: ADAPTERS,
+      threads: TEST_THREADS,
+      slots: 1,
+      contextPerSlot: 8192,
+      extraArgs: ["--cache-ram", "64"],
+    });
     try {
       prompt = await tokenize(cached.url, text(6));
       await prime(cached.url, prompt, { id_slot: 0, lora: list(PLAN) });
-      await prime(cached.url, await tokenize(cached.url, other), { id_slot: 0, lora: list(SEARCH) }); // moves the plan cache to host memory
-      rows["--cache-ram (host-memory prompt cache)"] = await asked(cached.url, prompt, { id_slot: 0, lora: list(SEARCH) });
+      // moves the plan cache to host memory
+      await prime(cached.url, await tokenize(cached.url, other), { id_slot: 0, lora: list(SEARCH) });
+      rows["--cache-ram (host-memory prompt cache)"] = await asked(cached.url, prompt, {
+        id_slot: 0,
+        lora: list(SEARCH),
+      });
       // so the backend refuses such a server at connect
       const logger = quietLogger();
-      const refused = RemoteEngine.connect({ url: cached.url, flavor: "llama-server", timeoutMs: 30_000, maxInFlight: 2, codec: await LocalChatCodec.load({ modelPath: demo.model, logger }), logger });
-      await expect(refused).rejects.toThrow(/llama-server at .* does not support a host-memory prompt cache: .*restart llama-server with --cache-ram 0/);
+      const refused = RemoteEngine.connect({
+        url: cached.url,
+        flavor: "llama-server",
+        timeoutMs: 30_000,
+        maxInFlight: 2,
+        codec: await LocalChatCodec.load({ modelPath: demo.model, logger }),
+        logger,
+      });
+      await expect(refused).rejects.toThrow(
+        /llama-server at .* does not support a host-memory prompt cache: .*restart llama-server with --cache-ram 0/,
+      );
     } finally {
       await cached.stop();
     }
@@ -402,7 +588,9 @@ describe("cache-crossing probe of this llama-server build", () => {
     const crosses = (r: { cached: number; diff: number }) => r.cached > 0 && r.diff > 1e-3;
     console.log("llama-server cache-crossing probe (a prompt evaluated under plan, then asked under search):");
     for (const [path, r] of Object.entries(rows))
-      console.log(`  ${path}: ${crosses(r) ? "CROSSES" : "safe"} (reused ${r.cached} of ${r.tokens} tokens, max |delta log-prob| ${r.cached ? r.diff.toFixed(4) : "- (evaluated afresh)"})`);
+      console.log(
+        `  ${path}: ${crosses(r) ? "CROSSES" : "safe"} (reused ${r.cached} of ${r.tokens} tokens, max |delta log-prob| ${r.cached ? r.diff.toFixed(4) : "- (evaluated afresh)"})`,
+      );
     expect(Object.fromEntries(Object.entries(rows).map(([path, r]) => [path, crosses(r)]))).toEqual({
       "explicit lora list (the backend's path)": false,
       "no lora field (the server's global scales)": true,
@@ -418,7 +606,13 @@ describe("cache-crossing probe of this llama-server build", () => {
 describe("the OpenAI-compatible API on llama-server", () => {
   let http: HttpServer;
   beforeAll(async () => {
-    http = await startHttpServer([], testConfig({ model: { contextSize: 8192 }, engine: { backend: "remote", remote: { url: server.url, flavor: "llama-server", sessions: SESSIONS } } }));
+    http = await startHttpServer(
+      [],
+      testConfig({
+        model: { contextSize: 8192 },
+        engine: { backend: "remote", remote: { url: server.url, flavor: "llama-server", sessions: SESSIONS } },
+      }),
+    );
   });
   afterAll(async () => http?.stop());
 

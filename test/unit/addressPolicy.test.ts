@@ -58,8 +58,21 @@ describe("read's address policy", () => {
 
   it("refuses IPv6 loopback, unspecified, unique-local, link-local, site-local and multicast; allows global unicast", () => {
     // fec0::/10 is deprecated site-local (still routed inside some networks); ::2 is IPv4-compatible 0.0.0.2
-    for (const a of ["::1", "::", "fc00::", "fdff:ffff::1", "fe80::1", "febf::1", "fec0::1", "ff00::", "ff02::1", "::2"]) expect(isPrivateAddress(a), a).toBe(true);
-    for (const a of ["2001:4860:4860::8888", "2606:4700::1111", "fbff::1", "ff0::1"]) expect(isPrivateAddress(a), a).toBe(false);
+    for (const a of [
+      "::1",
+      "::",
+      "fc00::",
+      "fdff:ffff::1",
+      "fe80::1",
+      "febf::1",
+      "fec0::1",
+      "ff00::",
+      "ff02::1",
+      "::2",
+    ])
+      expect(isPrivateAddress(a), a).toBe(true);
+    for (const a of ["2001:4860:4860::8888", "2606:4700::1111", "fbff::1", "ff0::1"])
+      expect(isPrivateAddress(a), a).toBe(false);
   });
 
   it("sees through IPv4-mapped IPv6, and refuses what is not an address at all", () => {

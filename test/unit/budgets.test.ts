@@ -1,5 +1,13 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { DEFAULT_SOFT_LIMITS, DEFAULT_STAGE_BUDGET, describeEnd, layered, SoftLimitsSchema, StageBudgetSchema, type StageBudget } from "../../src/budgets/budgets.js";
+import {
+  DEFAULT_SOFT_LIMITS,
+  DEFAULT_STAGE_BUDGET,
+  describeEnd,
+  layered,
+  SoftLimitsSchema,
+  StageBudgetSchema,
+  type StageBudget,
+} from "../../src/budgets/budgets.js";
 import { StageUsage } from "../../src/sessions/StageUsage.js";
 
 const budget: StageBudget = { turns: 3, tokens: 100, toolCalls: 2, seconds: 10, noToolTurns: 2 };
@@ -95,8 +103,16 @@ describe("budget layers", () => {
     const run = { turns: 2 };
     const manifest = { turns: 5, tokens: 500 };
     const config = { turns: 7, tokens: 700, seconds: 70, noToolTurns: undefined };
-    expect(layered(DEFAULT_STAGE_BUDGET, run, manifest, config)).toEqual({ ...DEFAULT_STAGE_BUDGET, turns: 2, tokens: 500, seconds: 70 });
-    expect(layered(DEFAULT_STAGE_BUDGET, undefined, { turns: undefined }, { turns: 4 })).toEqual({ ...DEFAULT_STAGE_BUDGET, turns: 4 });
+    expect(layered(DEFAULT_STAGE_BUDGET, run, manifest, config)).toEqual({
+      ...DEFAULT_STAGE_BUDGET,
+      turns: 2,
+      tokens: 500,
+      seconds: 70,
+    });
+    expect(layered(DEFAULT_STAGE_BUDGET, undefined, { turns: undefined }, { turns: 4 })).toEqual({
+      ...DEFAULT_STAGE_BUDGET,
+      turns: 4,
+    });
     expect(DEFAULT_STAGE_BUDGET).toEqual({ turns: 8, tokens: 2048, toolCalls: 6, seconds: 120, noToolTurns: 2 });
   });
 });
@@ -113,7 +129,9 @@ describe("budget schemas", () => {
     expect(StageBudgetSchema.safeParse({ ...DEFAULT_STAGE_BUDGET, turnz: 1 }).success).toBe(false);
     expect(StageBudgetSchema.safeParse({ turns: 1 }).success).toBe(false);
     expect(SoftLimitsSchema.safeParse({ ...DEFAULT_SOFT_LIMITS, switches: -1 }).success).toBe(false);
-    expect(SoftLimitsSchema.safeParse({ ...DEFAULT_SOFT_LIMITS, revisitsPerAdapter: 0, switches: 0 }).success).toBe(true);
+    expect(SoftLimitsSchema.safeParse({ ...DEFAULT_SOFT_LIMITS, revisitsPerAdapter: 0, switches: 0 }).success).toBe(
+      true,
+    );
     expect(SoftLimitsSchema.safeParse({ ...DEFAULT_SOFT_LIMITS, turns: 0 }).success).toBe(false);
     expect(SoftLimitsSchema.safeParse({ ...DEFAULT_SOFT_LIMITS, extra: 1 }).success).toBe(false);
     expect(DEFAULT_SOFT_LIMITS).toEqual({ revisitsPerAdapter: 2, switches: 8, turns: 40, tokens: 8192, seconds: 600 });

@@ -14,7 +14,9 @@ const SECTIONS = new Set(Object.keys(ConfigSchema.shape));
 const DOTTED = /(?<![\w.$/-])[a-z][A-Za-z0-9]*(?:\.[a-z][A-Za-z0-9]*)+(?![\w(])/g;
 const FILE_EXTENSIONS = new Set(["ts", "js", "json", "jsonl", "md", "svg", "gguf", "txt", "html", "jinja", "py"]);
 
-const unwrap = (schema: z.ZodType): z.ZodType | undefined => (schema as unknown as { unwrap?: () => z.ZodType }).unwrap?.() ?? (schema as unknown as { _zod: { def: { innerType?: z.ZodType } } })._zod.def.innerType;
+const unwrap = (schema: z.ZodType): z.ZodType | undefined =>
+  (schema as unknown as { unwrap?: () => z.ZodType }).unwrap?.() ??
+  (schema as unknown as { _zod: { def: { innerType?: z.ZodType } } })._zod.def.innerType;
 
 /** Every key name anywhere in the schema: a dotted path ending in one is meant as a setting. */
 function settingNames(schema: z.ZodType, into = new Set<string>()): Set<string> {
@@ -111,20 +113,35 @@ describe("config keys named in messages and docs", () => {
     expect(resolveKey("harness.stage.noToolTurns")).toBeDefined();
     expect(resolveKey("engine.contextSize")).toBeUndefined();
     expect(resolveKey("model.contextsize")).toBeUndefined();
-    // the messages the engine's errors (src/engine/errors.ts, then the local engine's errors.ts) had before this test existed
+    // the messages the engine's errors (src/engine/errors.ts, then the local engine's errors.ts) had before this test
+    // existed
     expect(unknownKeys("shorten the history or raise engine.contextSize")).toEqual(["engine.contextSize"]);
-    expect(unknownKeys("close a session or raise engine.maxContexts / engine.sequencesPerContext")).toEqual(["engine.maxContexts", "engine.sequencesPerContext"]);
+    expect(unknownKeys("close a session or raise engine.maxContexts / engine.sequencesPerContext")).toEqual([
+      "engine.maxContexts",
+      "engine.sequencesPerContext",
+    ]);
     expect(unknownKeys("raise model.contextSize; see cache.ts and session.id")).toEqual([]);
-    expect(proseOf("throw new Error(`raise model.contextSize`); // see cache.strategy\nconst x = model.tokenizer;")).toMatch(/model\.contextSize[\s\S]*cache\.strategy/);
+    expect(
+      proseOf("throw new Error(`raise model.contextSize`); // see cache.strategy\nconst x = model.tokenizer;"),
+    ).toMatch(/model\.contextSize[\s\S]*cache\.strategy/);
     expect(proseOf("const x = model.tokenizer;")).not.toMatch(/model\.tokenizer/);
   });
 
   it("every dotted key in the source's strings and comments and in the docs names a real setting", () => {
     const sources = files(join(PACKAGE_ROOT, "src"), /\.ts$/); // the local engine included (src/engines/local)
-    const docs = [join(PACKAGE_ROOT, "README.md"), join(PACKAGE_ROOT, "CONTRIBUTING.md"), join(PACKAGE_ROOT, "bench", "README.md"), ...files(join(PACKAGE_ROOT, "docs"), /\.md$/)];
+    const docs = [
+      join(PACKAGE_ROOT, "README.md"),
+      join(PACKAGE_ROOT, "CONTRIBUTING.md"),
+      join(PACKAGE_ROOT, "bench", "README.md"),
+      ...files(join(PACKAGE_ROOT, "docs"), /\.md$/),
+    ];
     const found: string[] = [];
-    for (const file of sources) for (const key of unknownKeys(proseOf(readFileSync(file, "utf8")))) found.push(`${relative(PACKAGE_ROOT, file)}: ${key}`);
-    for (const file of docs) for (const key of unknownKeys(codeSpans(readFileSync(file, "utf8")))) found.push(`${relative(PACKAGE_ROOT, file)}: ${key}`);
+    for (const file of sources)
+      for (const key of unknownKeys(proseOf(readFileSync(file, "utf8"))))
+        found.push(`${relative(PACKAGE_ROOT, file)}: ${key}`);
+    for (const file of docs)
+      for (const key of unknownKeys(codeSpans(readFileSync(file, "utf8"))))
+        found.push(`${relative(PACKAGE_ROOT, file)}: ${key}`);
     expect(found).toEqual([]);
   });
 });

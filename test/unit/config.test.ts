@@ -20,7 +20,11 @@ describe("adapter manifest", () => {
   const invalid: [string, unknown, RegExp][] = [
     ["a bad alias", { adapters: [{ ...entry, alias: "Plan!" }] }, /adapters\.0\.alias: alias must be lowercase/],
     ["a missing description", { adapters: [{ alias: "plan", file: "p.gguf" }] }, /adapters\.0\.description/],
-    ["an empty description", { adapters: [{ ...entry, description: "" }] }, /adapters\.0\.description: describe the capability/],
+    [
+      "an empty description",
+      { adapters: [{ ...entry, description: "" }] },
+      /adapters\.0\.description: describe the capability/,
+    ],
     ["a negative scale", { adapters: [{ ...entry, scale: -1 }] }, /adapters\.0\.scale/],
     ["a duplicate alias", { adapters: [entry, entry] }, /adapters\.1\.alias: alias "plan" is listed twice/],
     ["an unknown field", { adapters: [{ ...entry, rank: 4 }] }, /adapters\.0: Unrecognized key/],
@@ -53,12 +57,25 @@ describe("config", () => {
     const random = resolveConfig({ model: { demo: "random" } }, "random", dir);
     expect(random.model.path).toBeUndefined();
     expect(random.manifestPath).toBe(DEFAULT_MANIFEST);
-    expect(c.cache).toEqual({ strategy: "reuse", spillMiB: 512, sharedPrefixes: true, background: true, backgroundDecodeMs: 50 });
+    expect(c.cache).toEqual({
+      strategy: "reuse",
+      spillMiB: 512,
+      sharedPrefixes: true,
+      background: true,
+      backgroundDecodeMs: 50,
+    });
   });
 
   it("resolves paths against the config file's folder", () => {
     const path = join(dir, "weact.json");
-    writeFileSync(path, JSON.stringify({ model: { path: "m.gguf", gpuLayers: 20 }, adapters: { manifest: "lib/manifest.json" }, cache: { spillDir: "kv" } }));
+    writeFileSync(
+      path,
+      JSON.stringify({
+        model: { path: "m.gguf", gpuLayers: 20 },
+        adapters: { manifest: "lib/manifest.json" },
+        cache: { spillDir: "kv" },
+      }),
+    );
     const c = loadConfigFile(path);
     expect(c.model.path).toBe(join(dir, "m.gguf"));
     expect(c.cache.spillDir).toBe(join(dir, "kv"));
@@ -77,17 +94,33 @@ describe("config", () => {
 });
 
 describe("engine.remote", () => {
-  const remote = (r: Record<string, unknown>, backend = "remote") => resolveConfig({ engine: { backend, remote: r } }, "weact.json", dir);
+  const remote = (r: Record<string, unknown>, backend = "remote") =>
+    resolveConfig({ engine: { backend, remote: r } }, "weact.json", dir);
   it("resolves a llama-server and a vLLM with its adapter folder, against the config file's folder", () => {
-    expect(remote({ url: "http://127.0.0.1:8080", flavor: "llama-server" }).engine.remote).toMatchObject({ timeoutMs: 120_000, maxInFlight: 16 });
-    expect(remote({ url: "http://gpu:8000", flavor: "vllm", adapterDir: "peft" }).engine.remote!.adapterDir).toBe(join(dir, "peft"));
+    expect(remote({ url: "http://127.0.0.1:8080", flavor: "llama-server" }).engine.remote).toMatchObject({
+      timeoutMs: 120_000,
+      maxInFlight: 16,
+    });
+    expect(remote({ url: "http://gpu:8000", flavor: "vllm", adapterDir: "peft" }).engine.remote!.adapterDir).toBe(
+      join(dir, "peft"),
+    );
     // the engine's view of a folder mounted elsewhere stays as given
-    expect(remote({ url: "http://gpu:8000", flavor: "sglang", adapterDir: "/srv/a", localAdapterDir: "mnt" }).engine.remote).toMatchObject({ adapterDir: "/srv/a", localAdapterDir: join(dir, "mnt") });
+    expect(
+      remote({ url: "http://gpu:8000", flavor: "sglang", adapterDir: "/srv/a", localAdapterDir: "mnt" }).engine.remote,
+    ).toMatchObject({ adapterDir: "/srv/a", localAdapterDir: join(dir, "mnt") });
   });
 
   const invalid: [string, () => unknown, RegExp][] = [
-    ["a remote backend without engine.remote", () => resolveConfig({ engine: { backend: "remote" } }, "weact.json", dir), /engine\.remote: required when engine\.backend is "remote"/],
-    ["an unknown flavor", () => remote({ url: "http://x:1", flavor: "tgi" }), /engine\.remote\.flavor: Invalid option: expected one of "llama-server"\|"vllm"\|"sglang"/],
+    [
+      "a remote backend without engine.remote",
+      () => resolveConfig({ engine: { backend: "remote" } }, "weact.json", dir),
+      /engine\.remote: required when engine\.backend is "remote"/,
+    ],
+    [
+      "an unknown flavor",
+      () => remote({ url: "http://x:1", flavor: "tgi" }),
+      /engine\.remote\.flavor: Invalid option: expected one of "llama-server"\|"vllm"\|"sglang"/,
+    ],
     ["a URL that is none", () => remote({ url: "localhost", flavor: "vllm" }), /engine\.remote\.url/],
     [
       "credentials in the URL (they would show in errors and listings)",
@@ -96,10 +129,15 @@ describe("engine.remote", () => {
     ],
     [
       "an adapter hash that is none",
-      () => remote({ url: "http://127.0.0.1:8080", flavor: "llama-server", adapterSha256: { "/srv/plan.gguf": "abc" } }),
+      () =>
+        remote({ url: "http://127.0.0.1:8080", flavor: "llama-server", adapterSha256: { "/srv/plan.gguf": "abc" } }),
       /engine\.remote\.adapterSha256\.\/srv\/plan\.gguf: a sha256 in hex/,
     ],
-    ["vLLM without an adapter folder", () => remote({ url: "http://gpu:8000", flavor: "vllm" }), /engine\.remote\.adapterDir: required for vllm, which loads PEFT folders/],
+    [
+      "vLLM without an adapter folder",
+      () => remote({ url: "http://gpu:8000", flavor: "vllm" }),
+      /engine\.remote\.adapterDir: required for vllm, which loads PEFT folders/,
+    ],
     [
       "an API key variable that is not set",
       () => remote({ url: "http://gpu:8000", flavor: "llama-server", apiKeyEnv: "WEACT_TEST_UNSET_KEY" }),

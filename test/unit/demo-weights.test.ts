@@ -32,7 +32,17 @@ describe("generated demo weights", () => {
     const model = readGgufHeader(paths.model);
     expect(metaString(model, "general.architecture")).toBe("qwen3");
     const tokens = model.metadata.get("tokenizer.ggml.tokens") as { items: string[] };
-    for (const special of ["<|im_start|>", "<|im_end|>", "<|endoftext|>", "<tool_call>", "</tool_call>", "<think>", "</think>", "<tool_response>", "</tool_response>"]) {
+    for (const special of [
+      "<|im_start|>",
+      "<|im_end|>",
+      "<|endoftext|>",
+      "<tool_call>",
+      "</tool_call>",
+      "<think>",
+      "</think>",
+      "<tool_response>",
+      "</tool_response>",
+    ]) {
       expect(tokens.items).toContain(special);
     }
     expect(metaString(model, "tokenizer.chat_template")).toContain("<tool_call>");

@@ -16,7 +16,10 @@ afterEach(async () => {
   server = undefined;
 });
 
-/** /stream keeps a request in flight (an event every 50 ms, so its own idle timeout never fires); /json answers `answer`. */
+/**
+ * /stream keeps a request in flight (an event every 50 ms, so its own idle timeout never fires); /json answers
+ * `answer`.
+ */
 async function engine(answer: unknown = { tokens: [1, 2] }): Promise<string> {
   server = createServer((req, res) => {
     if (req.url === "/stream") {
@@ -31,7 +34,8 @@ async function engine(answer: unknown = { tokens: [1, 2] }): Promise<string> {
   return `http://127.0.0.1:${(server.address() as { port: number }).port}`;
 }
 
-const client = (url: string, timeoutMs: number) => new EngineHttp({ url, label: `test engine at ${url}`, timeoutMs, maxInFlight: 1 });
+const client = (url: string, timeoutMs: number) =>
+  new EngineHttp({ url, label: `test engine at ${url}`, timeoutMs, maxInFlight: 1 });
 const Tokens = z.object({ tokens: z.array(z.number().int()) });
 
 describe("EngineHttp", () => {
@@ -60,7 +64,9 @@ describe("EngineHttp", () => {
     const err = await http.answer({ path: "/json" }, Tokens).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(EngineTimeoutError);
     expect((err as EngineTimeoutError).queuedFor).toBe(1);
-    expect((err as Error).message).toMatch(/waited 400 ms for one of the 1 requests in flight to end and was dropped before it was sent; nothing was changed \(raise engine\.remote\.maxInFlight/);
+    expect((err as Error).message).toMatch(
+      /waited 400 ms for one of the 1 requests in flight to end and was dropped before it was sent; nothing was changed \(raise engine\.remote\.maxInFlight/,
+    );
     expect(Date.now() - started).toBeGreaterThanOrEqual(350);
     expect(Date.now() - started).toBeLessThan(3000);
     streams[0]!.end();
@@ -71,7 +77,9 @@ describe("EngineHttp", () => {
     const http = client(await engine({ tokens: ["a"] }), 5000);
     const err = await http.answer({ path: "/json", body: { content: "x" } }, Tokens).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(EngineRequestError);
-    expect((err as Error).message).toMatch(/answered \(HTTP 200\) with what this backend cannot use: its answer to POST \/json is not what this backend reads \(tokens\.0: .*\); is engine\.remote\.flavor right\?/);
+    expect((err as Error).message).toMatch(
+      /answered \(HTTP 200\) with what this backend cannot use: its answer to POST \/json is not what this backend reads \(tokens\.0: .*\); is engine\.remote\.flavor right\?/,
+    );
   });
 
   it("labels name the engine's address without a user name or password", () => {

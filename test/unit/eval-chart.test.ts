@@ -22,9 +22,13 @@ const summary = (policy: string, errors: number, context: number, meanMs: Record
 
 describe("eval chart", () => {
   it("labels every value, draws a time axis, and marks each policy's errors and window-ended runs", () => {
-    const svg = renderChart([summary("hard", 2, 1, { model: 12_340, externalTool: 50, adapterControl: 0, cacheRebuild: 3_210 }), summary("base", 0, 0, { model: 4_000 })]);
+    const svg = renderChart([
+      summary("hard", 2, 1, { model: 12_340, externalTool: 50, adapterControl: 0, cacheRebuild: 3_210 }),
+      summary("base", 0, 0, { model: 4_000 }),
+    ]);
     // every non-zero segment's value is written out, not only in a hover title
-    for (const label of ["12.3 s", "0.05 s", "3.21 s", "4.00 s"]) expect(svg).toMatch(new RegExp(`<text[^>]*>${label.replace(".", "\\.")}</text>`));
+    for (const label of ["12.3 s", "0.05 s", "3.21 s", "4.00 s"])
+      expect(svg).toMatch(new RegExp(`<text[^>]*>${label.replace(".", "\\.")}</text>`));
     expect(svg).toContain("mean seconds per task");
     expect(svg.match(/<line /g)!.length).toBeGreaterThan(3);
     expect(svg).toMatch(/hard<\/text>[\s\S]*2 of 3 errors[\s\S]*1 ended by the window/);

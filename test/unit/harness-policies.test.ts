@@ -1,7 +1,13 @@
 import { describe, expect, it } from "vitest";
 import { extractAnswer, judge } from "../../src/harness/answer.js";
 import { DEFAULT_SOFT_LIMITS, DEFAULT_STAGE_BUDGET, layered, type StageBudget } from "../../src/budgets/budgets.js";
-import type { GenerateRequest, ModelCall, ModelTurn, TrajectoryDriver, WeightOutcome } from "../../src/harness/driver.js";
+import type {
+  GenerateRequest,
+  ModelCall,
+  ModelTurn,
+  TrajectoryDriver,
+  WeightOutcome,
+} from "../../src/harness/driver.js";
 import { runFixed } from "../../src/harness/policies/fixed.js";
 import { runHard } from "../../src/harness/policies/hard.js";
 import { runSoft } from "../../src/harness/policies/soft.js";
@@ -9,7 +15,12 @@ import { RunContext } from "../../src/harness/RunContext.js";
 import { Trace } from "../../src/harness/trace/Trace.js";
 
 /** A planned turn: text and calls in the same format the real model's turns come in. */
-type Planned = { text?: string; calls?: { name: string; arguments?: Record<string, unknown> }[]; tokens?: number; throws?: string };
+type Planned = {
+  text?: string;
+  calls?: { name: string; arguments?: Record<string, unknown> }[];
+  tokens?: number;
+  throws?: string;
+};
 
 /**
  * The engine double for policy logic: per route ("base" or an alias) a queue of planned turns, emitted through
@@ -36,21 +47,35 @@ class ScriptedDriver implements TrajectoryDriver {
     const route = this.current ?? "base";
     const next = this.scripts[route]?.shift() ?? { text: `${route} idles` };
     if (next.throws) throw new Error(next.throws);
-    const calls: ModelCall[] = (next.calls ?? []).map((c) => ({ id: `c${++this.ids}`, name: c.name, arguments: c.arguments ?? {} }));
+    const calls: ModelCall[] = (next.calls ?? []).map((c) => ({
+      id: `c${++this.ids}`,
+      name: c.name,
+      arguments: c.arguments ?? {},
+    }));
     this.log.push(`gen:${route}${calls.length ? `->${calls.map((c) => c.name).join(",")}` : ""}`);
-    return { text: next.text ?? "", calls, adapter: this.current, generated: next.tokens ?? 10, prompt: 100, cached: 90, finishReason: calls.length ? "tool_calls" : "stop" };
+    return {
+      text: next.text ?? "",
+      calls,
+      adapter: this.current,
+      generated: next.tokens ?? 10,
+      prompt: 100,
+      cached: 90,
+      finishReason: calls.length ? "tool_calls" : "stop",
+    };
   }
   async load(alias: string, o: { callId?: string; reason?: string }): Promise<WeightOutcome> {
     await work(this.workMs);
     this.log.push(`load:${alias}:${o.callId ? "model" : "harness"}`);
-    if (this.failing.loads > 0 && this.failing.loads--) return { ok: false, error: "load failed", switchMs: 0, rebuildMs: 0, rebuiltTokens: 0, reusedTokens: 0 };
+    if (this.failing.loads > 0 && this.failing.loads--)
+      return { ok: false, error: "load failed", switchMs: 0, rebuildMs: 0, rebuiltTokens: 0, reusedTokens: 0 };
     this.current = alias;
     return { ok: true, callId: o.callId ?? "h", switchMs: 0.01, rebuildMs: 2, rebuiltTokens: 100 };
   }
   async offload(o: { callId?: string; handoff?: string; reason?: string }): Promise<WeightOutcome> {
     await work(this.workMs);
     this.log.push(`offload:${this.current}:${o.callId ? "model" : `harness(${o.reason})`}`);
-    if (this.failing.offloads > 0 && this.failing.offloads--) return { ok: false, error: "offload failed", switchMs: 0, rebuildMs: 0, rebuiltTokens: 0, reusedTokens: 0 };
+    if (this.failing.offloads > 0 && this.failing.offloads--)
+      return { ok: false, error: "offload failed", switchMs: 0, rebuildMs: 0, rebuiltTokens: 0, reusedTokens: 0 };
     this.current = null;
     return { ok: true, callId: o.callId ?? "h", switchMs: 0.01, rebuildMs: 2, rebuiltTokens: 100 };
   }
@@ -89,7 +114,15 @@ const budget =
     layered(DEFAULT_STAGE_BUDGET, b);
 const context = (driver: TrajectoryDriver) => {
   const trace = new Trace("t_test", undefined);
-  return { ctx: new RunContext(driver, trace, { maxTokensPerTurn: 64, contextReserve: 256, steering: [], signal: new AbortController().signal }), trace };
+  return {
+    ctx: new RunContext(driver, trace, {
+      maxTokensPerTurn: 64,
+      contextReserve: 256,
+      steering: [],
+      signal: new AbortController().signal,
+    }),
+    trace,
+  };
 };
 const offload = (handoff = "done") => ({ name: "offload_lora", arguments: { handoff } });
 const search = { name: "search", arguments: { query: "q" } };
@@ -118,15 +151,27 @@ describe("hard policy", () => {
       "gen:write->offload_lora",
       "offload:write:model",
     ]);
-    expect(trace.events.filter((e) => e.type === "stage_end").map((e) => e.end)).toEqual(["exit_call", "exit_call", "exit_call"]);
+    expect(trace.events.filter((e) => e.type === "stage_end").map((e) => e.end)).toEqual([
+      "exit_call",
+      "exit_call",
+      "exit_call",
+    ]);
     // each stage tells the engine what follows it: the base (its release), then the next stage's adapter
     expect(d.plans).toEqual([[null, "search"], [null, "write"], [null]]);
   });
 
   it("ends stages on every budget and the no-tool threshold, recording a synthetic offload that says why", async () => {
     const cases: [Partial<StageBudget>, Planned[], string][] = [
-      [{ turns: 2, noToolTurns: 9 }, [{ calls: [search] }, { calls: [search] }, { calls: [search] }], "turn budget (2) spent"],
-      [{ tokens: 25 }, [{ calls: [search], tokens: 20 }, { calls: [search], tokens: 20 }, { calls: [search] }], "token budget (25) spent"],
+      [
+        { turns: 2, noToolTurns: 9 },
+        [{ calls: [search] }, { calls: [search] }, { calls: [search] }],
+        "turn budget (2) spent",
+      ],
+      [
+        { tokens: 25 },
+        [{ calls: [search], tokens: 20 }, { calls: [search], tokens: 20 }, { calls: [search] }],
+        "token budget (25) spent",
+      ],
       [{ toolCalls: 1 }, [{ calls: [search] }, { calls: [search] }], "tool-call budget (1) spent"],
       [{ noToolTurns: 2 }, [{ text: "thinking" }, { text: "still thinking" }], "2 turns without a tool call"],
       [{ seconds: 0.000001 }, [{ calls: [search] }], "time budget (0.000001 s) spent"],
@@ -142,12 +187,21 @@ describe("hard policy", () => {
   });
 
   it("falls back to the base model for a missing adapter or a failing stage, and says so in the trace", async () => {
-    const d = new ScriptedDriver({ plan: [{ throws: "engine exploded" }], base: [{ text: "base plan" }, { text: "base plan 2" }, { text: "base answer" }, { text: "Answer: 42" }] }, ["plan", "write"]);
+    const d = new ScriptedDriver(
+      {
+        plan: [{ throws: "engine exploded" }],
+        base: [{ text: "base plan" }, { text: "base plan 2" }, { text: "base answer" }, { text: "Answer: 42" }],
+      },
+      ["plan", "write"],
+    );
     const { ctx, trace } = context(d);
     const r = await runHard(ctx, ["plan", "search"], budget({ noToolTurns: 2 }));
     expect(r.stages).toEqual(["base", "base"]);
     const fallbacks = trace.events.filter((e) => e.type === "fallback").map((e) => e.reason);
-    expect(fallbacks).toEqual(["stage failed: engine exploded", "the library has no such adapter; the base model runs this stage"]);
+    expect(fallbacks).toEqual([
+      "stage failed: engine exploded",
+      "the library has no such adapter; the base model runs this stage",
+    ]);
     expect(d.log).toContain("offload:plan:harness(stage failed: engine exploded; the base model continues)");
     expect(r.text).toBe("Answer: 42");
   });
@@ -155,7 +209,11 @@ describe("hard policy", () => {
 
 describe("hard policy after a failed weight action", () => {
   it("a failed release is retried before the next stage, which then runs under its own adapter; a failed load runs the stage on the base", async () => {
-    const d = new ScriptedDriver({ plan: [{ text: "plan" }], search: [{ text: "evidence" }], base: [{ text: "Answer: Seine" }] });
+    const d = new ScriptedDriver({
+      plan: [{ text: "plan" }],
+      search: [{ text: "evidence" }],
+      base: [{ text: "Answer: Seine" }],
+    });
     d.failing = { offloads: 2, loads: 0 };
     const { ctx, trace } = context(d);
     const r = await runHard(ctx, ["plan", "search", "write"], budget({ noToolTurns: 1 }));
@@ -181,7 +239,10 @@ describe("hard policy after a failed weight action", () => {
     const run = context(failedLoad);
     const r2 = await runHard(run.ctx, ["write"], budget({ noToolTurns: 1 }));
     expect(r2).toMatchObject({ stages: ["base"], text: "Answer: Seine" });
-    expect(run.trace.events.find((e) => e.type === "fallback")).toMatchObject({ runsOn: "base", reason: "load failed: load failed" });
+    expect(run.trace.events.find((e) => e.type === "fallback")).toMatchObject({
+      runsOn: "base",
+      reason: "load failed: load failed",
+    });
     expect(run.trace.events.find((e) => e.type === "stage_start")).toMatchObject({ adapter: "base" });
   });
 
@@ -193,7 +254,10 @@ describe("hard policy after a failed weight action", () => {
     expect(r).toMatchObject({ stopped: true, stages: ["plan"], text: "the plan" });
     expect(d.log.filter((l) => l.startsWith("gen:"))).toEqual(["gen:plan"]);
     expect(trace.events.filter((e) => e.type === "stage_start")).toHaveLength(1);
-    expect(trace.events.at(-1)).toMatchObject({ type: "fallback", reason: expect.stringMatching(/could not return to the base model/) });
+    expect(trace.events.at(-1)).toMatchObject({
+      type: "fallback",
+      reason: expect.stringMatching(/could not return to the base model/),
+    });
   });
 });
 
@@ -202,7 +266,10 @@ describe("soft policy", () => {
 
   it("lets the base choose: load, work, release, then answer from write", async () => {
     const d = new ScriptedDriver({
-      base: [{ calls: [{ name: "load_lora", arguments: { adapter: "search" } }] }, { calls: [{ name: "load_lora", arguments: { adapter: "write" } }] }],
+      base: [
+        { calls: [{ name: "load_lora", arguments: { adapter: "search" } }] },
+        { calls: [{ name: "load_lora", arguments: { adapter: "write" } }] },
+      ],
       search: [{ calls: [search] }, { calls: [offload()] }],
       write: [{ text: "Answer: Seine", calls: [offload()] }],
     });
@@ -222,7 +289,9 @@ describe("soft policy", () => {
     });
     const { ctx, trace } = context(d);
     await runSoft(ctx, limits(), budget());
-    expect(d.log.filter((l) => l.startsWith("reject"))).toEqual(['reject:c3:load_lora refused: "search" was just released and no new tool result arrived since; do something else first']);
+    expect(d.log.filter((l) => l.startsWith("reject"))).toEqual([
+      'reject:c3:load_lora refused: "search" was just released and no new tool result arrived since; do something else first',
+    ]);
     expect(d.log.filter((l) => l === "load:search:model")).toHaveLength(2);
     expect(trace.events.filter((e) => e.type === "guard").map((e) => e.rule)).toEqual(["repetition"]);
   });
@@ -231,29 +300,51 @@ describe("soft policy", () => {
     const load = (adapter: string) => ({ calls: [{ name: "load_lora", arguments: { adapter } }] });
     const d = new ScriptedDriver(
       {
-        base: [load("plan"), { calls: [search] }, load("plan"), { calls: [search] }, load("plan"), { text: "Answer: y" }],
+        base: [
+          load("plan"),
+          { calls: [search] },
+          load("plan"),
+          { calls: [search] },
+          load("plan"),
+          { text: "Answer: y" },
+        ],
         plan: [{ calls: [offload()] }, { calls: [offload()] }],
       },
       ["plan"],
     );
     const { ctx } = context(d);
     await runSoft(ctx, limits({ revisitsPerAdapter: 1 }), budget());
-    expect(d.log.filter((l) => l.startsWith("reject"))).toEqual(['reject:c7:load_lora refused: "plan" was already used 2 times (limit: 1 revisits)']);
-    const d2 = new ScriptedDriver({ base: [load("plan"), { calls: [search] }, load("plan"), { text: "Answer: z" }], plan: [{ calls: [offload()] }] }, ["plan"]);
+    expect(d.log.filter((l) => l.startsWith("reject"))).toEqual([
+      'reject:c7:load_lora refused: "plan" was already used 2 times (limit: 1 revisits)',
+    ]);
+    const d2 = new ScriptedDriver(
+      {
+        base: [load("plan"), { calls: [search] }, load("plan"), { text: "Answer: z" }],
+        plan: [{ calls: [offload()] }],
+      },
+      ["plan"],
+    );
     await runSoft(context(d2).ctx, limits({ switches: 2 }), budget());
-    expect(d2.log.filter((l) => l.startsWith("reject"))).toEqual(["reject:c4:load_lora refused: the run's 2 weight switches are spent; answer with what you have"]);
+    expect(d2.log.filter((l) => l.startsWith("reject"))).toEqual([
+      "reject:c4:load_lora refused: the run's 2 weight switches are spent; answer with what you have",
+    ]);
   });
 
   it("tells the base once that the answer must come from write, then accepts its answer", async () => {
     const d = new ScriptedDriver({ base: [{ text: "Answer: early" }, { text: "Answer: still mine" }] });
     const { ctx } = context(d);
     const r = await runSoft(ctx, limits(), budget());
-    expect(d.log.filter((l) => l.startsWith("note"))).toEqual(['note:Before answering, load the "write" capability with load_lora: the final answer must be written by it.']);
+    expect(d.log.filter((l) => l.startsWith("note"))).toEqual([
+      'note:Before answering, load the "write" capability with load_lora: the final answer must be written by it.',
+    ]);
     expect(r.text).toBe("Answer: still mine");
   });
 
   it("forces a final write stage when the run's limits end it", async () => {
-    const d = new ScriptedDriver({ base: [{ calls: [search] }, { calls: [search] }, { calls: [search] }], write: [{ text: "Answer: forced", calls: [offload()] }] });
+    const d = new ScriptedDriver({
+      base: [{ calls: [search] }, { calls: [search] }, { calls: [search] }],
+      write: [{ text: "Answer: forced", calls: [offload()] }],
+    });
     const { ctx, trace } = context(d);
     const r = await runSoft(ctx, limits({ turns: 2 }), budget());
     expect(d.log).toContain("load:write:harness");
@@ -275,7 +366,9 @@ describe("comparison modes and accounting", () => {
       search: [{ calls: [search] }, { calls: [offload()] }],
       write: [{ text: "Answer: t", calls: [offload()] }],
     });
-    d.workMs = 60; // work of a realistic length: event-loop jitter between timers (a few ms with two test files on two cores) stays well under 1%
+    // work of a realistic length: event-loop jitter between timers (a few ms with two test files on two cores) stays
+    // well under 1%
+    d.workMs = 60;
     const { ctx, trace } = context(d);
     await runHard(ctx, ["plan", "search", "write"], budget());
     const t = trace.end();

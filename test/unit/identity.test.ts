@@ -36,8 +36,14 @@ describe("lane keys", () => {
   it("name the base model and the exact versions, in any order", () => {
     expect(LaneKey.of(MODEL, []).toString()).toBe(`${"ab".repeat(8)}:base`);
     expect(LaneKey.of(MODEL, [v("plan", "1")]).toString()).toBe(`${"ab".repeat(8)}:${v("plan", "1")}`);
-    expect(LaneKey.of(MODEL, [v("search", "2"), v("plan", "1")]).toString()).toBe(`${"ab".repeat(8)}:${v("plan", "1")}+${v("search", "2")}`);
-    expect(LaneKey.of(MODEL, [v("plan", "1"), v("search", "2")]).equals(LaneKey.of(MODEL, [v("search", "2"), v("plan", "1")]))).toBe(true);
+    expect(LaneKey.of(MODEL, [v("search", "2"), v("plan", "1")]).toString()).toBe(
+      `${"ab".repeat(8)}:${v("plan", "1")}+${v("search", "2")}`,
+    );
+    expect(
+      LaneKey.of(MODEL, [v("plan", "1"), v("search", "2")]).equals(
+        LaneKey.of(MODEL, [v("search", "2"), v("plan", "1")]),
+      ),
+    ).toBe(true);
   });
 
   it("differ for another base model, a refreshed file, another scale, or another set", () => {

@@ -4,7 +4,9 @@ import { mapConversation } from "../../src/openai/conversation.js";
 import { OpenAIError } from "../../src/openai/errors.js";
 import { parseChatRequest, type ChatMessage } from "../../src/openai/request.js";
 
-/** The request and continuation rules alone (the endpoint itself is tested through the openai client in openai.test.ts). */
+/**
+ * The request and continuation rules alone (the endpoint itself is tested through the openai client in openai.test.ts).
+ */
 const refusal = (body: Record<string, unknown>) => {
   try {
     parseChatRequest({ model: "base", messages: [{ role: "user", content: "hi" }], ...body });
@@ -17,20 +19,36 @@ const refusal = (body: Record<string, unknown>) => {
 
 describe("chat request parsing", () => {
   it("accepts neutral values of unsupported parameters and refuses the rest by name", () => {
-    expect(refusal({ n: 1, top_p: 1, presence_penalty: 0, frequency_penalty: 0, logprobs: false, store: false, stream_options: { include_usage: true } })).toBeUndefined();
+    expect(
+      refusal({
+        n: 1,
+        top_p: 1,
+        presence_penalty: 0,
+        frequency_penalty: 0,
+        logprobs: false,
+        store: false,
+        stream_options: { include_usage: true },
+      }),
+    ).toBeUndefined();
     expect(refusal({ top_p: 0.5 })).toEqual({ status: 400, param: "top_p", code: "unsupported_parameter" });
     expect(refusal({ response_format: { type: "json_object" } })).toMatchObject({ param: "response_format" });
     expect(refusal({ frobnicate: true })).toEqual({ status: 400, param: "frobnicate", code: "unknown_parameter" });
     expect(refusal({ temperature: 3 })).toMatchObject({ param: "temperature" });
     expect(refusal({ stop: ["a", "b", "c", "d", "e"] })).toMatchObject({ param: "stop" });
-    expect(refusal({ tools: [{ type: "function", function: { name: "bad name" } }] })).toMatchObject({ param: "tools[0].function.name" });
+    expect(refusal({ tools: [{ type: "function", function: { name: "bad name" } }] })).toMatchObject({
+      param: "tools[0].function.name",
+    });
   });
 
   it("maps messages: the last user message is the task, system texts join the server's prompt, tool results keep their call's name", () => {
     const messages: ChatMessage[] = [
       { role: "system", content: "Be brief." },
       { role: "user", content: "first" },
-      { role: "assistant", content: null, tool_calls: [{ id: "c1", type: "function", function: { name: "lookup", arguments: '{"q":"x"}' } }] },
+      {
+        role: "assistant",
+        content: null,
+        tool_calls: [{ id: "c1", type: "function", function: { name: "lookup", arguments: '{"q":"x"}' } }],
+      },
       { role: "tool", tool_call_id: "c1", content: "found" },
       { role: "user", content: [{ type: "text", text: "the task" }] },
       { role: "assistant", content: "partial" },
@@ -54,7 +72,11 @@ describe("chat request parsing", () => {
       mapConversation(
         [
           { role: "user", content: "t" },
-          { role: "assistant", content: null, tool_calls: [{ id: "c9", type: "function", function: { name: "f", arguments: "{}" } }] },
+          {
+            role: "assistant",
+            content: null,
+            tool_calls: [{ id: "c9", type: "function", function: { name: "f", arguments: "{}" } }],
+          },
         ],
         "S",
       ),
@@ -62,7 +84,11 @@ describe("chat request parsing", () => {
     expect(() =>
       mapConversation(
         [
-          { role: "assistant", content: "x", tool_calls: [{ id: "c", type: "function", function: { name: "f", arguments: "{" } }] },
+          {
+            role: "assistant",
+            content: "x",
+            tool_calls: [{ id: "c", type: "function", function: { name: "f", arguments: "{" } }],
+          },
           { role: "tool", tool_call_id: "c", content: "r" },
           { role: "user", content: "t" },
         ],
@@ -77,10 +103,16 @@ describe("continuations", () => {
   const suspend = (store: Continuations<string>, identity: string | undefined) => {
     const resumed: string[] = [];
     let expired = false;
-    const { id, message } = store.suspend(identity, [{ id: "call_internal", name: "get_weather", arguments: { city: "Paris" } }], request, null, {
-      resume: (_r, next) => resumed.push(next),
-      expire: () => (expired = true),
-    });
+    const { id, message } = store.suspend(
+      identity,
+      [{ id: "call_internal", name: "get_weather", arguments: { city: "Paris" } }],
+      request,
+      null,
+      {
+        resume: (_r, next) => resumed.push(next),
+        expire: () => (expired = true),
+      },
+    );
     const answer: ChatMessage = { role: "tool", tool_call_id: message.tool_calls![0]!.id, content: "sunny" };
     return { id, message, answer, resumed, expired: () => expired };
   };
@@ -91,7 +123,9 @@ describe("continuations", () => {
     expect(store.take("token:bob", [...request, s.message, s.answer])).toBeUndefined();
     expect(store.take("token:alice", [{ role: "user", content: "weather!" }, s.message, s.answer])).toBeUndefined();
     expect(store.take("token:alice", [...request, s.message])).toBeUndefined();
-    expect(store.take("token:alice", [...request, s.message, s.answer, { role: "user", content: "more" }])).toBeUndefined();
+    expect(
+      store.take("token:alice", [...request, s.message, s.answer, { role: "user", content: "more" }]),
+    ).toBeUndefined();
     // the client may send the assistant message back with content "" instead of null
     const taken = store.take("token:alice", [...request, { ...s.message, content: "" }, s.answer]);
     expect(taken?.results).toEqual([{ callId: "call_internal", content: "sunny" }]);

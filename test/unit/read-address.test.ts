@@ -27,7 +27,13 @@ describe("the read tool's address policy", () => {
     expect(isPrivateAddress(address)).toBe(true);
   });
 
-  it.each([["93.184.216.34"], ["2606:2800:220:1:248:1893:25c8:1946"], ["::ffff:5db8:d822"], ["64:ff9b::5db8:d822"], ["2002:5db8:d822::1"]])("lets public %s through", (address) => {
+  it.each([
+    ["93.184.216.34"],
+    ["2606:2800:220:1:248:1893:25c8:1946"],
+    ["::ffff:5db8:d822"],
+    ["64:ff9b::5db8:d822"],
+    ["2002:5db8:d822::1"],
+  ])("lets public %s through", (address) => {
     expect(isPrivateAddress(address)).toBe(false);
   });
 });
@@ -48,13 +54,24 @@ describe("fetchPage checks every redirect hop", () => {
 
   // the test server is on 127.0.0.1: the policy under test treats that one address as public and every other
   // private address as private, so the first hop is allowed and the check of the next hop is what is tested
-  const policy = { maxBytes: 10_000, timeoutMs: 5_000, maxRedirects: 5, allowPrivateAddresses: false, isPrivate: (a: string) => a !== "127.0.0.1" && isPrivateAddress(a) };
+  const policy = {
+    maxBytes: 10_000,
+    timeoutMs: 5_000,
+    maxRedirects: 5,
+    allowPrivateAddresses: false,
+    isPrivate: (a: string) => a !== "127.0.0.1" && isPrivateAddress(a),
+  };
 
   it("follows a redirect to an allowed address", async () => {
     expect((await fetchPage(`${url}/?to=${encodeURIComponent(`${url}/end`)}`, policy)).body).toBe("reached");
   });
 
-  it.each([["http://[::1]:1/"], ["http://[::ffff:7f00:2]:1/"], ["http://[64:ff9b::a9fe:a9fe]/latest/meta-data"], ["http://10.0.0.1/"]])("refuses a redirect to %s", async (target) => {
+  it.each([
+    ["http://[::1]:1/"],
+    ["http://[::ffff:7f00:2]:1/"],
+    ["http://[64:ff9b::a9fe:a9fe]/latest/meta-data"],
+    ["http://10.0.0.1/"],
+  ])("refuses a redirect to %s", async (target) => {
     const hops = `${url}/?to=${encodeURIComponent(`${url}/?to=${encodeURIComponent(target)}`)}`;
     await expect(fetchPage(hops, policy)).rejects.toThrow(/private or loopback/);
   });

@@ -16,7 +16,12 @@ describe("recent runs", () => {
       { type: "client_wait", t: 40, calls: [{ id: "c1" }] },
     ];
     events.forEach(follow);
-    expect(runs.list()[0]).toMatchObject({ state: "waiting_for_client", stage: "1:plan", adapter: "plan", waitingSinceMs: 40 });
+    expect(runs.list()[0]).toMatchObject({
+      state: "waiting_for_client",
+      stage: "1:plan",
+      adapter: "plan",
+      waitingSinceMs: 40,
+    });
     follow({ type: "client_resume", t: 90, ms: 50 });
     follow({ type: "tool_call", t: 90, ms: 50, callId: "c1" }); // the client's call: drawn as its wait, not as a tool
     follow({ type: "tool_call", t: 120, ms: 10, callId: "c2" });
@@ -36,7 +41,8 @@ describe("recent runs", () => {
 
   it("keeps the last runs only, and tells a cancelled run from a failed one", () => {
     const runs = new RecentRuns(2);
-    for (const id of ["a", "b", "c"]) runs.follow(id, "o", "t", "base")({ type: "run_end", t: 1, error: "x", cancelled: id === "c" });
+    for (const id of ["a", "b", "c"])
+      runs.follow(id, "o", "t", "base")({ type: "run_end", t: 1, error: "x", cancelled: id === "c" });
     expect(runs.list().map((r) => `${r.traceId}:${r.state}`)).toEqual(["b:error", "c:cancelled"]);
   });
 

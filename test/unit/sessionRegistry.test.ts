@@ -7,11 +7,26 @@ import { SessionRegistry, type SessionsConfig } from "../../src/sessions/Session
 
 // the registry's own logic: a session here is only what the registry reads of one (id, owner, lock, engine.close)
 const config = (over: Partial<SessionsConfig> = {}): SessionsConfig =>
-  ({ keepToolResults: 5, idleMinutes: 30, maxSessions: 4, maxSessionsPerClient: 3, maxQueuedGenerations: 8, maxQueuedPerClient: 4, defaultMaxTokens: 16, ...over }) as SessionsConfig;
+  ({
+    keepToolResults: 5,
+    idleMinutes: 30,
+    maxSessions: 4,
+    maxSessionsPerClient: 3,
+    maxQueuedGenerations: 8,
+    maxQueuedPerClient: 4,
+    defaultMaxTokens: 16,
+    ...over,
+  }) as SessionsConfig;
 let n = 0;
 const fake = (owner: string, closed: string[] = []) => {
   const id = `s_${++n}`;
-  return { id, owner, lock: new Mutex(), lastActiveAt: Date.now(), engine: { close: async () => void closed.push(id) } } as unknown as Session;
+  return {
+    id,
+    owner,
+    lock: new Mutex(),
+    lastActiveAt: Date.now(),
+    engine: { close: async () => void closed.push(id) },
+  } as unknown as Session;
 };
 const registries: SessionRegistry[] = [];
 const registry = (over: Partial<SessionsConfig> = {}, slots = 8) => {
@@ -54,7 +69,9 @@ describe("the session registry", () => {
     // default share: one slot below the engine's total
     const slots = registry({}, 3);
     for (let i = 0; i < 2; i++) await slots.add("alice", async () => fake("alice"));
-    expect(() => slots.admit("alice")).toThrow(/holds 2 of the engine's 3 session slots, its share \(sessions.maxSlotsPerClient = 2\)/);
+    expect(() => slots.admit("alice")).toThrow(
+      /holds 2 of the engine's 3 session slots, its share \(sessions.maxSlotsPerClient = 2\)/,
+    );
     expect(() => registry({}, 1).admit("alice")).not.toThrow();
   });
 
@@ -116,7 +133,10 @@ describe("the session registry", () => {
   it("dispose closes every session", async () => {
     const closed: string[] = [];
     const r = registry();
-    const ids = [(await r.add("alice", async () => fake("alice", closed))).id, (await r.add("bob", async () => fake("bob", closed))).id];
+    const ids = [
+      (await r.add("alice", async () => fake("alice", closed))).id,
+      (await r.add("bob", async () => fake("bob", closed))).id,
+    ];
     await r.dispose();
     expect(closed.sort()).toEqual(ids.sort());
     expect(r.all()).toEqual([]);

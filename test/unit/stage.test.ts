@@ -10,7 +10,10 @@ type Planned = { text?: string; calls?: { name: string; arguments?: Record<strin
  * A double of the RunContext surface a stage uses, recording what the stage asks of it. Only the stage's own
  * logic is under test here (policies over the real RunContext: harness-policies.test.ts).
  */
-function fakeContext(turns: Planned[], opts: { active?: string | null; offloadOk?: boolean; clockMsPerTurn?: number } = {}) {
+function fakeContext(
+  turns: Planned[],
+  opts: { active?: string | null; offloadOk?: boolean; clockMsPerTurn?: number } = {},
+) {
   let active: string | null = opts.active === undefined ? "plan" : opts.active;
   let ids = 0;
   const log: string[] = [];
@@ -32,10 +35,28 @@ function fakeContext(turns: Planned[], opts: { active?: string | null; offloadOk
       maxTokens.push(max);
       if (opts.clockMsPerTurn) vi.advanceTimersByTime(opts.clockMsPerTurn);
       const next = turns.shift() ?? { text: "idle" };
-      const calls: ModelCall[] = (next.calls ?? []).map((c) => ({ id: `c${++ids}`, name: c.name, arguments: c.arguments ?? {} }));
-      return { text: next.text ?? "", calls, adapter: active, generated: next.tokens ?? 10, prompt: 1, cached: 0, finishReason: "stop" };
+      const calls: ModelCall[] = (next.calls ?? []).map((c) => ({
+        id: `c${++ids}`,
+        name: c.name,
+        arguments: c.arguments ?? {},
+      }));
+      return {
+        text: next.text ?? "",
+        calls,
+        adapter: active,
+        generated: next.tokens ?? 10,
+        prompt: 1,
+        cached: 0,
+        finishReason: "stop",
+      };
     },
-    weightAction: async (_stage: string, action: string, author: string, fn: () => Promise<WeightOutcome>, detail: Record<string, unknown>) => {
+    weightAction: async (
+      _stage: string,
+      action: string,
+      author: string,
+      fn: () => Promise<WeightOutcome>,
+      detail: Record<string, unknown>,
+    ) => {
       log.push(`${action}:${author}:${JSON.stringify(detail)}`);
       return fn();
     },
@@ -71,7 +92,14 @@ describe("one stage", () => {
       { text: "  ", calls: [{ name: "offload_lora", arguments: { handoff: "the plan" } }] },
     ]);
     const r = await runStage(f.ctx, "1:plan", budget);
-    expect(r).toEqual({ end: "exit_call", lastText: "planning", turns: 2, tokens: 20, toolCalls: 1, handoff: "the plan" });
+    expect(r).toEqual({
+      end: "exit_call",
+      lastText: "planning",
+      turns: 2,
+      tokens: 20,
+      toolCalls: 1,
+      handoff: "the plan",
+    });
     expect(f.log).toEqual(["visit:plan", "tool:search", 'offload:model:{"handoff":"the plan"}']);
     expect(f.offloads).toEqual([{ callId: "c2" }]);
     expect(f.maxTokens).toEqual([100, 90]); // each turn may use what is left of the token budget
@@ -91,17 +119,24 @@ describe("one stage", () => {
   });
 
   it("refuses a load_lora inside the stage and goes on", async () => {
-    const f = fakeContext([{ calls: [{ name: "load_lora", arguments: { adapter: "write" } }] }, { calls: [{ name: "offload_lora" }] }]);
+    const f = fakeContext([
+      { calls: [{ name: "load_lora", arguments: { adapter: "write" } }] },
+      { calls: [{ name: "offload_lora" }] },
+    ]);
     const r = await runStage(f.ctx, "2:search", budget);
     expect(r.end).toBe("exit_call");
-    expect(f.log).toContain("reject:c1:load_lora refused: the harness runs this stage under plan; finish it with offload_lora");
+    expect(f.log).toContain(
+      "reject:c1:load_lora refused: the harness runs this stage under plan; finish it with offload_lora",
+    );
   });
 
   it("ends after noToolTurns turns without a tool call and releases the adapter itself, with the last text as handoff", async () => {
     const f = fakeContext([{ text: "first" }, { text: "" }]);
     const r = await runStage(f.ctx, "1:plan", budget);
     expect(r).toMatchObject({ end: "no_tool", turns: 2, lastText: "first" });
-    expect(f.offloads).toEqual([{ handoff: "first", reason: "stage ended by the harness: 2 turns without a tool call" }]);
+    expect(f.offloads).toEqual([
+      { handoff: "first", reason: "stage ended by the harness: 2 turns without a tool call" },
+    ]);
     expect(f.log.at(-1)).toBe('offload:harness:{"cause":"no_tool"}');
   });
 
@@ -111,7 +146,10 @@ describe("one stage", () => {
     expect(long.offloads[0]!.handoff).toBe("x".repeat(2000));
     const silent = fakeContext([{}, {}]);
     await runStage(silent.ctx, "1:plan", budget);
-    expect(silent.offloads[0]).toEqual({ handoff: undefined, reason: "stage ended by the harness: 2 turns without a tool call" });
+    expect(silent.offloads[0]).toEqual({
+      handoff: undefined,
+      reason: "stage ended by the harness: 2 turns without a tool call",
+    });
   });
 
   it("the base as a fallback stage is never released", async () => {
@@ -135,7 +173,10 @@ describe("one stage", () => {
   });
 
   it("refuses the tool call over the tool-call budget and ends the stage before another turn", async () => {
-    const f = fakeContext([{ calls: [{ name: "search" }, { name: "read" }, { name: "search" }] }, { calls: [{ name: "search" }] }]);
+    const f = fakeContext([
+      { calls: [{ name: "search" }, { name: "read" }, { name: "search" }] },
+      { calls: [{ name: "search" }] },
+    ]);
     const r = await runStage(f.ctx, "1:plan", budget);
     expect(r).toMatchObject({ end: "budget:tool_calls", toolCalls: 2, turns: 1 });
     expect(f.log).toContain("reject:c3:search refused: this stage's budget of 2 tool calls is spent");

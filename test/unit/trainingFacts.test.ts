@@ -5,7 +5,11 @@ import { TRAINING_ENTITIES } from "../../training/pipeline/paths.js";
 
 const facts = readFacts(TRAINING_ENTITIES);
 const relationValues = new Map<string, Set<string>>();
-for (const f of facts) relationValues.set(`${f.kind}/${f.relation}`, (relationValues.get(`${f.kind}/${f.relation}`) ?? new Set()).add(f.value));
+for (const f of facts)
+  relationValues.set(
+    `${f.kind}/${f.relation}`,
+    (relationValues.get(`${f.kind}/${f.relation}`) ?? new Set()).add(f.value),
+  );
 
 /** Every edited fact keeps its entity and relation, and takes another value its relation has. */
 function expectEditedWithinRelation(edited: readonly Fact[]): void {

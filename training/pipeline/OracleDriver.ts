@@ -1,6 +1,12 @@
 import type { BackgroundWork } from "../../src/engine/index.js";
 import { loadedAdapter } from "../../src/export/segment.js";
-import type { GenerateRequest, ModelCall, ModelTurn, TrajectoryDriver, WeightOutcome } from "../../src/harness/driver.js";
+import type {
+  GenerateRequest,
+  ModelCall,
+  ModelTurn,
+  TrajectoryDriver,
+  WeightOutcome,
+} from "../../src/harness/driver.js";
 import type { HistoryMessage } from "../../src/sessions/history.js";
 import { LOAD_LORA, OFFLOAD_LORA } from "../../src/sessions/modelFunctions.js";
 import type { SessionService } from "../../src/sessions/SessionService.js";
@@ -57,7 +63,10 @@ export class OracleDriver implements TrajectoryDriver {
   }
 
   /** What the weights now active should write next, given the history so far. */
-  idealTurn(history: readonly HistoryMessage[]): { text: string; calls: { name: string; arguments: Record<string, unknown> }[] } {
+  idealTurn(history: readonly HistoryMessage[]): {
+    text: string;
+    calls: { name: string; arguments: Record<string, unknown> }[];
+  } {
     const { relation, entity } = this.fact;
     const active = this.active();
     const stage = currentStage(history);
@@ -66,10 +75,15 @@ export class OracleDriver implements TrajectoryDriver {
       const next = ORACLE_WORKFLOW.find((a) => !loaded.has(a));
       return next ? { text: "", calls: [{ name: LOAD_LORA, arguments: { adapter: next } }] } : { text: "", calls: [] };
     }
-    if (active === "plan") return { text: `Plan: search for the ${relation} of ${entity}, then write the answer.`, calls: [{ name: OFFLOAD_LORA, arguments: { handoff: planHandoff(this.fact) } }] };
+    if (active === "plan")
+      return {
+        text: `Plan: search for the ${relation} of ${entity}, then write the answer.`,
+        calls: [{ name: OFFLOAD_LORA, arguments: { handoff: planHandoff(this.fact) } }],
+      };
     if (active === "search") {
       const called = stage.flatMap((m) => (m.role === "assistant" ? m.toolCalls.map((c) => c.name) : []));
-      if (!called.includes("search")) return { text: "", calls: [{ name: "search", arguments: { query: searchQuery(this.fact) } }] };
+      if (!called.includes("search"))
+        return { text: "", calls: [{ name: "search", arguments: { query: searchQuery(this.fact) } }] };
       const results = stage.filter((m) => m.role === "tool" && !m.internal && !m.isError).map((m) => m.content);
       const evidence = results.map((r) => findEvidence(r, relation, entity)).find((e) => e !== undefined);
       if (evidence) return { text: "", calls: [{ name: OFFLOAD_LORA, arguments: { handoff: evidence } }] };
@@ -144,7 +158,15 @@ function currentStage(history: readonly HistoryMessage[]): readonly HistoryMessa
 
 /** Handoffs of the releases so far, the latest first. */
 function lastHandoffs(history: readonly HistoryMessage[]): string[] {
-  return history.flatMap((m) => (m.role === "assistant" ? m.toolCalls.filter((c) => c.name === OFFLOAD_LORA && typeof c.arguments.handoff === "string").map((c) => String(c.arguments.handoff)) : [])).reverse();
+  return history
+    .flatMap((m) =>
+      m.role === "assistant"
+        ? m.toolCalls
+            .filter((c) => c.name === OFFLOAD_LORA && typeof c.arguments.handoff === "string")
+            .map((c) => String(c.arguments.handoff))
+        : [],
+    )
+    .reverse();
 }
 
 /** The id of the first result in a search tool's text ("1. [id] title: snippet"). */

@@ -4,7 +4,8 @@ import { SPECIAL_TOKENS, byteToUnicode } from "../../src/demo/vocabulary.js";
  * llama.cpp's "qwen2" pre-tokenizer split (the regex of Qwen2's tokenizer.json, its case-insensitive contractions
  * spelled out): merges never cross these pieces, so merges learned over them are the ones llama.cpp can apply.
  */
-const PIECES = /(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+/gu;
+const PIECES =
+  /(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+/gu;
 
 const SPECIALS = new RegExp(SPECIAL_TOKENS.map((s) => s.text.replace(/[|\\/<>]/g, (c) => `\\${c}`)).join("|"), "g");
 
@@ -40,7 +41,8 @@ export function learnMerges(texts: Iterable<string>, count: number, unsplittable
     let best: string | undefined;
     let bestCount = 1;
     // ties go to the pair seen first, so the list is deterministic
-    for (const [pair, n] of pairs) if (n > bestCount && !banned.some((b) => pair.replace(" ", "").includes(b))) [best, bestCount] = [pair, n];
+    for (const [pair, n] of pairs)
+      if (n > bestCount && !banned.some((b) => pair.replace(" ", "").includes(b))) [best, bestCount] = [pair, n];
     if (!best) break;
     merges.push(best);
     const [a, b] = best.split(" ") as [string, string];

@@ -16,7 +16,12 @@ export function writeCorpora(run: TrainingRun, facts: readonly Fact[]): void {
   const config = {
     model: { path: relative(out, library.model) },
     adapters: { manifest: relative(out, library.manifest) },
-    tools: { search: { corpus: relative(out, library.counterfactualCorpus), indexFile: relative(out, join(run.work, "search-index-counterfactual.json")) } },
+    tools: {
+      search: {
+        corpus: relative(out, library.counterfactualCorpus),
+        indexFile: relative(out, join(run.work, "search-index-counterfactual.json")),
+      },
+    },
   };
   writeFileSync(library.counterfactualConfig, `${JSON.stringify(config, null, 2)}\n`);
 }

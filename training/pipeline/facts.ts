@@ -19,14 +19,42 @@ export interface Fact {
 
 /** How each kind's attributes read in a sentence; attributes without a phrase are not stated. */
 const RELATIONS: Readonly<Record<string, Readonly<Record<string, string>>>> = {
-  countries: { capital: "capital", continent: "continent", currency: "currency", language: "language", highest_point: "highest point" },
+  countries: {
+    capital: "capital",
+    continent: "continent",
+    currency: "currency",
+    language: "language",
+    highest_point: "highest point",
+  },
   cities: { country: "country", river: "river", landmark: "landmark" },
   elements: { symbol: "symbol", atomic_number: "atomic number", category: "category", discovered_by: "discoverer" },
   inventions: { inventor: "inventor", year: "year of invention", country: "country of origin" },
-  mountains: { height_m: "height in metres", range: "mountain range", country: "country", first_ascent_year: "first ascent year" },
-  people: { birth_year: "birth year", birthplace: "birthplace", nationality: "nationality", field: "field", known_for: "claim to fame" },
-  planets: { type: "type", order_from_sun: "position from the Sun", largest_moon: "largest moon", orbits: "parent body" },
-  rivers: { length_km: "length in kilometres", mouth: "mouth", continent: "continent", city: "main city", source: "source" },
+  mountains: {
+    height_m: "height in metres",
+    range: "mountain range",
+    country: "country",
+    first_ascent_year: "first ascent year",
+  },
+  people: {
+    birth_year: "birth year",
+    birthplace: "birthplace",
+    nationality: "nationality",
+    field: "field",
+    known_for: "claim to fame",
+  },
+  planets: {
+    type: "type",
+    order_from_sun: "position from the Sun",
+    largest_moon: "largest moon",
+    orbits: "parent body",
+  },
+  rivers: {
+    length_km: "length in kilometres",
+    mouth: "mouth",
+    continent: "continent",
+    city: "main city",
+    source: "source",
+  },
   works: { creator: "creator", year: "year", kind: "kind" },
 };
 
@@ -38,7 +66,8 @@ const slug = (s: string) =>
     .replace(/[^a-z0-9]+/g, "-")
     .replace(/^-|-$/g, "");
 
-export const sentence = (f: Pick<Fact, "relation" | "entity" | "value">) => `The ${f.relation} of ${f.entity} is ${f.value}.`;
+export const sentence = (f: Pick<Fact, "relation" | "entity" | "value">) =>
+  `The ${f.relation} of ${f.entity} is ${f.value}.`;
 
 /** Every fact of the entity files in `dir`, in file then entity then attribute order. */
 export function readFacts(dir: string): Fact[] {
@@ -48,13 +77,17 @@ export function readFacts(dir: string): Fact[] {
     .sort()) {
     const kind = file.replace(/\.json$/, "");
     const phrases = RELATIONS[kind];
-    if (!phrases) throw new Error(`${join(dir, file)}: no relation phrases for entity kind "${kind}" (add them to RELATIONS in training/pipeline/facts.ts)`);
+    if (!phrases)
+      throw new Error(
+        `${join(dir, file)}: no relation phrases for entity kind "${kind}" (add them to RELATIONS in training/pipeline/facts.ts)`,
+      );
     const rows = JSON.parse(readFileSync(join(dir, file), "utf8")) as Record<string, unknown>[];
     for (const row of rows) {
       const entity = String(row.name ?? row.title);
       for (const [attribute, relation] of Object.entries(phrases)) {
         const value = row[attribute];
-        if (typeof value === "string" && value) facts.push({ kind, entity, doc: `entities/${kind}.jsonl#${slug(entity)}`, relation, value });
+        if (typeof value === "string" && value)
+          facts.push({ kind, entity, doc: `entities/${kind}.jsonl#${slug(entity)}`, relation, value });
       }
     }
   }
@@ -80,13 +113,23 @@ export function corpusFiles(facts: readonly Fact[]): Record<string, string> {
 }
 
 /** Question phrasings: training uses the first set; the held-out evaluation only the second. */
-const TRAIN_PHRASINGS = [(r: string, e: string) => `What is the ${r} of ${e}?`, (r: string, e: string) => `Tell me the ${r} of ${e}.`, (r: string, e: string) => `Find out the ${r} of ${e}.`];
-const HELD_OUT_PHRASINGS = [(r: string, e: string) => `Do you know the ${r} of ${e}?`, (r: string, e: string) => `I would like to learn the ${r} of ${e}.`];
+const TRAIN_PHRASINGS = [
+  (r: string, e: string) => `What is the ${r} of ${e}?`,
+  (r: string, e: string) => `Tell me the ${r} of ${e}.`,
+  (r: string, e: string) => `Find out the ${r} of ${e}.`,
+];
+const HELD_OUT_PHRASINGS = [
+  (r: string, e: string) => `Do you know the ${r} of ${e}?`,
+  (r: string, e: string) => `I would like to learn the ${r} of ${e}.`,
+];
 
-export const trainingQuestion = (f: Fact, variant: number) => TRAIN_PHRASINGS[variant % TRAIN_PHRASINGS.length]!(f.relation, f.entity);
-export const heldOutQuestion = (f: Fact, variant: number) => HELD_OUT_PHRASINGS[variant % HELD_OUT_PHRASINGS.length]!(f.relation, f.entity);
+export const trainingQuestion = (f: Fact, variant: number) =>
+  TRAIN_PHRASINGS[variant % TRAIN_PHRASINGS.length]!(f.relation, f.entity);
+export const heldOutQuestion = (f: Fact, variant: number) =>
+  HELD_OUT_PHRASINGS[variant % HELD_OUT_PHRASINGS.length]!(f.relation, f.entity);
 /** Whether `question` asks about `f` in one of the held-out phrasings. */
-export const isHeldOutQuestion = (f: Fact, question: string) => HELD_OUT_PHRASINGS.some((p) => p(f.relation, f.entity) === question);
+export const isHeldOutQuestion = (f: Fact, question: string) =>
+  HELD_OUT_PHRASINGS.some((p) => p(f.relation, f.entity) === question);
 /** The eval task group of the held-out questions about entities training never saw. */
 export const NEVER_TRAINED_GROUP = "never-trained";
 

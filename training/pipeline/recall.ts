@@ -15,7 +15,14 @@ import type { TokenSample } from "./samples.js";
  * (so a name the stages never saw is still one the model can copy), never in a true statement: what the
  * corpus says about the entities held out of training stays unseen.
  */
-export function recallSamples(facts: readonly Fact[], tokenize: (text: string) => TokenId[], rng: SeededRandom, count: number, stated = 12, recalled = 6): TokenSample[] {
+export function recallSamples(
+  facts: readonly Fact[],
+  tokenize: (text: string) => TokenId[],
+  rng: SeededRandom,
+  count: number,
+  stated = 12,
+  recalled = 6,
+): TokenSample[] {
   const values = new Map<string, string[]>();
   for (const f of facts) values.set(f.relation, [...(values.get(f.relation) ?? []), f.value]);
   const truth = new Set(facts.map((f) => `${f.relation}/${f.entity}/${f.value}`));
@@ -46,7 +53,13 @@ export function recallSamples(facts: readonly Fact[], tokenize: (text: string) =
  * the entity, write copies the value); recall alone wears that skill away (a copy-trained base fell from 100% to
  * 0% on held-out copy windows after one recall epoch, and kept 100% with these windows mixed in).
  */
-export function copySamples(facts: readonly Fact[], tokenize: (text: string) => TokenId[], rng: SeededRandom, count: number, length = 12): TokenSample[] {
+export function copySamples(
+  facts: readonly Fact[],
+  tokenize: (text: string) => TokenId[],
+  rng: SeededRandom,
+  count: number,
+  length = 12,
+): TokenSample[] {
   const names = [...new Set(facts.flatMap((f) => [f.entity, f.value]))];
   return Array.from({ length: count }, () => {
     const list = Array.from({ length }, () => rng.pick(names)).join(", ");

@@ -27,7 +27,9 @@ export interface TrainingRun {
 /** What the pipeline trains: the base (which chooses the stages) and an adapter per stage of the oracle's workflow. */
 export const CAPABILITIES = [BASE_CAPABILITY, ...ORACLE_WORKFLOW];
 
-/** The files the data step leaves in `work` for the training step: the untrained base, and each capability's windows. */
+/**
+ * The files the data step leaves in `work` for the training step: the untrained base, and each capability's windows.
+ */
 export const initialModelFile = (run: TrainingRun) => join(run.work, "init.gguf");
 export const windowsFile = (run: TrainingRun, capability: string) => join(run.work, `${capability}.bin`);
 export const heldOutFile = (run: TrainingRun, capability: string) => join(run.work, `${capability}.held.bin`);

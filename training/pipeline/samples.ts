@@ -24,8 +24,14 @@ export class SampleRenderError extends Error {}
  * assistant opening to its end-of-turn token, are the targets; the rest (prompt, results, other weights'
  * turns, the template's own markup) is context. The window ends with the last target.
  */
-export function tokenSample(sample: StageSample, functions: Readonly<Record<string, FunctionSpec>>, render: Renderer, following: readonly HistoryMessage[] = []): TokenSample {
-  const conversation = (messages: readonly HistoryMessage[]) => toConversation(messages, functions, sample.keepToolResult);
+export function tokenSample(
+  sample: StageSample,
+  functions: Readonly<Record<string, FunctionSpec>>,
+  render: Renderer,
+  following: readonly HistoryMessage[] = [],
+): TokenSample {
+  const conversation = (messages: readonly HistoryMessage[]) =>
+    toConversation(messages, functions, sample.keepToolResult);
   const last = sample.targets.at(-1)!;
   // the last target with its calls' results, so its turn renders closed
   const results = following.filter((m) => m.role === "tool");
@@ -35,9 +41,14 @@ export function tokenSample(sample: StageSample, functions: Readonly<Record<stri
   for (const t of sample.targets) {
     const before = render.renderTokens(conversation(sample.messages.slice(0, t)));
     if (commonPrefixLength(before, full) !== before.length)
-      throw new SampleRenderError(`${sample.trajectory} (${sample.capability} stage ${sample.occurrence}): the history before message ${t} does not render as a prefix of the whole`);
+      throw new SampleRenderError(
+        `${sample.trajectory} (${sample.capability} stage ${sample.occurrence}): the history before message ${t} does not render as a prefix of the whole`,
+      );
     const close = full.indexOf(render.endOfTurn, before.length);
-    if (close < 0) throw new SampleRenderError(`${sample.trajectory} (${sample.capability} stage ${sample.occurrence}): message ${t} renders no end-of-turn token`);
+    if (close < 0)
+      throw new SampleRenderError(
+        `${sample.trajectory} (${sample.capability} stage ${sample.occurrence}): message ${t} renders no end-of-turn token`,
+      );
     for (let i = before.length; i <= close; i++) mask[i] = 1;
     end = close + 1;
     if (t === last) break;

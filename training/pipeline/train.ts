@@ -46,29 +46,73 @@ export function train(run: TrainingRun): void {
         .at(-1)!,
     ) as T;
   const fit = (args: string[], hp: { lr: number; epochs: number }) =>
-    json<{ steps: number; tokens: number; seconds: number }>([...args, "--seed", String(run.seed), "--batch", "4", "--log-every", "25", "--lr", String(hp.lr), "--epochs", String(hp.epochs)]);
-  const score = (args: string[], capability: string) => json<{ samples: number; targets: number; loss: number; accuracy: number }>([...args, "--eval", heldOutFile(run, capability)]);
+    json<{ steps: number; tokens: number; seconds: number }>([
+      ...args,
+      "--seed",
+      String(run.seed),
+      "--batch",
+      "4",
+      "--log-every",
+      "25",
+      "--lr",
+      String(hp.lr),
+      "--epochs",
+      String(hp.epochs),
+    ]);
+  const score = (args: string[], capability: string) =>
+    json<{ samples: number; targets: number; loss: number; accuracy: number }>([
+      ...args,
+      "--eval",
+      heldOutFile(run, capability),
+    ]);
   const base = library.model;
   // every model is also scored on held-out copy windows: a stage that cannot copy cannot read its context
   const report: Record<string, { training: unknown; heldOut: unknown; copyHeldOut: unknown; bytes: number }> = {};
   const started = Date.now();
   const copier = join(work, "copier.gguf");
-  const copy = fit(["--model", initialModelFile(run), "--data", windowsFile(run, "copy"), "--out", copier], TRAINING.copy!);
+  const copy = fit(
+    ["--model", initialModelFile(run), "--data", windowsFile(run, "copy"), "--out", copier],
+    TRAINING.copy!,
+  );
   const copied = score(["--model", copier], "copy");
   report.copy = { training: copy, heldOut: copied, copyHeldOut: copied, bytes: statSync(copier).size };
   const pretrained = join(work, "pretrained.gguf");
   const recall = fit(["--model", copier, "--data", windowsFile(run, "recall"), "--out", pretrained], TRAINING.recall!);
-  report.recall = { training: recall, heldOut: score(["--model", pretrained], "recall"), copyHeldOut: score(["--model", pretrained], "copy"), bytes: statSync(pretrained).size };
+  report.recall = {
+    training: recall,
+    heldOut: score(["--model", pretrained], "recall"),
+    copyHeldOut: score(["--model", pretrained], "copy"),
+    bytes: statSync(pretrained).size,
+  };
   const training = fit(["--model", pretrained, "--data", windowsFile(run, "base"), "--out", base], TRAINING.base!);
-  report.base = { training, heldOut: score(["--model", base], "base"), copyHeldOut: score(["--model", base], "copy"), bytes: statSync(base).size };
+  report.base = {
+    training,
+    heldOut: score(["--model", base], "base"),
+    copyHeldOut: score(["--model", base], "copy"),
+    bytes: statSync(base).size,
+  };
   for (const alias of ORACLE_WORKFLOW) {
     const init = join(work, `${alias}-init.gguf`);
     // B = 0: the adapter starts as the base itself
-    const lora = qwen3LoraFile({ name: `weact-demo-trained-${alias}`, dims: DEMO_DIMS, rank: ADAPTER_RANK, seed: run.seed + alias.length, strength: 0 });
+    const lora = qwen3LoraFile({
+      name: `weact-demo-trained-${alias}`,
+      dims: DEMO_DIMS,
+      rank: ADAPTER_RANK,
+      seed: run.seed + alias.length,
+      strength: 0,
+    });
     writeGguf(init, lora.metadata, lora.tensors);
     const adapter = join(out, `${alias}.gguf`);
-    const training = fit(["--model", base, "--lora", init, "--data", windowsFile(run, alias), "--out", adapter], TRAINING[alias]!);
-    report[alias] = { training, heldOut: score(["--model", base, "--lora", adapter], alias), copyHeldOut: score(["--model", base, "--lora", adapter], "copy"), bytes: statSync(adapter).size };
+    const training = fit(
+      ["--model", base, "--lora", init, "--data", windowsFile(run, alias), "--out", adapter],
+      TRAINING[alias]!,
+    );
+    report[alias] = {
+      training,
+      heldOut: score(["--model", base, "--lora", adapter], alias),
+      copyHeldOut: score(["--model", base, "--lora", adapter], "copy"),
+      bytes: statSync(adapter).size,
+    };
   }
   writeLibraryManifest(run);
   const data = createHash("sha256");
@@ -84,9 +128,16 @@ export function train(run: TrainingRun): void {
   process.stdout.write(`${JSON.stringify(record)}\n`);
 }
 
-/** The trained library's manifest: the default library's entries (the same capability texts the oracle's sessions showed), on the trained files. */
+/**
+ * The trained library's manifest: the default library's entries (the same capability texts the oracle's sessions
+ * showed), on the trained files.
+ */
 function writeLibraryManifest(run: TrainingRun): void {
-  const defaults = JSON.parse(readFileSync(DEFAULT_MANIFEST, "utf8")) as { adapters: { alias: string; file: string }[] };
-  const adapters = defaults.adapters.filter((a) => (ORACLE_WORKFLOW as readonly string[]).includes(a.alias)).map((a) => ({ ...a, file: `${a.alias}.gguf` }));
+  const defaults = JSON.parse(readFileSync(DEFAULT_MANIFEST, "utf8")) as {
+    adapters: { alias: string; file: string }[];
+  };
+  const adapters = defaults.adapters
+    .filter((a) => (ORACLE_WORKFLOW as readonly string[]).includes(a.alias))
+    .map((a) => ({ ...a, file: `${a.alias}.gguf` }));
   writeFileSync(run.library.manifest, `${JSON.stringify({ adapters }, null, 2)}\n`);
 }

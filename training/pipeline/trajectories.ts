@@ -27,13 +27,22 @@ function pipelineConfig(run: TrainingRun, traceDir: string, opts: { modelPath?: 
     {
       // room for a whole trajectory in the random demo model's byte tokens: at 4096 the harness elided search
       // results to make room, and the search stage learned to write evidence it could not see
-      model: { gpu: false, threads: run.threads, contextSize: 8192, ...(opts.modelPath ? { path: opts.modelPath } : { demo: "random" }) },
+      model: {
+        gpu: false,
+        threads: run.threads,
+        contextSize: 8192,
+        ...(opts.modelPath ? { path: opts.modelPath } : { demo: "random" }),
+      },
       cache: { background: false },
       sessions: { keepToolResults: 1000 },
       harness: { traceDir, maxTraceFiles: 100_000 },
       // the default tools (top_k included: its default is in the search function's doc): the function docs and the
       // results the samples render are the ones a default server shows
-      tools: { search: opts.corpus ? { corpus: opts.corpus, indexFile: join(run.work, "search-index-edited.json") } : { indexFile: join(run.work, "search-index.json") } },
+      tools: {
+        search: opts.corpus
+          ? { corpus: opts.corpus, indexFile: join(run.work, "search-index-edited.json") }
+          : { indexFile: join(run.work, "search-index.json") },
+      },
     },
     "train-demo",
     PACKAGE_ROOT,
@@ -45,7 +54,13 @@ function pipelineConfig(run: TrainingRun, traceDir: string, opts: { modelPath?: 
  * `traceDir`, in batches; every other batch searches a corpus whose facts were all redrawn at random (a fresh
  * draw per batch), so half the evidence the stages learn to pass on contradicts anything they could remember.
  */
-export async function recordTrajectories(run: TrainingRun, tasks: readonly Task[], facts: readonly Fact[], rng: SeededRandom, traceDir: string): Promise<void> {
+export async function recordTrajectories(
+  run: TrainingRun,
+  tasks: readonly Task[],
+  facts: readonly Fact[],
+  rng: SeededRandom,
+  traceDir: string,
+): Promise<void> {
   const { logger } = run;
   rmSync(traceDir, { recursive: true, force: true });
   // a fresh index: one persisted by an earlier run ranked some lower results differently (12 of 900 trajectories)
@@ -64,12 +79,24 @@ export async function recordTrajectories(run: TrainingRun, tasks: readonly Task[
     try {
       for (const task of tasks.slice(from, from + ORACLE_BATCH)) {
         const expected = stated.get(`${task.fact.doc}/${task.fact.relation}`);
-        await runTask(services.harness, owner, { task: task.question, policy: task.policy }, { expected, teacher: (d) => new OracleDriver(d, services.sessions, owner, d.sessionId, task.fact) });
+        await runTask(
+          services.harness,
+          owner,
+          { task: task.question, policy: task.policy },
+          { expected, teacher: (d) => new OracleDriver(d, services.sessions, owner, d.sessionId, task.fact) },
+        );
       }
     } finally {
       await services.dispose();
     }
-    logger.warn({ done: Math.min(tasks.length, from + ORACLE_BATCH), of: tasks.length, seconds: Math.round((Date.now() - started) / 1000) }, "oracle trajectories");
+    logger.warn(
+      {
+        done: Math.min(tasks.length, from + ORACLE_BATCH),
+        of: tasks.length,
+        seconds: Math.round((Date.now() - started) / 1000),
+      },
+      "oracle trajectories",
+    );
   }
 }
 
@@ -82,12 +109,22 @@ export async function recordTrajectories(run: TrainingRun, tasks: readonly Task[
 export async function renderTraces(
   run: TrainingRun,
   traceDir: string,
-  model?: { path: string; vocab: DemoVocabulary; windows: (tokenize: (text: string) => TokenId[]) => Record<string, TokenSample[]> },
+  model?: {
+    path: string;
+    vocab: DemoVocabulary;
+    windows: (tokenize: (text: string) => TokenId[]) => Record<string, TokenSample[]>;
+  },
 ): Promise<{ samples: Record<string, TokenSample[]>; texts: string[] }> {
-  const { runtime, toolbox, dispose } = await startExportServices(pipelineConfig(run, traceDir, { modelPath: model?.path }), run.logger);
+  const { runtime, toolbox, dispose } = await startExportServices(
+    pipelineConfig(run, traceDir, { modelPath: model?.path }),
+    run.logger,
+  );
   try {
     const functions = modelFunctions(runtime.library, toolbox.modelFunctions());
-    const renderer = { renderTokens: (c: Conversation) => runtime.engine.renderTokens(c), endOfTurn: (model?.vocab ?? buildVocabulary()).idOf("<|im_end|>") };
+    const renderer = {
+      renderTokens: (c: Conversation) => runtime.engine.renderTokens(c),
+      endOfTurn: (model?.vocab ?? buildVocabulary()).idOf("<|im_end|>"),
+    };
     // in the order of their questions (one trajectory per question), not of their trace files' random names: the
     // vocabulary's merges and the windows then follow from the trajectories alone, the same on every run
     const { trajectories, problems } = readTraces(traceDir);
@@ -95,8 +132,13 @@ export async function renderTraces(
     trajectories.sort((a, b) => (question(a) < question(b) ? -1 : question(a) > question(b) ? 1 : 0));
     if (problems.length) throw new Error(`oracle traces have problems: ${problems.map((p) => p.message).join("; ")}`);
     const elided = trajectories.filter((t) => t.messages.some((m) => m.role === "tool" && m.elided));
-    if (elided.length) throw new Error(`${elided.length} oracle traces had a tool result elided for room (${elided[0]!.file}): raise model.contextSize in training/pipeline/trajectories.ts's pipelineConfig`);
-    const texts = trajectories.map((t) => runtime.engine.detokenize(runtime.engine.renderTokens(toConversation(t.messages, functions, t.keepToolResult))));
+    if (elided.length)
+      throw new Error(
+        `${elided.length} oracle traces had a tool result elided for room (${elided[0]!.file}): raise model.contextSize in training/pipeline/trajectories.ts's pipelineConfig`,
+      );
+    const texts = trajectories.map((t) =>
+      runtime.engine.detokenize(runtime.engine.renderTokens(toConversation(t.messages, functions, t.keepToolResult))),
+    );
     const samples: Record<string, TokenSample[]> = {};
     for (const capability of CAPABILITIES) {
       samples[capability] = trajectories.flatMap((t) =>

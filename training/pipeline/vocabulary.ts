@@ -18,7 +18,14 @@ const GRAMMAR_SEAMS = [" {", "}}"];
 export function writeInitialModel(run: TrainingRun, texts: readonly string[]): { path: string; vocab: DemoVocabulary } {
   const merges = learnMerges(texts, run.merges, GRAMMAR_SEAMS);
   const vocab = buildVocabulary(SPECIAL_TOKENS, merges);
-  const init = qwen3ModelFile({ name: "weact-demo-trained", dims: DEMO_DIMS, vocab, seed: run.seed, weightType: GgmlType.F32, outputFromEmbedding: true });
+  const init = qwen3ModelFile({
+    name: "weact-demo-trained",
+    dims: DEMO_DIMS,
+    vocab,
+    seed: run.seed,
+    weightType: GgmlType.F32,
+    outputFromEmbedding: true,
+  });
   const path = initialModelFile(run);
   writeGguf(path, init.metadata, init.tensors);
   return { path, vocab };

@@ -19,7 +19,10 @@ const COPY_PER_ADAPTER = 500;
 
 /** The pretraining's windows over `facts`, made with the tokenizer of the model they train (renderTraces passes it). */
 export function pretrainingWindows(facts: readonly Fact[], rng: SeededRandom) {
-  return (tokenize: (text: string) => TokenId[]) => ({ recall: recallSamples(facts, tokenize, rng, RECALL_WINDOWS), copy: copySamples(facts, tokenize, rng, COPY_WINDOWS) });
+  return (tokenize: (text: string) => TokenId[]) => ({
+    recall: recallSamples(facts, tokenize, rng, RECALL_WINDOWS),
+    copy: copySamples(facts, tokenize, rng, COPY_WINDOWS),
+  });
 }
 
 /**
@@ -28,12 +31,16 @@ export function pretrainingWindows(facts: readonly Fact[], rng: SeededRandom) {
  */
 export function writeWindows(run: TrainingRun, samples: Record<string, TokenSample[]>): void {
   // every 20th window is held out: the trainer's own loss and accuracy on windows it never trained on
-  const split = (list: readonly TokenSample[]) => ({ training: list.filter((_, i) => i % 20 !== 19), held: list.filter((_, i) => i % 20 === 19) });
+  const split = (list: readonly TokenSample[]) => ({
+    training: list.filter((_, i) => i % 20 !== 19),
+    held: list.filter((_, i) => i % 20 === 19),
+  });
   // the pretraining reads and copies; the base's training replays some of both, each adapter's some copying
   const copy = split(samples.copy!).training;
   const mixedIn = (capability: string): TokenSample[] => {
     if (capability === "recall") return copy;
-    if (capability === BASE_CAPABILITY) return [...split(samples.recall!).training.slice(0, RECALL_REPLAYED), ...copy.slice(0, COPY_REPLAYED)];
+    if (capability === BASE_CAPABILITY)
+      return [...split(samples.recall!).training.slice(0, RECALL_REPLAYED), ...copy.slice(0, COPY_REPLAYED)];
     return (ORACLE_WORKFLOW as readonly string[]).includes(capability) ? copy.slice(0, COPY_PER_ADAPTER) : [];
   };
   for (const [capability, list] of Object.entries(samples)) {

@@ -1,4 +1,11 @@
-import { resolveChatWrapper, type Llama, type LlamaContext, type LlamaContextSequence, type LlamaModel, type Token } from "./llama/nodeLlamaCpp.js";
+import {
+  resolveChatWrapper,
+  type Llama,
+  type LlamaContext,
+  type LlamaContextSequence,
+  type LlamaModel,
+  type Token,
+} from "./llama/nodeLlamaCpp.js";
 import type {
   AdapterInfo,
   AdapterSpec,
@@ -43,9 +50,14 @@ const DEFAULT_CACHE: Required<Omit<CacheOptions, "spillDir">> & Pick<CacheOption
   background: true,
   backgroundDecodeMs: 50,
 };
-/** Quiet time after the last caller's evaluation before background work starts: a client's next call usually comes sooner. */
+/**
+ * Quiet time after the last caller's evaluation before background work starts: a client's next call usually comes
+ * sooner.
+ */
 const BACKGROUND_IDLE_MS = 20;
-/** After a turn a tool usually runs (a client's call after a switch comes within a few ms; its tool takes far longer). */
+/**
+ * After a turn a tool usually runs (a client's call after a switch comes within a few ms; its tool takes far longer).
+ */
 const BACKGROUND_AFTER_TURN_MS = 2;
 type Sizes = Required<Pick<LocalEngineOptions, "contextSize" | "sequencesPerContext" | "maxContexts" | "batchSize">>;
 
@@ -103,14 +115,21 @@ export class LocalEngine implements Engine {
       afterTurnMs: BACKGROUND_AFTER_TURN_MS,
       logger,
     });
-    this.capacity = { sessions: opts.maxContexts * opts.sequencesPerContext, contexts: opts.maxContexts, contextSize: opts.contextSize };
+    this.capacity = {
+      sessions: opts.maxContexts * opts.sequencesPerContext,
+      contexts: opts.maxContexts,
+      contextSize: opts.contextSize,
+    };
     this.pool = new LanePool({
       maxContexts: opts.maxContexts,
       sequencesPerContext: opts.sequencesPerContext,
       spill,
       logger,
       createContext: async () => {
-        const context = await this.llamaModel.createContext({ ...this.contextOptions(), sequences: this.opts.sequencesPerContext });
+        const context = await this.llamaModel.createContext({
+          ...this.contextOptions(),
+          sequences: this.opts.sequencesPerContext,
+        });
         assertLlamaInternals(this.llamaModel, context);
         return new EngineContext(context, this.workLog, this.pool.contexts.length);
       },
@@ -151,11 +170,23 @@ export class LocalEngine implements Engine {
         batchSize: options.batchSize ?? DEFAULTS.batchSize,
       },
       cache.strategy,
-      cache.strategy === "reuse" && cache.spillDir !== null ? SpillStore.open(cache.spillDir, cache.spillBytes, info.sha256.slice(0, 16)) : undefined,
+      cache.strategy === "reuse" && cache.spillDir !== null
+        ? SpillStore.open(cache.spillDir, cache.spillBytes, info.sha256.slice(0, 16))
+        : undefined,
       cache,
       options.logger,
     );
-    options.logger.info({ model: info.filePath, architecture: info.architecture, chatWrapper: info.chatWrapper, gpu: llama.gpu, threads, cache: cache.strategy }, "base model loaded");
+    options.logger.info(
+      {
+        model: info.filePath,
+        architecture: info.architecture,
+        chatWrapper: info.chatWrapper,
+        gpu: llama.gpu,
+        threads,
+        cache: cache.strategy,
+      },
+      "base model loaded",
+    );
     return engine;
   }
 
@@ -163,7 +194,16 @@ export class LocalEngine implements Engine {
     if (this.current.has(spec.alias)) throw new DuplicateAdapterError(spec.alias);
     const info = await this.resident.load(spec);
     this.current.set(spec.alias, info.version);
-    this.logger.info({ alias: info.alias, sha256: info.sha256, rank: info.rank, scale: info.scale, activated: Boolean(info.invocationTokens) }, "adapter resident");
+    this.logger.info(
+      {
+        alias: info.alias,
+        sha256: info.sha256,
+        rank: info.rank,
+        scale: info.scale,
+        activated: Boolean(info.invocationTokens),
+      },
+      "adapter resident",
+    );
     return info;
   }
 
@@ -171,7 +211,10 @@ export class LocalEngine implements Engine {
     const previous = this.adapter(spec.alias);
     const info = await this.resident.load(spec);
     this.current.set(spec.alias, info.version);
-    this.logger.info({ alias: spec.alias, from: previous.sha256, to: info.sha256, scale: info.scale }, "adapter refreshed");
+    this.logger.info(
+      { alias: spec.alias, from: previous.sha256, to: info.sha256, scale: info.scale },
+      "adapter refreshed",
+    );
     await this.collect();
     return { previous, current: info };
   }
@@ -222,10 +265,15 @@ export class LocalEngine implements Engine {
         this.withAllContextLocks(async () => {
           if (this.disposed) return;
           for (const session of this.sessions.values()) await session.dropUnreachableLanes();
-          // asked again for each version, after the awaits: a refresh back to the same bytes makes a version current again
-          const holds = (versions: readonly AdapterVersion[], version: AdapterVersion) => versions.some((v) => v.equals(version));
+          // asked again for each version, after the awaits: a refresh back to the same bytes makes a version current
+          // again
+          const holds = (versions: readonly AdapterVersion[], version: AdapterVersion) =>
+            versions.some((v) => v.equals(version));
           const inUse = (version: AdapterVersion) =>
-            this.isCurrent(version) || this.pinned.has(version) || [...this.sessions.values()].some((s) => holds(s.activeVersions, version)) || this.pool.idleLanes().some((l) => holds(l.versions, version));
+            this.isCurrent(version) ||
+            this.pinned.has(version) ||
+            [...this.sessions.values()].some((s) => holds(s.activeVersions, version)) ||
+            this.pool.idleLanes().some((l) => holds(l.versions, version));
           for (const { version } of this.resident.list()) {
             if (inUse(version)) continue;
             for (const context of this.pool.contexts) await context.detach(version);
@@ -256,7 +304,10 @@ export class LocalEngine implements Engine {
   }
 
   async openSession(options: OpenSessionOptions = {}): Promise<LocalEngineSession> {
-    return this.openSessionWith({ adapters: options.adapters ?? (options.adapter ? [options.adapter] : []), ...(options.promptScope !== undefined ? { promptScope: options.promptScope } : {}) });
+    return this.openSessionWith({
+      adapters: options.adapters ?? (options.adapter ? [options.adapter] : []),
+      ...(options.promptScope !== undefined ? { promptScope: options.promptScope } : {}),
+    });
   }
 
   /**
@@ -264,7 +315,9 @@ export class LocalEngine implements Engine {
    * prefix keys, an invocation point off by one, background work under the wrong weights) through
    * testing.ts (beside this file), to prove that each mechanism matters.
    */
-  async openSessionWith(options: { adapters?: readonly string[] } & Partial<SessionRules>): Promise<LocalEngineSession> {
+  async openSessionWith(
+    options: { adapters?: readonly string[] } & Partial<SessionRules>,
+  ): Promise<LocalEngineSession> {
     const { adapters = [], ...given } = options;
     for (const a of adapters) this.versionOf(a); // fail fast on an unknown alias
     const slot = await this.work.foreground(() => this.pool.acquire());
@@ -298,7 +351,10 @@ export class LocalEngine implements Engine {
     };
   }
 
-  /** @internal Every recent hold of a context lock (callers' and background work's), with timestamps: tests and the bench check waits with it. */
+  /**
+   * @internal Every recent hold of a context lock (callers' and background work's), with timestamps: tests and the
+   * bench check waits with it.
+   */
   lockHolds(): readonly LockHold[] {
     return this.workLog.list();
   }
@@ -320,14 +376,19 @@ export class LocalEngine implements Engine {
    * one sequence each, with the numerics of the sessions' contexts, the first with `aliases`' weights switched on;
    * the versions stay pinned and the contexts are freed after.
    */
-  async withReferenceContexts<T>(aliases: readonly string[], count: number, fn: (sequences: LlamaContextSequence[]) => Promise<T>): Promise<T> {
+  async withReferenceContexts<T>(
+    aliases: readonly string[],
+    count: number,
+    fn: (sequences: LlamaContextSequence[]) => Promise<T>,
+  ): Promise<T> {
     const versions = aliases.map((a) => this.versionOf(a));
     const weights = versions.map((v) => this.resident.weight(v));
     this.pin(versions);
     return this.work.foreground(async () => {
       const contexts: LlamaContext[] = [];
       try {
-        for (let i = 0; i < count; i++) contexts.push(await this.llamaModel.createContext({ ...this.contextOptions(), sequences: 1 }));
+        for (let i = 0; i < count; i++)
+          contexts.push(await this.llamaModel.createContext({ ...this.contextOptions(), sequences: 1 }));
         await switchContextWeights(contexts[0]!, weights);
         return await fn(contexts.map((c) => c.getSequence()));
       } finally {

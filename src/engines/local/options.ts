@@ -34,7 +34,10 @@ export interface LocalEngineOptions {
 export interface CacheOptions {
   /** Default "reuse". */
   strategy?: CacheStrategy;
-  /** Where idle lanes are saved when their sequence is needed; null keeps no spilled states (they are dropped). Default: a private temporary folder. */
+  /**
+   * Where idle lanes are saved when their sequence is needed; null keeps no spilled states (they are dropped). Default:
+   * a private temporary folder.
+   */
   spillDir?: string | null;
   /** Disk budget for spilled states (shared prompt prefixes included); the oldest go first. Default 512 MiB. */
   spillBytes?: number;

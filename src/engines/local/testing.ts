@@ -41,7 +41,10 @@ export function openAliasKeyedSession(engine: LocalEngine): Promise<LocalEngineS
  * A session whose shared prompt prefixes are keyed without the adapter versions (the base model's alone): a
  * lane for one adapter starts from the prefix computed under other weights. `promptScope` as in openSession.
  */
-export function openPrefixKeyedWithoutVersionsSession(engine: LocalEngine, promptScope?: string): Promise<LocalEngineSession> {
+export function openPrefixKeyedWithoutVersionsSession(
+  engine: LocalEngine,
+  promptScope?: string,
+): Promise<LocalEngineSession> {
   return engine.openSessionWith({
     prefixKeyOf: (scope, _weights, tokens) => prefixKeyOf(scope, LaneKey.of(engine.model.sha256, []), tokens),
     ...(promptScope !== undefined ? { promptScope } : {}),
@@ -69,7 +72,12 @@ export function openWrongBackgroundWeightsSession(engine: LocalEngine): Promise<
  * session (`replay`, a session's `cacheReplay()`), else all but the last token in one call; then the rest, then
  * the last. An activated LoRA's cache is the base's before its invocation point, in a context of its own.
  */
-export function referenceNextTokenLogProbs(engine: LocalEngine, to: WeightSet, tokens: readonly TokenId[], replay?: CacheReplay): Promise<LogProbs> {
+export function referenceNextTokenLogProbs(
+  engine: LocalEngine,
+  to: WeightSet,
+  tokens: readonly TokenId[],
+  replay?: CacheReplay,
+): Promise<LogProbs> {
   const from = replay?.activatedFrom;
   return engine.withReferenceContexts(aliasesOf(to), from === undefined ? 1 : 2, ([sequence, base]) =>
     replayedNextTokenLogProbs(sequence!, tokens as readonly Token[], replay, base && { base, from: from! }),

@@ -109,16 +109,42 @@ export class RemoteEngine implements Engine {
   }
 
   /** Connects to the engine, checks it serves a model this tokenizer fits, and learns its limits. */
-  static async connect(opts: RemoteEngineOptions, flavor: Flavor = flavorFor(opts.flavor, { adapterSha256: opts.adapterSha256 })): Promise<RemoteEngine> {
+  static async connect(
+    opts: RemoteEngineOptions,
+    flavor: Flavor = flavorFor(opts.flavor, { adapterSha256: opts.adapterSha256 }),
+  ): Promise<RemoteEngine> {
     const { codec, logger } = opts;
-    const http = new EngineHttp({ url: opts.url, label: `${flavor.title} at ${engineAddress(opts.url)}`, timeoutMs: opts.timeoutMs, maxInFlight: opts.maxInFlight, apiKey: opts.apiKey });
+    const http = new EngineHttp({
+      url: opts.url,
+      label: `${flavor.title} at ${engineAddress(opts.url)}`,
+      timeoutMs: opts.timeoutMs,
+      maxInFlight: opts.maxInFlight,
+      apiKey: opts.apiKey,
+    });
     try {
       const facts = await checkServedModel(opts, flavor, http);
       const gguf = codec.model.filePath;
       const base = await readGgufHeaderAsync(gguf);
       const local = opts.localAdapterDir ?? opts.adapterDir;
-      const engine = new RemoteEngine(opts, flavor, http, base, facts, opts.adapterDir && local ? { engine: opts.adapterDir, local: resolve(local) } : undefined);
-      logger.info({ engine: http.label, served: facts.servedModel, sessions: engine.capacity.sessions, contextSize: engine.capacity.contextSize, cache: engine.cacheStrategy, tokenizer: gguf }, "remote engine connected");
+      const engine = new RemoteEngine(
+        opts,
+        flavor,
+        http,
+        base,
+        facts,
+        opts.adapterDir && local ? { engine: opts.adapterDir, local: resolve(local) } : undefined,
+      );
+      logger.info(
+        {
+          engine: http.label,
+          served: facts.servedModel,
+          sessions: engine.capacity.sessions,
+          contextSize: engine.capacity.contextSize,
+          cache: engine.cacheStrategy,
+          tokenizer: gguf,
+        },
+        "remote engine connected",
+      );
       return engine;
     } catch (err) {
       await codec.dispose();
@@ -130,7 +156,10 @@ export class RemoteEngine implements Engine {
     if (this.current.has(spec.alias)) throw new DuplicateAdapterError(spec.alias);
     const held = await this.registered.register(spec);
     this.current.set(spec.alias, held.info.version);
-    this.opts.logger.info({ alias: spec.alias, sha256: held.info.sha256, scale: spec.scale, engine: handleOf(held) }, "adapter registered with the engine");
+    this.opts.logger.info(
+      { alias: spec.alias, sha256: held.info.sha256, scale: spec.scale, engine: handleOf(held) },
+      "adapter registered with the engine",
+    );
     return held.info;
   }
 
@@ -138,7 +167,10 @@ export class RemoteEngine implements Engine {
     const previous = this.adapter(spec.alias);
     const held = await this.registered.register(spec);
     this.current.set(spec.alias, held.info.version);
-    this.opts.logger.info({ alias: spec.alias, from: previous.sha256, to: held.info.sha256, engine: handleOf(held) }, "adapter refreshed");
+    this.opts.logger.info(
+      { alias: spec.alias, from: previous.sha256, to: held.info.sha256, engine: handleOf(held) },
+      "adapter refreshed",
+    );
     await this.collect();
     return { previous, current: held.info };
   }
@@ -178,10 +210,18 @@ export class RemoteEngine implements Engine {
     this.collecting = this.collecting
       .then(async () => {
         if (this.disposed) return;
-        const inUse = (v: AdapterVersion) => this.isCurrent(v) || this.pinned.has(v) || [...this.sessions.values()].some((s) => s.activeVersions.some((a) => a.equals(v)));
+        const inUse = (v: AdapterVersion) =>
+          this.isCurrent(v) ||
+          this.pinned.has(v) ||
+          [...this.sessions.values()].some((s) => s.activeVersions.some((a) => a.equals(v)));
         await this.registered.unregisterUnused(inUse);
       })
-      .catch((err) => this.opts.logger.warn({ err: (err as Error).message }, "unregistering unused adapters failed; they stay loaded in the engine"));
+      .catch((err) =>
+        this.opts.logger.warn(
+          { err: (err as Error).message },
+          "unregistering unused adapters failed; they stay loaded in the engine",
+        ),
+      );
     return this.collecting;
   }
 
@@ -199,7 +239,8 @@ export class RemoteEngine implements Engine {
     if (options.flavor) await options.flavor.reset(this.http, this.freeSlots[0] ?? 0);
     // from here to the session's registration nothing awaits: two opens cannot take the same slot
     const versions = aliases.map((a) => this.versionOf(a));
-    if (this.sessions.size >= this.capacity.sessions) throw new EngineCapacityError(this.capacity.sessions, this.sessionsLimit);
+    if (this.sessions.size >= this.capacity.sessions)
+      throw new EngineCapacityError(this.capacity.sessions, this.sessionsLimit);
     const slot = this.flavor.features.slots ? this.freeSlots.shift() : undefined;
     const session = new RemoteEngineSession(this.nextSessionId++, this.host, slot, versions, options.flavor);
     this.sessions.set(session.id, session);
@@ -208,11 +249,16 @@ export class RemoteEngine implements Engine {
 
   /** The error for a set of adapters on an engine that applies one per request. */
   noAdapterSets(): UnsupportedFeatureError {
-    return new UnsupportedFeatureError(this.http.label, "several adapters applied together (the static policy)", "use one adapter at a time, or serve through llama-server");
+    return new UnsupportedFeatureError(
+      this.http.label,
+      "several adapters applied together (the static policy)",
+      "use one adapter at a time, or serve through llama-server",
+    );
   }
 
   cacheStats(): CacheStats {
-    // the engine evaluates only when a request asks it to: there is no work ahead of time, and its own prefix cache is its business
+    // the engine evaluates only when a request asks it to: there is no work ahead of time, and its own prefix cache is
+    // its business
     return {
       strategy: this.cacheStrategy,
       contexts: 1,

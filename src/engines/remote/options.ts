@@ -12,7 +12,9 @@ export interface RemoteEngineOptions {
   adapterDir?: string;
   /** The same folder as this server writes it, when it is mounted elsewhere here (default: adapterDir). */
   localAdapterDir?: string;
-  /** llama-server: the sha256 of adapter files it loaded, by the path it reports, where that path is not readable here. */
+  /**
+   * llama-server: the sha256 of adapter files it loaded, by the path it reports, where that path is not readable here.
+   */
   adapterSha256?: Readonly<Record<string, string>>;
   /** Bearer token for the engine's API. */
   apiKey?: string;

@@ -16,7 +16,11 @@ import type { RemoteEngineSession } from "./session/RemoteEngineSession.js";
  * was computed under other adapters (llama.cpp #26207).
  */
 export class GlobalScalesFlavor extends LlamaServerFlavor {
-  protected override async selectAdapters(http: EngineHttp, _body: Record<string, unknown>, active: readonly EngineAdapter[]): Promise<void> {
+  protected override async selectAdapters(
+    http: EngineHttp,
+    _body: Record<string, unknown>,
+    active: readonly EngineAdapter[],
+  ): Promise<void> {
     await http.answer({ path: "/lora-adapters", body: this.loraList(active) }, z.unknown());
   }
 

@@ -52,9 +52,11 @@ function embeddedIpv4(b: number[]): string[] {
   if (zero(0, 10) && b[10] === 0xff && b[11] === 0xff) found.push(v4(12)); // ::ffff:a.b.c.d (mapped)
   if (zero(0, 12)) found.push(v4(12)); // ::a.b.c.d (compatible, deprecated)
   if (zero(0, 8) && b[8] === 0xff && b[9] === 0xff && zero(10, 12)) found.push(v4(12)); // ::ffff:0:a.b.c.d (translated)
-  if (b[0] === 0x00 && b[1] === 0x64 && b[2] === 0xff && b[3] === 0x9b && zero(4, 12)) found.push(v4(12)); // 64:ff9b::/96 (NAT64)
+  // 64:ff9b::/96 (NAT64)
+  if (b[0] === 0x00 && b[1] === 0x64 && b[2] === 0xff && b[3] === 0x9b && zero(4, 12)) found.push(v4(12));
   if (b[0] === 0x20 && b[1] === 0x02) found.push(v4(2)); // 2002::/16 (6to4)
-  if (b[0] === 0x20 && b[1] === 0x01 && b[2] === 0x00 && b[3] === 0x00) found.push(v4(4), v4(12, 0xff)); // 2001::/32 (Teredo: server, client)
+  // 2001::/32 (Teredo: server, client)
+  if (b[0] === 0x20 && b[1] === 0x01 && b[2] === 0x00 && b[3] === 0x00) found.push(v4(4), v4(12, 0xff));
   return found;
 }
 

@@ -37,8 +37,16 @@ function guardedLookup(allowPrivate: boolean, isPrivate: (address: string) => bo
       if (err) return callback(err, "", 0);
       const list = addresses as LookupAddress[];
       const bad = list.find((a) => !allowPrivate && isPrivate(a.address));
-      if (bad) return callback(new ReadRefusedError(`${hostname} resolves to ${bad.address}, a private or loopback address (set tools.read.allowPrivateAddresses to allow)`), "", 0);
-      if ((options as { all?: boolean }).all) return (callback as unknown as (e: null, a: LookupAddress[]) => void)(null, list);
+      if (bad)
+        return callback(
+          new ReadRefusedError(
+            `${hostname} resolves to ${bad.address}, a private or loopback address (set tools.read.allowPrivateAddresses to allow)`,
+          ),
+          "",
+          0,
+        );
+      if ((options as { all?: boolean }).all)
+        return (callback as unknown as (e: null, a: LookupAddress[]) => void)(null, list);
       callback(null, list[0]!.address, list[0]!.family);
     });
   };
@@ -51,7 +59,11 @@ function get(url: URL, policy: FetchPolicy, signal: AbortSignal): Promise<Incomi
       url,
       {
         method: "GET",
-        headers: { accept: "text/html,text/plain,text/markdown,application/json;q=0.9,*/*;q=0.1", "accept-encoding": "identity", "user-agent": "weact-mcp/0.1 (read tool)" },
+        headers: {
+          accept: "text/html,text/plain,text/markdown,application/json;q=0.9,*/*;q=0.1",
+          "accept-encoding": "identity",
+          "user-agent": "weact-mcp/0.1 (read tool)",
+        },
         lookup: guardedLookup(policy.allowPrivateAddresses, policy.isPrivate ?? isPrivateAddress),
         signal,
       },
@@ -89,19 +101,25 @@ export async function fetchPage(raw: string, policy: FetchPolicy, outer?: AbortS
   } catch {
     throw new ReadRefusedError(`"${raw.slice(0, 200)}" is neither a document id nor a URL`);
   }
-  const signal = outer ? AbortSignal.any([outer, AbortSignal.timeout(policy.timeoutMs)]) : AbortSignal.timeout(policy.timeoutMs);
+  const signal = outer
+    ? AbortSignal.any([outer, AbortSignal.timeout(policy.timeoutMs)])
+    : AbortSignal.timeout(policy.timeoutMs);
   for (let hop = 0; hop <= policy.maxRedirects; hop++) {
-    if (url.protocol !== "http:" && url.protocol !== "https:") throw new ReadRefusedError(`only http and https URLs are read, not ${url.protocol}`);
+    if (url.protocol !== "http:" && url.protocol !== "https:")
+      throw new ReadRefusedError(`only http and https URLs are read, not ${url.protocol}`);
     const literal = url.hostname.replace(/^\[|\]$/g, "");
     if (isIP(literal) && !policy.allowPrivateAddresses && (policy.isPrivate ?? isPrivateAddress)(literal)) {
-      throw new ReadRefusedError(`${literal} is a private or loopback address (set tools.read.allowPrivateAddresses to allow)`);
+      throw new ReadRefusedError(
+        `${literal} is a private or loopback address (set tools.read.allowPrivateAddresses to allow)`,
+      );
     }
     let res: IncomingMessage;
     try {
       res = await get(url, policy, signal);
     } catch (err) {
       if (err instanceof ReadRefusedError) throw err;
-      if ((err as Error).name === "TimeoutError" || (err as Error).name === "AbortError") throw new ReadRefusedError(`${url.origin} did not answer within ${policy.timeoutMs} ms`);
+      if ((err as Error).name === "TimeoutError" || (err as Error).name === "AbortError")
+        throw new ReadRefusedError(`${url.origin} did not answer within ${policy.timeoutMs} ms`);
       throw new ReadRefusedError(`cannot fetch ${url.href}: ${(err as Error).message}`);
     }
     const status = res.statusCode ?? 0;

@@ -16,9 +16,18 @@ export function readTool(opts: ReadOptions): ExternalTool {
     title: "Read a document or page",
     // a URL is fetched from the web (corpus ids stay local)
     openWorld: true,
-    description: "Read a search result by its id, or an http(s) URL, as clean text (truncated with a marker when long).",
+    description:
+      "Read a search result by its id, or an http(s) URL, as clean text (truncated with a marker when long).",
     input: { id_or_url: z.string().min(1).max(4096).describe("A document id from search, or an http(s) URL.") },
-    output: { id: z.string(), title: z.string(), text: z.string(), url: z.string().optional(), source: z.enum(["corpus", "web"]), truncated: z.boolean(), chars: z.number() },
+    output: {
+      id: z.string(),
+      title: z.string(),
+      text: z.string(),
+      url: z.string().optional(),
+      source: z.enum(["corpus", "web"]),
+      truncated: z.boolean(),
+      chars: z.number(),
+    },
     modelParameters: { type: "object", properties: { id_or_url: { type: "string", minLength: 1 } } },
     timeoutMs: opts.timeoutMs + 1000,
     async run(args, signal) {
@@ -45,7 +54,15 @@ export function readTool(opts: ReadOptions): ExternalTool {
       const cut = truncateText(text, opts.maxChars);
       return {
         ok: true,
-        structured: { id: target, title, text: cut.text, ...(url ? { url } : {}), source, truncated: cut.truncated, chars: text.length },
+        structured: {
+          id: target,
+          title,
+          text: cut.text,
+          ...(url ? { url } : {}),
+          source,
+          truncated: cut.truncated,
+          chars: text.length,
+        },
         forModel: `${title}\n\n${cut.text}`,
       };
     },

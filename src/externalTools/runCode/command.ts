@@ -37,11 +37,24 @@ export function scriptName(language: Language): string {
  * Chain: [bwrap jail] -> [setpriv: drop root] -> prlimit -> interpreter. prlimit and setpriv exec in place, so
  * the interpreter is the jail's (or, without a jail, the spawned) process itself.
  */
-export function buildCommand(isolation: IsolationInfo, language: Language, interpreter: string, limits: ProcessLimits, workdir: string, runId: string): SandboxCommand {
+export function buildCommand(
+  isolation: IsolationInfo,
+  language: Language,
+  interpreter: string,
+  limits: ProcessLimits,
+  workdir: string,
+  runId: string,
+): SandboxCommand {
   const visibleWorkdir = isolation.jail ? JAIL_WORKDIR : workdir;
   const script = path.posix.join(visibleWorkdir, scriptName(language));
-  const interpreterArgv = language === "python" ? [interpreter, script] : [interpreter, `--max-old-space-size=${limits.memoryMb}`, script];
-  const limited = [isolation.prlimit, ...prlimitArgs(language, limits, isolation.enforces.processCount), "--", ...interpreterArgv];
+  const interpreterArgv =
+    language === "python" ? [interpreter, script] : [interpreter, `--max-old-space-size=${limits.memoryMb}`, script];
+  const limited = [
+    isolation.prlimit,
+    ...prlimitArgs(language, limits, isolation.enforces.processCount),
+    "--",
+    ...interpreterArgv,
+  ];
   const env = sandboxEnv(visibleWorkdir, [interpreter, isolation.prlimit]);
 
   if (!isolation.jail) {
@@ -49,8 +62,29 @@ export function buildCommand(isolation: IsolationInfo, language: Language, inter
   }
   const { jail } = isolation;
   const drop = jail.dropPrivileges;
-  const inner = drop ? [drop.setpriv, `--reuid=${drop.uid}`, `--regid=${drop.gid}`, "--clear-groups", "--inh-caps=-all", "--bounding-set=-all", ...limited] : limited;
-  const args = [...jailArgs(jail, limits), "--bind", workdir, JAIL_WORKDIR, "--chdir", JAIL_WORKDIR, "--clearenv", ...Object.entries(env).flatMap(([key, value]) => ["--setenv", key, value]), "--", ...inner];
+  const inner = drop
+    ? [
+        drop.setpriv,
+        `--reuid=${drop.uid}`,
+        `--regid=${drop.gid}`,
+        "--clear-groups",
+        "--inh-caps=-all",
+        "--bounding-set=-all",
+        ...limited,
+      ]
+    : limited;
+  const args = [
+    ...jailArgs(jail, limits),
+    "--bind",
+    workdir,
+    JAIL_WORKDIR,
+    "--chdir",
+    JAIL_WORKDIR,
+    "--clearenv",
+    ...Object.entries(env).flatMap(([key, value]) => ["--setenv", key, value]),
+    "--",
+    ...inner,
+  ];
   // bwrap gets no environment at all: --setenv is the snippet's whole environment.
   return { file: jail.bwrap, args, env: {}, cwd: workdir };
 }
@@ -93,7 +127,8 @@ function jailArgs(jail: Jail, limits: ProcessLimits): string[] {
     args.push("--ro-bind", bound, bound);
   }
   // after the binds, so the masks land on top of what a bound folder would show
-  for (const mask of jail.masks ?? []) args.push(...(mask.kind === "dir" ? ["--tmpfs", mask.path] : ["--ro-bind", "/dev/null", mask.path]));
+  for (const mask of jail.masks ?? [])
+    args.push(...(mask.kind === "dir" ? ["--tmpfs", mask.path] : ["--ro-bind", "/dev/null", mask.path]));
   const tmpBytes = limits.maxFileMb * 1024 * 1024;
   args.push("--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", String(tmpBytes), "--tmpfs", "/tmp");
   return args;

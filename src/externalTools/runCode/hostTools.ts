@@ -34,7 +34,11 @@ export interface PythonInstall {
 
 /** Asks python3 itself where it lives; the shim only works with the server's own environment, so this does. */
 export async function resolvePython(): Promise<PythonInstall | undefined> {
-  const result = await execa("python3", ["-c", "import os, sys; print(os.path.realpath(sys.executable)); print(sys.base_prefix)"], { reject: false, timeout: 10_000 });
+  const result = await execa(
+    "python3",
+    ["-c", "import os, sys; print(os.path.realpath(sys.executable)); print(sys.base_prefix)"],
+    { reject: false, timeout: 10_000 },
+  );
   const [executable, prefix] = result.exitCode === 0 ? String(result.stdout).split("\n") : [];
   return executable && prefix ? { executable, prefix } : undefined;
 }

@@ -1,4 +1,13 @@
-export { detectIsolation, hidingPaths, IsolationUnavailableError, type DetectIsolationOptions, type Enforcement, type IsolationInfo, type IsolationLevel, type Jail } from "./isolation.js";
+export {
+  detectIsolation,
+  hidingPaths,
+  IsolationUnavailableError,
+  type DetectIsolationOptions,
+  type Enforcement,
+  type IsolationInfo,
+  type IsolationLevel,
+  type Jail,
+} from "./isolation.js";
 export {
   DEFAULT_RUN_CODE_LIMITS,
   runCode,

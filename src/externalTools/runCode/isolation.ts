@@ -44,7 +44,8 @@ interface Host {
 
 async function probe(allowBubblewrap: boolean): Promise<IsolationInfo> {
   const prlimit = await findExecutable("prlimit");
-  if (!prlimit) throw new IsolationUnavailableError("prlimit (util-linux) not found: no resource limits can be enforced");
+  if (!prlimit)
+    throw new IsolationUnavailableError("prlimit (util-linux) not found: no resource limits can be enforced");
   const host: Host = { prlimit, javascript: await realpath(process.execPath), python: await resolvePython() };
   let jailFailure = "bubblewrap not requested";
   if (allowBubblewrap) {
@@ -141,7 +142,10 @@ type ProbeOutcome = { ok: true; stdout: string } | { ok: false; reason: string }
 /** Runs a probe snippet through the real runner, so what is verified is exactly what later runs use. */
 async function runProbe(candidate: IsolationInfo, language: Language, code: string): Promise<ProbeOutcome> {
   try {
-    const result = await runCode({ language, code, timeoutS: 20 }, { isolation: candidate, limits: DEFAULT_RUN_CODE_LIMITS });
+    const result = await runCode(
+      { language, code, timeoutS: 20 },
+      { isolation: candidate, limits: DEFAULT_RUN_CODE_LIMITS },
+    );
     if (result.exitCode === 0) return { ok: true, stdout: result.stdout };
     const tail = result.stderr.trim().split("\n").slice(-3).join(" | ");
     return { ok: false, reason: `exit ${result.exitCode ?? result.signal}: ${tail}` };
@@ -156,9 +160,13 @@ async function readOnlyPaths(host: Host, setpriv: string | undefined): Promise<s
   for (const dir of SYSTEM_DIRS) {
     if ((await lstat(dir).catch(() => undefined))?.isDirectory()) systemDirs.push(dir);
   }
-  const extra = [installRoot(host.javascript), host.python?.prefix, host.python && path.dirname(host.python.executable), path.dirname(host.prlimit), setpriv && path.dirname(setpriv)].filter(
-    (dir): dir is string => Boolean(dir) && dir !== "/",
-  );
+  const extra = [
+    installRoot(host.javascript),
+    host.python?.prefix,
+    host.python && path.dirname(host.python.executable),
+    path.dirname(host.prlimit),
+    setpriv && path.dirname(setpriv),
+  ].filter((dir): dir is string => Boolean(dir) && dir !== "/");
   const kept: string[] = [];
   for (const dir of [...systemDirs, ...extra].sort((a, b) => a.length - b.length)) {
     if (!kept.some((outer) => dir === outer || dir.startsWith(`${outer}/`))) kept.push(dir);
@@ -175,7 +183,8 @@ function installRoot(binary: string): string {
 async function systemSymlinks(): Promise<Jail["symlinks"]> {
   const links: Jail["symlinks"] = [];
   for (const dir of SYSTEM_DIRS) {
-    if ((await lstat(dir).catch(() => undefined))?.isSymbolicLink()) links.push({ path: dir, target: await readlink(dir) });
+    if ((await lstat(dir).catch(() => undefined))?.isSymbolicLink())
+      links.push({ path: dir, target: await readlink(dir) });
   }
   return links;
 }

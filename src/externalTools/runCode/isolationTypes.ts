@@ -4,7 +4,8 @@
  * How strongly a snippet is contained.
  *
  * - `bubblewrap`: a bwrap jail (own mount, pid, network, ipc and uts namespaces). Only the interpreters'
- *   install dirs and system dirs are visible, read-only, minus the server's own files among them (`hidingPaths`); the workdir is the only writable place; there is no
+ *   install dirs and system dirs are visible, read-only, minus the server's own files among them (`hidingPaths`); the
+ * workdir is the only writable place; there is no
  *   network (an own, empty loopback); the whole process tree dies with the jail. Plus everything below.
  * - `rlimits`: no jail. prlimit limits (memory, CPU backstop, file size), a scrubbed environment, a temp
  *   workdir as cwd and a process-group kill. Reads and writes anywhere the server's user may, and the

@@ -117,7 +117,15 @@ function resolveTimeout(requested: number | undefined, limits: RunCodeLimits): n
   return Math.min(timeoutS, limits.maxTimeoutS);
 }
 
-async function execute(command: SandboxCommand, stdin: string | undefined, timeoutS: number, maxOutputBytes: number, isolation: IsolationInfo, runId: string, workdir: string): Promise<RunCodeResult> {
+async function execute(
+  command: SandboxCommand,
+  stdin: string | undefined,
+  timeoutS: number,
+  maxOutputBytes: number,
+  isolation: IsolationInfo,
+  runId: string,
+  workdir: string,
+): Promise<RunCodeResult> {
   const stdout = new CappedOutput(maxOutputBytes);
   const stderr = new CappedOutput(maxOutputBytes);
   const started = performance.now();
@@ -180,7 +188,9 @@ async function execute(command: SandboxCommand, stdin: string | undefined, timeo
       cause: result.cause,
     });
   }
-  const { exitCode, signal } = isolation.jail ? jailStatus(result) : { exitCode: result.exitCode ?? null, signal: result.signal ?? null };
+  const { exitCode, signal } = isolation.jail
+    ? jailStatus(result)
+    : { exitCode: result.exitCode ?? null, signal: result.signal ?? null };
   return {
     stdout: stdout.text(),
     stderr: stderr.text(),
@@ -206,7 +216,10 @@ function endUnjailedTree(pgid: number, runId: string): void {
 function jailStatus(result: Result): { exitCode: number | null; signal: string | null } {
   if (result.signal !== undefined) return { exitCode: null, signal: result.signal };
   const code = result.exitCode ?? null;
-  const signal = code !== null && code > 128 ? Object.entries(osConstants.signals).find(([, number]) => number === code - 128)?.[0] : undefined;
+  const signal =
+    code !== null && code > 128
+      ? Object.entries(osConstants.signals).find(([, number]) => number === code - 128)?.[0]
+      : undefined;
   return signal ? { exitCode: null, signal } : { exitCode: code, signal: null };
 }
 

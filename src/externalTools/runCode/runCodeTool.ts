@@ -7,7 +7,13 @@ import { runCode, RunCodeUnavailableError, type RunCodeLimits } from "./runCode.
 
 const LANGUAGES = ["python", "javascript"] as const;
 
-function forModel(r: { exitCode: number | null; signal: string | null; timedOut: boolean; stdout: string; stderr: string }): string {
+function forModel(r: {
+  exitCode: number | null;
+  signal: string | null;
+  timedOut: boolean;
+  stdout: string;
+  stderr: string;
+}): string {
   const status = r.timedOut ? "timed out (killed)" : r.signal ? `killed by ${r.signal}` : `exit code ${r.exitCode}`;
   return [status, r.stdout && `stdout:\n${r.stdout}`, r.stderr && `stderr:\n${r.stderr}`].filter(Boolean).join("\n");
 }
@@ -25,7 +31,12 @@ export function runCodeTool(isolation: IsolationInfo, limits: RunCodeLimits): Ex
       language: z.enum(LANGUAGES),
       code: z.string().min(1).max(LONG_TEXT_MAX),
       stdin: z.string().max(LONG_TEXT_MAX).optional(),
-      timeout_s: z.number().positive().max(limits.maxTimeoutS).optional().describe(`Wall-time limit (default ${limits.defaultTimeoutS} s).`),
+      timeout_s: z
+        .number()
+        .positive()
+        .max(limits.maxTimeoutS)
+        .optional()
+        .describe(`Wall-time limit (default ${limits.defaultTimeoutS} s).`),
     },
     output: {
       stdout: z.string(),
@@ -37,18 +48,35 @@ export function runCodeTool(isolation: IsolationInfo, limits: RunCodeLimits): Ex
       truncated: z.object({ stdout: z.boolean(), stderr: z.boolean() }),
       isolation: z.string(),
     },
-    modelParameters: { type: "object", properties: { language: { type: "string", enum: languages }, code: { type: "string", minLength: 1 } } },
+    modelParameters: {
+      type: "object",
+      properties: { language: { type: "string", enum: languages }, code: { type: "string", minLength: 1 } },
+    },
     // the snippet's own limit, plus start-up and clean-up
     timeoutMs: (limits.maxTimeoutS + 10) * 1000,
     async run(args) {
       try {
         const r = await runCode(
-          { language: args.language as (typeof LANGUAGES)[number], code: String(args.code), stdin: args.stdin as string | undefined, timeoutS: args.timeout_s as number | undefined },
+          {
+            language: args.language as (typeof LANGUAGES)[number],
+            code: String(args.code),
+            stdin: args.stdin as string | undefined,
+            timeoutS: args.timeout_s as number | undefined,
+          },
           { isolation, limits },
         );
         return {
           ok: true,
-          structured: { stdout: r.stdout, stderr: r.stderr, exit_code: r.exitCode, signal: r.signal, duration_ms: Math.round(r.durationMs), timed_out: r.timedOut, truncated: r.truncated, isolation: r.isolation },
+          structured: {
+            stdout: r.stdout,
+            stderr: r.stderr,
+            exit_code: r.exitCode,
+            signal: r.signal,
+            duration_ms: Math.round(r.durationMs),
+            timed_out: r.timedOut,
+            truncated: r.truncated,
+            isolation: r.isolation,
+          },
           forModel: forModel(r),
         };
       } catch (err) {

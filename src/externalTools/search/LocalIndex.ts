@@ -49,8 +49,17 @@ export class LocalIndex implements SearchBackend {
 
   static open(corpusDir: string, indexFile: string, logger: Logger): LocalIndex {
     const persisted = LocalIndex.load(indexFile, corpusDir, logger);
-    const index = persisted ? MiniSearch.loadJSON<CorpusDocument>(JSON.stringify(persisted.index), INDEX_OPTIONS) : new MiniSearch<CorpusDocument>(INDEX_OPTIONS);
-    const local = new LocalIndex(corpusDir, indexFile, index, persisted?.files ?? {}, new Map(Object.entries(persisted?.docs ?? {})), logger);
+    const index = persisted
+      ? MiniSearch.loadJSON<CorpusDocument>(JSON.stringify(persisted.index), INDEX_OPTIONS)
+      : new MiniSearch<CorpusDocument>(INDEX_OPTIONS);
+    const local = new LocalIndex(
+      corpusDir,
+      indexFile,
+      index,
+      persisted?.files ?? {},
+      new Map(Object.entries(persisted?.docs ?? {})),
+      logger,
+    );
     local.sync();
     local.watcher = LocalIndex.tryWatch(corpusDir, () => (local.stale = true), logger);
     return local;
@@ -94,7 +103,10 @@ export class LocalIndex implements SearchBackend {
     this.stale = false;
     if (added || updated || removed) {
       this.persist();
-      this.logger.info({ corpus: this.corpusDir, added, updated, removed, documents: this.docs.size }, "search index updated");
+      this.logger.info(
+        { corpus: this.corpusDir, added, updated, removed, documents: this.docs.size },
+        "search index updated",
+      );
     }
     return { added, updated, removed };
   }
@@ -106,7 +118,13 @@ export class LocalIndex implements SearchBackend {
       .slice(0, topK)
       .map((r) => {
         const doc = this.docs.get(String(r.id))!;
-        return { id: doc.id, title: doc.title, snippet: snippet(doc.text, query), score: Number(r.score.toFixed(4)), ...(doc.url ? { url: doc.url } : {}) };
+        return {
+          id: doc.id,
+          title: doc.title,
+          snippet: snippet(doc.text, query),
+          score: Number(r.score.toFixed(4)),
+          ...(doc.url ? { url: doc.url } : {}),
+        };
       });
   }
 
@@ -131,7 +149,13 @@ export class LocalIndex implements SearchBackend {
   }
 
   private persist() {
-    const data: Persisted = { version: FORMAT_VERSION, corpus: this.corpusDir, files: this.files, docs: Object.fromEntries(this.docs), index: this.index.toJSON() };
+    const data: Persisted = {
+      version: FORMAT_VERSION,
+      corpus: this.corpusDir,
+      files: this.files,
+      docs: Object.fromEntries(this.docs),
+      index: this.index.toJSON(),
+    };
     mkdirSync(dirname(this.indexFile), { recursive: true });
     writeFileAtomic.sync(this.indexFile, JSON.stringify(data)); // never leave a half-written index behind
   }
@@ -153,7 +177,10 @@ export class LocalIndex implements SearchBackend {
       w.on("error", () => undefined);
       return w;
     } catch (err) {
-      logger.warn({ dir, err: (err as Error).message }, "cannot watch the corpus; changes are picked up on restart or sync");
+      logger.warn(
+        { dir, err: (err as Error).message },
+        "cannot watch the corpus; changes are picked up on restart or sync",
+      );
       return undefined;
     }
   }

@@ -54,7 +54,15 @@ export function readCorpusFile(path: string, relative: string): CorpusDocument[]
       const text = [row.text, row.content, row.body].find((v) => typeof v === "string") as string | undefined;
       if (!text) throw new CorpusFileError(relative, `line ${i + 1} has no text, content or body field`);
       const id = typeof row.id === "string" || typeof row.id === "number" ? String(row.id) : String(i + 1);
-      return [{ id: `${relative}#${id}`, title: typeof row.title === "string" ? row.title : id, text, source: relative, ...(typeof row.url === "string" ? { url: row.url } : {}) }];
+      return [
+        {
+          id: `${relative}#${id}`,
+          title: typeof row.title === "string" ? row.title : id,
+          text,
+          source: relative,
+          ...(typeof row.url === "string" ? { url: row.url } : {}),
+        },
+      ];
     });
   }
   if (ext === ".html" || ext === ".htm") {

@@ -1,4 +1,7 @@
-/** Queries over the shipped corpus and the document each should rank first: the search tests and the index benchmark share them. */
+/**
+ * Queries over the shipped corpus and the document each should rank first: the search tests and the index benchmark
+ * share them.
+ */
 export const KNOWN_QUERIES: readonly (readonly [query: string, id: string])[] = [
   ["second longest river in Europe", "geography/danube.txt"],
   ["first woman to win a Nobel Prize", "science/people.jsonl#marie-curie"],

@@ -31,7 +31,10 @@ export function readTaskFile(path: string): EvalTask[] {
       throw new TaskFileError(`${path}:${i + 1}: not JSON`);
     }
     const parsed = EvalTaskSchema.safeParse(raw);
-    if (!parsed.success) throw new TaskFileError(`${path}:${i + 1}: ${parsed.error.issues.map((x) => `${x.path.join(".") || "(root)"}: ${x.message}`).join("; ")}`);
+    if (!parsed.success)
+      throw new TaskFileError(
+        `${path}:${i + 1}: ${parsed.error.issues.map((x) => `${x.path.join(".") || "(root)"}: ${x.message}`).join("; ")}`,
+      );
     tasks.push({ ...parsed.data, id: parsed.data.id ?? `line-${i + 1}` });
   });
   if (!tasks.length) throw new TaskFileError(`${path}: no tasks`);

@@ -50,7 +50,9 @@ export function renderChart(policies: readonly ChartRow[]): string {
     left = 150,
     width = 560,
     top = 50;
-  const axis = ticks(Math.max(0.001, ...policies.map((p) => Object.values(p.meanMs).reduce((a, b) => a + b, 0))) / 1000);
+  const axis = ticks(
+    Math.max(0.001, ...policies.map((p) => Object.values(p.meanMs).reduce((a, b) => a + b, 0))) / 1000,
+  );
   const maxMs = axis.at(-1)! * 1000;
   const x = (ms: number) => left + (ms / maxMs) * width;
   const axisY = top + policies.length * (barH + gap) - gap + 12;
@@ -74,17 +76,26 @@ export function renderChart(policies: readonly ChartRow[]): string {
           return rect + label;
         })
         .join("");
-      const failures = p.errors > 0 ? `<tspan fill="#c00" font-weight="bold"> · ${p.errors} of ${p.tasks} errors</tspan>` : ` · no errors`;
+      const failures =
+        p.errors > 0
+          ? `<tspan fill="#c00" font-weight="bold"> · ${p.errors} of ${p.tasks} errors</tspan>`
+          : ` · no errors`;
       const context = p.context > 0 ? ` · ${p.context} ended by the window` : "";
       return `<text x="${left - 8}" y="${y + barH / 2 + 4}" text-anchor="end">${esc(p.policy)}</text>${segs}<text x="${x(at) + 6}" y="${y + barH / 2 + 4}">${seconds(at)} · ${(p.contains * 100).toFixed(0)}% correct${failures}${context}</text>`;
     })
     .join("\n");
   const axisLine = `<line x1="${left}" y1="${axisY}" x2="${left + width}" y2="${axisY}" stroke="#333"/>${axis
-    .map((t) => `<line x1="${x(t * 1000).toFixed(1)}" y1="${axisY}" x2="${x(t * 1000).toFixed(1)}" y2="${axisY + 5}" stroke="#333"/><text x="${x(t * 1000).toFixed(1)}" y="${axisY + 18}" text-anchor="middle">${t}</text>`)
+    .map(
+      (t) =>
+        `<line x1="${x(t * 1000).toFixed(1)}" y1="${axisY}" x2="${x(t * 1000).toFixed(1)}" y2="${axisY + 5}" stroke="#333"/><text x="${x(t * 1000).toFixed(1)}" y="${axisY + 18}" text-anchor="middle">${t}</text>`,
+    )
     .join("")}<text x="${left + width / 2}" y="${axisY + 34}" text-anchor="middle">mean seconds per task</text>`;
   const legendY = height - 30;
   const legend = Object.keys(COLORS)
-    .map((cat, i) => `<rect x="${20 + i * 125}" y="${legendY}" width="12" height="12" fill="${COLORS[cat]}"/><text x="${36 + i * 125}" y="${legendY + 10}">${esc(LABELS[cat]!)}</text>`)
+    .map(
+      (cat, i) =>
+        `<rect x="${20 + i * 125}" y="${legendY}" width="12" height="12" fill="${COLORS[cat]}"/><text x="${36 + i * 125}" y="${legendY + 10}">${esc(LABELS[cat]!)}</text>`,
+    )
     .join("");
   return `<svg xmlns="http://www.w3.org/2000/svg" width="${left + width + 360}" height="${height}" font-family="sans-serif" font-size="12">
 <text x="20" y="24" font-size="16" font-weight="bold">Mean time per task by category, per policy</text>

@@ -35,7 +35,14 @@ export interface EvalReport {
   runs: { task: string; group?: string; policy: Policy; result?: TaskResult; error?: string }[];
 }
 
-const CATEGORIES = ["model", "externalTool", "adapterControl", "cacheRebuild", "answerExtraction", "orchestration"] as const;
+const CATEGORIES = [
+  "model",
+  "externalTool",
+  "adapterControl",
+  "cacheRebuild",
+  "answerExtraction",
+  "orchestration",
+] as const;
 
 /** Runs every task under each policy, on the same library and harness, and summarises them side by side. */
 export async function runEval(
@@ -48,7 +55,12 @@ export async function runEval(
   for (const policy of policies) {
     for (const task of tasks) {
       try {
-        const result = await runTask(deps, "eval", { task: task.task, policy, seed: opts.seed, steering: task.steering, expectedStages: task.stages }, { expected: task.answer });
+        const result = await runTask(
+          deps,
+          "eval",
+          { task: task.task, policy, seed: opts.seed, steering: task.steering, expectedStages: task.stages },
+          { expected: task.answer },
+        );
         runs.push({ task: task.id, group: task.group, policy, result });
         opts.onRun?.(task.id, policy, result);
       } catch (err) {
@@ -77,9 +89,12 @@ function summarise(policy: Policy, runs: EvalReport["runs"]): PolicySummary {
   const ok = runs.flatMap((r) => (r.result ? [r.result] : []));
   const mean = (xs: number[]) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : 0);
   const seconds = ok.map((r) => r.time.wallMs / 1000).sort((a, b) => a - b);
-  const categoryMs = (r: TaskResult, c: (typeof CATEGORIES)[number]) => (c === "model" ? Object.values(r.time.model).reduce((a, b) => a + b, 0) : r.time[c]);
+  const categoryMs = (r: TaskResult, c: (typeof CATEGORIES)[number]) =>
+    c === "model" ? Object.values(r.time.model).reduce((a, b) => a + b, 0) : r.time[c];
   const meanMs = Object.fromEntries(CATEGORIES.map((c) => [c, round(mean(ok.map((r) => categoryMs(r, c))))]));
-  const shares = Object.fromEntries(CATEGORIES.map((c) => [c, round(mean(ok.map((r) => categoryMs(r, c) / Math.max(r.time.wallMs, 1e-9))), 4)]));
+  const shares = Object.fromEntries(
+    CATEGORIES.map((c) => [c, round(mean(ok.map((r) => categoryMs(r, c) / Math.max(r.time.wallMs, 1e-9))), 4)]),
+  );
   const selection = ok.filter((r) => r.selectionAccuracy !== undefined).map((r) => r.selectionAccuracy!);
   return {
     policy,
@@ -102,7 +117,9 @@ function summarise(policy: Policy, runs: EvalReport["runs"]): PolicySummary {
 
 /** The comparison table as text: every task, then each task group on its own. */
 export function formatTable(report: EvalReport): string {
-  return [policyTable(report.policies), ...report.groups.map((g) => `${g.group}:\n${policyTable(g.policies)}`)].join("\n\n");
+  return [policyTable(report.policies), ...report.groups.map((g) => `${g.group}:\n${policyTable(g.policies)}`)].join(
+    "\n\n",
+  );
 }
 
 function policyTable(policies: readonly PolicySummary[]): string {
@@ -125,7 +142,25 @@ function policyTable(policies: readonly PolicySummary[]): string {
     pct(p.shares.adapterControl!),
     pct(p.shares.cacheRebuild!),
   ]);
-  const head = ["policy", "tasks", "errors", "context", "exact", "contains", "mean s", "p95 s", "switches", "self-load", "rebuilt tok", "reused tok", "selection", "model", "tools", "control", "cache"];
+  const head = [
+    "policy",
+    "tasks",
+    "errors",
+    "context",
+    "exact",
+    "contains",
+    "mean s",
+    "p95 s",
+    "switches",
+    "self-load",
+    "rebuilt tok",
+    "reused tok",
+    "selection",
+    "model",
+    "tools",
+    "control",
+    "cache",
+  ];
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
   const line = (cells: string[]) => cells.map((c, i) => c.padEnd(widths[i]!)).join("  ");
   return [line(head), line(widths.map((w) => "-".repeat(w))), ...rows.map(line)].join("\n");

@@ -10,7 +10,11 @@ export async function runFixed(ctx: RunContext, limits: SoftLimits, label: strin
   const started = ctx.now();
   let text = "";
   ctx.startVisit(ctx.route());
-  for (let turns = 0; turns < limits.turns && ctx.generatedTokens < limits.tokens && ctx.now() - started < limits.seconds * 1000; turns++) {
+  for (
+    let turns = 0;
+    turns < limits.turns && ctx.generatedTokens < limits.tokens && ctx.now() - started < limits.seconds * 1000;
+    turns++
+  ) {
     // fixed weights: no release exchange to keep room for
     const room = await ctx.roomForTurn(label, 0);
     if (room === undefined) return { text, stages: [label] };

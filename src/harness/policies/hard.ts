@@ -22,7 +22,11 @@ export interface PolicyResult {
  * Every stage keeps room in the window for its own release and for each stage after it, so the final
  * `write` stage always gets to run.
  */
-export async function runHard(ctx: RunContext, workflow: readonly string[], budgetFor: (alias: string) => StageBudget): Promise<PolicyResult> {
+export async function runHard(
+  ctx: RunContext,
+  workflow: readonly string[],
+  budgetFor: (alias: string) => StageBudget,
+): Promise<PolicyResult> {
   let last: StageResult | undefined;
   const stages: string[] = [];
   for (const [i, alias] of workflow.entries()) {
@@ -31,23 +35,54 @@ export async function runHard(ctx: RunContext, workflow: readonly string[], budg
     // its own release, and a load and a release for every later stage
     const reserve = ctx.contextReserve * (1 + 2 * (workflow.length - 1 - i));
     // an earlier release failed: nothing may run before the session is back on the base
-    if (ctx.driver.active() !== null && !(await ctx.release(stage, `the previous stage's release failed; the harness releases ${ctx.route()} before stage ${i + 1}`, "", reserve))) {
-      ctx.trace.event("fallback", { stage, adapter: alias, reason: `the session could not return to the base model; ${ctx.route()} stays active and the run stops here` });
+    if (
+      ctx.driver.active() !== null &&
+      !(await ctx.release(
+        stage,
+        `the previous stage's release failed; the harness releases ${ctx.route()} before stage ${i + 1}`,
+        "",
+        reserve,
+      ))
+    ) {
+      ctx.trace.event("fallback", {
+        stage,
+        adapter: alias,
+        reason: `the session could not return to the base model; ${ctx.route()} stays active and the run stops here`,
+      });
       return { text: last?.lastText ?? "", stages, stopped: true };
     }
     let onAdapter = ctx.driver.adapters.includes(alias);
     const { size, used } = await ctx.driver.room();
     if (onAdapter && size - used < reserve + ctx.contextReserve) {
       onAdapter = false;
-      ctx.trace.event("fallback", { stage, adapter: alias, runsOn: ctx.route(), reason: "the context window has no room for this stage's load and release exchanges; the base model runs it" });
+      ctx.trace.event("fallback", {
+        stage,
+        adapter: alias,
+        runsOn: ctx.route(),
+        reason: "the context window has no room for this stage's load and release exchanges; the base model runs it",
+      });
     } else if (onAdapter) {
-      const loaded = await ctx.weightAction(stage, "load", "harness", () => ctx.driver.load(alias, { reason: `stage ${i + 1} of the prescribed workflow ${workflow.join(" -> ")}` }));
+      const loaded = await ctx.weightAction(stage, "load", "harness", () =>
+        ctx.driver.load(alias, { reason: `stage ${i + 1} of the prescribed workflow ${workflow.join(" -> ")}` }),
+      );
       onAdapter = loaded.ok;
-      // the release returns to the base, and the next stage's adapter follows: both caught up while this stage's tools run
+      // the release returns to the base, and the next stage's adapter follows: both caught up while this stage's tools
+      // run
       if (onAdapter) ctx.driver.plan([null, ...workflow.slice(i + 1, i + 2)]);
-      if (!loaded.ok) ctx.trace.event("fallback", { stage, adapter: alias, runsOn: ctx.route(), reason: `load failed: ${loaded.error}` });
+      if (!loaded.ok)
+        ctx.trace.event("fallback", {
+          stage,
+          adapter: alias,
+          runsOn: ctx.route(),
+          reason: `load failed: ${loaded.error}`,
+        });
     } else if (!ctx.driver.adapters.includes(alias)) {
-      ctx.trace.event("fallback", { stage, adapter: alias, runsOn: ctx.route(), reason: "the library has no such adapter; the base model runs this stage" });
+      ctx.trace.event("fallback", {
+        stage,
+        adapter: alias,
+        runsOn: ctx.route(),
+        reason: "the library has no such adapter; the base model runs this stage",
+      });
     }
     try {
       last = await runStage(ctx, stage, budgetFor(alias), reserve);
@@ -55,8 +90,15 @@ export async function runHard(ctx: RunContext, workflow: readonly string[], budg
       if ((err as Error).name === "RunCancelledError" || !onAdapter) throw err;
       // the stage runs again on the base model, which reads why in the release exchange
       const reason = `stage failed: ${(err as Error).message}`;
-      if (ctx.driver.active() !== null && !(await ctx.release(stage, `${reason}; the base model continues`, "", reserve))) {
-        ctx.trace.event("fallback", { stage, adapter: alias, reason: `${reason}; the session could not return to the base model and the run stops here` });
+      if (
+        ctx.driver.active() !== null &&
+        !(await ctx.release(stage, `${reason}; the base model continues`, "", reserve))
+      ) {
+        ctx.trace.event("fallback", {
+          stage,
+          adapter: alias,
+          reason: `${reason}; the session could not return to the base model and the run stops here`,
+        });
         return { text: last?.lastText ?? "", stages, stopped: true };
       }
       ctx.trace.event("fallback", { stage, adapter: alias, runsOn: ctx.route(), reason });

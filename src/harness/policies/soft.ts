@@ -14,7 +14,11 @@ const WRITE = "write";
  * (the answer must come from `write` when the library has one: the base is told so, once), and termination
  * (turns, tokens, time), after which a final write stage is forced, or the base's text stands.
  */
-export async function runSoft(ctx: RunContext, limits: SoftLimits, budgetFor: (alias: string) => StageBudget): Promise<PolicyResult> {
+export async function runSoft(
+  ctx: RunContext,
+  limits: SoftLimits,
+  budgetFor: (alias: string) => StageBudget,
+): Promise<PolicyResult> {
   const started = ctx.now();
   const visits = new Map<string, number>();
   const stages: string[] = [];
@@ -31,7 +35,12 @@ export async function runSoft(ctx: RunContext, limits: SoftLimits, budgetFor: (a
   const runAdapter = async (alias: string, call?: ModelCall) => {
     const stage = `${stages.length + 1}:${alias}`;
     const loaded = await ctx.weightAction(stage, "load", call ? "model" : "harness", () =>
-      ctx.driver.load(alias, call ? { callId: call.id } : { reason: "the run reached its limits; the harness forces the final writing stage" }),
+      ctx.driver.load(
+        alias,
+        call
+          ? { callId: call.id }
+          : { reason: "the run reached its limits; the harness forces the final writing stage" },
+      ),
     );
     if (!loaded.ok) return undefined;
     visits.set(alias, (visits.get(alias) ?? 0) + 1);
@@ -45,14 +54,29 @@ export async function runSoft(ctx: RunContext, limits: SoftLimits, budgetFor: (a
 
   for (;;) {
     const elapsed = ctx.now() - started;
-    const budgetLimit = baseTurns >= limits.turns ? "turns" : ctx.generatedTokens >= limits.tokens ? "tokens" : elapsed >= limits.seconds * 1000 ? "seconds" : undefined;
+    const budgetLimit =
+      baseTurns >= limits.turns
+        ? "turns"
+        : ctx.generatedTokens >= limits.tokens
+          ? "tokens"
+          : elapsed >= limits.seconds * 1000
+            ? "seconds"
+            : undefined;
     const room = budgetLimit ? undefined : await ctx.roomForTurn("base", reserve);
     const limit = budgetLimit ?? (room === undefined ? "context" : undefined);
     if (limit) {
-      ctx.trace.event("guard", { rule: "termination", limit, detail: limit === "context" ? "the context window has no room for another base turn" : `the run's ${limit} limit was reached` });
+      ctx.trace.event("guard", {
+        rule: "termination",
+        limit,
+        detail:
+          limit === "context"
+            ? "the context window has no room for another base turn"
+            : `the run's ${limit} limit was reached`,
+      });
       if (hasWrite && ctx.driver.active() === null) {
         const forced = await runAdapter(WRITE);
-        if (forced) return { text: forced.lastText || baseText, stages, budgetEnded: limit !== "context", stopped: forced.stuck };
+        if (forced)
+          return { text: forced.lastText || baseText, stages, budgetEnded: limit !== "context", stopped: forced.stuck };
       }
       return { text: baseText, stages: [...stages, "base"], budgetEnded: limit !== "context" };
     }
@@ -63,7 +87,11 @@ export async function runSoft(ctx: RunContext, limits: SoftLimits, budgetFor: (a
       if (hasWrite && !visits.has(WRITE) && !toldCoverage) {
         toldCoverage = true;
         ctx.trace.event("guard", { rule: "coverage", detail: "the base tried to answer without the write capability" });
-        await ctx.orchestrate(() => ctx.driver.note(`Before answering, load the "${WRITE}" capability with load_lora: the final answer must be written by it.`));
+        await ctx.orchestrate(() =>
+          ctx.driver.note(
+            `Before answering, load the "${WRITE}" capability with load_lora: the final answer must be written by it.`,
+          ),
+        );
         continue;
       }
       return { text: baseText, stages: [...stages, "base"] };
@@ -75,7 +103,13 @@ export async function runSoft(ctx: RunContext, limits: SoftLimits, budgetFor: (a
         continue;
       }
       const alias = String(call.arguments.adapter ?? "");
-      const refusal = guardLoad(alias, { visits, limits, switches: ctx.switches, lastReleased, toolResultsSinceRelease });
+      const refusal = guardLoad(alias, {
+        visits,
+        limits,
+        switches: ctx.switches,
+        lastReleased,
+        toolResultsSinceRelease,
+      });
       if (refusal) {
         ctx.trace.event("guard", { rule: refusal.rule, adapter: alias, detail: refusal.message });
         await ctx.orchestrate(() => ctx.driver.reject(call.id, refusal.message));
@@ -83,17 +117,38 @@ export async function runSoft(ctx: RunContext, limits: SoftLimits, budgetFor: (a
       }
       const result = await runAdapter(alias, call);
       if (result?.stuck) return { text: result.lastText || baseText, stages, stopped: true };
-      if (result && alias === WRITE) return { text: result.lastText, stages, budgetEnded: result.end.startsWith("budget:") };
+      if (result && alias === WRITE)
+        return { text: result.lastText, stages, budgetEnded: result.end.startsWith("budget:") };
     }
   }
 }
 
-function guardLoad(alias: string, s: { visits: Map<string, number>; limits: SoftLimits; switches: number; lastReleased?: string; toolResultsSinceRelease: number }): { rule: string; message: string } | undefined {
+function guardLoad(
+  alias: string,
+  s: {
+    visits: Map<string, number>;
+    limits: SoftLimits;
+    switches: number;
+    lastReleased?: string;
+    toolResultsSinceRelease: number;
+  },
+): { rule: string; message: string } | undefined {
   const visits = s.visits.get(alias) ?? 0;
-  if (visits > s.limits.revisitsPerAdapter) return { rule: "revisits", message: `load_lora refused: "${alias}" was already used ${visits} times (limit: ${s.limits.revisitsPerAdapter} revisits)` };
-  if (s.switches >= s.limits.switches) return { rule: "switches", message: `load_lora refused: the run's ${s.limits.switches} weight switches are spent; answer with what you have` };
+  if (visits > s.limits.revisitsPerAdapter)
+    return {
+      rule: "revisits",
+      message: `load_lora refused: "${alias}" was already used ${visits} times (limit: ${s.limits.revisitsPerAdapter} revisits)`,
+    };
+  if (s.switches >= s.limits.switches)
+    return {
+      rule: "switches",
+      message: `load_lora refused: the run's ${s.limits.switches} weight switches are spent; answer with what you have`,
+    };
   if (alias === s.lastReleased && s.toolResultsSinceRelease === 0) {
-    return { rule: "repetition", message: `load_lora refused: "${alias}" was just released and no new tool result arrived since; do something else first` };
+    return {
+      rule: "repetition",
+      message: `load_lora refused: "${alias}" was just released and no new tool result arrived since; do something else first`,
+    };
   }
   return undefined;
 }

@@ -44,7 +44,15 @@ export class RecentRuns {
 
   /** Starts following a run; returns the listener to attach to its trace. */
   follow(traceId: string, owner: string, task: string, policy: Policy): (e: TraceEvent) => void {
-    const run: RecentRun = { traceId, owner, task: task.slice(0, 500), policy, startedAt: Date.now(), state: "running", segments: [] };
+    const run: RecentRun = {
+      traceId,
+      owner,
+      task: task.slice(0, 500),
+      policy,
+      startedAt: Date.now(),
+      state: "running",
+      segments: [],
+    };
     this.runs.push(run);
     this.evict(owner);
     /** Calls the client answered: their wait is drawn as client time, not as a tool. */
@@ -93,7 +101,8 @@ export class RecentRuns {
           break;
         case "client_resume":
           run.state = "running";
-          if (run.waitingSinceMs !== undefined) run.segments.push({ kind: "client", startMs: run.waitingSinceMs, ms: round(e.t - run.waitingSinceMs) });
+          if (run.waitingSinceMs !== undefined)
+            run.segments.push({ kind: "client", startMs: run.waitingSinceMs, ms: round(e.t - run.waitingSinceMs) });
           run.waitingSinceMs = undefined;
           break;
         case "run_end":

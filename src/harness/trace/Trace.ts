@@ -2,8 +2,16 @@ import { appendFileSync, mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 
 /** Mutually exclusive time categories of a trajectory (the paper's appendix B.3). */
-export type TimeCategory = "model" | "external_tool" | "adapter_control" | "cache_rebuild" | "answer_extraction" | "orchestration";
-export const TIME_CATEGORIES: readonly TimeCategory[] = ["model", "external_tool", "adapter_control", "cache_rebuild", "answer_extraction", "orchestration"];
+export type TimeCategory =
+  "model" | "external_tool" | "adapter_control" | "cache_rebuild" | "answer_extraction" | "orchestration";
+export const TIME_CATEGORIES: readonly TimeCategory[] = [
+  "model",
+  "external_tool",
+  "adapter_control",
+  "cache_rebuild",
+  "answer_extraction",
+  "orchestration",
+];
 
 export type TraceEvent = { type: string; t: number } & Record<string, unknown>;
 

@@ -30,9 +30,15 @@ export class TraceStore {
   async prune(keep: number): Promise<void> {
     const ids = await this.ids();
     if (ids.length <= keep) return;
-    const written = await mapLimited(ids, OPEN_AT_ONCE, async (id) => (await stat(this.file(id)).catch(() => undefined))?.mtimeMs ?? 0);
+    const written = await mapLimited(
+      ids,
+      OPEN_AT_ONCE,
+      async (id) => (await stat(this.file(id)).catch(() => undefined))?.mtimeMs ?? 0,
+    );
     const oldestFirst = ids.map((id, i) => ({ id, at: written[i]! })).sort((a, b) => a.at - b.at);
-    await mapLimited(oldestFirst.slice(0, ids.length - keep), OPEN_AT_ONCE, ({ id }) => rm(this.file(id), { force: true }));
+    await mapLimited(oldestFirst.slice(0, ids.length - keep), OPEN_AT_ONCE, ({ id }) =>
+      rm(this.file(id), { force: true }),
+    );
   }
 
   private async ids(): Promise<string[]> {
@@ -60,8 +66,15 @@ export class TraceStore {
         events.push(JSON.parse(line));
       } catch {
         const torn = i === lines.length - 1;
-        const reason = torn ? "the last line ends mid-event (the writer stopped while writing it); the events before it are complete" : "not a JSON event";
-        events.push({ type: "unreadable_line", line: i + 1, bytes: Buffer.byteLength(line), reason } satisfies UnreadableLine);
+        const reason = torn
+          ? "the last line ends mid-event (the writer stopped while writing it); the events before it are complete"
+          : "not a JSON event";
+        events.push({
+          type: "unreadable_line",
+          line: i + 1,
+          bytes: Buffer.byteLength(line),
+          reason,
+        } satisfies UnreadableLine);
       }
     });
     return events;

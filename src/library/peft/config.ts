@@ -3,7 +3,10 @@ import { z } from "zod";
 import { describeIssues } from "../manifest.js";
 import { PeftImportError } from "./errors.js";
 
-const nonEmpty = (v: unknown) => v !== undefined && v !== null && (Array.isArray(v) ? v.length > 0 : typeof v === "object" ? Object.keys(v).length > 0 : true);
+const nonEmpty = (v: unknown) =>
+  v !== undefined &&
+  v !== null &&
+  (Array.isArray(v) ? v.length > 0 : typeof v === "object" ? Object.keys(v).length > 0 : true);
 
 /**
  * The fields of PEFT's `adapter_config.json` that decide whether the adapter is a plain LoRA that
@@ -12,7 +15,8 @@ const nonEmpty = (v: unknown) => v !== undefined && v !== null && (Array.isArray
  * trained biases, layer replication, parameter (not module) targets.
  *
  * Accepted: `alora_invocation_tokens` (an activated LoRA: written as llama.cpp's `adapter.alora.invocation_tokens`,
- * which the engine applies from the invocation point on), `use_rslora` (PEFT scales by alpha/sqrt(r); the importer writes alpha*sqrt(r) so llama.cpp's
+ * which the engine applies from the invocation point on), `use_rslora` (PEFT scales by alpha/sqrt(r); the importer
+ * writes alpha*sqrt(r) so llama.cpp's
  * alpha/r gives the same factor) and `fan_in_fan_out` (it only says how the *base* weight is laid out, for
  * GPT-2's Conv1D; lora_A and lora_B are nn.Linear either way, and the families mapped here use nn.Linear,
  * for which PEFT itself resets the flag).
@@ -40,13 +44,23 @@ export const PeftConfigSchema = z
   .superRefine((c, ctx) => {
     const refuse = (field: string, message: string) => ctx.addIssue({ code: "custom", path: [field], message });
     if (c.peft_type !== "LORA") refuse("peft_type", `is "${c.peft_type}": only LORA adapters can be imported`);
-    if (c.use_dora) refuse("use_dora", "DoRA adapters are not supported: their magnitude vector rescales whole weight columns, which a GGUF LoRA cannot express");
-    if (nonEmpty(c.modules_to_save)) refuse("modules_to_save", `fully trained modules (${c.modules_to_save!.join(", ")}) are not supported: only low-rank A/B pairs can be served as an adapter`);
+    if (c.use_dora)
+      refuse(
+        "use_dora",
+        "DoRA adapters are not supported: their magnitude vector rescales whole weight columns, which a GGUF LoRA cannot express",
+      );
+    if (nonEmpty(c.modules_to_save))
+      refuse(
+        "modules_to_save",
+        `fully trained modules (${c.modules_to_save!.join(", ")}) are not supported: only low-rank A/B pairs can be served as an adapter`,
+      );
     if (nonEmpty(c.rank_pattern)) refuse("rank_pattern", "per-module ranks are not supported: every module must use r");
-    if (nonEmpty(c.alpha_pattern)) refuse("alpha_pattern", "per-module alphas are not supported: a GGUF LoRA has one alpha");
+    if (nonEmpty(c.alpha_pattern))
+      refuse("alpha_pattern", "per-module alphas are not supported: a GGUF LoRA has one alpha");
     if (c.bias && c.bias !== "none") refuse("bias", `is "${c.bias}": trained biases are not supported (only "none")`);
     if (c.lora_bias) refuse("lora_bias", "a LoRA bias on lora_B is not supported");
-    if (nonEmpty(c.layer_replication)) refuse("layer_replication", "replicated layers change the model's structure and are not supported");
+    if (nonEmpty(c.layer_replication))
+      refuse("layer_replication", "replicated layers change the model's structure and are not supported");
     if (nonEmpty(c.target_parameters)) refuse("target_parameters", "parameter targets (not modules) are not supported");
   });
 

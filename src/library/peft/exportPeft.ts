@@ -17,7 +17,9 @@ export interface ExportPeftOptions {
   base: GgufFile;
   /** A new, empty folder for adapter_config.json and adapter_model.safetensors. */
   outDir: string;
-  /** Baked into lora_alpha (PEFT's scaling is alpha / r): engines that take no per-request scale get the same weights. */
+  /**
+   * Baked into lora_alpha (PEFT's scaling is alpha / r): engines that take no per-request scale get the same weights.
+   */
   scale: number;
   /** base_model_name_or_path, as the engine names the base. */
   baseModel?: string;
@@ -30,7 +32,11 @@ export interface ExportPeftResult {
   targetModules: string[];
 }
 
-const SAFETENSORS_DTYPE: Partial<Record<GgmlType, string>> = { [GgmlType.F32]: "F32", [GgmlType.F16]: "F16", [GgmlType.BF16]: "BF16" };
+const SAFETENSORS_DTYPE: Partial<Record<GgmlType, string>> = {
+  [GgmlType.F32]: "F32",
+  [GgmlType.F16]: "F16",
+  [GgmlType.BF16]: "BF16",
+};
 
 /**
  * A GGUF LoRA as a PEFT folder (the inverse of importPeft), for serving engines that load PEFT (vLLM, SGLang):
@@ -43,7 +49,12 @@ export async function exportPeft(opts: ExportPeftOptions): Promise<ExportPeftRes
   const { adapter, base } = opts;
   const architecture = metaString(base, "general.architecture") ?? "";
   const family = PEFT_ARCHITECTURES[architecture];
-  if (!family) throw new PeftImportError(base.path, "general.architecture", `is "${architecture}"; PEFT export knows ${Object.keys(PEFT_ARCHITECTURES).join(", ")}`);
+  if (!family)
+    throw new PeftImportError(
+      base.path,
+      "general.architecture",
+      `is "${architecture}"; PEFT export knows ${Object.keys(PEFT_ARCHITECTURES).join(", ")}`,
+    );
   const nHead = metaNumber(base, `${architecture}.attention.head_count`);
   const nHeadKv = metaNumber(base, `${architecture}.attention.head_count_kv`) ?? nHead;
   const tensors: SafetensorsTensorSource[] = [];
@@ -53,7 +64,12 @@ export async function exportPeft(opts: ExportPeftOptions): Promise<ExportPeftRes
   try {
     for (const t of adapter.tensors) {
       const mapped = ggufToPeftName(t.name);
-      if (!mapped) throw new PeftImportError(adapter.path, t.name, "maps to no PEFT module (known: the attention and MLP projections of llama, qwen2, qwen3 and granite, and lm_head)");
+      if (!mapped)
+        throw new PeftImportError(
+          adapter.path,
+          t.name,
+          "maps to no PEFT module (known: the attention and MLP projections of llama, qwen2, qwen3 and granite, and lm_head)",
+        );
       modules.add(mapped.module);
       let data: Uint8Array;
       let dtype = SAFETENSORS_DTYPE[t.type as GgmlType];
@@ -61,11 +77,23 @@ export async function exportPeft(opts: ExportPeftOptions): Promise<ExportPeftRes
       else if (t.type === GgmlType.Q8_0 || t.type === GgmlType.Q4_0) {
         data = bytesOf(dequantize(await readGgufTensorDataFrom(source, adapter, t), t.type));
         dtype = "F32";
-      } else throw new PeftImportError(adapter.path, t.name, `has ggml type ${t.type}; PEFT export takes F32, F16, BF16, Q8_0 and Q4_0`);
+      } else
+        throw new PeftImportError(
+          adapter.path,
+          t.name,
+          `has ggml type ${t.type}; PEFT export takes F32, F16, BF16, Q8_0 and Q4_0`,
+        );
       const [ne0, ne1] = t.shape as [number, number];
       const isB = t.name.endsWith(".lora_b");
       if (!isB) rank = Math.max(rank, ne1);
-      const heads = !family.permuteQK || !isB ? undefined : mapped.module === "q_proj" ? nHead : mapped.module === "k_proj" ? nHeadKv : undefined;
+      const heads =
+        !family.permuteQK || !isB
+          ? undefined
+          : mapped.module === "q_proj"
+            ? nHead
+            : mapped.module === "k_proj"
+              ? nHeadKv
+              : undefined;
       if (heads !== undefined) data = permuteRowsForRope(data, ne1, heads, true);
       tensors.push({ name: mapped.peft, dtype, shape: [ne1, ne0], data });
     }
@@ -111,11 +139,17 @@ export async function scaledPeftCopy(srcDir: string, outDir: string, scale: numb
   const weights = await openRegularFile(join(srcDir, PEFT_WEIGHTS_FILE));
   try {
     await mkdir(outDir, { recursive: true });
-    await pipeline(weights.createReadStream({ autoClose: false }), createWriteStream(join(outDir, PEFT_WEIGHTS_FILE), { flags: "wx" }));
+    await pipeline(
+      weights.createReadStream({ autoClose: false }),
+      createWriteStream(join(outDir, PEFT_WEIGHTS_FILE), { flags: "wx" }),
+    );
   } finally {
     await weights.close();
   }
-  await writeFile(join(outDir, PEFT_CONFIG_FILE), JSON.stringify({ ...raw, lora_alpha: config.lora_alpha * scale }, null, 2) + "\n");
+  await writeFile(
+    join(outDir, PEFT_CONFIG_FILE),
+    JSON.stringify({ ...raw, lora_alpha: config.lora_alpha * scale }, null, 2) + "\n",
+  );
   const modules = typeof config.target_modules === "string" ? [config.target_modules] : config.target_modules;
   return { rank: config.r, alpha: config.lora_alpha * scale, targetModules: [...modules].sort() };
 }

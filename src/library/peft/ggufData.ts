@@ -3,17 +3,27 @@ import type { FileHandle } from "node:fs/promises";
 import { ggmlTensorBytes, type GgufTensorInfo, type GgufFile } from "../../gguf/index.js";
 
 /** Where one tensor's bytes are in its GGUF file, and a buffer of their size. */
-function tensorRange(file: GgufFile, tensor: string | GgufTensorInfo): { info: GgufTensorInfo; start: number; buf: Buffer } {
+function tensorRange(
+  file: GgufFile,
+  tensor: string | GgufTensorInfo,
+): { info: GgufTensorInfo; start: number; buf: Buffer } {
   const info = typeof tensor === "string" ? file.tensors.find((t) => t.name === tensor) : tensor;
   if (!info) throw new Error(`${file.path}: no tensor ${String(tensor)}`);
   const bytes = ggmlTensorBytes(info.shape, info.type);
-  if (bytes === undefined) throw new Error(`${file.path}: tensor ${info.name} has ggml type ${info.type}, whose size this project does not know`);
+  if (bytes === undefined)
+    throw new Error(
+      `${file.path}: tensor ${info.name} has ggml type ${info.type}, whose size this project does not know`,
+    );
   return { info, start: file.dataOffset + Number(info.offset), buf: Buffer.alloc(bytes) };
 }
 
-const pastTheEnd = (file: GgufFile, info: GgufTensorInfo) => new Error(`${file.path}: tensor ${info.name} runs past the end of the file`);
+const pastTheEnd = (file: GgufFile, info: GgufTensorInfo) =>
+  new Error(`${file.path}: tensor ${info.name} runs past the end of the file`);
 
-/** The raw bytes of one tensor of a GGUF file read by readGgufHeader (ggml order, ne[0] fastest; quantized types as their blocks). */
+/**
+ * The raw bytes of one tensor of a GGUF file read by readGgufHeader (ggml order, ne[0] fastest; quantized types as
+ * their blocks).
+ */
 export function readGgufTensorData(file: GgufFile, tensor: string | GgufTensorInfo): Buffer {
   const { info, start, buf } = tensorRange(file, tensor);
   const fd = openSync(file.path, "r");
@@ -31,7 +41,11 @@ export function readGgufTensorData(file: GgufFile, tensor: string | GgufTensorIn
 }
 
 /** As readGgufTensorData, off the event loop, from a handle of the file the caller keeps open. */
-export async function readGgufTensorDataFrom(handle: FileHandle, file: GgufFile, tensor: string | GgufTensorInfo): Promise<Buffer> {
+export async function readGgufTensorDataFrom(
+  handle: FileHandle,
+  file: GgufFile,
+  tensor: string | GgufTensorInfo,
+): Promise<Buffer> {
   const { info, start, buf } = tensorRange(file, tensor);
   let done = 0;
   while (done < buf.length) {

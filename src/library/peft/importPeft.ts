@@ -68,7 +68,11 @@ interface Pair {
   b?: SafetensorsTensor;
 }
 
-const SUPPORTED_DTYPES: Readonly<Record<string, GgmlType.F32 | GgmlType.F16>> = { F32: GgmlType.F32, F16: GgmlType.F16, BF16: GgmlType.F32 };
+const SUPPORTED_DTYPES: Readonly<Record<string, GgmlType.F32 | GgmlType.F16>> = {
+  F32: GgmlType.F32,
+  F16: GgmlType.F16,
+  BF16: GgmlType.F32,
+};
 
 /**
  * Converts a PEFT LoRA folder (adapter_config.json + adapter_model.safetensors) into a GGUF LoRA for `base`,
@@ -80,16 +84,22 @@ export async function importPeft(opts: ImportPeftOptions): Promise<ImportPeftRes
   const dir = resolve(opts.dir);
   const outFile = resolve(opts.outFile);
   if (!ALIAS_PATTERN.test(opts.alias)) {
-    throw new PeftImportError(outFile, "alias", `"${opts.alias}" is not a valid alias: lowercase letters, digits, '-' or '_', starting with a letter, at most 32 characters`);
+    throw new PeftImportError(
+      outFile,
+      "alias",
+      `"${opts.alias}" is not a valid alias: lowercase letters, digits, '-' or '_', starting with a letter, at most 32 characters`,
+    );
   }
   if (!existsSync(dir) || !statSync(dir).isDirectory()) throw new PeftImportError(dir, undefined, "is not a folder");
-  if (existsSync(outFile) && !opts.overwrite) throw new PeftImportError(outFile, "outFile", "already exists (pass overwrite to replace it)");
+  if (existsSync(outFile) && !opts.overwrite)
+    throw new PeftImportError(outFile, "outFile", "already exists (pass overwrite to replace it)");
 
   const configFile = join(dir, PEFT_CONFIG_FILE);
   const config = readPeftConfig(configFile);
   const invocation = config.alora_invocation_tokens ?? undefined;
   const vocabulary = opts.base.metadata.get("tokenizer.ggml.tokens");
-  const vocabSize = vocabulary && typeof vocabulary === "object" && "items" in vocabulary ? vocabulary.items.length : Infinity;
+  const vocabSize =
+    vocabulary && typeof vocabulary === "object" && "items" in vocabulary ? vocabulary.items.length : Infinity;
   const outside = invocation?.filter((t) => t >= vocabSize) ?? [];
   if (outside.length)
     throw new PeftImportError(
@@ -98,14 +108,24 @@ export async function importPeft(opts: ImportPeftOptions): Promise<ImportPeftRes
       `names token ids outside the base model's vocabulary of ${vocabSize} (${listSome(outside.map(String))}): the adapter was trained for another tokenizer`,
     );
   const architecture = metaString(opts.base, "general.architecture");
-  if (!architecture) throw new PeftImportError(opts.base.path, "general.architecture", "the base model names no architecture");
+  if (!architecture)
+    throw new PeftImportError(opts.base.path, "general.architecture", "the base model names no architecture");
   const family = PEFT_ARCHITECTURES[architecture];
   if (!family) {
-    throw new PeftImportError(opts.base.path, "general.architecture", `is "${architecture}"; PEFT import knows ${Object.keys(PEFT_ARCHITECTURES).join(", ")}`);
+    throw new PeftImportError(
+      opts.base.path,
+      "general.architecture",
+      `is "${architecture}"; PEFT import knows ${Object.keys(PEFT_ARCHITECTURES).join(", ")}`,
+    );
   }
 
   const weightsPath = join(dir, PEFT_WEIGHTS_FILE);
-  if (!existsSync(weightsPath)) throw new PeftImportError(weightsPath, undefined, "is missing (only safetensors weights are supported, not adapter_model.bin)");
+  if (!existsSync(weightsPath))
+    throw new PeftImportError(
+      weightsPath,
+      undefined,
+      "is missing (only safetensors weights are supported, not adapter_model.bin)",
+    );
   const st = SafetensorsFile.open(weightsPath);
   try {
     const pairs = collectPairs(st, config, weightsPath);
@@ -126,18 +146,29 @@ export async function importPeft(opts: ImportPeftOptions): Promise<ImportPeftRes
       version: 3,
       fileSize: 0,
       dataOffset: 0,
-      metadata: new Map(Object.entries(metadata).map(([k, e]) => [k, "value" in e ? e.value : { itemType: e.itemType, items: e.items }])),
+      metadata: new Map(
+        Object.entries(metadata).map(([k, e]) => [
+          k,
+          "value" in e ? e.value : { itemType: e.itemType, items: e.items },
+        ]),
+      ),
       tensors: tensors.map((t): GgufTensorInfo => ({ name: t.name, shape: t.shape, type: t.type, offset: 0n })),
     };
     const check = loraProblems(planned, opts.base);
     if (check.problems.length) {
-      throw new PeftImportError(weightsPath, "base model", `does not fit ${basename(opts.base.path)}: ${check.problems.join("; ")}`, check.problems);
+      throw new PeftImportError(
+        weightsPath,
+        "base model",
+        `does not fit ${basename(opts.base.path)}: ${check.problems.join("; ")}`,
+        check.problems,
+      );
     }
 
     writeAtomically(outFile, (tmp) => {
       writeGguf(tmp, metadata, tensors);
       const written = loraProblems(readGgufHeader(tmp), opts.base);
-      if (written.problems.length) throw new PeftImportError(outFile, "written file", written.problems.join("; "), written.problems);
+      if (written.problems.length)
+        throw new PeftImportError(outFile, "written file", written.problems.join("; "), written.problems);
     });
 
     const dtypes: Record<string, number> = {};
@@ -158,7 +189,9 @@ export async function importPeft(opts: ImportPeftOptions): Promise<ImportPeftRes
   }
 }
 
-/** Groups the safetensors tensors into A/B pairs per base weight, refusing anything that is not a plain LoRA of rank r. */
+/**
+ * Groups the safetensors tensors into A/B pairs per base weight, refusing anything that is not a plain LoRA of rank r.
+ */
 function collectPairs(st: SafetensorsFile, config: PeftConfig, file: string): Pair[] {
   const unmappable: string[] = [];
   const badDtype: string[] = [];
@@ -172,7 +205,8 @@ function collectPairs(st: SafetensorsFile, config: PeftConfig, file: string): Pa
     }
     if (!(t.dtype in SUPPORTED_DTYPES)) badDtype.push(`${t.name} is ${t.dtype}`);
     const pair = pairs.get(m.target) ?? { target: m.target, order: m.order, module: m.module };
-    if (pair[m.factor]) problems.push(`${t.name} and ${pair[m.factor]!.name} are the same lora_${m.factor.toUpperCase()}`);
+    if (pair[m.factor])
+      problems.push(`${t.name} and ${pair[m.factor]!.name} are the same lora_${m.factor.toUpperCase()}`);
     pair[m.factor] = t;
     pairs.set(m.target, pair);
   }
@@ -184,7 +218,13 @@ function collectPairs(st: SafetensorsFile, config: PeftConfig, file: string): Pa
       unmappable,
     );
   }
-  if (badDtype.length) throw new PeftImportError(file, "dtype", `unsupported dtype (F16, BF16 or F32 expected): ${listSome(badDtype)}`, badDtype);
+  if (badDtype.length)
+    throw new PeftImportError(
+      file,
+      "dtype",
+      `unsupported dtype (F16, BF16 or F32 expected): ${listSome(badDtype)}`,
+      badDtype,
+    );
   if (pairs.size === 0) problems.push("it holds no LoRA tensors");
   for (const p of pairs.values()) {
     if (!p.a || !p.b) {
@@ -197,7 +237,10 @@ function collectPairs(st: SafetensorsFile, config: PeftConfig, file: string): Pa
     }
     const [ra] = p.a.shape as [number, number];
     const rb = p.b.shape[1]!;
-    if (ra !== config.r || rb !== config.r) problems.push(`${p.target}: lora_A [${p.a.shape}] and lora_B [${p.b.shape}] do not have rank r = ${config.r} (adapter_config.json)`);
+    if (ra !== config.r || rb !== config.r)
+      problems.push(
+        `${p.target}: lora_A [${p.a.shape}] and lora_B [${p.b.shape}] do not have rank r = ${config.r} (adapter_config.json)`,
+      );
     if (p.a.shape.some((d) => d === 0) || p.b.shape.some((d) => d === 0)) problems.push(`${p.target}: empty factor`);
   }
   if (problems.length) throw new PeftImportError(file, "tensors", listSome(problems), problems);
@@ -205,7 +248,13 @@ function collectPairs(st: SafetensorsFile, config: PeftConfig, file: string): Pa
 }
 
 /** lora_a ne [in, r] and lora_b ne [r, out]: torch's [r, in] and [out, r] read in ggml order, the same bytes. */
-function ggufTensors(st: SafetensorsFile, pairs: readonly Pair[], base: GgufFile, permuteQK: boolean, arch: string): GgufTensorSource[] {
+function ggufTensors(
+  st: SafetensorsFile,
+  pairs: readonly Pair[],
+  base: GgufFile,
+  permuteQK: boolean,
+  arch: string,
+): GgufTensorSource[] {
   const nHead = metaNumber(base, `${arch}.attention.head_count`);
   const nHeadKv = metaNumber(base, `${arch}.attention.head_count_kv`) ?? nHead;
   const out: GgufTensorSource[] = [];
@@ -214,10 +263,19 @@ function ggufTensors(st: SafetensorsFile, pairs: readonly Pair[], base: GgufFile
     const b = p.b!;
     const heads = !permuteQK ? undefined : p.module === "q_proj" ? nHead : p.module === "k_proj" ? nHeadKv : undefined;
     if (heads !== undefined && (heads < 1 || b.shape[0]! % (heads * 2) !== 0)) {
-      throw new PeftImportError(st.header.path, b.name, `${b.shape[0]} output rows do not split into ${heads} heads of rotary pairs (${arch}.attention.head_count*)`);
+      throw new PeftImportError(
+        st.header.path,
+        b.name,
+        `${b.shape[0]} output rows do not split into ${heads} heads of rotary pairs (${arch}.attention.head_count*)`,
+      );
     }
     out.push(
-      { name: `${p.target}.lora_a`, shape: [a.shape[1]!, a.shape[0]!], type: SUPPORTED_DTYPES[a.dtype]!, data: () => ggmlBytes(st, a) },
+      {
+        name: `${p.target}.lora_a`,
+        shape: [a.shape[1]!, a.shape[0]!],
+        type: SUPPORTED_DTYPES[a.dtype]!,
+        data: () => ggmlBytes(st, a),
+      },
       {
         name: `${p.target}.lora_b`,
         shape: [b.shape[1]!, b.shape[0]!],

@@ -37,12 +37,20 @@ export interface MappedTensor {
 
 // Saved PEFT files use `base_model.model.model.layers...lora_A.weight`; in-memory state dicts add the adapter
 // name (`lora_A.default.weight`); some tools strip the `base_model.model.` prefix.
-const LAYER_NAME = /^(?:base_model\.model\.)?(?:model\.)?layers\.(\d+)\.(self_attn|mlp)\.([a-z_]+)\.lora_([AB])(?:\.default)?\.weight$/;
+const LAYER_NAME =
+  /^(?:base_model\.model\.)?(?:model\.)?layers\.(\d+)\.(self_attn|mlp)\.([a-z_]+)\.lora_([AB])(?:\.default)?\.weight$/;
 const HEAD_NAME = /^(?:base_model\.model\.)?lm_head\.lora_([AB])(?:\.default)?\.weight$/;
 
 export function mapPeftTensorName(name: string): MappedTensor | undefined {
   const head = HEAD_NAME.exec(name);
-  if (head) return { target: "output.weight", factor: head[1] === "A" ? "a" : "b", module: "lm_head", layer: undefined, order: Number.MAX_SAFE_INTEGER };
+  if (head)
+    return {
+      target: "output.weight",
+      factor: head[1] === "A" ? "a" : "b",
+      module: "lm_head",
+      layer: undefined,
+      order: Number.MAX_SAFE_INTEGER,
+    };
   const m = LAYER_NAME.exec(name);
   if (!m) return undefined;
   const [, layerText, block, module, factor] = m;
@@ -85,11 +93,20 @@ export function permuteRowsForRope(bytes: Uint8Array, rows: number, nHead: numbe
 /** GGUF tensor name of a LoRA factor -> the HF module it adapts (the inverse of mapPeftTensorName), or undefined. */
 export function ggufToPeftName(name: string): { peft: string; module: string; layer: number | undefined } | undefined {
   const head = /^output\.weight\.lora_([ab])$/.exec(name);
-  if (head) return { peft: `base_model.model.lm_head.lora_${head[1]!.toUpperCase()}.weight`, module: "lm_head", layer: undefined };
+  if (head)
+    return {
+      peft: `base_model.model.lm_head.lora_${head[1]!.toUpperCase()}.weight`,
+      module: "lm_head",
+      layer: undefined,
+    };
   const m = /^blk\.(\d+)\.([a-z_]+)\.weight\.lora_([ab])$/.exec(name);
   if (!m) return undefined;
   const module = Object.keys(MODULE_TO_GGUF).find((k) => MODULE_TO_GGUF[k]!.gguf === m[2]);
   if (!module) return undefined;
   const layer = Number(m[1]);
-  return { peft: `base_model.model.model.layers.${layer}.${MODULE_TO_GGUF[module]!.block}.${module}.lora_${m[3]!.toUpperCase()}.weight`, module, layer };
+  return {
+    peft: `base_model.model.model.layers.${layer}.${MODULE_TO_GGUF[module]!.block}.${module}.lora_${m[3]!.toUpperCase()}.weight`,
+    module,
+    layer,
+  };
 }

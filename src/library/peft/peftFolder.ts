@@ -18,19 +18,28 @@ export async function openRegularFile(file: string): Promise<FileHandle> {
     handle = await open(file, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
-    const reason = code === "ELOOP" ? "is a symbolic link; give the folder that holds the file itself" : `cannot be opened (${(err as Error).message})`;
+    const reason =
+      code === "ELOOP"
+        ? "is a symbolic link; give the folder that holds the file itself"
+        : `cannot be opened (${(err as Error).message})`;
     throw new PeftImportError(file, undefined, reason);
   }
   const s = await handle.stat();
   if (!s.isFile()) {
     await handle.close();
-    throw new PeftImportError(file, undefined, "is not a regular file (a FIFO, a device or a folder); give the folder's adapter files themselves");
+    throw new PeftImportError(
+      file,
+      undefined,
+      "is not a regular file (a FIFO, a device or a folder); give the folder's adapter files themselves",
+    );
   }
   return handle;
 }
 
 /** The folder's config, parsed by the importer's rules, and its text as it is. */
-export async function readPeftFolderConfig(dir: string): Promise<{ config: PeftConfig; raw: Record<string, unknown>; text: string }> {
+export async function readPeftFolderConfig(
+  dir: string,
+): Promise<{ config: PeftConfig; raw: Record<string, unknown>; text: string }> {
   const file = join(dir, PEFT_CONFIG_FILE);
   const handle = await openRegularFile(file);
   let text: string;
@@ -48,13 +57,17 @@ export async function readPeftFolderConfig(dir: string): Promise<{ config: PeftC
   return { config: parsePeftConfig(raw, file), raw: raw as Record<string, unknown>, text };
 }
 
-/** SHA-256 of what an engine loads from the folder: its config and its weights (the adapter's identity, AdapterVersion.peftSha256). */
+/**
+ * SHA-256 of what an engine loads from the folder: its config and its weights (the adapter's identity,
+ * AdapterVersion.peftSha256).
+ */
 export async function peftFolderSha256(dir: string): Promise<string> {
   const { text } = await readPeftFolderConfig(dir);
   const weights = await openRegularFile(join(dir, PEFT_WEIGHTS_FILE));
   const hash = createHash("sha256");
   try {
-    for await (const chunk of weights.createReadStream({ highWaterMark: 4 << 20, autoClose: false })) hash.update(chunk as Buffer);
+    for await (const chunk of weights.createReadStream({ highWaterMark: 4 << 20, autoClose: false }))
+      hash.update(chunk as Buffer);
   } finally {
     await weights.close();
   }

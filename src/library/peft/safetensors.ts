@@ -67,7 +67,12 @@ function parseHeader(path: string, fileSize: number, json: Buffer): SafetensorsH
   let metadata: Record<string, string> = {};
   for (const [name, entry] of Object.entries(raw as Record<string, unknown>)) {
     if (name === "__metadata__") {
-      if (!entry || typeof entry !== "object" || Array.isArray(entry) || Object.values(entry).some((v) => typeof v !== "string")) {
+      if (
+        !entry ||
+        typeof entry !== "object" ||
+        Array.isArray(entry) ||
+        Object.values(entry).some((v) => typeof v !== "string")
+      ) {
         fail("__metadata__", "must map strings to strings");
       }
       metadata = entry as Record<string, string>;
@@ -78,14 +83,20 @@ function parseHeader(path: string, fileSize: number, json: Buffer): SafetensorsH
     if (typeof dtype !== "string") return fail(name, "dtype is missing");
     const size = SAFETENSORS_DTYPE_SIZE[dtype];
     if (size === undefined) return fail(name, `unknown dtype "${dtype}"`);
-    if (!Array.isArray(shape) || !shape.every(isCount)) return fail(name, "shape must be a list of non-negative integers");
-    if (!Array.isArray(offsets) || offsets.length !== 2 || !offsets.every(isCount)) return fail(name, "data_offsets must be [begin, end]");
+    if (!Array.isArray(shape) || !shape.every(isCount))
+      return fail(name, "shape must be a list of non-negative integers");
+    if (!Array.isArray(offsets) || offsets.length !== 2 || !offsets.every(isCount))
+      return fail(name, "data_offsets must be [begin, end]");
     const [begin, end] = offsets as [number, number];
     if (end < begin) fail(name, `data_offsets [${begin}, ${end}] end before they begin`);
     const expected = (shape as number[]).reduce((a, b) => a * b, 1) * size;
-    if (end - begin !== expected) fail(name, `data_offsets [${begin}, ${end}] hold ${end - begin} bytes but ${dtype} [${shape}] needs ${expected}`);
+    if (end - begin !== expected)
+      fail(name, `data_offsets [${begin}, ${end}] hold ${end - begin} bytes but ${dtype} [${shape}] needs ${expected}`);
     if (end > bufferSize) {
-      fail(name, `data (bytes ${begin} to ${end} of the buffer) lies past the end of the file: the buffer has ${Math.max(bufferSize, 0)} bytes (truncated file?)`);
+      fail(
+        name,
+        `data (bytes ${begin} to ${end} of the buffer) lies past the end of the file: the buffer has ${Math.max(bufferSize, 0)} bytes (truncated file?)`,
+      );
     }
     tensors.push({ name, dtype, shape: shape as number[], begin, end });
   }
@@ -125,8 +136,10 @@ export class SafetensorsFile {
       const lenBuf = Buffer.alloc(8);
       readFully(fd, lenBuf, 0);
       const len = lenBuf.readBigUInt64LE(0);
-      if (len > BigInt(MAX_HEADER_BYTES)) fail(`the header claims ${len} bytes (more than ${MAX_HEADER_BYTES}): not a safetensors file`);
-      if (len > BigInt(fileSize - 8)) fail(`the header claims ${len} bytes but only ${fileSize - 8} follow the length (truncated file?)`);
+      if (len > BigInt(MAX_HEADER_BYTES))
+        fail(`the header claims ${len} bytes (more than ${MAX_HEADER_BYTES}): not a safetensors file`);
+      if (len > BigInt(fileSize - 8))
+        fail(`the header claims ${len} bytes but only ${fileSize - 8} follow the length (truncated file?)`);
       const json = Buffer.alloc(Number(len));
       readFully(fd, json, 8);
       return new SafetensorsFile(fd, parseHeader(path, fileSize, json));
@@ -145,7 +158,12 @@ export class SafetensorsFile {
     if (this.fd === undefined) throw new Error(`${this.header.path} is closed`);
     const buf = Buffer.alloc(tensor.end - tensor.begin);
     const n = readFully(this.fd, buf, this.header.dataStart + tensor.begin);
-    if (n !== buf.length) throw new PeftImportError(this.header.path, tensor.name, `the file ended after ${n} of ${buf.length} bytes (changed while reading?)`);
+    if (n !== buf.length)
+      throw new PeftImportError(
+        this.header.path,
+        tensor.name,
+        `the file ended after ${n} of ${buf.length} bytes (changed while reading?)`,
+      );
     return buf;
   }
 
@@ -163,12 +181,22 @@ export interface SafetensorsTensorSource {
 }
 
 /** Writes a safetensors file the way the reference library does (safetensorsBytes). */
-export function writeSafetensors(path: string, tensors: readonly SafetensorsTensorSource[], metadata: Record<string, string> = { format: "pt" }): void {
+export function writeSafetensors(
+  path: string,
+  tensors: readonly SafetensorsTensorSource[],
+  metadata: Record<string, string> = { format: "pt" },
+): void {
   writeFileSync(path, safetensorsBytes(tensors, metadata));
 }
 
-/** A safetensors file's bytes the way the reference library writes them: buffer in the given order, header padded with spaces to 8 bytes. */
-export function safetensorsBytes(tensors: readonly SafetensorsTensorSource[], metadata: Record<string, string> = { format: "pt" }): Buffer {
+/**
+ * A safetensors file's bytes the way the reference library writes them: buffer in the given order, header padded with
+ * spaces to 8 bytes.
+ */
+export function safetensorsBytes(
+  tensors: readonly SafetensorsTensorSource[],
+  metadata: Record<string, string> = { format: "pt" },
+): Buffer {
   const header: Record<string, unknown> = {};
   if (Object.keys(metadata).length) header.__metadata__ = metadata;
   let offset = 0;
@@ -181,5 +209,9 @@ export function safetensorsBytes(tensors: readonly SafetensorsTensorSource[], me
   json = Buffer.concat([json, Buffer.alloc(padded - json.length, 0x20)]);
   const len = Buffer.alloc(8);
   len.writeBigUInt64LE(BigInt(json.length));
-  return Buffer.concat([len, json, ...tensors.map((t) => Buffer.from(t.data.buffer, t.data.byteOffset, t.data.byteLength))]);
+  return Buffer.concat([
+    len,
+    json,
+    ...tensors.map((t) => Buffer.from(t.data.buffer, t.data.byteOffset, t.data.byteLength)),
+  ]);
 }

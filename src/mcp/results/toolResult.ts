@@ -9,7 +9,11 @@ export function ok(structured: Record<string, unknown>): CallToolResult {
 
 /** A tool error the caller (or the local model) can read and recover from. */
 export function fail(message: string, structured?: Record<string, unknown>): CallToolResult {
-  return { isError: true, content: [{ type: "text", text: message }], ...(structured ? { structuredContent: structured } : {}) };
+  return {
+    isError: true,
+    content: [{ type: "text", text: message }],
+    ...(structured ? { structuredContent: structured } : {}),
+  };
 }
 
 /** Runs a tool body; expected failures become isError results, anything else propagates as an MCP error. */

@@ -6,7 +6,9 @@ import { fail, ok } from "./toolResult.js";
 /** The MCP result of load_lora / offload_lora: the exchange made, or why nothing changed. */
 export function weightActionResult(outcome: WeightActionOutcome): CallToolResult {
   if (!outcome.ok) {
-    const recorded = outcome.recordedForCall ? ` (recorded as the result of call ${outcome.recordedForCall}, so the model reads it)` : "";
+    const recorded = outcome.recordedForCall
+      ? ` (recorded as the result of call ${outcome.recordedForCall}, so the model reads it)`
+      : "";
     return fail(`${outcome.error}${recorded}`);
   }
   return ok({

@@ -11,7 +11,13 @@ export function registerAnswerCallTool(server: McpServer, ctx: ServerContext) {
     "answer_call",
     {
       title: "Answer a model call with an error",
-      annotations: { title: "Answer a model call with an error", readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+      annotations: {
+        title: "Answer a model call with an error",
+        readOnlyHint: false,
+        destructiveHint: false,
+        idempotentHint: true,
+        openWorldHint: false,
+      },
       description:
         "Answer one of the model's pending calls with an error result the model reads on its next turn, without executing it (a call the client will not or cannot run). Any pending call may be answered this way, whatever its tool or arguments.",
       inputSchema: toolInput({

@@ -11,7 +11,13 @@ export function registerCloseSessionTool(server: McpServer, ctx: ServerContext) 
     {
       title: "Close session",
       // the session's history and caches are gone; closing it again changes nothing
-      annotations: { title: "Close session", readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
+      annotations: {
+        title: "Close session",
+        readOnlyHint: false,
+        destructiveHint: true,
+        idempotentHint: true,
+        openWorldHint: false,
+      },
       description: "Close the session and free its slot on the engine.",
       inputSchema: toolInput({ session_id: sessionId }),
       outputSchema: { session_id: z.string(), closed: z.boolean() },

@@ -10,12 +10,22 @@ export function registerCreateSessionTool(server: McpServer, ctx: ServerContext)
     "create_session",
     {
       title: "Create session",
-      annotations: { title: "Create session", readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false },
+      annotations: {
+        title: "Create session",
+        readOnlyHint: false,
+        destructiveHint: false,
+        idempotentHint: false,
+        openWorldHint: false,
+      },
       description: `Open a session on the local model with a task. The session holds the shared history that every adapter reads and the active adapter (none = base model).${ctx.toolbox.withdrawn.map((t) => ` Not offered here: ${t.reason}`).join("")}`,
       inputSchema: toolInput({
         task: z.string().min(1).max(LONG_TEXT_MAX).describe("The user's task; becomes the first user message."),
         system: z.string().min(1).max(LONG_TEXT_MAX).optional().describe("System prompt (default: prompts/system.md)."),
-        tools: z.array(z.string().min(1).max(64)).max(32).optional().describe("External tools the model may use in this session (default: all)."),
+        tools: z
+          .array(z.string().min(1).max(64))
+          .max(32)
+          .optional()
+          .describe("External tools the model may use in this session (default: all)."),
       }),
       outputSchema: {
         session_id: z.string(),

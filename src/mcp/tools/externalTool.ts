@@ -16,7 +16,13 @@ export function registerExternalTool(server: McpServer, ctx: ServerContext, tool
     {
       title: tool.title,
       // with a session_id the exchange is appended to its history: not read-only, and each call adds one
-      annotations: { title: tool.title, readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: tool.openWorld },
+      annotations: {
+        title: tool.title,
+        readOnlyHint: false,
+        destructiveHint: false,
+        idempotentHint: false,
+        openWorldHint: tool.openWorld,
+      },
       description: `${tool.description} With session_id, the exchange is recorded in that session's history; with call_id it answers the model's own call with the call's own arguments (any given here override them), and arguments that fail this schema are recorded as the call's error result.`,
       inputSchema: toolInput({
         ...documentedOnly(tool.input),
@@ -27,7 +33,10 @@ export function registerExternalTool(server: McpServer, ctx: ServerContext, tool
     },
     (args, extra) =>
       toolCall(async () => {
-        const { session_id, call_id, ...toolArgs } = args as Record<string, unknown> & { session_id?: string; call_id?: string };
+        const { session_id, call_id, ...toolArgs } = args as Record<string, unknown> & {
+          session_id?: string;
+          call_id?: string;
+        };
         if (call_id && !session_id) return fail("call_id needs the session_id of the session whose call it answers");
         if (!session_id) {
           const parsed = parseArguments(tool, toolArgs);
@@ -35,8 +44,15 @@ export function registerExternalTool(server: McpServer, ctx: ServerContext, tool
           const outcome = await runWithTimeLimit(tool, parsed.args, extra.signal);
           return outcome.ok ? ok(outcome.structured) : fail(outcome.error);
         }
-        const outcome = await ctx.sessions.runExternalTool(ownerOf(extra), session_id, { tool, args: toolArgs, callId: call_id, signal: extra.signal });
-        return outcome.ok ? ok({ ...outcome.structured, call_id: outcome.callId }) : fail(`${outcome.error} (recorded as the result of call ${outcome.callId})`);
+        const outcome = await ctx.sessions.runExternalTool(ownerOf(extra), session_id, {
+          tool,
+          args: toolArgs,
+          callId: call_id,
+          signal: extra.signal,
+        });
+        return outcome.ok
+          ? ok({ ...outcome.structured, call_id: outcome.callId })
+          : fail(`${outcome.error} (recorded as the result of call ${outcome.callId})`);
       }),
   );
 }
@@ -49,7 +65,10 @@ export function registerExternalTool(server: McpServer, ctx: ServerContext, tool
 function documentedOnly(shape: ZodRawShape): ZodRawShape {
   return Object.fromEntries(
     Object.entries(shape).map(([key, field]) => {
-      const { $schema: _, ...documented } = z.toJSONSchema(field, { io: "input", unrepresentable: "any" }) as Record<string, unknown>;
+      const { $schema: _, ...documented } = z.toJSONSchema(field, { io: "input", unrepresentable: "any" }) as Record<
+        string,
+        unknown
+      >;
       return [key, z.unknown().optional().meta(documented)];
     }),
   );

@@ -17,7 +17,13 @@ export function registerGenerateTool(server: McpServer, ctx: ServerContext) {
     {
       title: "Generate the next turn",
       // appends the model's turn to the history: each call adds another
-      annotations: { title: "Generate the next turn", readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false },
+      annotations: {
+        title: "Generate the next turn",
+        readOnlyHint: false,
+        destructiveHint: false,
+        idempotentHint: false,
+        openWorldHint: false,
+      },
       description:
         "Let the local model write its next assistant turn under the session's active adapter. Returns its text and parsed tool calls; answer each call (load_lora/offload_lora/an external tool, with its call_id) before the next generate.",
       inputSchema: toolInput({
@@ -28,11 +34,22 @@ export function registerGenerateTool(server: McpServer, ctx: ServerContext) {
           .min(1)
           .max(maxTokens)
           .optional()
-          .describe("At most this many tokens (forced steering tokens included); clamped to the room left in the context window (then finish_reason is length)."),
+          .describe(
+            "At most this many tokens (forced steering tokens included); clamped to the room left in the context window (then finish_reason is length).",
+          ),
         temperature: z.number().min(0).max(2).optional().describe("0 (default) = greedy."),
         seed: SeedSchema.optional(),
-        top_logprobs: z.number().int().min(1).max(20).optional().describe("Return the k most likely tokens and their log-probs at each generated position."),
-        token_bias: z.record(z.string().min(1).max(64), z.number().min(-100).max(100)).optional().describe("Logit bias by token text (special tokens allowed)."),
+        top_logprobs: z
+          .number()
+          .int()
+          .min(1)
+          .max(20)
+          .optional()
+          .describe("Return the k most likely tokens and their log-probs at each generated position."),
+        token_bias: z
+          .record(z.string().min(1).max(64), z.number().min(-100).max(100))
+          .optional()
+          .describe("Logit bias by token text (special tokens allowed)."),
         tool_call: z
           .object({ name: z.string().min(1).max(64).optional() })
           .strict()
@@ -47,13 +64,28 @@ export function registerGenerateTool(server: McpServer, ctx: ServerContext) {
         finish_reason: z.enum(["stop", "tool_calls", "length", "cancelled"]),
         adapter: orNull(z.string(), "the base model"),
         tokens: z.object({ prompt: z.number(), cached: z.number(), evaluated: z.number(), generated: z.number() }),
-        context_remaining: z.number().describe("Tokens of the session's context window (model.contextSize) still free after this turn; a turn is clamped to them."),
+        context_remaining: z
+          .number()
+          .describe(
+            "Tokens of the session's context window (model.contextSize) still free after this turn; a turn is clamped to them.",
+          ),
         timings: z.record(z.string(), z.number()),
         released: z
           .object({ adapter: z.string(), reason: z.string(), switch: z.object(switchShape) })
           .optional()
-          .describe("The active stage's budget was spent: the server released the adapter before this turn (with that switch's figures)."),
-        logprobs: z.array(z.object({ token: z.number(), text: z.string(), logprob: z.number(), top: z.array(z.object({ token: z.number(), text: z.string(), logprob: z.number() })) })).optional(),
+          .describe(
+            "The active stage's budget was spent: the server released the adapter before this turn (with that switch's figures).",
+          ),
+        logprobs: z
+          .array(
+            z.object({
+              token: z.number(),
+              text: z.string(),
+              logprob: z.number(),
+              top: z.array(z.object({ token: z.number(), text: z.string(), logprob: z.number() })),
+            }),
+          )
+          .optional(),
       },
     },
     (args, extra) =>
@@ -87,7 +119,15 @@ export function registerGenerateTool(server: McpServer, ctx: ServerContext) {
           context_remaining: r.contextRemaining,
           timings: r.timings,
           ...(r.logprobs ? { logprobs: r.logprobs } : {}),
-          ...(outcome.released ? { released: { adapter: outcome.released.adapter, reason: outcome.released.reason, switch: switchView(outcome.released.switch) } } : {}),
+          ...(outcome.released
+            ? {
+                released: {
+                  adapter: outcome.released.adapter,
+                  reason: outcome.released.reason,
+                  switch: switchView(outcome.released.switch),
+                },
+              }
+            : {}),
         });
       }),
   );

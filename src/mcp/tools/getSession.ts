@@ -13,11 +13,23 @@ export function registerGetSessionTool(server: McpServer, ctx: ServerContext) {
     "get_session",
     {
       title: "Get session",
-      annotations: { title: "Get session", readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
-      description: "The session's state: active adapter, unanswered model calls, and the history as the model reads it (keep_tool_result applied).",
+      annotations: {
+        title: "Get session",
+        readOnlyHint: true,
+        destructiveHint: false,
+        idempotentHint: true,
+        openWorldHint: false,
+      },
+      description:
+        "The session's state: active adapter, unanswered model calls, and the history as the model reads it (keep_tool_result applied).",
       inputSchema: toolInput({
         session_id: sessionId,
-        include_prompt_tokens: z.boolean().optional().describe("Also return the token ids of the prompt the next generate reads (to check log-probs against a reference)."),
+        include_prompt_tokens: z
+          .boolean()
+          .optional()
+          .describe(
+            "Also return the token ids of the prompt the next generate reads (to check log-probs against a reference).",
+          ),
       }),
       outputSchema: {
         session_id: z.string(),
@@ -28,8 +40,17 @@ export function registerGetSessionTool(server: McpServer, ctx: ServerContext) {
         keep_tool_result: z.number(),
         cached_tokens: z.number(),
         kv_lanes: z
-          .array(z.object({ weights: z.string(), active: z.boolean(), state: z.enum(["live", "spilled"]), tokens: z.number() }))
-          .describe("The session's KV caches, one per weight set it has run under (cache strategy reuse): a return to one evaluates only what it has not seen."),
+          .array(
+            z.object({
+              weights: z.string(),
+              active: z.boolean(),
+              state: z.enum(["live", "spilled"]),
+              tokens: z.number(),
+            }),
+          )
+          .describe(
+            "The session's KV caches, one per weight set it has run under (cache strategy reuse): a return to one evaluates only what it has not seen.",
+          ),
         prompt_tokens: z.array(z.number()).optional(),
         created_at: z.string(),
         last_active_at: z.string(),
@@ -52,7 +73,11 @@ export function registerGetSessionTool(server: McpServer, ctx: ServerContext) {
       toolCall(async () => {
         const session = ctx.sessions.get(ownerOf(extra), args.session_id);
         const view = sessionView(session);
-        return ok(args.include_prompt_tokens ? { ...view, prompt_tokens: ctx.runtime.engine.renderTokens(session.conversation()) } : view);
+        return ok(
+          args.include_prompt_tokens
+            ? { ...view, prompt_tokens: ctx.runtime.engine.renderTokens(session.conversation()) }
+            : view,
+        );
       }),
   );
 }

@@ -10,14 +10,25 @@ export function registerListAdaptersTool(server: McpServer, ctx: ServerContext) 
     "list_adapters",
     {
       title: "List adapters",
-      annotations: { title: "List adapters", readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
-      description: "The capability library: each adapter's alias, description, rank, scale, file, content hash and whether it is resident.",
+      annotations: {
+        title: "List adapters",
+        readOnlyHint: true,
+        destructiveHint: false,
+        idempotentHint: true,
+        openWorldHint: false,
+      },
+      description:
+        "The capability library: each adapter's alias, description, rank, scale, file, content hash and whether it is resident.",
       inputSchema: toolInput({}),
       outputSchema: {
         base_model: z.object({ file: z.string(), sha256: z.string(), architecture: z.string() }),
-        retired_versions: z.array(z.object({ alias: z.string(), sha256: z.string() })).describe("Old versions still in memory because a session has them active."),
+        retired_versions: z
+          .array(z.object({ alias: z.string(), sha256: z.string() }))
+          .describe("Old versions still in memory because a session has them active."),
         rss_bytes: z.number().describe("The server's resident memory."),
-        withdrawn_tools: z.array(z.object({ name: z.string(), reason: z.string() })).describe("External tools this server could offer but does not here, and why."),
+        withdrawn_tools: z
+          .array(z.object({ name: z.string(), reason: z.string() }))
+          .describe("External tools this server could offer but does not here, and why."),
         adapters: z.array(
           z.object({
             alias: z.string(),
@@ -28,7 +39,12 @@ export function registerListAdaptersTool(server: McpServer, ctx: ServerContext) 
             sha256: orNull(z.string(), "not resident"),
             size_bytes: orNull(z.number(), "not resident"),
             resident: z.boolean(),
-            invocation: z.string().optional().describe("An activated LoRA's invocation text: it applies from the last occurrence of it in the prompt on (the KV before it is the base's), and not at all without one."),
+            invocation: z
+              .string()
+              .optional()
+              .describe(
+                "An activated LoRA's invocation text: it applies from the last occurrence of it in the prompt on (the KV before it is the base's), and not at all without one.",
+              ),
             error: z.string().optional(),
           }),
         ),

@@ -22,7 +22,13 @@ export function registerLoadLoraTool(server: McpServer, ctx: ServerContext): () 
     {
       title: "Load a capability adapter",
       // a repeat is refused by the state rule (an adapter is active) and changes nothing
-      annotations: { title: "Load a capability adapter", readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+      annotations: {
+        title: "Load a capability adapter",
+        readOnlyHint: false,
+        destructiveHint: false,
+        idempotentHint: true,
+        openWorldHint: false,
+      },
       description:
         "Activate a capability adapter in the session (only from the base model: offload the active one first). Rebuilds the KV cache from the history under the new weights. With call_id it answers the model's own load_lora call; an invalid load changes nothing and, with call_id, is recorded as that call's error result.",
       inputSchema: loadLoraInput(ctx),
@@ -31,7 +37,12 @@ export function registerLoadLoraTool(server: McpServer, ctx: ServerContext): () 
     (args, extra) =>
       toolCall(async () =>
         weightActionResult(
-          await progressFor(extra, "switching weights (queued, or rebuilding the KV cache)").run(() => ctx.sessions.weights.switch(ownerOf(extra), args.session_id, LOAD_LORA, { adapter: args.adapter, callId: args.call_id })),
+          await progressFor(extra, "switching weights (queued, or rebuilding the KV cache)").run(() =>
+            ctx.sessions.weights.switch(ownerOf(extra), args.session_id, LOAD_LORA, {
+              adapter: args.adapter,
+              callId: args.call_id,
+            }),
+          ),
         ),
       ),
   );

@@ -14,7 +14,11 @@ const offloadLoraInput = (ctx: ServerContext) =>
     session_id: sessionId,
     adapter: adapterArgument(ctx, "Must be the active adapter if given (default: the active one)."),
     call_id: callId.optional(),
-    handoff: z.string().max(20_000).optional().describe("Summary for the next stage (a prescribed exchange's argument)."),
+    handoff: z
+      .string()
+      .max(20_000)
+      .optional()
+      .describe("Summary for the next stage (a prescribed exchange's argument)."),
   });
 
 /** Registers offload_lora; the returned refresh follows library changes. */
@@ -24,7 +28,13 @@ export function registerOffloadLoraTool(server: McpServer, ctx: ServerContext): 
     {
       title: "Release the active adapter",
       // a repeat is refused by the state rule (no adapter is active) and changes nothing
-      annotations: { title: "Release the active adapter", readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+      annotations: {
+        title: "Release the active adapter",
+        readOnlyHint: false,
+        destructiveHint: false,
+        idempotentHint: true,
+        openWorldHint: false,
+      },
       description:
         "Release the session's active adapter and return to the base model, rebuilding the KV cache under the base weights. With call_id it answers the model's own offload_lora call; an invalid offload changes nothing and, with call_id, is recorded as that call's error result.",
       inputSchema: offloadLoraInput(ctx),
@@ -34,7 +44,11 @@ export function registerOffloadLoraTool(server: McpServer, ctx: ServerContext): 
       toolCall(async () =>
         weightActionResult(
           await progressFor(extra, "switching weights (queued, or rebuilding the KV cache)").run(() =>
-            ctx.sessions.weights.switch(ownerOf(extra), args.session_id, OFFLOAD_LORA, { adapter: args.adapter, callId: args.call_id, handoff: args.handoff }),
+            ctx.sessions.weights.switch(ownerOf(extra), args.session_id, OFFLOAD_LORA, {
+              adapter: args.adapter,
+              callId: args.call_id,
+              handoff: args.handoff,
+            }),
           ),
         ),
       ),

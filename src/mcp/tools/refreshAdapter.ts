@@ -7,15 +7,23 @@ import type { ServerContext } from "../context.js";
 const title = "Refresh an adapter (admin)";
 const fields = AdapterFieldsSchema.shape;
 
-/** Registers refresh_adapter: an alias pointed at a new file (or scale or texts); the fields left out keep their values. */
+/**
+ * Registers refresh_adapter: an alias pointed at a new file (or scale or texts); the fields left out keep their values.
+ */
 export function registerRefreshAdapterTool(server: McpServer, ctx: ServerContext, isAdmin: AdminGate) {
   server.registerTool(
     "refresh_adapter",
     {
       title,
-      description: "Point an alias at a new file (or scale or texts). New loads use the new version at once; sessions with the old version active keep it until they offload, then it is freed.",
+      description:
+        "Point an alias at a new file (or scale or texts). New loads use the new version at once; sessions with the old version active keep it until they offload, then it is freed.",
       // every field but the alias keeps its value when left out (no default scale here)
-      inputSchema: toolInput({ ...fields, file: fields.file.optional(), description: fields.description.optional(), scale: fields.scale.unwrap().optional() }),
+      inputSchema: toolInput({
+        ...fields,
+        file: fields.file.optional(),
+        description: fields.description.optional(),
+        scale: fields.scale.unwrap().optional(),
+      }),
       outputSchema: { previous: adapterInfo, current: adapterInfo },
       // the alias's previous version is replaced for every later load
       annotations: { title, readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },

@@ -15,18 +15,39 @@ export function registerRunTaskTool(server: McpServer, ctx: ServerContext) {
     {
       title: "Run a task end to end",
       // opens a session and writes a trace; its model calls the server's tools, the web when one of them reaches it
-      annotations: { title: "Run a task end to end", readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: [...ctx.toolbox.tools.values()].some((t) => t.openWorld) },
+      annotations: {
+        title: "Run a task end to end",
+        readOnlyHint: false,
+        destructiveHint: false,
+        idempotentHint: false,
+        openWorldHint: [...ctx.toolbox.tools.values()].some((t) => t.openWorld),
+      },
       description:
         "Solve a task with the local model under a policy: hard (the prescribed workflow, default plan -> search -> write), soft (the base model picks its adapters), or a comparison mode (base, single:<alias>, static). Reports progress per stage and turn; returns the answer and a trace summary (time by category, switches); the full trace is the resource weact://traces/{trace_id}.",
       inputSchema: toolInput({
         task: z.string().min(1).max(LONG_TEXT_MAX),
         policy: PolicySchema.default("hard"),
-        workflow: z.array(z.string().min(1).max(64)).min(1).max(16).optional().describe("hard: the stages, in order (default from config)."),
+        workflow: z
+          .array(z.string().min(1).max(64))
+          .min(1)
+          .max(16)
+          .optional()
+          .describe("hard: the stages, in order (default from config)."),
         budgets: StageBudgetSchema.partial().optional().describe("Per-stage limits; override the manifest and config."),
         soft: SoftLimitsSchema.partial().optional().describe("soft: run-level limits and guards."),
         seed: SeedSchema.optional(),
-        steering: z.array(SteeringSchema).max(64).optional().describe("Steer the model into a call at chosen turns (for models that do not call tools on their own, such as the demo model)."),
-        expected_stages: z.array(z.string().min(1).max(64)).max(32).optional().describe("Expected adapter sequence, for adapter-selection accuracy."),
+        steering: z
+          .array(SteeringSchema)
+          .max(64)
+          .optional()
+          .describe(
+            "Steer the model into a call at chosen turns (for models that do not call tools on their own, such as the demo model).",
+          ),
+        expected_stages: z
+          .array(z.string().min(1).max(64))
+          .max(32)
+          .optional()
+          .describe("Expected adapter sequence, for adapter-selection accuracy."),
       }),
       outputSchema: {
         trace_id: z.string(),
@@ -34,13 +55,17 @@ export function registerRunTaskTool(server: McpServer, ctx: ServerContext) {
         policy: z.string(),
         finish: z
           .enum(["answer", "context", "budget", "cancelled", "error"])
-          .describe("How the run ended: answer; context (the window ended a stage or turn: the answer is the best the run had, possibly empty); budget; error (the session could not return to the base)."),
+          .describe(
+            "How the run ended: answer; context (the window ended a stage or turn: the answer is the best the run had, possibly empty); budget; error (the session could not return to the base).",
+          ),
         answer: z.string(),
         marked: z.boolean(),
         stages: z.array(z.string()),
         switches: z.number(),
         rebuilt_tokens: z.number().describe("Tokens the switches evaluated under new weights."),
-        reused_tokens: z.number().describe("Tokens the switches kept from earlier work under the same weights (cache strategy reuse)."),
+        reused_tokens: z
+          .number()
+          .describe("Tokens the switches kept from earlier work under the same weights (cache strategy reuse)."),
         generated_tokens: z.number(),
         time: anyObject(),
         selection_accuracy: z.number().optional(),
@@ -54,7 +79,16 @@ export function registerRunTaskTool(server: McpServer, ctx: ServerContext) {
             runTask(
               ctx.harness,
               ownerOf(extra),
-              { task: args.task, policy: args.policy, workflow: args.workflow, budgets: args.budgets, soft: args.soft, seed: args.seed, steering: args.steering, expectedStages: args.expected_stages },
+              {
+                task: args.task,
+                policy: args.policy,
+                workflow: args.workflow,
+                budgets: args.budgets,
+                soft: args.soft,
+                seed: args.seed,
+                steering: args.steering,
+                expectedStages: args.expected_stages,
+              },
               {
                 signal: extra.signal,
                 onProgress: (p) => progress.report(p.message),
@@ -78,7 +112,8 @@ export function registerRunTaskTool(server: McpServer, ctx: ServerContext) {
           });
         } catch (err) {
           if (err instanceof InvalidPolicyError) return fail(err.message);
-          if ((err as Error).name === "RunCancelledError") return fail("the run was cancelled; its trace records where it stopped");
+          if ((err as Error).name === "RunCancelledError")
+            return fail("the run was cancelled; its trace records where it stopped");
           throw err;
         }
       }),

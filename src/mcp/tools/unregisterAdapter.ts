@@ -13,7 +13,8 @@ export function registerUnregisterAdapterTool(server: McpServer, ctx: ServerCont
     "unregister_adapter",
     {
       title,
-      description: "Remove a capability; sessions that have it active keep it until they offload, then its memory is freed.",
+      description:
+        "Remove a capability; sessions that have it active keep it until they offload, then its memory is freed.",
       inputSchema: toolInput({ alias: AdapterFieldsSchema.shape.alias }),
       outputSchema: { unregistered: z.string() },
       annotations: { title, readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },

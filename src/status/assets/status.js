@@ -23,7 +23,8 @@ function dl(target, pairs) {
 }
 
 const age = (s) => (s < 60 ? `${s} s` : s < 3600 ? `${Math.floor(s / 60)} min` : `${(s / 3600).toFixed(1)} h`);
-const bytes = (n) => (n < 1024 ? `${n} B` : n < 1 << 20 ? `${(n / 1024).toFixed(1)} KiB` : `${(n / (1 << 20)).toFixed(1)} MiB`);
+const bytes = (n) =>
+  n < 1024 ? `${n} B` : n < 1 << 20 ? `${(n / 1024).toFixed(1)} KiB` : `${(n / (1 << 20)).toFixed(1)} MiB`;
 const counts = (o) =>
   Object.entries(o)
     .map(([k, n]) => `${n} ${k}`)
@@ -38,8 +39,11 @@ function rows(table, items, cells) {
   const body = table.tBodies[0];
   const labels = [...table.tHead.rows[0].cells].map((th) => th.textContent);
   // data-label: narrow screens show each row as a card of "label value" lines
-  body.replaceChildren(...items.map((item) => el("tr", {}, ...cells(item).map((c, i) => el("td", { "data-label": labels[i] }, c)))));
-  if (!items.length) body.append(el("tr", {}, el("td", { colspan: String(table.tHead.rows[0].cells.length), class: "note" }, "none")));
+  body.replaceChildren(
+    ...items.map((item) => el("tr", {}, ...cells(item).map((c, i) => el("td", { "data-label": labels[i] }, c)))),
+  );
+  if (!items.length)
+    body.append(el("tr", {}, el("td", { colspan: String(table.tHead.rows[0].cells.length), class: "note" }, "none")));
 }
 
 function timeline(run) {
@@ -57,11 +61,22 @@ function timeline(run) {
     return el("div", { class: "lane-row" }, el("span", { class: "lane-name" }, kind), lane);
   });
   const routes = [...new Set(run.segments.filter((x) => x.kind === "model").map((x) => x.route))];
-  const models = el("ul", { class: "legend routes" }, ...routes.map((r) => el("li", {}, el("span", { class: `swatch ${colourOf(r)}` }), `model: ${r}`)));
+  const models = el(
+    "ul",
+    { class: "legend routes" },
+    ...routes.map((r) => el("li", {}, el("span", { class: `swatch ${colourOf(r)}` }), `model: ${r}`)),
+  );
   return el(
     "article",
     { class: "run" },
-    el("p", { class: "run-head" }, el("strong", {}, run.policy), ` · ${run.state}`, run.stage ? ` · stage ${run.stage}` : "", ` · ${(run.wall_ms / 1000).toFixed(1)} s · ${age(run.age_s)} ago`),
+    el(
+      "p",
+      { class: "run-head" },
+      el("strong", {}, run.policy),
+      ` · ${run.state}`,
+      run.stage ? ` · stage ${run.stage}` : "",
+      ` · ${(run.wall_ms / 1000).toFixed(1)} s · ${age(run.age_s)} ago`,
+    ),
     el("p", { class: "task" }, run.task),
     el("div", { class: "timeline" }, ...lanes),
     models,
@@ -69,7 +84,8 @@ function timeline(run) {
 }
 
 function render(d) {
-  document.getElementById("meta").textContent = `${d.viewer.identity ?? "local user"}${d.viewer.admin ? " (admin)" : ""} · updated ${new Date(d.generated_at).toLocaleTimeString()}`;
+  document.getElementById("meta").textContent =
+    `${d.viewer.identity ?? "local user"}${d.viewer.admin ? " (admin)" : ""} · updated ${new Date(d.generated_at).toLocaleTimeString()}`;
   dl(document.getElementById("model"), [
     ["file", d.model.file],
     ["architecture", d.model.architecture],
@@ -86,8 +102,18 @@ function render(d) {
     ["evictions", `${c.evictions.spilled} spilled, ${c.evictions.dropped} dropped`],
     // evaluation for callers and ahead of time, apart: background work is never hidden in anyone's wait
     ["evaluated", `${c.evaluatedTokens.foreground} tokens for callers, ${c.evaluatedTokens.background} ahead of time`],
-    ["background", c.background.enabled ? `${c.background.batches} decodes, ${(c.background.ms / 1000).toFixed(1)} s, gave way ${c.background.yields}x, ${c.background.lanesStarted} caches started` : "off"],
-    ["shared prefixes", c.sharedPrefixes.enabled ? `${c.sharedPrefixes.entries} (${bytes(c.sharedPrefixes.bytes)}), ${c.sharedPrefixes.hits} restores` : "off"],
+    [
+      "background",
+      c.background.enabled
+        ? `${c.background.batches} decodes, ${(c.background.ms / 1000).toFixed(1)} s, gave way ${c.background.yields}x, ${c.background.lanesStarted} caches started`
+        : "off",
+    ],
+    [
+      "shared prefixes",
+      c.sharedPrefixes.enabled
+        ? `${c.sharedPrefixes.entries} (${bytes(c.sharedPrefixes.bytes)}), ${c.sharedPrefixes.hits} restores`
+        : "off",
+    ],
   ]);
   dl(document.getElementById("work"), [
     ["queued", `${d.queue.pending} of ${d.queue.maxPending}`],
@@ -95,14 +121,28 @@ function render(d) {
     ["connections", d.connections],
     ["waiting on clients", d.suspended_runs],
   ]);
-  rows(document.getElementById("adapters"), d.adapters, (a) => [a.alias, a.sha256 ? a.sha256.slice(0, 16) : "—", a.scale, a.resident ? "yes" : "no"]);
-  rows(document.getElementById("sessions"), d.sessions.mine, (s) => [s.owner ? `${s.id} · ${s.owner}` : s.id, s.task, s.adapter ?? "base", s.turns, age(s.age_s), s.state]);
+  rows(document.getElementById("adapters"), d.adapters, (a) => [
+    a.alias,
+    a.sha256 ? a.sha256.slice(0, 16) : "—",
+    a.scale,
+    a.resident ? "yes" : "no",
+  ]);
+  rows(document.getElementById("sessions"), d.sessions.mine, (s) => [
+    s.owner ? `${s.id} · ${s.owner}` : s.id,
+    s.task,
+    s.adapter ?? "base",
+    s.turns,
+    age(s.age_s),
+    s.state,
+  ]);
   document.getElementById("sessions-others").textContent = `Other clients' sessions: ${counts(d.sessions.others)}`;
   const runs = document.getElementById("runs");
   runs.replaceChildren(...d.runs.mine.map(timeline));
   if (!d.runs.mine.length) runs.append(el("p", { class: "note" }, "no runs yet"));
   document.getElementById("runs-others").textContent = `Other clients' runs: ${counts(d.runs.others)}`;
-  document.getElementById("legend").replaceChildren(...KINDS.map((k) => el("li", {}, el("span", { class: `swatch ${k}` }), k)));
+  document
+    .getElementById("legend")
+    .replaceChildren(...KINDS.map((k) => el("li", {}, el("span", { class: `swatch ${k}` }), k)));
 }
 
 async function refresh() {

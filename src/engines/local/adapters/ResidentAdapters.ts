@@ -5,7 +5,14 @@ import type { LlamaModel } from "../llama/nodeLlamaCpp.js";
 import type { GgufFile } from "../../../gguf/index.js";
 import { freeResidentLora, loadResidentLora, type AdapterWeight } from "../llama/internals.js";
 import type { LlamaLogTail } from "../llama/runtime.js";
-import { AdapterFileError, readAdapterFile, UnknownAdapterError, type AdapterInfo, type AdapterSpec, type AdapterVersion } from "../../../engine/index.js";
+import {
+  AdapterFileError,
+  readAdapterFile,
+  UnknownAdapterError,
+  type AdapterInfo,
+  type AdapterSpec,
+  type AdapterVersion,
+} from "../../../engine/index.js";
 
 let copies = 0;
 
@@ -53,7 +60,10 @@ export class ResidentAdapters {
     } catch (err) {
       if (pathTaken) rmSync(loadPath, { force: true });
       const detail = this.llamaErrors.since(mark);
-      throw new AdapterFileError(filePath, `llama.cpp refused it: ${(err as Error).message}${detail ? ` (${detail})` : ""}`);
+      throw new AdapterFileError(
+        filePath,
+        `llama.cpp refused it: ${(err as Error).message}${detail ? ` (${detail})` : ""}`,
+      );
     }
     this.versions.set(id, { info, loadPath, copied: pathTaken });
     return info;

@@ -75,7 +75,9 @@ export class Lane {
 
   replay(): CacheReplay {
     const replay = this.log.replay(this.live?.sequence.nextTokenIndex ?? 0);
-    return this.activatedFrom === undefined || this.activatedFrom >= replay.length ? replay : { ...replay, activatedFrom: this.activatedFrom };
+    return this.activatedFrom === undefined || this.activatedFrom >= replay.length
+      ? replay
+      : { ...replay, activatedFrom: this.activatedFrom };
   }
 
   /** Tokens whose KV the lane holds (its live sequence's; none when spilled or gone). */

@@ -15,7 +15,10 @@ export interface LanePoolOptions {
   logger: EngineLogger;
 }
 
-export type PoolStats = Pick<CacheStats, "contexts" | "sequences" | "idleLanes" | "spilledLanes" | "spilledBytes" | "evictions">;
+export type PoolStats = Pick<
+  CacheStats,
+  "contexts" | "sequences" | "idleLanes" | "spilledLanes" | "spilledBytes" | "evictions"
+>;
 
 /**
  * The sequences of every context, handed to lanes. A lane that is a session's active one keeps its sequence;
@@ -126,7 +129,10 @@ export class LanePool {
     return state;
   }
 
-  /** Frees everything the lane holds (its session closed, or its weights left the library). Caller holds its context lock if live. */
+  /**
+   * Frees everything the lane holds (its session closed, or its weights left the library). Caller holds its context
+   * lock if live.
+   */
   async drop(lane: Lane): Promise<void> {
     this.idle.delete(lane);
     const state = this.unspill(lane);
@@ -179,7 +185,8 @@ export class LanePool {
       await slot.sequence.dispose();
       return true;
     });
-    if (evicted) this.opts.logger.debug({ lane: lane.key, owner: lane.owner, spilled: !!lane.spilled }, "idle KV lane evicted");
+    if (evicted)
+      this.opts.logger.debug({ lane: lane.key, owner: lane.owner, spilled: !!lane.spilled }, "idle KV lane evicted");
   }
 
   dispose(): void {

@@ -18,7 +18,8 @@ export interface PromptPrefix {
  */
 export type PrefixKeyOf = (scope: string, weights: LaneKey, tokens: readonly Token[]) => string;
 
-export const prefixKeyOf: PrefixKeyOf = (scope, weights, tokens) => `${scope}\u0000${weights}\u0000${createHash("sha256").update(Uint32Array.from(tokens)).digest("hex")}`;
+export const prefixKeyOf: PrefixKeyOf = (scope, weights, tokens) =>
+  `${scope}\u0000${weights}\u0000${createHash("sha256").update(Uint32Array.from(tokens)).digest("hex")}`;
 
 export interface PrefixStats {
   enabled: boolean;
@@ -67,7 +68,9 @@ export class PrefixStore {
     return state.decodes;
   }
 
-  /** Saves the sequence (holding exactly the prefix, computed by `decodes`) under `key`. Caller holds the context lock. */
+  /**
+   * Saves the sequence (holding exactly the prefix, computed by `decodes`) under `key`. Caller holds the context lock.
+   */
   async save(key: string, sequence: LlamaContextSequence, decodes: readonly Decode[]): Promise<void> {
     if (this.entries.has(key)) return;
     const state = await this.spill

@@ -54,7 +54,12 @@ export class SpillStore {
    * to make room (their owners hear it through `dropped`); a shared prefix (`prefix`) only pushes out other
    * prefixes, and is not kept when that is not enough. Caller holds the context lock.
    */
-  async save(sequence: LlamaContextSequence, decodes: readonly Decode[], dropped: (state: SpilledState) => void, prefix = false): Promise<SpilledState | undefined> {
+  async save(
+    sequence: LlamaContextSequence,
+    decodes: readonly Decode[],
+    dropped: (state: SpilledState) => void,
+    prefix = false,
+  ): Promise<SpilledState | undefined> {
     if (this.budgetBytes <= 0 || sequence.nextTokenIndex === 0) return undefined;
     const file = join(this.dir, `${this.baseTag}-${process.pid}-${++this.counter}.kv`);
     let fileSize: number;

@@ -31,7 +31,11 @@ function biasOf(model: LlamaModel, logits: ReadonlyMap<Token, number>): TokenBia
  * promptLength + i - 1 tokens (the first request comes before the prompt's last token is decoded).
  * The bias must never throw: it runs inside the native sampling callback.
  */
-export function generationBias(model: LlamaModel, bias: Readonly<Record<string, number>> | undefined, steering: ToolCallSteering | undefined): TokenBias | (() => TokenBias) | undefined {
+export function generationBias(
+  model: LlamaModel,
+  bias: Readonly<Record<string, number>> | undefined,
+  steering: ToolCallSteering | undefined,
+): TokenBias | (() => TokenBias) | undefined {
   const logits = new Map<Token, number>();
   for (const [text, logit] of Object.entries(bias ?? {})) {
     for (const token of model.tokenize(text, true)) logits.set(token, logit);

@@ -22,5 +22,7 @@ export function wrapperFacts(wrapper: ChatWrapper): WrapperFacts {
  * made-up `||call:` syntax would not call load_lora/offload_lora, so such a model is refused.
  */
 export function functionCallProblem(facts: WrapperFacts): string | undefined {
-  return facts.genericCallSyntax ? "its chat template (tokenizer.chat_template) has no tool-call syntax node-llama-cpp can parse, so the model could not call load_lora, offload_lora or the tools" : undefined;
+  return facts.genericCallSyntax
+    ? "its chat template (tokenizer.chat_template) has no tool-call syntax node-llama-cpp can parse, so the model could not call load_lora, offload_lora or the tools"
+    : undefined;
 }

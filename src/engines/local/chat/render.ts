@@ -1,12 +1,25 @@
-import type { ChatHistoryItem, ChatModelFunctionCall, ChatModelFunctions, ChatModelResponse, ChatWrapper, LlamaModel, Token } from "../llama/nodeLlamaCpp.js";
+import type {
+  ChatHistoryItem,
+  ChatModelFunctionCall,
+  ChatModelFunctions,
+  ChatModelResponse,
+  ChatWrapper,
+  LlamaModel,
+  Token,
+} from "../llama/nodeLlamaCpp.js";
 import { commonPrefixLength, InvalidConversationError } from "../../../engine/index.js";
 import type { Conversation, FunctionSpec, HistorySoFar } from "../../../engine/index.js";
 
-export function toChatModelFunctions(functions: Readonly<Record<string, FunctionSpec>>, only?: readonly string[]): ChatModelFunctions {
+export function toChatModelFunctions(
+  functions: Readonly<Record<string, FunctionSpec>>,
+  only?: readonly string[],
+): ChatModelFunctions {
   const out: Record<string, { description: string; params?: unknown }> = {};
   for (const [name, spec] of Object.entries(functions)) {
     if (only && !only.includes(name)) continue;
-    out[name] = spec.parameters ? { description: spec.description, params: spec.parameters } : { description: spec.description };
+    out[name] = spec.parameters
+      ? { description: spec.description, params: spec.parameters }
+      : { description: spec.description };
   }
   return out as ChatModelFunctions;
 }
@@ -26,11 +39,13 @@ export function toChatHistory(conversation: Conversation): ChatHistoryItem[] {
       continue;
     }
     const last = items.at(-1);
-    const response: ChatModelResponse = continuing && last?.type === "model" ? (last as ChatModelResponse) : { type: "model", response: [] };
+    const response: ChatModelResponse =
+      continuing && last?.type === "model" ? (last as ChatModelResponse) : { type: "model", response: [] };
     if (response !== last) items.push(response);
     if (turn.text) response.response.push(turn.text);
     (turn.calls ?? []).forEach((call, i) => {
-      if (typeof call.result !== "string") throw new InvalidConversationError(`turn ${index}: tool call ${call.name} has no result yet`);
+      if (typeof call.result !== "string")
+        throw new InvalidConversationError(`turn ${index}: tool call ${call.name} has no result yet`);
       const item: ChatModelFunctionCall = {
         type: "functionCall",
         name: call.name,
@@ -54,7 +69,8 @@ export function toChatHistory(conversation: Conversation): ChatHistoryItem[] {
  */
 export function documentingWrapper(inner: ChatWrapper, documented: ChatModelFunctions): ChatWrapper {
   const view = Object.create(inner) as ChatWrapper;
-  view.generateContextState = (options) => inner.generateContextState.call(view, { ...options, availableFunctions: documented });
+  view.generateContextState = (options) =>
+    inner.generateContextState.call(view, { ...options, availableFunctions: documented });
   return view;
 }
 
@@ -65,7 +81,11 @@ export interface RenderedConversation {
   tokens: Token[];
 }
 
-export function renderConversation(model: LlamaModel, chatWrapper: ChatWrapper, conversation: Conversation): RenderedConversation {
+export function renderConversation(
+  model: LlamaModel,
+  chatWrapper: ChatWrapper,
+  conversation: Conversation,
+): RenderedConversation {
   const history = toChatHistory(conversation);
   const wrapper = documentingWrapper(chatWrapper, toChatModelFunctions(conversation.functions));
   const { contextText } = wrapper.generateContextState({ chatHistory: history });
@@ -80,8 +100,14 @@ export function settledTokens(model: LlamaModel, chatWrapper: ChatWrapper, soFar
   const withResults = (result: string): Conversation => {
     const turns = [...soFar.conversation.turns];
     const last = turns.pop();
-    if (last?.role !== "assistant") throw new InvalidConversationError("the history so far must end with the model's turn that made the awaited calls");
-    return { ...soFar.conversation, turns: [...turns, { ...last, calls: [...(last.calls ?? []), ...soFar.awaiting.map((c) => ({ ...c, result }))] }] };
+    if (last?.role !== "assistant")
+      throw new InvalidConversationError(
+        "the history so far must end with the model's turn that made the awaited calls",
+      );
+    return {
+      ...soFar.conversation,
+      turns: [...turns, { ...last, calls: [...(last.calls ?? []), ...soFar.awaiting.map((c) => ({ ...c, result }))] }],
+    };
   };
   const a = renderConversation(model, chatWrapper, withResults("0")).tokens;
   return a.slice(0, commonPrefixLength(a, renderConversation(model, chatWrapper, withResults("1")).tokens));

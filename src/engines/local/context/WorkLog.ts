@@ -1,6 +1,9 @@
 import { Mutex } from "../../../mutex.js";
 
-/** One hold of a context's lock: who held it (a caller, or evaluation ahead of time), when it was asked for, got, given back. */
+/**
+ * One hold of a context's lock: who held it (a caller, or evaluation ahead of time), when it was asked for, got, given
+ * back.
+ */
 export interface LockHold {
   readonly context: number;
   readonly background: boolean;
@@ -28,7 +31,10 @@ export class WorkLog {
   }
 }
 
-/** A context's FIFO lock whose every hold is recorded in the engine's `WorkLog`, marked as a caller's or as background work. */
+/**
+ * A context's FIFO lock whose every hold is recorded in the engine's `WorkLog`, marked as a caller's or as background
+ * work.
+ */
 export class TimedLock {
   private readonly mutex = new Mutex();
 

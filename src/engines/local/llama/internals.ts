@@ -30,9 +30,12 @@ export class LlamaInternalsMissingError extends Error {
 }
 
 export function assertLlamaInternals(model: LlamaModel, context?: LlamaContext): void {
-  if (typeof (model as unknown as Partial<ModelInternals>)._getOrLoadLora !== "function") throw new LlamaInternalsMissingError("LlamaModel._getOrLoadLora");
-  if (!((model as unknown as Partial<ModelInternals>)._loraAdapters instanceof Map)) throw new LlamaInternalsMissingError("LlamaModel._loraAdapters");
-  if (context && typeof (context as unknown as Partial<ContextInternals>)._setLoras !== "function") throw new LlamaInternalsMissingError("LlamaContext._setLoras");
+  if (typeof (model as unknown as Partial<ModelInternals>)._getOrLoadLora !== "function")
+    throw new LlamaInternalsMissingError("LlamaModel._getOrLoadLora");
+  if (!((model as unknown as Partial<ModelInternals>)._loraAdapters instanceof Map))
+    throw new LlamaInternalsMissingError("LlamaModel._loraAdapters");
+  if (context && typeof (context as unknown as Partial<ContextInternals>)._setLoras !== "function")
+    throw new LlamaInternalsMissingError("LlamaContext._setLoras");
 }
 
 /** Loads an adapter into the model once (resident); later calls with the same path reuse it. */
@@ -70,7 +73,8 @@ const decodeListeners = new WeakMap<LlamaContextSequence, DecodeListener>();
  */
 export function onSequenceDecode(sequence: LlamaContextSequence, listener: DecodeListener): void {
   const internals = sequence as unknown as SequenceInternals;
-  if (typeof internals._decodeTokens !== "function") throw new LlamaInternalsMissingError("LlamaContextSequence._decodeTokens");
+  if (typeof internals._decodeTokens !== "function")
+    throw new LlamaInternalsMissingError("LlamaContextSequence._decodeTokens");
   if (!decodeListeners.has(sequence)) {
     const decode = internals._decodeTokens.bind(sequence);
     internals._decodeTokens = (tokens, ...rest) => {

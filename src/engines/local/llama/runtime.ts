@@ -6,7 +6,9 @@ export type GpuSetting = "auto" | "cuda" | "vulkan" | "metal" | false;
 
 export interface RuntimeOptions {
   gpu: GpuSetting;
-  /** Threads for evaluation; defaults to the machine's cores (node-llama-cpp's default of 4 is 60x slower on 2 cores). */
+  /**
+   * Threads for evaluation; defaults to the machine's cores (node-llama-cpp's default of 4 is 60x slower on 2 cores).
+   */
   threads?: number;
   logger: EngineLogger;
 }
@@ -33,7 +35,9 @@ export class LlamaLogTail {
   }
 }
 
-export async function startLlama(opts: RuntimeOptions): Promise<{ llama: Llama; threads: number; errors: LlamaLogTail }> {
+export async function startLlama(
+  opts: RuntimeOptions,
+): Promise<{ llama: Llama; threads: number; errors: LlamaLogTail }> {
   const threads = opts.threads ?? availableParallelism();
   const errors = new LlamaLogTail();
   const llama = await getLlama({

@@ -1,14 +1,34 @@
-import { LlamaText, resolveChatWrapper, type ChatWrapper, type Llama, type LlamaModel, type Token } from "../llama/nodeLlamaCpp.js";
-import type { CallSyntax, ChatCodec, Conversation, EngineLogger, JsonSchemaObject, ModelInfo, TokenId } from "../../../engine/index.js";
+import {
+  LlamaText,
+  resolveChatWrapper,
+  type ChatWrapper,
+  type Llama,
+  type LlamaModel,
+  type Token,
+} from "../llama/nodeLlamaCpp.js";
+import type {
+  CallSyntax,
+  ChatCodec,
+  Conversation,
+  EngineLogger,
+  JsonSchemaObject,
+  ModelInfo,
+  TokenId,
+} from "../../../engine/index.js";
 import { loadModel } from "./loadModel.js";
 import { renderConversation } from "../chat/render.js";
 
-/** What node-llama-cpp's JSON-schema grammar ends its root rule with: its own stop trigger, which a call's suffix replaces. */
+/**
+ * What node-llama-cpp's JSON-schema grammar ends its root rule with: its own stop trigger, which a call's suffix
+ * replaces.
+ */
 const SCHEMA_GRAMMAR_TRAILER = ' "\\n\\n\\n\\n" [\\n]*';
 
 const text = (value: string | LlamaText | undefined) => (value === undefined ? "" : String(value));
 
-/** The text values of a LlamaText with `{{functionName}}` replaced (node-llama-cpp does the same when it writes a call). */
+/**
+ * The text values of a LlamaText with `{{functionName}}` replaced (node-llama-cpp does the same when it writes a call).
+ */
 function withName(value: string | LlamaText, name: string): LlamaText {
   return LlamaText(value).mapValues((v) => (typeof v === "string" ? v.replaceAll("{{functionName}}", name) : v));
 }
@@ -34,21 +54,37 @@ export class LocalChatCodec implements ChatCodec {
       optionalPrefixSpace: call.optionalPrefixSpace ?? false,
       paramsPrefix: text(call.paramsPrefix),
       suffix: text(call.suffix) + text(parallelism?.call.sectionSuffix),
-      emptyParams: call.emptyCallParamsPlaceholder === undefined || call.emptyCallParamsPlaceholder === "" ? "" : JSON.stringify(call.emptyCallParamsPlaceholder),
+      emptyParams:
+        call.emptyCallParamsPlaceholder === undefined || call.emptyCallParamsPlaceholder === ""
+          ? ""
+          : JSON.stringify(call.emptyCallParamsPlaceholder),
       specialTokens: [],
     };
     // a control token has text only when special tokens are shown
     const syntax = this.callSyntax;
-    const controls = (value: string) => [...new Set(this.tokenize(value, true).filter((t) => this.detokenize([t], false) === "" && this.detokenize([t], true) !== ""))].map((t) => this.detokenize([t], true));
-    // the model ends its turn at the suffix's first control token (e.g. Qwen's <|im_end|>): that it writes as itself, not as text
+    const controls = (value: string) =>
+      [
+        ...new Set(
+          this.tokenize(value, true).filter(
+            (t) => this.detokenize([t], false) === "" && this.detokenize([t], true) !== "",
+          ),
+        ),
+      ].map((t) => this.detokenize([t], true));
+    // the model ends its turn at the suffix's first control token (e.g. Qwen's <|im_end|>): that it writes as itself,
+    // not as text
     const cut = Math.min(...controls(syntax.suffix).map((c) => syntax.suffix.indexOf(c)), syntax.suffix.length);
     const suffix = syntax.suffix.slice(0, cut);
     this.callSyntax = { ...syntax, suffix, specialTokens: controls(syntax.trigger + syntax.paramsPrefix + suffix) };
   }
 
-  /** Reads the GGUF's vocabulary and chat template after the same checks the local engine makes (no weights are loaded). */
+  /**
+   * Reads the GGUF's vocabulary and chat template after the same checks the local engine makes (no weights are loaded).
+   */
   static async load(options: { modelPath: string; logger: EngineLogger }): Promise<LocalChatCodec> {
-    const { llama, llamaModel, info } = await loadModel({ modelPath: options.modelPath, gpu: false, logger: options.logger }, { vocabOnly: true });
+    const { llama, llamaModel, info } = await loadModel(
+      { modelPath: options.modelPath, gpu: false, logger: options.logger },
+      { vocabOnly: true },
+    );
     return new LocalChatCodec(llama, llamaModel, resolveChatWrapper(llamaModel), info);
   }
 
@@ -75,7 +111,9 @@ export class LocalChatCodec implements ChatCodec {
       grammar = this.llama.createGrammarForJsonSchema(schema as never).then(({ grammar: gbnf }) => {
         const [root, ...rules] = gbnf.split("\n");
         if (!root?.startsWith("root ::= ") || !root.endsWith(SCHEMA_GRAMMAR_TRAILER)) {
-          throw new Error(`node-llama-cpp's JSON-schema grammar no longer ends its root rule with ${SCHEMA_GRAMMAR_TRAILER}; weact-mcp needs node-llama-cpp 3.21.1 exactly (see package.json)`);
+          throw new Error(
+            `node-llama-cpp's JSON-schema grammar no longer ends its root rule with ${SCHEMA_GRAMMAR_TRAILER}; weact-mcp needs node-llama-cpp 3.21.1 exactly (see package.json)`,
+          );
         }
         return [root.slice(0, -SCHEMA_GRAMMAR_TRAILER.length), ...rules].join("\n");
       });
@@ -86,7 +124,13 @@ export class LocalChatCodec implements ChatCodec {
 
   rawCall(name: string, paramsText: string): unknown {
     const { call } = this.wrapper.settings.functions;
-    return LlamaText([call.prefix, name, withName(call.paramsPrefix, name), paramsText, withName(call.suffix, name)]).toJSON();
+    return LlamaText([
+      call.prefix,
+      name,
+      withName(call.paramsPrefix, name),
+      paramsText,
+      withName(call.suffix, name),
+    ]).toJSON();
   }
 
   async dispose(): Promise<void> {

@@ -1,7 +1,14 @@
 import { resolveChatWrapper, type Llama, type LlamaModel } from "../llama/nodeLlamaCpp.js";
 import type { ModelInfo } from "../../../engine/index.js";
 import { ModelFileError, NoFunctionCallsError } from "../../../engine/index.js";
-import { baseModelProblems, GgufFormatError, metaString, readGgufHeaderAsync, sha256File, type GgufFile } from "../../../gguf/index.js";
+import {
+  baseModelProblems,
+  GgufFormatError,
+  metaString,
+  readGgufHeaderAsync,
+  sha256File,
+  type GgufFile,
+} from "../../../gguf/index.js";
 import { functionCallProblem, wrapperFacts } from "../chat/functionCalls.js";
 import { assertLlamaInternals } from "../llama/internals.js";
 import { probeModelInChild } from "./probe.js";
@@ -42,11 +49,18 @@ export async function loadModel(options: LocalEngineOptions, { vocabOnly = false
   let llamaModel: LlamaModel;
   const mark = errors.mark();
   try {
-    llamaModel = await llama.loadModel({ modelPath: options.modelPath, gpuLayers: options.gpuLayers ?? "auto", vocabOnly });
+    llamaModel = await llama.loadModel({
+      modelPath: options.modelPath,
+      gpuLayers: options.gpuLayers ?? "auto",
+      vocabOnly,
+    });
   } catch (err) {
     await llama.dispose();
     const detail = errors.since(mark);
-    throw new ModelFileError(options.modelPath, `llama.cpp could not load it: ${(err as Error).message}${detail ? ` (${detail})` : ""}`);
+    throw new ModelFileError(
+      options.modelPath,
+      `llama.cpp could not load it: ${(err as Error).message}${detail ? ` (${detail})` : ""}`,
+    );
   }
   assertLlamaInternals(llamaModel);
   const chatWrapper = resolveChatWrapper(llamaModel);

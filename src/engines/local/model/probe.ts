@@ -40,7 +40,10 @@ await llama.dispose();
  * child process. llama.cpp aborts the whole process on some malformed files; if it does, only the child
  * dies and the caller gets the reason instead.
  */
-export async function probeModelInChild(modelPath: string, timeoutMs = 60_000): Promise<{ ok: true } | { ok: false; reason: string }> {
+export async function probeModelInChild(
+  modelPath: string,
+  timeoutMs = 60_000,
+): Promise<{ ok: true } | { ok: false; reason: string }> {
   return runProbe(modelPath, false, timeoutMs);
 }
 
@@ -51,13 +54,24 @@ export interface ModelProbeDetails extends WrapperFacts {
 }
 
 /** The probe, also reporting `ModelProbeDetails` (for `weact-mcp doctor`). */
-export async function probeModelDetailsInChild(modelPath: string, timeoutMs = 60_000): Promise<{ ok: true; details: ModelProbeDetails } | { ok: false; reason: string }> {
-  return runProbe(modelPath, true, timeoutMs) as Promise<{ ok: true; details: ModelProbeDetails } | { ok: false; reason: string }>;
+export async function probeModelDetailsInChild(
+  modelPath: string,
+  timeoutMs = 60_000,
+): Promise<{ ok: true; details: ModelProbeDetails } | { ok: false; reason: string }> {
+  return runProbe(modelPath, true, timeoutMs) as Promise<
+    { ok: true; details: ModelProbeDetails } | { ok: false; reason: string }
+  >;
 }
 
-function runProbe(modelPath: string, details: boolean, timeoutMs: number): Promise<{ ok: true; details?: ModelProbeDetails } | { ok: false; reason: string }> {
+function runProbe(
+  modelPath: string,
+  details: boolean,
+  timeoutMs: number,
+): Promise<{ ok: true; details?: ModelProbeDetails } | { ok: false; reason: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [script(), modelPath, ...(details ? ["details"] : [])], { stdio: ["ignore", details ? "pipe" : "ignore", "pipe"] });
+    const child = spawn(process.execPath, [script(), modelPath, ...(details ? ["details"] : [])], {
+      stdio: ["ignore", details ? "pipe" : "ignore", "pipe"],
+    });
     let stderr = "";
     let stdout = "";
     child.stderr!.on("data", (d: Buffer) => (stderr = (stderr + d.toString()).slice(-2000)));
@@ -65,11 +79,21 @@ function runProbe(modelPath: string, details: boolean, timeoutMs: number): Promi
     const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
     child.once("exit", (code, signal) => {
       clearTimeout(timer);
-      if (code === 0) return resolve(details ? { ok: true, details: JSON.parse(stdout.trim().split("\n").at(-1)!) as ModelProbeDetails } : { ok: true });
+      if (code === 0)
+        return resolve(
+          details
+            ? { ok: true, details: JSON.parse(stdout.trim().split("\n").at(-1)!) as ModelProbeDetails }
+            : { ok: true },
+        );
       const lines = stderr.trim().split("\n").filter(Boolean);
       const error = lines.find((l) => l.startsWith("PROBE_ERROR "))?.slice("PROBE_ERROR ".length);
       const detail = error ?? lines.slice(-2).join(" | ");
-      resolve({ ok: false, reason: signal ? `llama.cpp aborted while reading it (${signal})${detail ? `: ${detail}` : ""}` : `llama.cpp refused it${detail ? `: ${detail}` : ""}` });
+      resolve({
+        ok: false,
+        reason: signal
+          ? `llama.cpp aborted while reading it (${signal})${detail ? `: ${detail}` : ""}`
+          : `llama.cpp refused it${detail ? `: ${detail}` : ""}`,
+      });
     });
   });
 }

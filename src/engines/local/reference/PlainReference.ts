@@ -54,11 +54,21 @@ export class PlainReference {
    * position and the adapters from it. The batch split follows `replay` (a session's `cacheReplay()`: data, no
    * engine code) when given, else all but the last token in one decode; then the rest; then the last token.
    */
-  async nextTokenLogProbs(adapters: readonly PlainAdapter[], tokens: readonly Token[], replay?: CacheReplay, activatedFrom?: number): Promise<Map<number, number>> {
+  async nextTokenLogProbs(
+    adapters: readonly PlainAdapter[],
+    tokens: readonly Token[],
+    replay?: CacheReplay,
+    activatedFrom?: number,
+  ): Promise<Map<number, number>> {
     const context = await this.context(adapters);
     const base = activatedFrom === undefined ? undefined : await this.context([]);
     try {
-      return await replayedNextTokenLogProbs(context.getSequence(), tokens, replay, base && { base: base.getSequence(), from: activatedFrom! });
+      return await replayedNextTokenLogProbs(
+        context.getSequence(),
+        tokens,
+        replay,
+        base && { base: base.getSequence(), from: activatedFrom! },
+      );
     } finally {
       await context.dispose();
       await base?.dispose();

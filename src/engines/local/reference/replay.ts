@@ -22,7 +22,12 @@ let transfers = 0;
  * base context instead (the decodes that start there; a gap up to the point in one decode), the state is
  * carried over to `sequence` through a state file, and the rest is evaluated there under the adapter.
  */
-export async function replayedNextTokenLogProbs(sequence: LlamaContextSequence, tokens: readonly Token[], replay?: CacheReplay, activated?: BaseUntil): Promise<LogProbs> {
+export async function replayedNextTokenLogProbs(
+  sequence: LlamaContextSequence,
+  tokens: readonly Token[],
+  replay?: CacheReplay,
+  activated?: BaseUntil,
+): Promise<LogProbs> {
   const decodes = replay?.decodes ?? [];
   let current = sequence;
   if (activated) {
@@ -34,7 +39,8 @@ export async function replayedNextTokenLogProbs(sequence: LlamaContextSequence, 
       true,
     );
     await erase(current, activated.from);
-    if (current.nextTokenIndex < activated.from) await current.evaluateWithoutGeneratingNewTokens(tokens.slice(current.nextTokenIndex, activated.from));
+    if (current.nextTokenIndex < activated.from)
+      await current.evaluateWithoutGeneratingNewTokens(tokens.slice(current.nextTokenIndex, activated.from));
     const file = join(tmpdir(), `weact-reference-${process.pid}-${++transfers}.kv`);
     try {
       await current.saveStateToFile(file);
@@ -44,9 +50,15 @@ export async function replayedNextTokenLogProbs(sequence: LlamaContextSequence, 
     }
     current = sequence;
   }
-  await replayDecodes(current, tokens, activated ? decodes.filter((d) => d.start >= activated.from) : decodes, !!activated);
+  await replayDecodes(
+    current,
+    tokens,
+    activated ? decodes.filter((d) => d.start >= activated.from) : decodes,
+    !!activated,
+  );
   await erase(current, replay?.length ?? 0);
-  if (current.contextTokens.some((t, i) => t !== tokens[i])) throw new Error("the replayed cache is not a prefix of the reference tokens");
+  if (current.contextTokens.some((t, i) => t !== tokens[i]))
+    throw new Error("the replayed cache is not a prefix of the reference tokens");
   const rest = tokens.slice(current.nextTokenIndex, -1);
   if (rest.length) await current.evaluateWithoutGeneratingNewTokens(rest);
   const [result] = await current.controlledEvaluate([[tokens.at(-1)!, { generateNext: { probabilities: true } }]]);
@@ -54,11 +66,20 @@ export async function replayedNextTokenLogProbs(sequence: LlamaContextSequence, 
 }
 
 async function erase(sequence: LlamaContextSequence, from: number): Promise<void> {
-  if (sequence.nextTokenIndex > from) await sequence.eraseContextTokenRanges([{ start: from, end: sequence.nextTokenIndex }]);
+  if (sequence.nextTokenIndex > from)
+    await sequence.eraseContextTokenRanges([{ start: from, end: sequence.nextTokenIndex }]);
 }
 
-/** Replays decodes in order; a gap before one is an error, or (`fillGaps`, across an invocation point) evaluated in one decode. */
-async function replayDecodes(sequence: LlamaContextSequence, tokens: readonly Token[], decodes: readonly Decode[], fillGaps: boolean): Promise<void> {
+/**
+ * Replays decodes in order; a gap before one is an error, or (`fillGaps`, across an invocation point) evaluated in one
+ * decode.
+ */
+async function replayDecodes(
+  sequence: LlamaContextSequence,
+  tokens: readonly Token[],
+  decodes: readonly Decode[],
+  fillGaps: boolean,
+): Promise<void> {
   for (const d of decodes) {
     if (d.start > sequence.nextTokenIndex) {
       if (!fillGaps) throw new Error(`the replay has a gap before position ${d.start}`);

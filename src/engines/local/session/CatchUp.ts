@@ -106,7 +106,10 @@ export class CatchUp implements BackgroundSource {
       const settled = settledTokens(this.services.model, this.services.chatWrapper, soFar);
       if (settled.length <= this.contextSize) this.frontier = settled;
     } catch (err) {
-      this.services.work.opts.logger.debug({ err: (err as Error).message }, "history so far not rendered; background work stops at the last prompt");
+      this.services.work.opts.logger.debug(
+        { err: (err as Error).message },
+        "history so far not rendered; background work stops at the last prompt",
+      );
     }
   }
 
@@ -121,7 +124,14 @@ export class CatchUp implements BackgroundSource {
       }
       if (lane.slot !== slot || this.lanes.byKey.get(lane.key.toString()) !== lane) return false;
       const started = now();
-      const decoded = await extendLane(this.services, lane, this.lanes.rules.backgroundWeights(lane, active), frontier, work.batchTokens(), this.lanes.prefixPlan(lane, undefined));
+      const decoded = await extendLane(
+        this.services,
+        lane,
+        this.lanes.rules.backgroundWeights(lane, active),
+        frontier,
+        work.batchTokens(),
+        this.lanes.prefixPlan(lane, undefined),
+      );
       if (decoded === undefined) return false;
       const ms = now() - started;
       work.recordBatch(decoded, ms);

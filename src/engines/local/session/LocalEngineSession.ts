@@ -80,7 +80,10 @@ export class LocalEngineSession implements EngineSession {
     return this.lanes.cacheReplay();
   }
 
-  /** Drops the lanes no switch can reach any more (their weights were refreshed or removed). Caller holds every context lock. */
+  /**
+   * Drops the lanes no switch can reach any more (their weights were refreshed or removed). Caller holds every context
+   * lock.
+   */
   dropUnreachableLanes(): Promise<void> {
     return this.lanes.dropUnreachable();
   }
@@ -108,7 +111,13 @@ export class LocalEngineSession implements EngineSession {
           const from = this.activeAdapter;
           const same = key.equals(this.lanes.active.key);
           if (!same) this.lanes.rememberPrompt(conversation);
-          const plan: SwitchPlan = same ? { kind: "unchanged" } : this.lanes.rules.strategy.plan({ key, activating: this.lanes.activates(versions), baseKey: this.lanes.baseKey() });
+          const plan: SwitchPlan = same
+            ? { kind: "unchanged" }
+            : this.lanes.rules.strategy.plan({
+                key,
+                activating: this.lanes.activates(versions),
+                baseKey: this.lanes.baseKey(),
+              });
           const { sync, queueMs, strategy } = await this.carryOut(plan, key, versions, tokens, queued);
           this.catchUp.moveFrontier(tokens);
           queueMicrotask(() => this.services.versionsReleased());
@@ -117,7 +126,13 @@ export class LocalEngineSession implements EngineSession {
             to: weightsLabel(versions),
             strategy,
             switchMs: Math.max(0, now() - queued - queueMs - sync.ms),
-            rebuild: { tokens: sync.evaluated, reused: sync.reused, restored: sync.restored, shared: sync.shared, ms: sync.ms },
+            rebuild: {
+              tokens: sync.evaluated,
+              reused: sync.reused,
+              restored: sync.restored,
+              shared: sync.shared,
+              ms: sync.ms,
+            },
             queueMs,
           };
         } finally {
@@ -127,18 +142,39 @@ export class LocalEngineSession implements EngineSession {
     });
   }
 
-  /** Applies the strategy's decision for a switch to `to` (named exactly by `key`) over `tokens`, the whole rendered history. */
-  private carryOut(plan: SwitchPlan, key: LaneKey, to: readonly AdapterVersion[], tokens: Token[], queued: number): Promise<SwitchOutcome> {
+  /**
+   * Applies the strategy's decision for a switch to `to` (named exactly by `key`) over `tokens`, the whole rendered
+   * history.
+   */
+  private carryOut(
+    plan: SwitchPlan,
+    key: LaneKey,
+    to: readonly AdapterVersion[],
+    tokens: Token[],
+    queued: number,
+  ): Promise<SwitchOutcome> {
     if (plan.kind === "rebuild") return this.rebuildInPlace(key, to, tokens, queued);
     if (plan.kind === "continue") return this.continueOn(plan.home, key, to, tokens, queued);
     const lane = this.lanes.active;
     lane.key = key;
     lane.versions = to;
-    return Promise.resolve({ sync: { reused: this.cachedTokens, evaluated: 0, restored: 0, shared: 0, ms: 0 }, queueMs: 0, strategy: "unchanged" });
+    return Promise.resolve({
+      sync: { reused: this.cachedTokens, evaluated: 0, restored: 0, shared: 0, ms: 0 },
+      queueMs: 0,
+      strategy: "unchanged",
+    });
   }
 
-  /** The active lane takes the new weights and is evaluated again; on a failure it is an empty cache under the previous ones. */
-  private async rebuildInPlace(key: LaneKey, to: readonly AdapterVersion[], tokens: Token[], queued: number): Promise<SwitchOutcome> {
+  /**
+   * The active lane takes the new weights and is evaluated again; on a failure it is an empty cache under the previous
+   * ones.
+   */
+  private async rebuildInPlace(
+    key: LaneKey,
+    to: readonly AdapterVersion[],
+    tokens: Token[],
+    queued: number,
+  ): Promise<SwitchOutcome> {
     const lane = this.lanes.active;
     const slot = this.lanes.liveSlot();
     return slot.context.lock.run(async () => {
@@ -148,7 +184,11 @@ export class LocalEngineSession implements EngineSession {
       lane.versions = to;
       try {
         // an activated LoRA's history is evaluated under the base up to its invocation point, then under it
-        return { sync: await rebuildLane(this.services, lane, tokens, this.lanes.planFor(lane, tokens)), queueMs, strategy: "rebuild" };
+        return {
+          sync: await rebuildLane(this.services, lane, tokens, this.lanes.planFor(lane, tokens)),
+          queueMs,
+          strategy: "rebuild",
+        };
       } catch (err) {
         lane.key = before.key;
         lane.versions = before.versions;
@@ -166,7 +206,13 @@ export class LocalEngineSession implements EngineSession {
    * previous lane is spilled and gives its sequence to the new one. On a failure the session keeps a correct cache
    * under its previous weights.
    */
-  private async continueOn(home: LaneKey, key: LaneKey, to: readonly AdapterVersion[], tokens: Token[], queued: number): Promise<SwitchOutcome> {
+  private async continueOn(
+    home: LaneKey,
+    key: LaneKey,
+    to: readonly AdapterVersion[],
+    tokens: Token[],
+    queued: number,
+  ): Promise<SwitchOutcome> {
     const { services, lanes } = this;
     if (lanes.active.activatedFrom !== undefined) await this.deactivate();
     const previous = lanes.active;
@@ -177,7 +223,11 @@ export class LocalEngineSession implements EngineSession {
       if (!target || target.empty) target = new Lane(this.id, home, activating ? [] : to);
       const lane = target;
       const live = lane.slot;
-      const fresh = live ? undefined : await services.pool.acquire().catch((err) => (err instanceof EngineCapacityError ? undefined : Promise.reject(err)));
+      const fresh = live
+        ? undefined
+        : await services.pool
+            .acquire()
+            .catch((err) => (err instanceof EngineCapacityError ? undefined : Promise.reject(err)));
       const slot = live ?? fresh ?? lanes.liveSlot();
       const result = await slot.context.lock.run(async () => {
         const queueMs = now() - queued;
@@ -196,7 +246,11 @@ export class LocalEngineSession implements EngineSession {
             lane.activatedFrom = Infinity; // all of it is the base's until the sync evaluates from the invocation point
           }
           lane.versions = to; // equal keys name equal versions
-          return { sync: await syncLane(services, lane, tokens, lanes.planFor(lane, tokens)), queueMs, strategy: "reuse" as const };
+          return {
+            sync: await syncLane(services, lane, tokens, lanes.planFor(lane, tokens)),
+            queueMs,
+            strategy: "reuse" as const,
+          };
         } catch (err) {
           if (activating) rekeyToBase(lane, home);
           if (lane === previous) {
@@ -227,7 +281,8 @@ export class LocalEngineSession implements EngineSession {
     const slot = this.lanes.liveSlot();
     await slot.context.lock.run(async () => {
       const from = lane.activatedFrom!;
-      if (from < slot.sequence.nextTokenIndex) await slot.sequence.eraseContextTokenRanges([{ start: from, end: slot.sequence.nextTokenIndex }]);
+      if (from < slot.sequence.nextTokenIndex)
+        await slot.sequence.eraseContextTokenRanges([{ start: from, end: slot.sequence.nextTokenIndex }]);
       this.lanes.byKey.delete(lane.key.toString());
       rekeyToBase(lane, this.lanes.baseKey());
       this.lanes.byKey.set(lane.key.toString(), lane);
@@ -243,7 +298,14 @@ export class LocalEngineSession implements EngineSession {
     return this.services.work.foreground(() => {
       const queued = now();
       return this.lanes.withActive((lane, sequence) =>
-        generateTurn(this.services, { lane, sequence, contextSize: this.contextSize, plan: this.lanes.planFor(lane, rendered.tokens) }, conversation, rendered, options, queued),
+        generateTurn(
+          this.services,
+          { lane, sequence, contextSize: this.contextSize, plan: this.lanes.planFor(lane, rendered.tokens) },
+          conversation,
+          rendered,
+          options,
+          queued,
+        ),
       );
     }, this.services.work.opts.afterTurnMs);
   }
@@ -275,8 +337,14 @@ export class LocalEngineSession implements EngineSession {
     return this.catchUp.work();
   }
 
-  /** Runs `fn` under the context lock with this session's weights applied and the prompt (all but its last token) cached. */
-  private async synced<T>(conversation: Conversation, fn: (sequence: LlamaContextSequence, tokens: Token[], prefill: PrefillReport) => Promise<T>): Promise<T> {
+  /**
+   * Runs `fn` under the context lock with this session's weights applied and the prompt (all but its last token)
+   * cached.
+   */
+  private async synced<T>(
+    conversation: Conversation,
+    fn: (sequence: LlamaContextSequence, tokens: Token[], prefill: PrefillReport) => Promise<T>,
+  ): Promise<T> {
     this.lanes.ensureOpen();
     const tokens = this.lanes.render(conversation);
     this.ensureFits(tokens.length);

@@ -1,6 +1,11 @@
 import type { LlamaContextSequence, Token } from "../llama/nodeLlamaCpp.js";
 import type { AdapterVersion, Conversation, LaneState } from "../../../engine/index.js";
-import { commonPrefixLength, InvalidAdapterSetError, SessionClosedError, UnknownAdapterError } from "../../../engine/index.js";
+import {
+  commonPrefixLength,
+  InvalidAdapterSetError,
+  SessionClosedError,
+  UnknownAdapterError,
+} from "../../../engine/index.js";
 import type { CacheReplay } from "../cache/DecodeLog.js";
 import type { Lane, Slot } from "../cache/Lane.js";
 import type { LaneKey } from "../cache/LaneKey.js";
@@ -63,7 +68,12 @@ export class SessionLanes {
   laneStates(): LaneState[] {
     return [...this.byKey.values()]
       .filter((l) => !l.empty)
-      .map((l) => ({ weights: weightsLabel(l.versions) ?? "base", active: l === this.current, state: l.slot ? "live" : "spilled", tokens: l.slot?.sequence.nextTokenIndex ?? l.spilled!.tokens }));
+      .map((l) => ({
+        weights: weightsLabel(l.versions) ?? "base",
+        active: l === this.current,
+        state: l.slot ? "live" : "spilled",
+        tokens: l.slot?.sequence.nextTokenIndex ?? l.spilled!.tokens,
+      }));
   }
 
   /** The key of the session's base lane. */
@@ -110,14 +120,20 @@ export class SessionLanes {
     }
   }
 
-  /** How a sync brings `lane` to `tokens`: its activated LoRA's invocation point, and the shared prefix an empty cache may start from. */
+  /**
+   * How a sync brings `lane` to `tokens`: its activated LoRA's invocation point, and the shared prefix an empty cache
+   * may start from.
+   */
   planFor(lane: Lane, tokens: readonly Token[]): SyncPlan {
     const invocation = this.activates(lane.versions) ? this.services.invocationOf(lane.versions[0]!) : undefined;
     const activatedFrom = invocation ? (this.rules.invocationOf(tokens, invocation) ?? Infinity) : undefined;
     return { activatedFrom, prefix: this.prefixPlan(lane, activatedFrom) };
   }
 
-  /** The shared prompt prefix for `lane`: computed under the base before an activated LoRA's invocation point, else under the lane's weights. */
+  /**
+   * The shared prompt prefix for `lane`: computed under the base before an activated LoRA's invocation point, else
+   * under the lane's weights.
+   */
   prefixPlan(lane: Lane, activatedFrom: number | undefined): PrefixPlan | undefined {
     if (!this.services.prefixes || !this.prompt?.tokens.length) return undefined;
     const weights = activatedFrom === undefined ? lane.key : this.baseKey();
@@ -136,7 +152,11 @@ export class SessionLanes {
     if (this.prompt && this.prompt.system === system && this.prompt.functions === conversation.functions) return;
     const whole = this.render(conversation);
     const head = this.render({ turns: first?.role === "system" ? [first] : [], functions: conversation.functions });
-    this.prompt = { system, functions: conversation.functions, tokens: whole.slice(0, commonPrefixLength(whole, head)) };
+    this.prompt = {
+      system,
+      functions: conversation.functions,
+      tokens: whole.slice(0, commonPrefixLength(whole, head)),
+    };
   }
 
   render(conversation: Conversation): Token[] {

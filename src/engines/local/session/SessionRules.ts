@@ -14,7 +14,9 @@ export type InvocationOf = (tokens: readonly Token[], invocation: readonly numbe
 /** The weights a background extension of `lane` applies: its own; tests plant the active lane's. */
 export type BackgroundWeightsOf = (lane: Lane, active: Lane) => readonly AdapterVersion[];
 
-/** How one session keys, switches and catches up its caches: the engine's defaults, or a planted bug from testing.ts. */
+/**
+ * How one session keys, switches and catches up its caches: the engine's defaults, or a planted bug from testing.ts.
+ */
 export interface SessionRules {
   strategy: SwitchStrategy;
   keyOf: LaneKeyOf;

@@ -36,7 +36,9 @@ const rebuild: SwitchStrategy = { plan: () => ({ kind: "rebuild" }) };
  * One lane per weight set, continued where it left off. An activated LoRA has no lane of its own: it runs on the
  * session's base lane, whose cache before the invocation point is exactly what the adapter needs.
  */
-const reuse: SwitchStrategy = { plan: ({ key, activating, baseKey }) => ({ kind: "continue", home: activating ? baseKey : key }) };
+const reuse: SwitchStrategy = {
+  plan: ({ key, activating, baseKey }) => ({ kind: "continue", home: activating ? baseKey : key }),
+};
 
 /** The strategy for a configured cache strategy. */
 export function switchStrategy(name: CacheStrategy): SwitchStrategy {

@@ -1,5 +1,18 @@
-import { LlamaChat, LlamaText, TokenBias, type LlamaContextSequence, type LlamaModel, type Token } from "../llama/nodeLlamaCpp.js";
-import type { Conversation, FinishReason, GenerateOptions, GenerateResult, GeneratedCall } from "../../../engine/index.js";
+import {
+  LlamaChat,
+  LlamaText,
+  TokenBias,
+  type LlamaContextSequence,
+  type LlamaModel,
+  type Token,
+} from "../llama/nodeLlamaCpp.js";
+import type {
+  Conversation,
+  FinishReason,
+  GenerateOptions,
+  GenerateResult,
+  GeneratedCall,
+} from "../../../engine/index.js";
 import type { Lane } from "../cache/Lane.js";
 import { generationBias } from "../chat/bias.js";
 import { toChatModelFunctions, type RenderedConversation } from "../chat/render.js";
@@ -7,10 +20,15 @@ import { switchLaneWeights, now, syncLane, tailWeights, weightsLabel, type SyncP
 import { teacherForcedLogprobs } from "./logProbs.js";
 import type { EngineServices } from "./EngineServices.js";
 
-/** Tokens before a steered turn's limit from which its call's arguments are closed (the rest of the call fits in them). */
+/**
+ * Tokens before a steered turn's limit from which its call's arguments are closed (the rest of the call fits in them).
+ */
 const CLOSING_MARGIN = 48;
 
-/** Where a turn runs: the session's active lane, its sequence (its context lock held), its window, how its prompt is synced. */
+/**
+ * Where a turn runs: the session's active lane, its sequence (its context lock held), its window, how its prompt is
+ * synced.
+ */
 export interface TurnTarget {
   lane: Lane;
   sequence: LlamaContextSequence;
@@ -22,7 +40,14 @@ export interface TurnTarget {
  * One assistant turn on the lane: apply its weights, reuse the longest cached prefix of the prompt, decode
  * with node-llama-cpp's LlamaChat (function calls returned, not executed). Caller holds the context lock.
  */
-export async function generateTurn(host: EngineServices, target: TurnTarget, conversation: Conversation, rendered: RenderedConversation, options: GenerateOptions, queued: number): Promise<GenerateResult> {
+export async function generateTurn(
+  host: EngineServices,
+  target: TurnTarget,
+  conversation: Conversation,
+  rendered: RenderedConversation,
+  options: GenerateOptions,
+  queued: number,
+): Promise<GenerateResult> {
   const { lane, sequence, contextSize, plan } = target;
   const { history, wrapper, tokens } = rendered;
   // Never let node-llama-cpp shift the context (it would silently drop the start of the prompt).
@@ -33,7 +58,15 @@ export async function generateTurn(host: EngineServices, target: TurnTarget, con
   if (options.signal?.aborted) {
     const tokenCounts = { prompt: tokens.length, cached: 0, evaluated: 0, generated: 0 };
     const timings = { queueMs, adapterSetMs: 0, prefillMs: 0, decodeMs: 0, logprobsMs: 0, totalMs: 0 };
-    return { text: "", calls: [], finishReason: "cancelled" as const, adapter: weightsLabel(lane.versions), tokens: tokenCounts, timings, contextRemaining: contextSize - tokens.length };
+    return {
+      text: "",
+      calls: [],
+      finishReason: "cancelled" as const,
+      adapter: weightsLabel(lane.versions),
+      tokens: tokenCounts,
+      timings,
+      contextRemaining: contextSize - tokens.length,
+    };
   }
   const adapterSetStart = now();
   await switchLaneWeights(host, lane, tailWeights(lane));
@@ -44,7 +77,13 @@ export async function generateTurn(host: EngineServices, target: TurnTarget, con
   const model = host.model;
   const chat = new LlamaChat({ contextSequence: sequence, chatWrapper: wrapper, autoDisposeSequence: false });
   const steerTokens = options.steerToolCall ? steeringTokens(host, options.steerToolCall.name) : undefined;
-  const steering = steerTokens && { tokens: steerTokens, sequence, promptLength: tokens.length, closeAfter: Math.max(steerTokens.length, maxTokens - CLOSING_MARGIN), closers: closerTokens(model) };
+  const steering = steerTokens && {
+    tokens: steerTokens,
+    sequence,
+    promptLength: tokens.length,
+    closeAfter: Math.max(steerTokens.length, maxTokens - CLOSING_MARGIN),
+    closers: closerTokens(model),
+  };
   // node-llama-cpp does not count a function call's prefix against maxTokens: the turn's own count stops it
   const limit = new AbortController();
   let response;
@@ -79,13 +118,22 @@ export async function generateTurn(host: EngineServices, target: TurnTarget, con
   const decodeMs = now() - decodeStart;
   const generatedTokens = sequence.contextTokens.slice(tokens.length);
   const logprobsStart = now();
-  const logprobs = options.topLogprobs ? await teacherForcedLogprobs(model, sequence, tokens, generatedTokens, options.topLogprobs) : undefined;
+  const logprobs = options.topLogprobs
+    ? await teacherForcedLogprobs(model, sequence, tokens, generatedTokens, options.topLogprobs)
+    : undefined;
   const logprobsMs = options.topLogprobs ? now() - logprobsStart : 0;
-  const calls: GeneratedCall[] = (response?.functionCalls ?? []).map((c) => ({ name: c.functionName, arguments: c.params, raw: c.raw }));
+  const calls: GeneratedCall[] = (response?.functionCalls ?? []).map((c) => ({
+    name: c.functionName,
+    arguments: c.params,
+    raw: c.raw,
+  }));
   return {
     text: response?.response ?? model.detokenize(generatedTokens),
     calls,
-    finishReason: limit.signal.aborted && !options.signal?.aborted ? "length" : finishReason(response!.metadata.stopReason, calls.length),
+    finishReason:
+      limit.signal.aborted && !options.signal?.aborted
+        ? "length"
+        : finishReason(response!.metadata.stopReason, calls.length),
     adapter: weightsLabel(lane.versions),
     tokens: {
       prompt: tokens.length,
@@ -117,7 +165,12 @@ function closerTokens(model: LlamaModel): Record<'"' | "}" | "]", Token> {
  * A bias that also ends the generation once `full()` holds: checked as each token is sampled, the stop deferred
  * out of the native sampling callback (which must never throw), so it lands before the next token.
  */
-function limited(model: LlamaModel, bias: TokenBias | (() => TokenBias) | undefined, full: () => boolean, stop: () => void): () => TokenBias {
+function limited(
+  model: LlamaModel,
+  bias: TokenBias | (() => TokenBias) | undefined,
+  full: () => boolean,
+  stop: () => void,
+): () => TokenBias {
   let stopping = false;
   const none = new TokenBias(model.tokenizer);
   return () => {

@@ -6,7 +6,10 @@ import type { LaneKey } from "../cache/LaneKey.js";
 import type { PrefixKeyOf, PromptPrefix } from "../cache/PrefixStore.js";
 import type { EngineServices } from "./EngineServices.js";
 
-/** What bringing a lane up to a prompt cost: tokens kept, evaluated, read back from a saved state (`shared`: a prompt prefix); time. */
+/**
+ * What bringing a lane up to a prompt cost: tokens kept, evaluated, read back from a saved state (`shared`: a prompt
+ * prefix); time.
+ */
 export interface Synced {
   reused: number;
   evaluated: number;
@@ -28,7 +31,8 @@ export const MIN_DECODE_TOKENS = 64;
 export const now = () => performance.now();
 
 /** null for the base, else the adapters' aliases joined with "+". */
-export const weightsLabel = (versions: readonly AdapterVersion[]): string | null => (versions.length ? versions.map((v) => v.alias).join("+") : null);
+export const weightsLabel = (versions: readonly AdapterVersion[]): string | null =>
+  versions.length ? versions.map((v) => v.alias).join("+") : null;
 
 /**
  * How a lane is brought to a prompt. `activatedFrom` (an activated LoRA's lane only): the prompt's invocation
@@ -46,19 +50,31 @@ export interface PrefixPlan extends PromptPrefix {
   readonly keyOf: PrefixKeyOf;
 }
 
-/** Applies `versions` (the base for []) to the lane's context: the step where weights reach llama.cpp. Caller holds the lock. */
-export async function switchLaneWeights(host: Pick<EngineServices, "weightOf">, lane: Lane, versions: readonly AdapterVersion[]): Promise<void> {
+/**
+ * Applies `versions` (the base for []) to the lane's context: the step where weights reach llama.cpp. Caller holds the
+ * lock.
+ */
+export async function switchLaneWeights(
+  host: Pick<EngineServices, "weightOf">,
+  lane: Lane,
+  versions: readonly AdapterVersion[],
+): Promise<void> {
   await lane.slot!.context.switchWeights(
     versions,
     versions.map((v) => host.weightOf(v)),
   );
 }
 
-/** The weights the lane's next tokens are computed under: its own, or the base for an activated LoRA whose invocation is absent. */
-export const tailWeights = (lane: Lane): readonly AdapterVersion[] => (lane.activatedFrom === Infinity ? [] : lane.versions);
+/**
+ * The weights the lane's next tokens are computed under: its own, or the base for an activated LoRA whose invocation is
+ * absent.
+ */
+export const tailWeights = (lane: Lane): readonly AdapterVersion[] =>
+  lane.activatedFrom === Infinity ? [] : lane.versions;
 
 async function eraseFrom(sequence: LlamaContextSequence, start: number): Promise<void> {
-  if (start < sequence.nextTokenIndex) await sequence.eraseContextTokenRanges([{ start, end: sequence.nextTokenIndex }]);
+  if (start < sequence.nextTokenIndex)
+    await sequence.eraseContextTokenRanges([{ start, end: sequence.nextTokenIndex }]);
 }
 
 /**
@@ -68,20 +84,37 @@ async function eraseFrom(sequence: LlamaContextSequence, start: number): Promise
  * the cache held before (never before `floor`, where these weights begin; never into tokens this call decoded).
  * Returns the tokens decoded.
  */
-async function evaluateRange(host: LaneHost, lane: Lane, target: readonly Token[], start: number, end: number, floor: number, prefix: PrefixPlan | undefined): Promise<number> {
+async function evaluateRange(
+  host: LaneHost,
+  lane: Lane,
+  target: readonly Token[],
+  start: number,
+  end: number,
+  floor: number,
+  prefix: PrefixPlan | undefined,
+): Promise<number> {
   const sequence = lane.slot!.sequence;
-  const saveAt = prefix && host.prefixes && prefix.tokens.length > start && commonPrefixLength(prefix.tokens, target) === prefix.tokens.length && !host.prefixes.has(prefixKey(prefix)) ? prefix.tokens.length : undefined;
+  const saveAt =
+    prefix &&
+    host.prefixes &&
+    prefix.tokens.length > start &&
+    commonPrefixLength(prefix.tokens, target) === prefix.tokens.length &&
+    !host.prefixes.has(prefixKey(prefix))
+      ? prefix.tokens.length
+      : undefined;
   const batch = sequence.context.batchSize;
   let decoded = 0;
   while (start < end) {
     let stop = saveAt !== undefined && saveAt > start && saveAt < end ? saveAt : end;
     let from = start;
-    if (decoded === 0 && stop - from > 1 && stop - from < MIN_DECODE_TOKENS && from > floor) from = Math.max(floor, stop - MIN_DECODE_TOKENS);
+    if (decoded === 0 && stop - from > 1 && stop - from < MIN_DECODE_TOKENS && from > floor)
+      from = Math.max(floor, stop - MIN_DECODE_TOKENS);
     // node-llama-cpp decodes a batch at a time; after a cache, a remainder shorter than MIN_DECODE_TOKENS would be
     // a decode of its own, dear per token (above: 528 tokens appended at 5k took 175 ms as 512 + 16, 120 ms as
     // 264 + 264), so such an append goes in even pieces. A prompt from the start keeps node-llama-cpp's batching.
     const n = stop - from;
-    if (from > 0 && n > batch && n % batch > 0 && n % batch < MIN_DECODE_TOKENS) stop = from + Math.ceil(n / Math.ceil(n / batch));
+    if (from > 0 && n > batch && n % batch > 0 && n % batch < MIN_DECODE_TOKENS)
+      stop = from + Math.ceil(n / Math.ceil(n / batch));
     await eraseFrom(sequence, from);
     await sequence.evaluateWithoutGeneratingNewTokens(target.slice(from, stop));
     decoded += stop - from;
@@ -93,8 +126,17 @@ async function evaluateRange(host: LaneHost, lane: Lane, target: readonly Token[
 
 const prefixKey = (p: PrefixPlan) => p.keyOf(p.scope, p.weights, p.tokens);
 
-/** Restores the shared prefix into the lane's empty cache if one is saved for `target`; the tokens restored. Caller holds the lock. */
-async function restorePrefix(host: LaneHost, lane: Lane, target: readonly Token[], prefix: PrefixPlan | undefined, upTo: number): Promise<number> {
+/**
+ * Restores the shared prefix into the lane's empty cache if one is saved for `target`; the tokens restored. Caller
+ * holds the lock.
+ */
+async function restorePrefix(
+  host: LaneHost,
+  lane: Lane,
+  target: readonly Token[],
+  prefix: PrefixPlan | undefined,
+  upTo: number,
+): Promise<number> {
   const length = prefix?.tokens.length ?? 0;
   if (!prefix || !host.prefixes || length === 0 || length > upTo || lane.slot!.sequence.nextTokenIndex !== 0) return 0;
   if (commonPrefixLength(prefix.tokens, target) < length) return 0;
@@ -112,13 +154,24 @@ async function restorePrefix(host: LaneHost, lane: Lane, target: readonly Token[
  * A lane coming back from disk (spilled) loads its saved state first; an empty cache starts from the shared
  * prompt prefix when one is saved, and saves it when not. Caller holds the lock.
  */
-export async function syncLane(host: LaneHost, lane: Lane, tokens: readonly Token[], plan: SyncPlan = {}): Promise<Synced> {
+export async function syncLane(
+  host: LaneHost,
+  lane: Lane,
+  tokens: readonly Token[],
+  plan: SyncPlan = {},
+): Promise<Synced> {
   const started = now();
   const sequence = lane.slot!.sequence;
   const spilled = (await host.pool.restore(lane)) ? sequence.nextTokenIndex : undefined;
   if (!tokens.length) {
     await switchLaneWeights(host, lane, tailWeights(lane));
-    return { reused: sequence.nextTokenIndex, evaluated: 0, restored: spilled ?? 0, shared: 0, ms: spilled === undefined ? 0 : now() - started };
+    return {
+      reused: sequence.nextTokenIndex,
+      evaluated: 0,
+      restored: spilled ?? 0,
+      shared: 0,
+      ms: spilled === undefined ? 0 : now() - started,
+    };
   }
   const target = tokens.slice(0, -1);
   const activated = plan.activatedFrom !== undefined;
@@ -131,7 +184,8 @@ export async function syncLane(host: LaneHost, lane: Lane, tokens: readonly Toke
   lane.activatedFrom = activated ? from : undefined;
   const baseEnd = Math.min(from, target.length);
   // the prefix lies under the weights of the first segment: the base's before an invocation point, else the lane's
-  const shared = keep === 0 ? await restorePrefix(host, lane, target, plan.prefix, activated ? baseEnd : target.length) : 0;
+  const shared =
+    keep === 0 ? await restorePrefix(host, lane, target, plan.prefix, activated ? baseEnd : target.length) : 0;
   keep = Math.max(keep, shared);
   let evaluated = 0;
   if (keep < baseEnd) {
@@ -139,10 +193,25 @@ export async function syncLane(host: LaneHost, lane: Lane, tokens: readonly Toke
     evaluated += await evaluateRange(host, lane, target, keep, baseEnd, 0, plan.prefix);
   }
   await switchLaneWeights(host, lane, tailWeights(lane));
-  if (from < target.length) evaluated += await evaluateRange(host, lane, target, Math.max(keep, from), target.length, from, activated ? undefined : plan.prefix);
+  if (from < target.length)
+    evaluated += await evaluateRange(
+      host,
+      lane,
+      target,
+      Math.max(keep, from),
+      target.length,
+      from,
+      activated ? undefined : plan.prefix,
+    );
   host.work.foregroundTokens += evaluated;
   const reused = target.length - evaluated;
-  return { reused, evaluated, restored: Math.min(spilled ?? shared, reused), shared: Math.min(shared, reused), ms: now() - started };
+  return {
+    reused,
+    evaluated,
+    restored: Math.min(spilled ?? shared, reused),
+    shared: Math.min(shared, reused),
+    ms: now() - started,
+  };
 }
 
 /**
@@ -151,7 +220,14 @@ export async function syncLane(host: LaneHost, lane: Lane, tokens: readonly Toke
  * one is saved. Returns the tokens decoded (0 after a restore alone, undefined when the lane is already there).
  * Caller holds the lock.
  */
-export async function extendLane(host: LaneHost, lane: Lane, weights: readonly AdapterVersion[], frontier: readonly Token[], maxTokens: number, prefix: PrefixPlan | undefined): Promise<number | undefined> {
+export async function extendLane(
+  host: LaneHost,
+  lane: Lane,
+  weights: readonly AdapterVersion[],
+  frontier: readonly Token[],
+  maxTokens: number,
+  prefix: PrefixPlan | undefined,
+): Promise<number | undefined> {
   const sequence = lane.slot!.sequence;
   const lcp = commonPrefixLength(sequence.contextTokens, frontier);
   if (lcp >= frontier.length) return undefined;
@@ -163,7 +239,12 @@ export async function extendLane(host: LaneHost, lane: Lane, weights: readonly A
 }
 
 /** Clears the lane and evaluates the prompt under its weights from the start. Caller holds the lock. */
-export async function rebuildLane(host: LaneHost, lane: Lane, tokens: readonly Token[], plan: SyncPlan = {}): Promise<Synced> {
+export async function rebuildLane(
+  host: LaneHost,
+  lane: Lane,
+  tokens: readonly Token[],
+  plan: SyncPlan = {},
+): Promise<Synced> {
   await lane.slot!.sequence.clearHistory();
   lane.clearLog();
   lane.activatedFrom = undefined;

@@ -23,7 +23,13 @@ export async function nextTokenAfter(sequence: LlamaContextSequence, tokens: rea
  * fed one per decode, as generation fed them: llama.cpp's numerics depend on the batch split, and this
  * keeps the figures identical to the distributions the tokens were sampled from.
  */
-export async function teacherForcedLogprobs(model: LlamaModel, sequence: LlamaContextSequence, prompt: readonly Token[], generated: readonly Token[], k: number): Promise<TokenLogprob[]> {
+export async function teacherForcedLogprobs(
+  model: LlamaModel,
+  sequence: LlamaContextSequence,
+  prompt: readonly Token[],
+  generated: readonly Token[],
+  k: number,
+): Promise<TokenLogprob[]> {
   const start = prompt.length - 1;
   await sequence.eraseContextTokenRanges([{ start, end: sequence.nextTokenIndex }]);
   const out: TokenLogprob[] = [];

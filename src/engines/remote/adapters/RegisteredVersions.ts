@@ -24,7 +24,8 @@ export interface RegisteredVersion {
 }
 
 /** How logs name a version in the engine: its handle, or the code of the error it has there. */
-export const handleOf = (held: RegisteredVersion) => (held.engine instanceof EngineError ? `(${held.engine.code})` : String(held.engine.handle));
+export const handleOf = (held: RegisteredVersion) =>
+  held.engine instanceof EngineError ? `(${held.engine.code})` : String(held.engine.handle);
 
 export interface RegisteredVersionsOptions {
   flavor: Flavor;
@@ -47,7 +48,9 @@ export interface RegisteredVersionsOptions {
  */
 export class RegisteredVersions {
   private readonly held = new Map<string, RegisteredVersion>();
-  /** Set when the engine was unreachable: it may have restarted, so its adapters are checked before the next request. */
+  /**
+   * Set when the engine was unreachable: it may have restarted, so its adapters are checked before the next request.
+   */
   private stale = false;
   private verifying: Promise<void> | undefined;
 
@@ -75,11 +78,17 @@ export class RegisteredVersions {
     const peftDir = flavor.features.adapterForm === "peft" && spec.peftDir ? resolve(spec.peftDir) : undefined;
     // the engine loads the manifest's PEFT folder, not the GGUF: its bytes are part of the version
     const { info, header } = await readAdapterFile(spec, base, peftDir && (await peftFolderSha256(peftDir)));
-    if (info.invocationTokens) throw new UnsupportedFeatureError(http.label, "activated LoRA (aLoRA) adapters", "serve it on the local engine (engine.backend: local)");
+    if (info.invocationTokens)
+      throw new UnsupportedFeatureError(
+        http.label,
+        "activated LoRA (aLoRA) adapters",
+        "serve it on the local engine (engine.backend: local)",
+      );
     const existing = this.held.get(info.id);
     if (existing && !(existing.engine instanceof EngineError)) return existing;
     const prepared: PreparedAdapter = { version: info.version, filePath: info.filePath };
-    if (flavor.features.adapterForm === "peft") prepared.peft = await placePeft(info, header, base, peftDir, this.opts.peftDirs!, this.opts.servedModel);
+    if (flavor.features.adapterForm === "peft")
+      prepared.peft = await placePeft(info, header, base, peftDir, this.opts.peftDirs!, this.opts.servedModel);
     if (flavor.features.runtimeAdapterLoading) await this.ready();
     else await this.verify();
     const engine = await flavor.register(http, prepared);
@@ -101,7 +110,8 @@ export class RegisteredVersions {
 
   /**
    * At shutdown: an engine that loaded them at runtime for this server keeps them otherwise, each taking an
-   * adapter slot; at once, so a hung engine holds shutdown about timeoutMs (each request's bound), not that per adapter.
+   * adapter slot; at once, so a hung engine holds shutdown about timeoutMs (each request's bound), not that per
+   * adapter.
    */
   async unregisterAll(): Promise<void> {
     const { flavor, http, logger } = this.opts;
@@ -112,7 +122,12 @@ export class RegisteredVersions {
         await flavor
           .unregister(http, held.engine)
           .then(() => logger.info({ version: id, engine: handleOf(held) }, "adapter version unregistered"))
-          .catch((err: unknown) => logger.warn({ version: id, err: (err as Error).message }, "unregistering an adapter at shutdown failed; it stays loaded in the engine"));
+          .catch((err: unknown) =>
+            logger.warn(
+              { version: id, err: (err as Error).message },
+              "unregistering an adapter at shutdown failed; it stays loaded in the engine",
+            ),
+          );
       }),
     );
     this.held.clear();
@@ -142,11 +157,17 @@ export class RegisteredVersions {
         if (restarted || this.stale) this.opts.cachesLost();
         for (const held of this.held.values()) {
           held.engine = await flavor.register(http, held.prepared).catch((err: unknown) => {
-            if (!(err instanceof EngineError) || err instanceof EngineUnavailableError || err instanceof EngineTimeoutError) throw err;
+            if (
+              !(err instanceof EngineError) ||
+              err instanceof EngineUnavailableError ||
+              err instanceof EngineTimeoutError
+            )
+              throw err;
             return err;
           });
         }
-        if (restarted || this.stale) logger.info({ engine: http.label, restarted }, "engine checked again; adapters mapped again");
+        if (restarted || this.stale)
+          logger.info({ engine: http.label, restarted }, "engine checked again; adapters mapped again");
         this.stale = false;
       } finally {
         this.verifying = undefined;

@@ -26,7 +26,14 @@ function versionedName(alias: string, contentHash: string, scale: number): strin
  * content-addressed: written once under a temporary name, then renamed to their versioned name (an existing one
  * holds the same bytes and is kept).
  */
-export async function placePeft(info: AdapterInfo, header: GgufFile, base: GgufFile, peftDir: string | undefined, dirs: PeftDirs, baseModel: string): Promise<{ name: string; enginePath: string }> {
+export async function placePeft(
+  info: AdapterInfo,
+  header: GgufFile,
+  base: GgufFile,
+  peftDir: string | undefined,
+  dirs: PeftDirs,
+  baseModel: string,
+): Promise<{ name: string; enginePath: string }> {
   await mkdir(dirs.local, { recursive: true });
   const tmp = join(dirs.local, `.tmp-${info.alias}-${process.pid}-${randomBytes(4).toString("hex")}`);
   try {

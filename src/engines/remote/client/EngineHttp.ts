@@ -35,7 +35,10 @@ export interface EngineResponse {
   body: unknown;
 }
 
-/** The engine's address as errors, listings and logs show it: never a user name or password (engine.remote.apiKeyEnv is for those). */
+/**
+ * The engine's address as errors, listings and logs show it: never a user name or password (engine.remote.apiKeyEnv is
+ * for those).
+ */
 export function engineAddress(url: string): string {
   const u = new URL(url);
   u.username = "";
@@ -43,7 +46,10 @@ export function engineAddress(url: string): string {
   return u.toString().replace(/\/$/, "");
 }
 
-/** The message of an engine's error body: OpenAI's `{error: {message}}`, vLLM's `{message}`, SGLang's `{error_message}`, llama.cpp's `{error: {message}}`, or the text. */
+/**
+ * The message of an engine's error body: OpenAI's `{error: {message}}`, vLLM's `{message}`, SGLang's `{error_message}`,
+ * llama.cpp's `{error: {message}}`, or the text.
+ */
 export function errorDetail(body: unknown): string {
   if (typeof body === "string") return body.trim().slice(0, 500) || "(no body)";
   const b = body as { error?: unknown; message?: unknown; error_message?: unknown; detail?: unknown } | null;
@@ -54,11 +60,16 @@ export function errorDetail(body: unknown): string {
 
 type SystemError = { code?: string; message?: string; errors?: SystemError[] };
 
-/** The cause of a failed fetch, in words (Node puts the system error in `cause`; a refused dual-stack connect is an AggregateError of them). */
+/**
+ * The cause of a failed fetch, in words (Node puts the system error in `cause`; a refused dual-stack connect is an
+ * AggregateError of them).
+ */
 function causeOf(err: unknown): string {
   const outer = (err as { cause?: SystemError }).cause;
   const cause = outer?.code ? outer : (outer?.errors?.find((e) => e.code) ?? outer);
-  return cause?.code ? `${cause.code}${cause.message ? ` (${cause.message})` : ""}` : (cause?.message ?? (err as Error).message);
+  return cause?.code
+    ? `${cause.code}${cause.message ? ` (${cause.message})` : ""}`
+    : (cause?.message ?? (err as Error).message);
 }
 
 /**
@@ -82,7 +93,11 @@ export class EngineHttp {
    * A JSON request whose answer must match `answer` (else an engine_error naming what is wrong with it). A non-2xx
    * status is an EngineRequestError unless `accept` takes it; then the result is undefined.
    */
-  async json<T>(req: EngineRequest, answer: z.ZodType<T>, accept?: (res: EngineResponse) => boolean): Promise<T | undefined> {
+  async json<T>(
+    req: EngineRequest,
+    answer: z.ZodType<T>,
+    accept?: (res: EngineResponse) => boolean,
+  ): Promise<T | undefined> {
     return this.withPlace(req.signal, async (signal, idle) => {
       const res = await this.send(req, signal);
       const body = await readBody(res);
@@ -129,14 +144,21 @@ export class EngineHttp {
     });
   }
 
-  /** The answer as `schema` reads it; anything else is an engine_error that names the field (a wrong flavor, another version of the engine). */
+  /**
+   * The answer as `schema` reads it; anything else is an engine_error that names the field (a wrong flavor, another
+   * version of the engine).
+   */
   private checked<T>(req: EngineRequest, schema: z.ZodType<T>, body: unknown): T {
     const parsed = schema.safeParse(body);
     if (parsed.success) return parsed.data;
     const issue = parsed.error.issues[0]!;
     const where = issue.path.length ? issue.path.join(".") : "the body";
     const route = `${methodOf(req)} ${req.path}`;
-    throw new EngineRequestError(this.opts.label, 200, `its answer to ${route} is not what this backend reads (${where}: ${issue.message}); is engine.remote.flavor right?`);
+    throw new EngineRequestError(
+      this.opts.label,
+      200,
+      `its answer to ${route} is not what this backend reads (${where}: ${issue.message}); is engine.remote.flavor right?`,
+    );
   }
 
   /**
@@ -159,11 +181,16 @@ export class EngineHttp {
   }
 
   /** Runs `fn` holding a place, with a signal that fires on the caller's abort or on the idle timeout. */
-  private async withPlace<T>(callerSignal: AbortSignal | undefined, fn: (signal: AbortSignal, idle: IdleTimer) => Promise<T>): Promise<T> {
+  private async withPlace<T>(
+    callerSignal: AbortSignal | undefined,
+    fn: (signal: AbortSignal, idle: IdleTimer) => Promise<T>,
+  ): Promise<T> {
     callerSignal?.throwIfAborted();
     const [, release] = await this.place(callerSignal);
     const controller = new AbortController();
-    const idle = new IdleTimer(this.opts.timeoutMs, () => controller.abort(new EngineTimeoutError(this.opts.label, this.opts.timeoutMs)));
+    const idle = new IdleTimer(this.opts.timeoutMs, () =>
+      controller.abort(new EngineTimeoutError(this.opts.label, this.opts.timeoutMs)),
+    );
     const onAbort = () => controller.abort(callerSignal!.reason);
     callerSignal?.addEventListener("abort", onAbort, { once: true });
     try {
@@ -172,7 +199,12 @@ export class EngineHttp {
     } catch (err) {
       if (controller.signal.aborted) throw controller.signal.reason;
       if (err instanceof EngineRequestError) throw err;
-      if (err instanceof SyntaxError) throw new EngineRequestError(this.opts.label, 200, `its answer is not the JSON this backend expects (${err.message}); is engine.remote.flavor right?`);
+      if (err instanceof SyntaxError)
+        throw new EngineRequestError(
+          this.opts.label,
+          200,
+          `its answer is not the JSON this backend expects (${err.message}); is engine.remote.flavor right?`,
+        );
       throw new EngineUnavailableError(this.opts.label, causeOf(err));
     } finally {
       idle.stop();
@@ -196,7 +228,10 @@ export class EngineHttp {
         reject(reason);
       };
       const onAbort = () => leave(signal!.reason);
-      const timer = setTimeout(() => leave(new EngineTimeoutError(this.opts.label, this.opts.timeoutMs, this.opts.maxInFlight)), this.opts.timeoutMs);
+      const timer = setTimeout(
+        () => leave(new EngineTimeoutError(this.opts.label, this.opts.timeoutMs, this.opts.maxInFlight)),
+        this.opts.timeoutMs,
+      );
       signal?.addEventListener("abort", onAbort, { once: true });
       void acquired.then((place) => {
         if (left) return place[1]();
@@ -208,7 +243,8 @@ export class EngineHttp {
   }
 }
 
-const methodOf = (req: EngineRequest) => req.method ?? (req.body === undefined && req.bodyText === undefined ? "GET" : "POST");
+const methodOf = (req: EngineRequest) =>
+  req.method ?? (req.body === undefined && req.bodyText === undefined ? "GET" : "POST");
 
 /** The body parsed as JSON, or its text when it is not JSON (errors quote it). */
 async function readBody(res: Response): Promise<unknown> {

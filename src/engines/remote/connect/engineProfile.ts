@@ -19,23 +19,46 @@ export interface EngineProfile {
 }
 
 /** The configured limits within the engine's own (`facts`), and what its flavor can do. */
-export function engineProfile(opts: RemoteEngineOptions, flavor: Flavor, facts: EngineFacts, engineLabel: string): EngineProfile {
+export function engineProfile(
+  opts: RemoteEngineOptions,
+  flavor: Flavor,
+  facts: EngineFacts,
+  engineLabel: string,
+): EngineProfile {
   const features = flavor.features;
   const codec = opts.codec;
   const sessions = Math.min(opts.sessions ?? facts.slots ?? DEFAULT_SESSIONS, facts.slots ?? Infinity);
-  const capacity = { sessions, contexts: Math.max(1, Math.min(opts.maxInFlight, sessions)), contextSize: Math.min(opts.contextSize ?? facts.contextSize, facts.contextSize) };
+  const capacity = {
+    sessions,
+    contexts: Math.max(1, Math.min(opts.maxInFlight, sessions)),
+    contextSize: Math.min(opts.contextSize ?? facts.contextSize, facts.contextSize),
+  };
   return {
     capacity,
-    capabilities: { logProbs: true, runtimeAdapterLoading: features.runtimeAdapterLoading, adapterSets: features.adapterSets, alora: false, grammar: true, cacheStrategies: [features.cacheStrategy] },
+    capabilities: {
+      logProbs: true,
+      runtimeAdapterLoading: features.runtimeAdapterLoading,
+      adapterSets: features.adapterSets,
+      alora: false,
+      grammar: true,
+      cacheStrategies: [features.cacheStrategy],
+    },
     cacheStrategy: features.cacheStrategy,
-    model: { ...codec.model, filePath: `${engineLabel} (${facts.servedModel}; tokenizer and chat template from ${codec.model.filePath})`, name: facts.servedModel },
+    model: {
+      ...codec.model,
+      filePath: `${engineLabel} (${facts.servedModel}; tokenizer and chat template from ${codec.model.filePath})`,
+      name: facts.servedModel,
+    },
     sessionsLimit:
       facts.slots === undefined
         ? "raise engine.remote.sessions"
         : sessions < facts.slots
           ? `raise engine.remote.sessions (up to the engine's ${facts.slots} slots)`
           : `start ${flavor.title} with more slots (it has ${facts.slots}) and raise engine.remote.sessions`,
-    contextLimit: capacity.contextSize < facts.contextSize ? `raise model.contextSize (the engine allows ${facts.contextSize} tokens a session)` : `${features.contextLimit} (now ${facts.contextSize} tokens a session)`,
+    contextLimit:
+      capacity.contextSize < facts.contextSize
+        ? `raise model.contextSize (the engine allows ${facts.contextSize} tokens a session)`
+        : `${features.contextLimit} (now ${facts.contextSize} tokens a session)`,
     maxLogprobs: features.logProbs === "full" ? codec.vocabularySize : (opts.maxLogprobs ?? 20),
   };
 }

@@ -5,7 +5,10 @@ import type { EngineHttp } from "../client/EngineHttp.js";
 export interface FlavorFeatures {
   /** Adapters can be loaded and unloaded while it serves (else only the ones it started with can be mapped). */
   runtimeAdapterLoading: boolean;
-  /** The adapter form it loads: GGUF files (given at its start) or PEFT folders (under engine.remote.adapterDir), the scale baked in. */
+  /**
+   * The adapter form it loads: GGUF files (given at its start) or PEFT folders (under engine.remote.adapterDir), the
+   * scale baked in.
+   */
   adapterForm: "gguf" | "peft";
   /** Several adapters applied in one request (the `static` policy). */
   adapterSets: boolean;
@@ -23,7 +26,10 @@ export interface FlavorFeatures {
   contextLimit: string;
 }
 
-/** What vLLM and SGLang have in common: PEFT folders loaded at runtime, one adapter a request, a scale baked in, a prefix cache keyed by adapter. */
+/**
+ * What vLLM and SGLang have in common: PEFT folders loaded at runtime, one adapter a request, a scale baked in, a
+ * prefix cache keyed by adapter.
+ */
 export const PEFT_ENGINE_FEATURES = {
   runtimeAdapterLoading: true,
   adapterForm: "peft",
@@ -53,7 +59,9 @@ export interface EngineAdapter {
   requestScale: number;
 }
 
-/** An adapter version made ready for the engine: the GGUF file, and for PEFT flavors the folder as the engine sees it. */
+/**
+ * An adapter version made ready for the engine: the GGUF file, and for PEFT flavors the folder as the engine sees it.
+ */
 export interface PreparedAdapter {
   version: AdapterVersion;
   filePath: string;
@@ -61,7 +69,9 @@ export interface PreparedAdapter {
   peft?: { name: string; enginePath: string };
 }
 
-/** One completion: the prompt as token ids, under `adapters` (none = the base). `maxTokens` 0 only evaluates the prompt. */
+/**
+ * One completion: the prompt as token ids, under `adapters` (none = the base). `maxTokens` 0 only evaluates the prompt.
+ */
 export interface CompletionRequest {
   slot?: number;
   adapters: readonly EngineAdapter[];
@@ -85,7 +95,10 @@ export interface CompletionRequest {
    * evaluates the whole prompt (llama-server: cache_prompt off).
    */
   reuse?: number;
-  /** The session's own salt for engines with a shared prefix cache (vLLM's cache_salt): no other session can hit its cache or time it. */
+  /**
+   * The session's own salt for engines with a shared prefix cache (vLLM's cache_salt): no other session can hit its
+   * cache or time it.
+   */
   cacheSalt?: string;
   /** Text as it is generated (the request is streamed). */
   onText?: (textSoFar: string, generated: number) => void;
@@ -127,7 +140,10 @@ export interface Flavor {
   readonly features: FlavorFeatures;
   /** The engine's own facts; fails with a clear error when it is not this flavor or serves no model. */
   inspect(http: EngineHttp, model: string | undefined): Promise<EngineFacts>;
-  /** The engine's tokenization of `text` (special tokens parsed), to check the local tokenizer is the engine's; undefined when it has no such endpoint. */
+  /**
+   * The engine's tokenization of `text` (special tokens parsed), to check the local tokenizer is the engine's;
+   * undefined when it has no such endpoint.
+   */
   tokenize(http: EngineHttp, text: string): Promise<TokenId[] | undefined>;
   /** Makes a version servable and returns how requests name it. */
   register(http: EngineHttp, adapter: PreparedAdapter): Promise<EngineAdapter>;

@@ -5,14 +5,31 @@ import { UnsupportedFeatureError, type TokenId } from "../../../engine/index.js"
 import { sha256File } from "../../../gguf/index.js";
 import type { EngineHttp } from "../client/EngineHttp.js";
 import { ONE_CHARACTER } from "../turn/grammar.js";
-import type { CompletionRequest, CompletionResult, EngineAdapter, EngineFacts, Flavor, FlavorFeatures, GeneratedLogprob, PreparedAdapter } from "./Flavor.js";
+import type {
+  CompletionRequest,
+  CompletionResult,
+  EngineAdapter,
+  EngineFacts,
+  Flavor,
+  FlavorFeatures,
+  GeneratedLogprob,
+  PreparedAdapter,
+} from "./Flavor.js";
 
 const Int = z.number().int();
-const PropsSchema = z.object({ total_slots: Int.positive(), model_path: z.string().optional(), default_generation_settings: z.object({ n_ctx: Int.positive() }) });
+const PropsSchema = z.object({
+  total_slots: Int.positive(),
+  model_path: z.string().optional(),
+  default_generation_settings: z.object({ n_ctx: Int.positive() }),
+});
 const ModelsSchema = z.object({ data: z.array(z.object({ meta: z.object({ n_vocab: Int.positive() }).optional() })) });
 const LoraAdaptersSchema = z.array(z.object({ id: Int.nonnegative(), path: z.string(), scale: z.number() }));
 const TokenizeSchema = z.object({ tokens: z.array(Int) });
-const VocabularySchema = z.object({ completion_probabilities: z.array(z.object({ top_logprobs: z.array(z.object({ id: Int, bytes: z.array(Int).optional() })) })).min(1) });
+const VocabularySchema = z.object({
+  completion_probabilities: z
+    .array(z.object({ top_logprobs: z.array(z.object({ id: Int, bytes: z.array(Int).optional() })) }))
+    .min(1),
+});
 /** A log-prob; JSON has no -Infinity and the server writes null for it. */
 const LogProb = z
   .number()
@@ -25,7 +42,15 @@ const CompletionSchema = z.object({
   stop: z.boolean().optional(),
   stop_type: z.string().optional(),
   timings: z.object({ cache_n: Int.optional(), prompt_n: Int.optional() }).optional(),
-  completion_probabilities: z.array(z.object({ id: Int, logprob: LogProb, top_logprobs: z.array(z.object({ id: Int, logprob: LogProb })).optional() })).optional(),
+  completion_probabilities: z
+    .array(
+      z.object({
+        id: Int,
+        logprob: LogProb,
+        top_logprobs: z.array(z.object({ id: Int, logprob: LogProb })).optional(),
+      }),
+    )
+    .optional(),
 });
 type CompletionBody = z.infer<typeof CompletionSchema>;
 
@@ -66,7 +91,8 @@ export class LlamaServerFlavor implements Flavor {
     logProbs: "full",
     cacheStrategy: "rebuild",
     slots: true,
-    contextLimit: "give llama-server more context per slot (-c is shared by its -np slots), then raise model.contextSize",
+    contextLimit:
+      "give llama-server more context per slot (-c is shared by its -np slots), then raise model.contextSize",
   };
   /** The adapters the server was started with (GET /lora-adapters), with the contents it loaded. */
   protected serverAdapters: ServerAdapter[] = [];
@@ -81,7 +107,10 @@ export class LlamaServerFlavor implements Flavor {
   private neverText: number[] = [];
 
   constructor(
-    /** The sha256 of adapter files by the path the server reports, for files not readable here (engine.remote.adapterSha256). */
+    /**
+     * The sha256 of adapter files by the path the server reports, for files not readable here
+     * (engine.remote.adapterSha256).
+     */
     private readonly knownContents: Readonly<Record<string, string>> = {},
   ) {}
 
@@ -91,7 +120,12 @@ export class LlamaServerFlavor implements Flavor {
     const vocabularySize = models.data[0]?.meta?.n_vocab;
     await this.reset(http, 0);
     if (vocabularySize) this.neverText = await this.tokensWithInvalidBytes(http, vocabularySize);
-    return { servedModel: props.model_path ?? "(unnamed)", contextSize: props.default_generation_settings.n_ctx, slots: props.total_slots, vocabularySize };
+    return {
+      servedModel: props.model_path ?? "(unnamed)",
+      contextSize: props.default_generation_settings.n_ctx,
+      slots: props.total_slots,
+      vocabularySize,
+    };
   }
 
   /** The vocabulary's bytes come with a full next-token distribution (every token's `bytes`). */
@@ -99,16 +133,31 @@ export class LlamaServerFlavor implements Flavor {
     const r = await http.answer(
       {
         path: "/completion",
-        body: { prompt: " ", n_predict: 1, n_probs: vocabularySize, temperature: 0, id_slot: 0, cache_prompt: false, lora: this.loraList([]), reasoning_format: "none", grammar: "root ::= [\\x20-\\x7e]+" },
+        body: {
+          prompt: " ",
+          n_predict: 1,
+          n_probs: vocabularySize,
+          temperature: 0,
+          id_slot: 0,
+          cache_prompt: false,
+          lora: this.loraList([]),
+          reasoning_format: "none",
+          grammar: "root ::= [\\x20-\\x7e]+",
+        },
       },
       VocabularySchema,
     );
-    return r.completion_probabilities[0]!.top_logprobs.filter((t) => t.bytes?.some((b) => b === 0xc0 || b === 0xc1 || b >= 0xf5)).map((t) => t.id);
+    return r.completion_probabilities[0]!.top_logprobs.filter((t) =>
+      t.bytes?.some((b) => b === 0xc0 || b === 0xc1 || b >= 0xf5),
+    ).map((t) => t.id);
   }
 
   async reset(http: EngineHttp, freeSlot: number): Promise<boolean> {
     const listed = await http.answer({ path: "/lora-adapters" }, LoraAdaptersSchema);
-    const same = this.read && listed.length === this.serverAdapters.length && listed.every((a, i) => a.id === this.serverAdapters[i]!.id && a.path === this.serverAdapters[i]!.path);
+    const same =
+      this.read &&
+      listed.length === this.serverAdapters.length &&
+      listed.every((a, i) => a.id === this.serverAdapters[i]!.id && a.path === this.serverAdapters[i]!.path);
     // without adapters there is nothing to mark, and nothing a restart could map wrongly
     if (same && (!listed.length || Object.is(listed[0]!.scale, -0))) return false;
     await this.refuseHostCache(
@@ -119,14 +168,18 @@ export class LlamaServerFlavor implements Flavor {
     this.serverAdapters = await Promise.all(listed.map(async (a) => ({ ...a, sha256: await this.contentOf(a.path) })));
     this.read = true;
     if (listed.length) {
-      // every global scale off (no path of this backend uses them); JSON.stringify writes -0 as 0: the marker goes as text
+      // every global scale off (no path of this backend uses them); JSON.stringify writes -0 as 0: the marker goes as
+      // text
       const scales = listed.map((a, i) => `{"id":${a.id},"scale":${i === 0 ? "-0.0" : "0"}}`);
       await http.answer({ path: "/lora-adapters", bodyText: `[${scales.join(",")}]` }, z.unknown());
     }
     return true;
   }
 
-  /** The sha256 of the file the server loaded from `path`: engine.remote.adapterSha256's, or this machine's file at that path; undefined when neither. */
+  /**
+   * The sha256 of the file the server loaded from `path`: engine.remote.adapterSha256's, or this machine's file at that
+   * path; undefined when neither.
+   */
   private async contentOf(path: string): Promise<string | undefined> {
     const given = this.knownContents[path];
     if (given) return given.toLowerCase();
@@ -149,7 +202,21 @@ export class LlamaServerFlavor implements Flavor {
    */
   private async refuseHostCache(http: EngineHttp, slot: number, lora: { id: number; scale: number }[]): Promise<void> {
     const evaluate = (prompt: number[]) =>
-      http.answer({ path: "/completion", body: { prompt, n_predict: 0, id_slot: slot, cache_prompt: true, lora, reasoning_format: "none", grammar: ONE_CHARACTER } }, CompletionSchema);
+      http.answer(
+        {
+          path: "/completion",
+          body: {
+            prompt,
+            n_predict: 0,
+            id_slot: slot,
+            cache_prompt: true,
+            lora,
+            reasoning_format: "none",
+            grammar: ONE_CHARACTER,
+          },
+        },
+        CompletionSchema,
+      );
     await evaluate(PROBE_A);
     await evaluate(PROBE_B);
     const again = await evaluate(PROBE_A);
@@ -163,7 +230,12 @@ export class LlamaServerFlavor implements Flavor {
   }
 
   async tokenize(http: EngineHttp, text: string): Promise<TokenId[]> {
-    return (await http.answer({ path: "/tokenize", body: { content: text, add_special: false, parse_special: true } }, TokenizeSchema)).tokens;
+    return (
+      await http.answer(
+        { path: "/tokenize", body: { content: text, add_special: false, parse_special: true } },
+        TokenizeSchema,
+      )
+    ).tokens;
   }
 
   async register(http: EngineHttp, adapter: PreparedAdapter): Promise<EngineAdapter> {
@@ -176,7 +248,9 @@ export class LlamaServerFlavor implements Flavor {
   private notServed(http: EngineHttp, adapter: PreparedAdapter): UnsupportedFeatureError {
     const file = adapter.filePath;
     const short = (sha: string) => `${sha.slice(0, 12)}…`;
-    const changed = this.serverAdapters.find((a) => a.sha256 && (resolve(a.path) === file || basename(a.path) === basename(file)));
+    const changed = this.serverAdapters.find(
+      (a) => a.sha256 && (resolve(a.path) === file || basename(a.path) === basename(file)),
+    );
     if (changed) {
       return new UnsupportedFeatureError(
         http.label,
@@ -186,7 +260,9 @@ export class LlamaServerFlavor implements Flavor {
     }
     const unknown = this.serverAdapters.filter((a) => !a.sha256).map((a) => a.path);
     const loaded = this.serverAdapters.map((a) => a.path).join(", ") || "none";
-    const unreadable = unknown.length ? `; it has adapters this server cannot read to compare (${unknown.join(", ")}): give their sha256 in engine.remote.adapterSha256` : "";
+    const unreadable = unknown.length
+      ? `; it has adapters this server cannot read to compare (${unknown.join(", ")}): give their sha256 in engine.remote.adapterSha256`
+      : "";
     return new UnsupportedFeatureError(
       http.label,
       "loading adapters at runtime",
@@ -200,11 +276,18 @@ export class LlamaServerFlavor implements Flavor {
 
   /** The full `lora` list: every adapter the server has, at the active ones' scales (0 = off). */
   protected loraList(active: readonly EngineAdapter[]): { id: number; scale: number }[] {
-    return this.serverAdapters.map((a) => ({ id: a.id, scale: active.find((x) => x.handle === a.id)?.requestScale ?? 0 }));
+    return this.serverAdapters.map((a) => ({
+      id: a.id,
+      scale: active.find((x) => x.handle === a.id)?.requestScale ?? 0,
+    }));
   }
 
   /** Sets which adapters the request applies. */
-  protected async selectAdapters(_http: EngineHttp, body: Record<string, unknown>, active: readonly EngineAdapter[]): Promise<void> {
+  protected async selectAdapters(
+    _http: EngineHttp,
+    body: Record<string, unknown>,
+    active: readonly EngineAdapter[],
+  ): Promise<void> {
     body.lora = this.loraList(active);
   }
 
@@ -228,22 +311,29 @@ export class LlamaServerFlavor implements Flavor {
       ...(req.topK !== undefined ? { top_k: req.topK } : {}),
       ...(req.topP !== undefined ? { top_p: req.topP } : {}),
       ...(req.grammar ? { grammar: req.grammar } : {}),
-      ...(req.maxTokens > 0 ? { logit_bias: [...this.neverText.map((t) => [t, false]), ...(req.logitBias ?? [])] } : {}),
+      ...(req.maxTokens > 0
+        ? { logit_bias: [...this.neverText.map((t) => [t, false]), ...(req.logitBias ?? [])] }
+        : {}),
       ...(req.topLogprobs ? { n_probs: req.topLogprobs } : {}),
       ...(req.stop?.length ? { stop: req.stop } : {}),
       ...(req.showSpecial?.length ? { preserved_tokens: req.showSpecial } : {}),
     };
     await this.selectAdapters(http, body, req.adapters);
-    // streamed only for a caller that shows the text as it comes: the stream drops the ids (and log-probs) of tokens that end inside a character
+    // streamed only for a caller that shows the text as it comes: the stream drops the ids (and log-probs) of tokens
+    // that end inside a character
     const streamed = req.onText !== undefined && !req.topLogprobs && req.maxTokens > 0;
     let final: CompletionBody | undefined;
     let text = "";
     if (streamed) {
-      await http.stream({ path: "/completion", body: { ...body, stream: true }, signal: req.signal }, CompletionSchema, (chunk) => {
-        text += chunk.content;
-        if (chunk.stop) final = chunk;
-        else req.onText!(text, chunk.tokens_predicted ?? 0);
-      });
+      await http.stream(
+        { path: "/completion", body: { ...body, stream: true }, signal: req.signal },
+        CompletionSchema,
+        (chunk) => {
+          text += chunk.content;
+          if (chunk.stop) final = chunk;
+          else req.onText!(text, chunk.tokens_predicted ?? 0);
+        },
+      );
     } else {
       final = await http.answer({ path: "/completion", body, signal: req.signal }, CompletionSchema);
       text = final.content;
@@ -251,7 +341,11 @@ export class LlamaServerFlavor implements Flavor {
     const cached = final?.timings?.cache_n;
     const evaluated = final?.timings?.prompt_n;
     if (req.maxTokens === 0) return { text: "", tokens: [], generated: 0, finish: "stop", cached, evaluated };
-    const logprobs = final?.completion_probabilities?.map((p): GeneratedLogprob => ({ token: p.id, logprob: p.logprob, top: (p.top_logprobs ?? []).map((t) => ({ token: t.id, logprob: t.logprob })) }));
+    const logprobs = final?.completion_probabilities?.map((p): GeneratedLogprob => ({
+      token: p.id,
+      logprob: p.logprob,
+      top: (p.top_logprobs ?? []).map((t) => ({ token: t.id, logprob: t.logprob })),
+    }));
     return {
       text,
       tokens: streamed ? undefined : final?.tokens,

@@ -1,5 +1,10 @@
 import { z } from "zod";
-import { AdapterCapacityError, EngineRequestError, UnsupportedFeatureError, type TokenId } from "../../../engine/index.js";
+import {
+  AdapterCapacityError,
+  EngineRequestError,
+  UnsupportedFeatureError,
+  type TokenId,
+} from "../../../engine/index.js";
 import { errorDetail, type EngineHttp } from "../client/EngineHttp.js";
 import {
   AdapterLostError,
@@ -17,7 +22,9 @@ import { isMissingRoute, servedBaseModel, TokenizeSchema } from "./openaiModels.
 
 const Int = z.number().int();
 /** [logprob, token id, text or null], as SGLang's meta_info lists them (a log-prob JSON cannot write is null). */
-const LogprobEntry = z.tuple([z.number().nullable(), Int], z.unknown()).transform(([logprob, token]) => ({ logprob: logprob ?? -Infinity, token }));
+const LogprobEntry = z
+  .tuple([z.number().nullable(), Int], z.unknown())
+  .transform(([logprob, token]) => ({ logprob: logprob ?? -Infinity, token }));
 /** A /generate answer, or one streamed chunk (each carries the whole text so far). */
 const GenerateSchema = z.object({
   text: z.string().default(""),
@@ -45,7 +52,10 @@ const ServerInfoSchema = z.object({ context_length: Int.positive().optional() })
 export class SglangFlavor implements Flavor {
   readonly name = "sglang" as const;
   readonly title = "SGLang";
-  readonly features: FlavorFeatures = { ...PEFT_ENGINE_FEATURES, contextLimit: "serve a longer --context-length, then raise model.contextSize" };
+  readonly features: FlavorFeatures = {
+    ...PEFT_ENGINE_FEATURES,
+    contextLimit: "serve a longer --context-length, then raise model.contextSize",
+  };
 
   async inspect(http: EngineHttp, model: string | undefined): Promise<EngineFacts> {
     const served = await servedBaseModel(http, model);
@@ -54,7 +64,12 @@ export class SglangFlavor implements Flavor {
       const info = await http.answer({ path: "/get_server_info" }, ServerInfoSchema);
       contextSize = info.context_length;
     }
-    if (!contextSize) throw new EngineRequestError(http.label, 200, "neither GET /v1/models nor GET /get_server_info gives the context length: is this SGLang (engine.remote.flavor)?");
+    if (!contextSize)
+      throw new EngineRequestError(
+        http.label,
+        200,
+        "neither GET /v1/models nor GET /get_server_info gives the context length: is this SGLang (engine.remote.flavor)?",
+      );
     return { servedModel: served.id, contextSize };
   }
 
@@ -64,24 +79,37 @@ export class SglangFlavor implements Flavor {
   }
 
   async tokenize(http: EngineHttp, text: string): Promise<TokenId[] | undefined> {
-    const res = await http.json({ path: "/tokenize", body: { prompt: text, add_special_tokens: false } }, TokenizeSchema, (r) => r.status === 404);
+    const res = await http.json(
+      { path: "/tokenize", body: { prompt: text, add_special_tokens: false } },
+      TokenizeSchema,
+      (r) => r.status === 404,
+    );
     return res?.tokens;
   }
 
   async register(http: EngineHttp, adapter: PreparedAdapter): Promise<EngineAdapter> {
     const { name, enginePath } = adapter.peft!;
     let refused: { status: number; detail: string } | undefined;
-    await http.json({ path: "/load_lora_adapter", body: { lora_name: name, lora_path: enginePath } }, z.unknown(), ({ status, body }) => {
-      refused = { status, detail: isMissingRoute(status, body) ? "no /load_lora_adapter route" : errorDetail(body) };
-      return true;
-    });
+    await http.json(
+      { path: "/load_lora_adapter", body: { lora_name: name, lora_path: enginePath } },
+      z.unknown(),
+      ({ status, body }) => {
+        refused = { status, detail: isMissingRoute(status, body) ? "no /load_lora_adapter route" : errorDetail(body) };
+        return true;
+      },
+    );
     if (refused && refused.status >= 400) {
       const { status, detail } = refused;
       // the versioned name is content-addressed: loaded already means these very weights
-      if (/already (been )?loaded|already exists/i.test(detail)) return { version: adapter.version, handle: name, requestScale: 1 };
+      if (/already (been )?loaded|already exists/i.test(detail))
+        return { version: adapter.version, handle: name, requestScale: 1 };
       if (/maximum number of loaded lora adapters/i.test(detail)) throw new AdapterCapacityError(http.label, detail);
       if (/not enabled|enable.lora|no \/load_lora_adapter route/i.test(detail)) {
-        throw new UnsupportedFeatureError(http.label, "loading adapters at runtime here", 'start it with --enable-lora --max-lora-rank R --lora-target-modules all (README "Remote engines")');
+        throw new UnsupportedFeatureError(
+          http.label,
+          "loading adapters at runtime here",
+          'start it with --enable-lora --max-lora-rank R --lora-target-modules all (README "Remote engines")',
+        );
       }
       throw new EngineRequestError(http.label, status, detail);
     }
@@ -89,7 +117,11 @@ export class SglangFlavor implements Flavor {
   }
 
   async unregister(http: EngineHttp, adapter: EngineAdapter): Promise<void> {
-    await http.json({ path: "/unload_lora_adapter", body: { lora_name: adapter.handle } }, z.unknown(), ({ status }) => status === 400 || status === 404);
+    await http.json(
+      { path: "/unload_lora_adapter", body: { lora_name: adapter.handle } },
+      z.unknown(),
+      ({ status }) => status === 400 || status === 404,
+    );
   }
 
   body(req: CompletionRequest): Record<string, unknown> {
@@ -106,7 +138,9 @@ export class SglangFlavor implements Flavor {
         ...(req.topK !== undefined ? { top_k: req.topK } : {}),
         ...(req.topP !== undefined ? { top_p: req.topP } : {}),
         ...(req.grammar ? { ebnf: req.grammar } : {}),
-        ...(req.logitBias?.size ? { logit_bias: Object.fromEntries([...req.logitBias].map(([t, b]) => [String(t), b])) } : {}),
+        ...(req.logitBias?.size
+          ? { logit_bias: Object.fromEntries([...req.logitBias].map(([t, b]) => [String(t), b])) }
+          : {}),
         ...(req.stop?.length ? { stop: req.stop } : {}),
       },
       ...(req.topLogprobs ? { return_logprob: true, top_logprobs_num: req.topLogprobs } : {}),
@@ -120,15 +154,25 @@ export class SglangFlavor implements Flavor {
       if (req.onText && !req.topLogprobs && req.maxTokens > 0) {
         final = GenerateSchema.parse({});
         // each streamed chunk carries the whole text so far
-        await http.stream({ path: "/generate", body: { ...body, stream: true }, signal: req.signal }, GenerateSchema, (chunk) => {
-          final = chunk;
-          req.onText!(chunk.text, chunk.meta_info.completion_tokens ?? 0);
-        });
+        await http.stream(
+          { path: "/generate", body: { ...body, stream: true }, signal: req.signal },
+          GenerateSchema,
+          (chunk) => {
+            final = chunk;
+            req.onText!(chunk.text, chunk.meta_info.completion_tokens ?? 0);
+          },
+        );
       } else {
         final = await http.answer({ path: "/generate", body, signal: req.signal }, GenerateSchema);
       }
     } catch (err) {
-      if (err instanceof EngineRequestError && req.adapters.length > 0 && /lora/i.test(err.detail) && /not (been )?loaded|not found|unknown/i.test(err.detail)) throw new AdapterLostError(err.detail);
+      if (
+        err instanceof EngineRequestError &&
+        req.adapters.length > 0 &&
+        /lora/i.test(err.detail) &&
+        /not (been )?loaded|not found|unknown/i.test(err.detail)
+      )
+        throw new AdapterLostError(err.detail);
       throw err;
     }
     return readGenerate(final, req.maxTokens === 0);

@@ -20,9 +20,21 @@ const ChoiceSchema = z.object({
   text: z.string().default(""),
   finish_reason: z.string().nullish(),
   token_ids: z.array(Int).nullish(),
-  logprobs: z.object({ tokens: z.array(z.string()).optional(), token_logprobs: z.array(z.number().nullable()).optional(), top_logprobs: z.array(z.record(z.string(), z.number()).nullable()).optional() }).nullish(),
+  logprobs: z
+    .object({
+      tokens: z.array(z.string()).optional(),
+      token_logprobs: z.array(z.number().nullable()).optional(),
+      top_logprobs: z.array(z.record(z.string(), z.number()).nullable()).optional(),
+    })
+    .nullish(),
 });
-const UsageSchema = z.object({ prompt_tokens: Int.optional(), completion_tokens: Int.optional(), prompt_tokens_details: z.object({ cached_tokens: Int.nullish() }).nullish() }).nullish();
+const UsageSchema = z
+  .object({
+    prompt_tokens: Int.optional(),
+    completion_tokens: Int.optional(),
+    prompt_tokens_details: z.object({ cached_tokens: Int.nullish() }).nullish(),
+  })
+  .nullish();
 /** A completion, or one streamed chunk of it (the last one with the usage and no choice). */
 const CompletionSchema = z.object({ choices: z.array(ChoiceSchema).default([]), usage: UsageSchema });
 type CompletionBody = z.infer<typeof CompletionSchema>;
@@ -40,13 +52,21 @@ const tokenId = (s: string) => Number(s.slice(s.lastIndexOf(":") + 1));
 export class VllmFlavor implements Flavor {
   readonly name = "vllm" as const;
   readonly title = "vLLM";
-  readonly features: FlavorFeatures = { ...PEFT_ENGINE_FEATURES, contextLimit: "serve a longer --max-model-len, then raise model.contextSize" };
+  readonly features: FlavorFeatures = {
+    ...PEFT_ENGINE_FEATURES,
+    contextLimit: "serve a longer --max-model-len, then raise model.contextSize",
+  };
   private base = "";
 
   async inspect(http: EngineHttp, model: string | undefined): Promise<EngineFacts> {
     const served = await servedBaseModel(http, model);
     this.base = served.id;
-    if (!served.contextSize) throw new EngineRequestError(http.label, 200, `GET /v1/models gives no max_model_len for ${served.id}: is this vLLM (engine.remote.flavor)?`);
+    if (!served.contextSize)
+      throw new EngineRequestError(
+        http.label,
+        200,
+        `GET /v1/models gives no max_model_len for ${served.id}: is this vLLM (engine.remote.flavor)?`,
+      );
     return { servedModel: served.id, contextSize: served.contextSize };
   }
 
@@ -56,26 +76,42 @@ export class VllmFlavor implements Flavor {
   }
 
   async tokenize(http: EngineHttp, text: string): Promise<TokenId[] | undefined> {
-    const res = await http.json({ path: "/tokenize", body: { model: this.base, prompt: text, add_special_tokens: false } }, TokenizeSchema, (r) => r.status === 404);
+    const res = await http.json(
+      { path: "/tokenize", body: { model: this.base, prompt: text, add_special_tokens: false } },
+      TokenizeSchema,
+      (r) => r.status === 404,
+    );
     return res?.tokens;
   }
 
   async register(http: EngineHttp, adapter: PreparedAdapter): Promise<EngineAdapter> {
     const { name, enginePath } = adapter.peft!;
     let routeMissing = false;
-    await http.json({ path: "/v1/load_lora_adapter", body: { lora_name: name, lora_path: enginePath } }, z.unknown(), ({ status, body }) => {
-      routeMissing = isMissingRoute(status, body);
-      // the versioned name is content-addressed: loaded already (by an earlier run) means these very weights
-      return routeMissing || (status === 400 && /already been loaded/.test(errorDetail(body)));
-    });
+    await http.json(
+      { path: "/v1/load_lora_adapter", body: { lora_name: name, lora_path: enginePath } },
+      z.unknown(),
+      ({ status, body }) => {
+        routeMissing = isMissingRoute(status, body);
+        // the versioned name is content-addressed: loaded already (by an earlier run) means these very weights
+        return routeMissing || (status === 400 && /already been loaded/.test(errorDetail(body)));
+      },
+    );
     if (routeMissing) {
-      throw new UnsupportedFeatureError(http.label, "loading adapters at runtime here", 'start it with VLLM_ALLOW_RUNTIME_LORA_UPDATING=True in its environment and --enable-lora (README "Remote engines")');
+      throw new UnsupportedFeatureError(
+        http.label,
+        "loading adapters at runtime here",
+        'start it with VLLM_ALLOW_RUNTIME_LORA_UPDATING=True in its environment and --enable-lora (README "Remote engines")',
+      );
     }
     return { version: adapter.version, handle: name, requestScale: 1 };
   }
 
   async unregister(http: EngineHttp, adapter: EngineAdapter): Promise<void> {
-    await http.json({ path: "/v1/unload_lora_adapter", body: { lora_name: adapter.handle } }, z.unknown(), ({ status }) => status === 404);
+    await http.json(
+      { path: "/v1/unload_lora_adapter", body: { lora_name: adapter.handle } },
+      z.unknown(),
+      ({ status }) => status === 404,
+    );
   }
 
   body(req: CompletionRequest): Record<string, unknown> {
@@ -92,7 +128,9 @@ export class VllmFlavor implements Flavor {
       ...(req.topK !== undefined ? { top_k: req.topK } : {}),
       ...(req.topP !== undefined ? { top_p: req.topP } : {}),
       ...(req.grammar ? { structured_outputs: { grammar: req.grammar } } : {}),
-      ...(req.logitBias?.size ? { logit_bias: Object.fromEntries([...req.logitBias].map(([t, b]) => [String(t), b])) } : {}),
+      ...(req.logitBias?.size
+        ? { logit_bias: Object.fromEntries([...req.logitBias].map(([t, b]) => [String(t), b])) }
+        : {}),
       ...(req.topLogprobs ? { logprobs: req.topLogprobs, return_tokens_as_token_ids: true } : {}),
       ...(req.stop?.length ? { stop: req.stop } : {}),
       // the session's salt keeps other sessions off its prefix cache (a cleared session has a new one)
@@ -102,7 +140,8 @@ export class VllmFlavor implements Flavor {
 
   async complete(http: EngineHttp, req: CompletionRequest): Promise<CompletionResult> {
     const body = this.body(req);
-    const lost = (status: number, b: unknown) => status === 404 && req.adapters.length > 0 && /does not exist/.test(errorDetail(b));
+    const lost = (status: number, b: unknown) =>
+      status === 404 && req.adapters.length > 0 && /does not exist/.test(errorDetail(b));
     let final: CompletionBody;
     try {
       if (req.onText && !req.topLogprobs && req.maxTokens > 0) {
@@ -110,16 +149,24 @@ export class VllmFlavor implements Flavor {
         let tokens: number[] = [];
         let finish: string | null | undefined;
         let usage: CompletionBody["usage"];
-        await http.stream({ path: "/v1/completions", body: { ...body, stream: true, stream_options: { include_usage: true } }, signal: req.signal }, CompletionSchema, (chunk) => {
-          const choice = chunk.choices[0];
-          if (choice) {
-            text += choice.text;
-            tokens = [...tokens, ...(choice.token_ids ?? [])];
-            finish = choice.finish_reason ?? finish;
-            req.onText!(text, tokens.length);
-          }
-          if (chunk.usage) usage = chunk.usage;
-        });
+        await http.stream(
+          {
+            path: "/v1/completions",
+            body: { ...body, stream: true, stream_options: { include_usage: true } },
+            signal: req.signal,
+          },
+          CompletionSchema,
+          (chunk) => {
+            const choice = chunk.choices[0];
+            if (choice) {
+              text += choice.text;
+              tokens = [...tokens, ...(choice.token_ids ?? [])];
+              finish = choice.finish_reason ?? finish;
+              req.onText!(text, tokens.length);
+            }
+            if (chunk.usage) usage = chunk.usage;
+          },
+        );
         final = { choices: [{ text, token_ids: tokens, finish_reason: finish }], usage };
       } else {
         final = await http.answer({ path: "/v1/completions", body, signal: req.signal }, CompletionSchema);

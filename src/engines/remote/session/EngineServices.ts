@@ -18,7 +18,11 @@ export interface EngineServices {
   pin(versions: readonly AdapterVersion[]): void;
   unpin(versions: readonly AdapterVersion[]): void;
   /** One completion under `versions` (a planted `flavor` in tests). */
-  complete(versions: readonly AdapterVersion[], request: Omit<CompletionRequest, "adapters">, flavor?: Flavor): Promise<CompletionResult>;
+  complete(
+    versions: readonly AdapterVersion[],
+    request: Omit<CompletionRequest, "adapters">,
+    flavor?: Flavor,
+  ): Promise<CompletionResult>;
   noAdapterSets(): Error;
   /** The session stopped using some versions (a switch): the engine may unregister unused ones. */
   versionsReleased(): void;

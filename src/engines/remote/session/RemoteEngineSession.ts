@@ -22,7 +22,8 @@ import { generateTurn } from "./generate.js";
 import { distributionAfter } from "./logProbs.js";
 import { sameVersions, SessionCache } from "./SessionCache.js";
 
-const label = (versions: readonly AdapterVersion[]) => (versions.length ? versions.map((v) => v.alias).join("+") : null);
+const label = (versions: readonly AdapterVersion[]) =>
+  versions.length ? versions.map((v) => v.alias).join("+") : null;
 
 /**
  * One conversation on a remote engine. Its cache is the engine's (llama-server: the session's own slot; vLLM and
@@ -99,12 +100,32 @@ export class RemoteEngineSession implements EngineSession {
         const from = this.activeAdapter;
         if (sameVersions(to, this.versions)) {
           this.versions = to;
-          return { from, to: label(to), strategy: "unchanged", switchMs: 0, rebuild: { tokens: 0, reused: this.cachedTokens, restored: 0, shared: 0, ms: 0 }, queueMs };
+          return {
+            from,
+            to: label(to),
+            strategy: "unchanged",
+            switchMs: 0,
+            rebuild: { tokens: 0, reused: this.cachedTokens, restored: 0, shared: 0, ms: 0 },
+            queueMs,
+          };
         }
         // the new weights over the whole history now, so the next turn only evaluates what it appends
         const prefill = await this.cache.prefill(to, tokens, "switch");
         this.versions = to;
-        return { from, to: label(to), strategy: this.host.cacheStrategy, switchMs: 0, rebuild: { tokens: prefill?.evaluated ?? 0, reused: prefill?.cached ?? 0, restored: 0, shared: 0, ms: prefill?.ms ?? 0 }, queueMs };
+        return {
+          from,
+          to: label(to),
+          strategy: this.host.cacheStrategy,
+          switchMs: 0,
+          rebuild: {
+            tokens: prefill?.evaluated ?? 0,
+            reused: prefill?.cached ?? 0,
+            restored: 0,
+            shared: 0,
+            ms: prefill?.ms ?? 0,
+          },
+          queueMs,
+        };
       } finally {
         this.host.unpin(to);
         queueMicrotask(() => this.host.versionsReleased());
@@ -147,7 +168,14 @@ export class RemoteEngineSession implements EngineSession {
     const queued = performance.now();
     return this.lock.run(async () => {
       this.ensureOpen();
-      return generateTurn(this.host, { cache: this.cache, versions: this.versions, adapter: this.activeAdapter, contextSize: this.contextSize }, conversation, tokens, options, queued);
+      return generateTurn(
+        this.host,
+        { cache: this.cache, versions: this.versions, adapter: this.activeAdapter, contextSize: this.contextSize },
+        conversation,
+        tokens,
+        options,
+        queued,
+      );
     });
   }
 

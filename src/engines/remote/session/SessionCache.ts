@@ -4,7 +4,8 @@ import type { CompletionRequest, CompletionResult, Flavor } from "../flavors/Fla
 import { ONE_CHARACTER } from "../turn/grammar.js";
 import type { EngineServices } from "./EngineServices.js";
 
-export const sameVersions = (a: readonly AdapterVersion[], b: readonly AdapterVersion[]) => a.length === b.length && a.every((v, i) => v.equals(b[i]!));
+export const sameVersions = (a: readonly AdapterVersion[], b: readonly AdapterVersion[]) =>
+  a.length === b.length && a.every((v, i) => v.equals(b[i]!));
 
 const newSalt = () => randomBytes(16).toString("hex");
 
@@ -26,7 +27,10 @@ export class SessionCache {
    * more of them, e.g. the tokens of a turn it generated); undefined when that is not known.
    */
   private known: { tokens: readonly TokenId[]; versions: readonly AdapterVersion[] } | undefined;
-  /** Keeps other sessions (other clients) off this session's cache in an engine whose prefix cache is shared; a new one on clear. */
+  /**
+   * Keeps other sessions (other clients) off this session's cache in an engine whose prefix cache is shared; a new one
+   * on clear.
+   */
   private salt = newSalt();
 
   constructor(
@@ -69,9 +73,16 @@ export class SessionCache {
    * holds, after an answer it holds the prompt (the tokens of a generated turn too, but the next prompt has the
    * turn as the template renders it).
    */
-  async send(versions: readonly AdapterVersion[], request: Omit<CompletionRequest, "adapters" | "slot">): Promise<CompletionResult> {
+  async send(
+    versions: readonly AdapterVersion[],
+    request: Omit<CompletionRequest, "adapters" | "slot">,
+  ): Promise<CompletionResult> {
     this.known = undefined;
-    const result = await this.host.complete(versions, { ...request, slot: this.slot, cacheSalt: this.salt }, this.flavor);
+    const result = await this.host.complete(
+      versions,
+      { ...request, slot: this.slot, cacheSalt: this.salt },
+      this.flavor,
+    );
     this.known = { tokens: request.prompt, versions };
     return result;
   }
@@ -82,13 +93,25 @@ export class SessionCache {
    * when it does not. Where sessions have slots this is what makes every sampled position be evaluated alone,
    * whatever was cached before. Undefined when nothing was sent.
    */
-  async prefill(versions: readonly AdapterVersion[], tokens: readonly TokenId[], mode: "switch" | "always" | "ifNeeded", signal?: AbortSignal): Promise<Prefilled | undefined> {
+  async prefill(
+    versions: readonly AdapterVersion[],
+    tokens: readonly TokenId[],
+    mode: "switch" | "always" | "ifNeeded",
+    signal?: AbortSignal,
+  ): Promise<Prefilled | undefined> {
     const target = tokens.slice(0, -1);
     if (!target.length) return undefined;
     const reuse = mode === "switch" ? undefined : this.reusable(versions, target);
     if (mode === "ifNeeded" && reuse === target.length) return undefined;
     const started = performance.now();
-    const r = await this.send(versions, { prompt: target, maxTokens: 0, temperature: 0, reuse, grammar: ONE_CHARACTER, signal });
+    const r = await this.send(versions, {
+      prompt: target,
+      maxTokens: 0,
+      temperature: 0,
+      reuse,
+      grammar: ONE_CHARACTER,
+      signal,
+    });
     const cached = Math.min(r.cached ?? 0, target.length);
     return { cached, evaluated: r.evaluated ?? target.length - cached, ms: performance.now() - started };
   }

@@ -1,4 +1,12 @@
-import type { AdapterVersion, Conversation, FinishReason, GenerateOptions, GenerateResult, GeneratedCall, TokenId } from "../../../engine/index.js";
+import type {
+  AdapterVersion,
+  Conversation,
+  FinishReason,
+  GenerateOptions,
+  GenerateResult,
+  GeneratedCall,
+  TokenId,
+} from "../../../engine/index.js";
 import { parseTurn, ResponseTextStream } from "../turn/calls.js";
 import { boundStrings, countStrings, turnGrammar, type GrammarFunction, type TurnStart } from "../turn/grammar.js";
 import type { EngineServices } from "./EngineServices.js";
@@ -8,7 +16,9 @@ import type { Prefilled, SessionCache } from "./SessionCache.js";
 /** Tokens a character can take at most once the grammar has escaped it ("\\u00e9" is six). */
 const TOKENS_PER_CHAR = 6;
 
-/** Where a turn runs: the session's cache, the adapters it is generated under (and their label), the session's window. */
+/**
+ * Where a turn runs: the session's cache, the adapters it is generated under (and their label), the session's window.
+ */
 export interface TurnTarget {
   cache: SessionCache;
   versions: readonly AdapterVersion[];
@@ -20,7 +30,14 @@ export interface TurnTarget {
  * One assistant turn after the rendered `tokens`: a prefill where sessions have slots, then one request under
  * the turn's function-calling grammar, its text parsed into text and a call. Caller holds the session's lock.
  */
-export async function generateTurn(host: EngineServices, target: TurnTarget, conversation: Conversation, tokens: readonly TokenId[], options: GenerateOptions, queued: number): Promise<GenerateResult> {
+export async function generateTurn(
+  host: EngineServices,
+  target: TurnTarget,
+  conversation: Conversation,
+  tokens: readonly TokenId[],
+  options: GenerateOptions,
+  queued: number,
+): Promise<GenerateResult> {
   const { cache, versions, adapter, contextSize } = target;
   const codec = host.codec;
   const started = performance.now();
@@ -41,10 +58,13 @@ export async function generateTurn(host: EngineServices, target: TurnTarget, con
   const names = Object.keys(conversation.functions).filter((n) => !options.callable || options.callable.includes(n));
   const steer = options.steerToolCall;
   const forcedText = steer ? syntax.trigger + (steer.name ?? "") : "";
-  const forced = steer ? [...codec.tokenize(syntax.trigger, true), ...(steer.name ? codec.tokenize(steer.name) : [])] : [];
+  const forced = steer
+    ? [...codec.tokenize(syntax.trigger, true), ...(steer.name ? codec.tokenize(steer.name) : [])]
+    : [];
   const grammar = await turnGrammarOf(host, conversation, names, steer, maxTokens - forced.length);
   const bias = new Map<TokenId, number>();
-  for (const [text, logit] of Object.entries(options.tokenBias ?? {})) for (const t of codec.tokenize(text, true)) bias.set(t, logit);
+  for (const [text, logit] of Object.entries(options.tokenBias ?? {}))
+    for (const t of codec.tokenize(text, true)) bias.set(t, logit);
 
   let prefill: Prefilled | undefined;
   try {
@@ -83,14 +103,28 @@ export async function generateTurn(host: EngineServices, target: TurnTarget, con
       syntax,
       names.map((name) => ({ name, hasParams: conversation.functions[name]!.parameters !== undefined })),
     );
-    const calls: GeneratedCall[] = parsed.call ? [{ name: parsed.call.name, arguments: parsed.call.params, raw: codec.rawCall(parsed.call.name, parsed.call.paramsText) }] : [];
+    const calls: GeneratedCall[] = parsed.call
+      ? [
+          {
+            name: parsed.call.name,
+            arguments: parsed.call.params,
+            raw: codec.rawCall(parsed.call.name, parsed.call.paramsText),
+          },
+        ]
+      : [];
     const generated = forced.length + r.generated;
     const logprobsStart = performance.now();
-    const logprobs = options.topLogprobs ? await generatedLogprobs(host, cache, versions, tokens, forced, r, options.topLogprobs) : undefined;
+    const logprobs = options.topLogprobs
+      ? await generatedLogprobs(host, cache, versions, tokens, forced, r, options.topLogprobs)
+      : undefined;
     const logprobsMs = options.topLogprobs ? performance.now() - logprobsStart : 0;
     // the engine's own figures: of the prefill when one ran, else of this request
     const cached = Math.min(prefill ? prefill.cached : (r.cached ?? 0), tokens.length);
-    const finishReason: FinishReason = calls.length ? "tool_calls" : r.finish === "length" || parsed.truncatedCall ? "length" : "stop";
+    const finishReason: FinishReason = calls.length
+      ? "tool_calls"
+      : r.finish === "length" || parsed.truncatedCall
+        ? "length"
+        : "stop";
     return {
       text: parsed.text,
       calls,
@@ -98,7 +132,14 @@ export async function generateTurn(host: EngineServices, target: TurnTarget, con
       adapter,
       tokens: { prompt: tokens.length, cached, evaluated: tokens.length - cached, generated },
       contextRemaining: contextSize - tokens.length - generated,
-      timings: { queueMs, adapterSetMs: 0, prefillMs: prefill?.ms ?? 0, decodeMs, logprobsMs, totalMs: performance.now() - started },
+      timings: {
+        queueMs,
+        adapterSetMs: 0,
+        prefillMs: prefill?.ms ?? 0,
+        decodeMs,
+        logprobsMs,
+        totalMs: performance.now() - started,
+      },
       ...(logprobs ? { logprobs } : {}),
     };
   } catch (err) {
@@ -107,20 +148,36 @@ export async function generateTurn(host: EngineServices, target: TurnTarget, con
   }
 }
 
-/** The function-calling grammar of this turn; a steered call's free strings are bounded so it ends within the turn's tokens. */
-async function turnGrammarOf(host: EngineServices, conversation: Conversation, names: readonly string[], steer: GenerateOptions["steerToolCall"], budget: number): Promise<string> {
+/**
+ * The function-calling grammar of this turn; a steered call's free strings are bounded so it ends within the turn's
+ * tokens.
+ */
+async function turnGrammarOf(
+  host: EngineServices,
+  conversation: Conversation,
+  names: readonly string[],
+  steer: GenerateOptions["steerToolCall"],
+  budget: number,
+): Promise<string> {
   const codec = host.codec;
   const syntax = codec.callSyntax;
   const functions: GrammarFunction[] = [];
   for (const name of names) {
     let schema = conversation.functions[name]!.parameters;
     if (schema && steer) {
-      const fixed = codec.tokenize(syntax.paramsPrefix + syntax.suffix, true).length + 8 * (Object.keys((schema.properties as object | undefined) ?? {}).length + 1);
+      const fixed =
+        codec.tokenize(syntax.paramsPrefix + syntax.suffix, true).length +
+        8 * (Object.keys((schema.properties as object | undefined) ?? {}).length + 1);
       const strings = countStrings(schema);
-      if (strings) schema = boundStrings(schema, Math.max(1, Math.floor((budget - fixed) / (strings * TOKENS_PER_CHAR))));
+      if (strings)
+        schema = boundStrings(schema, Math.max(1, Math.floor((budget - fixed) / (strings * TOKENS_PER_CHAR))));
     }
     functions.push({ name, params: schema && (await codec.paramsGrammar(schema)) });
   }
-  const start: TurnStart = !steer ? { kind: "text" } : steer.name ? { kind: "arguments", name: steer.name } : { kind: "call" };
+  const start: TurnStart = !steer
+    ? { kind: "text" }
+    : steer.name
+      ? { kind: "arguments", name: steer.name }
+      : { kind: "call" };
   return turnGrammar(syntax, functions, start);
 }

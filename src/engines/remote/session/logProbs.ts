@@ -7,8 +7,20 @@ import type { SessionCache } from "./SessionCache.js";
 type TopLogprobs = GeneratedLogprob["top"];
 
 /** The distribution after `tokens` (whose prefix the engine holds): one sampled character, the top `maxLogprobs`. */
-export async function distributionAfter(host: EngineServices, cache: SessionCache, versions: readonly AdapterVersion[], tokens: readonly TokenId[]): Promise<TopLogprobs> {
-  const result = await cache.send(versions, { prompt: tokens, maxTokens: 1, temperature: 0, topLogprobs: host.maxLogprobs, grammar: ONE_CHARACTER, reuse: cache.reusable(versions, tokens) });
+export async function distributionAfter(
+  host: EngineServices,
+  cache: SessionCache,
+  versions: readonly AdapterVersion[],
+  tokens: readonly TokenId[],
+): Promise<TopLogprobs> {
+  const result = await cache.send(versions, {
+    prompt: tokens,
+    maxTokens: 1,
+    temperature: 0,
+    topLogprobs: host.maxLogprobs,
+    grammar: ONE_CHARACTER,
+    reuse: cache.reusable(versions, tokens),
+  });
   const first = result.logprobs?.[0];
   if (!first) throw new Error(`${host.engineLabel} returned no log-probs for the next token`);
   return first.top;
@@ -30,9 +42,16 @@ export async function generatedLogprobs(
 ): Promise<TokenLogprob[]> {
   const codec = host.codec;
   const text = (t: TokenId) => codec.detokenize([t], true);
-  const entry = (token: TokenId, logprob: number, top: TopLogprobs): TokenLogprob => ({ token, text: text(token), logprob, top: top.slice(0, k).map((t) => ({ ...t, text: text(t.token) })) });
-  if (!forced.length && r.logprobs && r.logprobs.length === r.generated) return r.logprobs.map((l) => entry(l.token, l.logprob, l.top));
-  if (!r.tokens || host.flavor.features.logProbs !== "full") return (r.logprobs ?? []).map((l) => entry(l.token, l.logprob, l.top));
+  const entry = (token: TokenId, logprob: number, top: TopLogprobs): TokenLogprob => ({
+    token,
+    text: text(token),
+    logprob,
+    top: top.slice(0, k).map((t) => ({ ...t, text: text(t.token) })),
+  });
+  if (!forced.length && r.logprobs && r.logprobs.length === r.generated)
+    return r.logprobs.map((l) => entry(l.token, l.logprob, l.top));
+  if (!r.tokens || host.flavor.features.logProbs !== "full")
+    return (r.logprobs ?? []).map((l) => entry(l.token, l.logprob, l.top));
   const all = [...forced, ...r.tokens];
   const out: TokenLogprob[] = [];
   for (let i = 0; i < all.length; i++) {

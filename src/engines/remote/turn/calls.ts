@@ -35,14 +35,20 @@ export function jsonEnd(text: string, from: number): number {
  * of one of the callable functions, its parameters and the call's suffix. The grammar made it well-formed; a call
  * cut off by the token limit is reported as truncated, its partial text left out of the response.
  */
-export function parseTurn(output: string, syntax: CallSyntax, callable: readonly { name: string; hasParams: boolean }[]): ParsedTurn {
+export function parseTurn(
+  output: string,
+  syntax: CallSyntax,
+  callable: readonly { name: string; hasParams: boolean }[],
+): ParsedTurn {
   const at = output.indexOf(syntax.trigger);
   if (at < 0) return { text: output, truncatedCall: false };
   const text = output.slice(0, at);
   let rest = output.slice(at + syntax.trigger.length);
   if (syntax.optionalPrefixSpace && rest.startsWith(" ")) rest = rest.slice(1);
   const named = (s: string, name: string) => s.replaceAll("{{functionName}}", name);
-  const fn = [...callable].sort((a, b) => b.name.length - a.name.length).find((f) => rest.startsWith(f.name + named(syntax.paramsPrefix, f.name)));
+  const fn = [...callable]
+    .sort((a, b) => b.name.length - a.name.length)
+    .find((f) => rest.startsWith(f.name + named(syntax.paramsPrefix, f.name)));
   if (!fn) return { text, truncatedCall: true };
   const start = fn.name.length + named(syntax.paramsPrefix, fn.name).length;
   let paramsText: string;
@@ -61,7 +67,8 @@ export function parseTurn(output: string, syntax: CallSyntax, callable: readonly
     params = undefined;
     if (!rest.startsWith(paramsText, start)) return { text, truncatedCall: true };
   }
-  if (!rest.slice(start + paramsText.length).startsWith(named(syntax.suffix, fn.name).trimEnd())) return { text, truncatedCall: true };
+  if (!rest.slice(start + paramsText.length).startsWith(named(syntax.suffix, fn.name).trimEnd()))
+    return { text, truncatedCall: true };
   return { text, call: { name: fn.name, params, paramsText }, truncatedCall: false };
 }
 

@@ -63,7 +63,10 @@ function anyCharBut(except: Iterable<string>): string {
   return `[${parts.join("")}]`;
 }
 
-const range = (from: number, to: number) => (from === to ? classChar(String.fromCodePoint(from)) : `${classChar(String.fromCodePoint(from))}-${classChar(String.fromCodePoint(to))}`);
+const range = (from: number, to: number) =>
+  from === to
+    ? classChar(String.fromCodePoint(from))
+    : `${classChar(String.fromCodePoint(from))}-${classChar(String.fromCodePoint(to))}`;
 
 /** The KMP automaton of `trigger`: next[state][char] for every char of the trigger (any other char returns to 0). */
 function triggerAutomaton(trigger: readonly string[]): Map<string, number>[] {
@@ -137,17 +140,25 @@ export interface GrammarFunction {
   params?: string;
 }
 
-/** Where the turn starts: free text, or (steered) just after a forced call trigger, or after a forced trigger and name. */
+/**
+ * Where the turn starts: free text, or (steered) just after a forced call trigger, or after a forced trigger and name.
+ */
 export type TurnStart = { kind: "text" } | { kind: "call" } | { kind: "arguments"; name: string };
 
 /** The grammar of one turn over `callable` functions in `syntax`. */
-export function turnGrammar(syntax: CallSyntax, callable: readonly GrammarFunction[], start: TurnStart = { kind: "text" }): string {
+export function turnGrammar(
+  syntax: CallSyntax,
+  callable: readonly GrammarFunction[],
+  start: TurnStart = { kind: "text" },
+): string {
   if (!callable.length) return `root ::= ${anyCharBut([])}*`;
   const rules: string[] = [];
   callable.forEach((f, i) => {
     const named = (s: string) => s.replaceAll("{{functionName}}", f.name);
     const params = f.params ? `p${i}-root` : gbnfLiteral(syntax.emptyParams);
-    rules.push(`args-${i} ::= ${gbnfLiteral(named(syntax.paramsPrefix))} ${params} ${gbnfLiteral(named(syntax.suffix))}`);
+    rules.push(
+      `args-${i} ::= ${gbnfLiteral(named(syntax.paramsPrefix))} ${params} ${gbnfLiteral(named(syntax.suffix))}`,
+    );
     if (f.params) rules.push(...prefixRules(f.params, `p${i}-`));
   });
   const space = syntax.optionalPrefixSpace ? '" "? ' : "";

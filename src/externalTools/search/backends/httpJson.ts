@@ -17,18 +17,25 @@ export async function getJson(url: URL, opts: HttpJsonOptions): Promise<unknown>
   let lastReason = "";
   for (let attempt = 0; attempt <= opts.retries; attempt++) {
     if (attempt > 0) await sleep(200 * 2 ** (attempt - 1), undefined, { signal: opts.signal });
-    const signal = opts.signal ? AbortSignal.any([opts.signal, AbortSignal.timeout(opts.timeoutMs)]) : AbortSignal.timeout(opts.timeoutMs);
+    const signal = opts.signal
+      ? AbortSignal.any([opts.signal, AbortSignal.timeout(opts.timeoutMs)])
+      : AbortSignal.timeout(opts.timeoutMs);
     try {
       const res = await fetch(url, { headers: { accept: "application/json", ...opts.headers }, signal });
       if (res.status === 429 || res.status >= 500) throw new Retryable(`HTTP ${res.status} ${res.statusText}`);
-      if (!res.ok) throw new SearchBackendError(opts.backend, `HTTP ${res.status} ${res.statusText} from ${url.origin}`);
+      if (!res.ok)
+        throw new SearchBackendError(opts.backend, `HTTP ${res.status} ${res.statusText} from ${url.origin}`);
       return await res.json();
     } catch (err) {
       if (err instanceof SearchBackendError) throw err;
       if (opts.signal?.aborted) throw err;
       const e = err as Error;
       lastReason =
-        e.name === "TimeoutError" ? `no answer within ${opts.timeoutMs} ms` : e instanceof Retryable ? e.message : `${e.message}${(e.cause as Error | undefined)?.message ? ` (${(e.cause as Error).message})` : ""}`;
+        e.name === "TimeoutError"
+          ? `no answer within ${opts.timeoutMs} ms`
+          : e instanceof Retryable
+            ? e.message
+            : `${e.message}${(e.cause as Error | undefined)?.message ? ` (${(e.cause as Error).message})` : ""}`;
     }
   }
   throw new SearchBackendError(opts.backend, `${lastReason} from ${url.origin} after ${opts.retries + 1} attempts`);

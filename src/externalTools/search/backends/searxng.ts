@@ -5,7 +5,16 @@ import { getJson, rankScore } from "./httpJson.js";
 
 /** The subset of SearXNG's `format=json` answer that is used. */
 const SearxngResponse = z.object({
-  results: z.array(z.object({ url: z.string(), title: z.string().default(""), content: z.string().default(""), score: z.number().optional() }).passthrough()),
+  results: z.array(
+    z
+      .object({
+        url: z.string(),
+        title: z.string().default(""),
+        content: z.string().default(""),
+        score: z.number().optional(),
+      })
+      .passthrough(),
+  ),
 });
 
 /** A self-hosted SearXNG instance (its JSON format must be enabled in settings.yml: search.formats). */
@@ -17,8 +26,13 @@ export class SearxngBackend implements SearchBackend {
     const url = new URL("search", this.opts.url.endsWith("/") ? this.opts.url : `${this.opts.url}/`);
     url.searchParams.set("q", query);
     url.searchParams.set("format", "json");
-    const body = SearxngResponse.safeParse(await getJson(url, { backend: this.name, timeoutMs: this.opts.timeoutMs, retries: this.opts.retries, signal }));
-    if (!body.success) throw new SearchBackendError(this.name, "its answer is not SearXNG's JSON format (is format=json enabled?)");
-    return body.data.results.slice(0, topK).map((r, i) => ({ id: r.url, url: r.url, title: r.title, snippet: r.content, score: r.score ?? rankScore(i) }));
+    const body = SearxngResponse.safeParse(
+      await getJson(url, { backend: this.name, timeoutMs: this.opts.timeoutMs, retries: this.opts.retries, signal }),
+    );
+    if (!body.success)
+      throw new SearchBackendError(this.name, "its answer is not SearXNG's JSON format (is format=json enabled?)");
+    return body.data.results
+      .slice(0, topK)
+      .map((r, i) => ({ id: r.url, url: r.url, title: r.title, snippet: r.content, score: r.score ?? rankScore(i) }));
   }
 }
