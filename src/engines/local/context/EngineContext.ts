@@ -6,7 +6,7 @@ import { TimedLock, type WorkLog } from "./WorkLog.js";
 /**
  * One llama.cpp context shared by several sessions, one sequence each. llama.cpp applies the adapter set
  * per context, and node-llama-cpp decodes the pending evaluations of all sequences together under
- * whatever set is active, so every evaluation runs under `lock` after `applyWeights` for its session.
+ * whatever set is active, so every evaluation runs under `lock` after `switchWeights` for its session.
  */
 export class EngineContext {
   readonly lock: TimedLock;

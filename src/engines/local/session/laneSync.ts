@@ -162,7 +162,9 @@ export async function syncLane(
 ): Promise<Synced> {
   const started = now();
   const sequence = lane.slot!.sequence;
-  const spilled = (await host.pool.restore(lane)) ? sequence.nextTokenIndex : undefined;
+  // a lane back from disk: its saved state goes into the empty sequence it was given (never over what one holds)
+  const spilled =
+    sequence.nextTokenIndex === 0 && (await host.pool.restore(lane)) ? sequence.nextTokenIndex : undefined;
   if (!tokens.length) {
     await switchLaneWeights(host, lane, tailWeights(lane));
     return {
