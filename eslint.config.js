@@ -16,6 +16,11 @@ const LOCAL_ENGINE_INTERNALS = {
   regex: "^\\.\\.?/(.*/)?engines/local/(?!index\\.js$).+",
   message: "reach the local engine through src/engines/local/index.ts, its public surface",
 };
+/** The remote engine likewise: src/ reaches it through its entry point (its testing.ts is for tests alone). */
+const REMOTE_ENGINE_INTERNALS = {
+  regex: "^\\.\\.?/(.*/)?engines/remote/(?!index\\.js$).+",
+  message: "reach the remote engine through src/engines/remote/index.ts, its public surface",
+};
 /** Tests may also use the test-only surface (the replayed reference, planted bugs). */
 const LOCAL_ENGINE_INTERNALS_FOR_TESTS = {
   regex: "^\\.\\.?/(.*/)?engines/local/(?!(index|testing)\\.js$).+",
@@ -82,7 +87,7 @@ const restrict = (...patterns) => ({ "@typescript-eslint/no-restricted-imports":
  */
 const LLAMA_CPP_EXCEPTIONS = ["test/engine/engine.test.ts"];
 
-const SRC = [LLAMA_CPP, CLI, APP, GGUF_INTERNALS, LOCAL_ENGINE_INTERNALS, NOT_SHIPPED];
+const SRC = [LLAMA_CPP, CLI, APP, GGUF_INTERNALS, LOCAL_ENGINE_INTERNALS, REMOTE_ENGINE_INTERNALS, NOT_SHIPPED];
 
 export default defineConfig(
   { ignores: ["dist/", "node_modules/", ".stryker-tmp/", "reports/", "models/", "adapters/", ".weact/"] },
@@ -117,7 +122,10 @@ export default defineConfig(
   { files: ["src/sessions/**/*.ts"], rules: restrict(...SRC, HARNESS, MCP, COMPOSITION) },
   { files: ["src/harness/**/*.ts"], rules: restrict(...SRC, MCP) },
   { files: ["src/config/**/*.ts"], rules: restrict(...SRC, ENGINES) },
-  { files: ["src/cli/**/*.ts"], rules: restrict(LLAMA_CPP, GGUF_INTERNALS, LOCAL_ENGINE_INTERNALS, NOT_SHIPPED) },
+  {
+    files: ["src/cli/**/*.ts"],
+    rules: restrict(LLAMA_CPP, GGUF_INTERNALS, LOCAL_ENGINE_INTERNALS, REMOTE_ENGINE_INTERNALS, NOT_SHIPPED),
+  },
   { files: ["src/engines/remote/**/*.ts"], rules: restrict(...SRC, REMOTE_ENGINE_OUTWARD) },
   // inside src/gguf its own files import each other freely
   { files: ["src/gguf/**/*.ts"], rules: restrict(LLAMA_CPP, CLI, NOT_SHIPPED) },
