@@ -1,7 +1,7 @@
 /**
  * Import-graph checks (`npm run check:cycles`): no cycles anywhere in the source tree. The layer rules live in
  * eslint.config.js (no-restricted-imports); this file answers the one question ESLint cannot: is the graph acyclic.
- * scripts/checkImports.mjs then reads the same graph for folders that import each other (at any depth).
+ * `npm run check:cycles` runs it through scripts/checkImports.mjs, which also finds folders that import each other.
  * The layers as a graph: `npx depcruise src --config .dependency-cruiser.cjs --include-only "^src" --collapse
  * "^src/(engines/)?[^/]+" --output-type text`.
  */
