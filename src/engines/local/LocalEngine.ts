@@ -36,7 +36,7 @@ import { WorkLog, type LockHold } from "./context/WorkLog.js";
 import { assertLlamaInternals, switchContextWeights } from "./llama/internals.js";
 import { MIN_DECODE_TOKENS } from "./session/laneSync.js";
 import { LocalEngineSession } from "./session/LocalEngineSession.js";
-import type { EngineServices } from "./session/EngineServices.js";
+import type { LocalEngineServices } from "./session/LocalEngineServices.js";
 import type { SessionRules } from "./session/SessionRules.js";
 import { switchStrategy, type SwitchStrategy } from "./session/SwitchStrategy.js";
 import { loadModel } from "./model/loadModel.js";
@@ -67,7 +67,7 @@ type Sizes = Required<Pick<LocalEngineOptions, "contextSize" | "sequencesPerCont
  */
 export class LocalEngine implements Engine {
   private nextSessionId = 1;
-  private readonly host: EngineServices;
+  private readonly host: LocalEngineServices;
   private disposed = false;
   /** The library as the engine sees it: each alias's current version. */
   private readonly current = new Map<string, AdapterVersion>();

@@ -28,7 +28,7 @@ import { engineProfile } from "./connect/engineProfile.js";
 import type { EngineFacts } from "./flavors/Flavor.js";
 import { flavorFor, type Flavor } from "./flavors/index.js";
 import type { RemoteEngineOptions } from "./options.js";
-import type { EngineServices } from "./session/EngineServices.js";
+import type { RemoteEngineServices } from "./session/RemoteEngineServices.js";
 import { RemoteEngineSession } from "./session/RemoteEngineSession.js";
 
 /**
@@ -51,7 +51,7 @@ export class RemoteEngine implements Engine {
   private readonly completions: Completions;
   private readonly sessions = new Map<number, RemoteEngineSession>();
   private readonly freeSlots: number[];
-  private readonly host: EngineServices;
+  private readonly host: RemoteEngineServices;
   /** What raises the session limit on this engine, for EngineCapacityError. */
   private readonly sessionsLimit: string;
   private nextSessionId = 1;

@@ -5,7 +5,7 @@ import type { Mutex } from "../../../mutex.js";
 import type { BackgroundSource } from "../background/BackgroundScheduler.js";
 import { Lane } from "../cache/Lane.js";
 import { settledTokens } from "../chat/render.js";
-import type { EngineServices } from "./EngineServices.js";
+import type { LocalEngineServices } from "./LocalEngineServices.js";
 import { extendLane, now } from "./laneSync.js";
 import type { SessionLanes } from "./SessionLanes.js";
 
@@ -28,7 +28,7 @@ export class CatchUp implements BackgroundSource {
   private soFar: HistorySoFar | undefined;
 
   constructor(
-    private readonly services: EngineServices,
+    private readonly services: LocalEngineServices,
     private readonly lanes: SessionLanes,
     /** The session's switch lock: lanes are created, parked and dropped only under it. */
     private readonly switching: Mutex,

@@ -20,7 +20,7 @@ import { Lane } from "../cache/Lane.js";
 import type { LaneKey } from "../cache/LaneKey.js";
 import { renderConversation } from "../chat/render.js";
 import { CatchUp } from "./CatchUp.js";
-import type { EngineServices } from "./EngineServices.js";
+import type { LocalEngineServices } from "./LocalEngineServices.js";
 import { generateTurn } from "./generate.js";
 import { abandonLane, now, rebuildLane, syncLane, weightsLabel, type Synced } from "./laneSync.js";
 import { nextTokenAfter } from "./logProbs.js";
@@ -53,7 +53,7 @@ export class LocalEngineSession implements EngineSession {
 
   constructor(
     readonly id: number,
-    private readonly services: EngineServices,
+    private readonly services: LocalEngineServices,
     rules: SessionRules,
     first: Lane,
   ) {

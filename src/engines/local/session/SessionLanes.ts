@@ -10,7 +10,7 @@ import type { CacheReplay } from "../cache/DecodeLog.js";
 import type { Lane, Slot } from "../cache/Lane.js";
 import type { LaneKey } from "../cache/LaneKey.js";
 import { renderConversation } from "../chat/render.js";
-import type { EngineServices } from "./EngineServices.js";
+import type { LocalEngineServices } from "./LocalEngineServices.js";
 import { weightsLabel, type PrefixPlan, type SyncPlan } from "./laneSync.js";
 import type { SessionRules } from "./SessionRules.js";
 
@@ -36,7 +36,7 @@ export class SessionLanes {
 
   constructor(
     readonly sessionId: number,
-    private readonly services: EngineServices,
+    private readonly services: LocalEngineServices,
     readonly rules: SessionRules,
     first: Lane,
   ) {

@@ -18,7 +18,7 @@ import { generationBias } from "../chat/bias.js";
 import { toChatModelFunctions, type RenderedConversation } from "../chat/render.js";
 import { switchLaneWeights, now, syncLane, tailWeights, weightsLabel, type SyncPlan } from "./laneSync.js";
 import { teacherForcedLogprobs } from "./logProbs.js";
-import type { EngineServices } from "./EngineServices.js";
+import type { LocalEngineServices } from "./LocalEngineServices.js";
 
 /**
  * Tokens before a steered turn's limit from which its call's arguments are closed (the rest of the call fits in them).
@@ -41,7 +41,7 @@ export interface TurnTarget {
  * with node-llama-cpp's LlamaChat (function calls returned, not executed). Caller holds the context lock.
  */
 export async function generateTurn(
-  host: EngineServices,
+  host: LocalEngineServices,
   target: TurnTarget,
   conversation: Conversation,
   rendered: RenderedConversation,
@@ -147,7 +147,7 @@ export async function generateTurn(
   };
 }
 
-function steeringTokens(host: EngineServices, name: string | undefined): Token[] {
+function steeringTokens(host: LocalEngineServices, name: string | undefined): Token[] {
   // wrappers with a parallel-call section (Mistral's [TOOL_CALLS][) only parse calls that open it
   const { call, parallelism } = host.chatWrapper.settings.functions;
   const prefix = LlamaText([parallelism?.call.sectionPrefix ?? "", call.prefix]);

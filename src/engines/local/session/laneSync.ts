@@ -4,7 +4,7 @@ import { commonPrefixLength } from "../../../engine/index.js";
 import type { Lane } from "../cache/Lane.js";
 import type { LaneKey } from "../cache/LaneKey.js";
 import type { PrefixKeyOf, PromptPrefix } from "../cache/PrefixStore.js";
-import type { EngineServices } from "./EngineServices.js";
+import type { LocalEngineServices } from "./LocalEngineServices.js";
 
 /**
  * What bringing a lane up to a prompt cost: tokens kept, evaluated, read back from a saved state (`shared`: a prompt
@@ -18,7 +18,7 @@ export interface Synced {
   ms: number;
 }
 
-type LaneHost = Pick<EngineServices, "pool" | "weightOf" | "prefixes" | "work">;
+type LaneHost = Pick<LocalEngineServices, "pool" | "weightOf" | "prefixes" | "work">;
 
 /**
  * Decodes of 2 to 63 tokens after a long cache cost up to ten times more per token than one of 64 on ggml's CPU
@@ -55,7 +55,7 @@ export interface PrefixPlan extends PromptPrefix {
  * lock.
  */
 export async function switchLaneWeights(
-  host: Pick<EngineServices, "weightOf">,
+  host: Pick<LocalEngineServices, "weightOf">,
   lane: Lane,
   versions: readonly AdapterVersion[],
 ): Promise<void> {

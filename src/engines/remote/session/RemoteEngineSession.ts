@@ -17,7 +17,7 @@ import {
 } from "../../../engine/index.js";
 import { Mutex } from "../../../mutex.js";
 import type { Flavor } from "../flavors/Flavor.js";
-import type { EngineServices } from "./EngineServices.js";
+import type { RemoteEngineServices } from "./RemoteEngineServices.js";
 import { generateTurn } from "./generate.js";
 import { distributionAfter } from "./logProbs.js";
 import { sameVersions, SessionCache } from "./SessionCache.js";
@@ -43,7 +43,7 @@ export class RemoteEngineSession implements EngineSession {
 
   constructor(
     readonly id: number,
-    private readonly host: EngineServices,
+    private readonly host: RemoteEngineServices,
     /** llama-server: the engine slot this session's cache lives in. */
     slot: number | undefined,
     versions: readonly AdapterVersion[],

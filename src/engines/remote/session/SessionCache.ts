@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import { commonPrefixLength, type AdapterVersion, type TokenId } from "../../../engine/index.js";
 import type { CompletionRequest, CompletionResult, Flavor } from "../flavors/Flavor.js";
 import { ONE_CHARACTER } from "../turn/grammar.js";
-import type { EngineServices } from "./EngineServices.js";
+import type { RemoteEngineServices } from "./RemoteEngineServices.js";
 
 export const sameVersions = (a: readonly AdapterVersion[], b: readonly AdapterVersion[]) =>
   a.length === b.length && a.every((v, i) => v.equals(b[i]!));
@@ -34,7 +34,7 @@ export class SessionCache {
   private salt = newSalt();
 
   constructor(
-    private readonly host: Pick<EngineServices, "complete">,
+    private readonly host: Pick<RemoteEngineServices, "complete">,
     /** llama-server: the engine slot this session's cache lives in. */
     readonly slot: number | undefined,
     /** A planted flavor (tests only); default the engine's. */

@@ -9,7 +9,7 @@ import type {
 } from "../../../engine/index.js";
 import { parseTurn, ResponseTextStream } from "../turn/calls.js";
 import { boundStrings, countStrings, turnGrammar, type GrammarFunction, type TurnStart } from "../turn/grammar.js";
-import type { EngineServices } from "./EngineServices.js";
+import type { RemoteEngineServices } from "./RemoteEngineServices.js";
 import { generatedLogprobs } from "./logProbs.js";
 import type { Prefilled, SessionCache } from "./SessionCache.js";
 
@@ -31,7 +31,7 @@ export interface TurnTarget {
  * the turn's function-calling grammar, its text parsed into text and a call. Caller holds the session's lock.
  */
 export async function generateTurn(
-  host: EngineServices,
+  host: RemoteEngineServices,
   target: TurnTarget,
   conversation: Conversation,
   tokens: readonly TokenId[],
@@ -153,7 +153,7 @@ export async function generateTurn(
  * tokens.
  */
 async function turnGrammarOf(
-  host: EngineServices,
+  host: RemoteEngineServices,
   conversation: Conversation,
   names: readonly string[],
   steer: GenerateOptions["steerToolCall"],

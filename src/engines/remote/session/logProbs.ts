@@ -1,14 +1,14 @@
 import type { AdapterVersion, TokenId, TokenLogprob } from "../../../engine/index.js";
 import type { CompletionResult, GeneratedLogprob } from "../flavors/Flavor.js";
 import { ONE_CHARACTER } from "../turn/grammar.js";
-import type { EngineServices } from "./EngineServices.js";
+import type { RemoteEngineServices } from "./RemoteEngineServices.js";
 import type { SessionCache } from "./SessionCache.js";
 
 type TopLogprobs = GeneratedLogprob["top"];
 
 /** The distribution after `tokens` (whose prefix the engine holds): one sampled character, the top `maxLogprobs`. */
 export async function distributionAfter(
-  host: EngineServices,
+  host: RemoteEngineServices,
   cache: SessionCache,
   versions: readonly AdapterVersion[],
   tokens: readonly TokenId[],
@@ -32,7 +32,7 @@ export async function distributionAfter(
  * request per position, each evaluating one new token as generation did, so the figures are the same.
  */
 export async function generatedLogprobs(
-  host: EngineServices,
+  host: RemoteEngineServices,
   cache: SessionCache,
   versions: readonly AdapterVersion[],
   rendered: readonly TokenId[],

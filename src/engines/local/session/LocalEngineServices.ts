@@ -6,7 +6,7 @@ import type { PrefixStore } from "../cache/PrefixStore.js";
 import type { AdapterWeight } from "../llama/internals.js";
 
 /** What a session needs from its engine. */
-export interface EngineServices {
+export interface LocalEngineServices {
   readonly model: LlamaModel;
   readonly chatWrapper: ChatWrapper;
   readonly pool: LanePool;

@@ -2,7 +2,7 @@ import type { AdapterVersion, CacheStrategy, ChatCodec, EngineCapacity } from ".
 import type { CompletionRequest, CompletionResult, Flavor } from "../flavors/Flavor.js";
 
 /** What a session needs of its engine. */
-export interface EngineServices {
+export interface RemoteEngineServices {
   readonly codec: ChatCodec;
   readonly flavor: Flavor;
   readonly capacity: EngineCapacity;
