@@ -61,7 +61,7 @@ export class WeightSwitch {
    * model reads why. A valid one switches the weights with the exchange as the history's next messages.
    * `owner`'s session `id` (someone else's is reported exactly like a missing one).
    */
-  switch(
+  async switch(
     owner: string,
     id: string,
     action: typeof LOAD_LORA | typeof OFFLOAD_LORA,
