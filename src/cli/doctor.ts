@@ -22,11 +22,13 @@ export interface Check {
 
 const MiB = 1024 * 1024;
 
+/** ggml's name for a tensor type; an id ggml.h does not (yet) list is shown as its number. */
+const typeName = (type: number): string => GgmlType[type] ?? `type ${type}`;
+
 function quantOf(file: GgufFile): string {
   const counts = new Map<string, number>();
   for (const t of file.tensors)
-    if (t.shape.length >= 2)
-      counts.set(GgmlType[t.type] ?? `type ${t.type}`, (counts.get(GgmlType[t.type] ?? `type ${t.type}`) ?? 0) + 1);
+    if (t.shape.length >= 2) counts.set(typeName(t.type), (counts.get(typeName(t.type)) ?? 0) + 1);
   return (
     [...counts]
       .sort((a, b) => b[1] - a[1])
@@ -105,7 +107,7 @@ export async function doctor(
       const r = loraProblems(lora, base);
       const ranks = new Set(lora.tensors.filter((t) => t.name.endsWith(".lora_a")).map((t) => t.shape[1]));
       const rankProblem = ranks.size > 1 ? `mixed ranks ${[...ranks].join(", ")} across its tensors` : undefined;
-      const types = [...new Set(lora.tensors.map((t) => GgmlType[t.type] ?? `type ${t.type}`))].join("/");
+      const types = [...new Set(lora.tensors.map((t) => typeName(t.type)))].join("/");
       const bad = [...r.problems, ...(rankProblem ? [rankProblem] : [])];
       checks.push({
         check: `adapter ${e.alias}`,

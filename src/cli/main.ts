@@ -13,6 +13,7 @@ import {
 import { describeIssues } from "../library/manifest.js";
 import { generateDemoWeights } from "../demo/generate.js";
 import { createLogger } from "../log.js";
+import { fetchModel, resolveModelArg } from "../models/index.js";
 import { PACKAGE_ROOT } from "../paths.js";
 import { clientConfig, CLIENTS, type ClientKind } from "./clientConfig.js";
 import {
@@ -40,7 +41,10 @@ Usage:
   weact-mcp export --capability ALIAS [--format axolotl|openai|trl] [--out F] [--from DIR] [--filter all|correct|IDS]
   weact-mcp export --stats [--capability ALIAS] [--from DIR] [--filter F]
                                       training data for one capability from recorded traces; --stats: sizes
-  weact-mcp doctor MODEL.gguf [--adapters MANIFEST] [--json]
+  weact-mcp fetch-model gemma-3-270m [--dir D]
+                                      download and verify a known real model into the cache
+                                      (docs/models.md); its path on stdout
+  weact-mcp doctor MODEL.gguf|NAME [--adapters MANIFEST] [--json]
                                       will this set serve? a verdict per check; exit 0 when it will
   weact-mcp demo-weights [--seed N] [--big]    (re)generate the demo model and adapters
   weact-mcp demo-weights --family NAME|all [--quant F16|Q8_0|Q4_0|all] [--seed N]
@@ -56,7 +60,8 @@ Serving (default: HTTP on 127.0.0.1:7331, Streamable HTTP at /mcp and legacy SSE
 
 Model and library:
   --config FILE      JSON config file (see README "Configuration"); flags override it
-  --model PATH       GGUF base model (default: the trained demo library, models/trained)
+  --model PATH       GGUF base model, or a fetched model's name (gemma-3-270m) (default: the trained demo
+                     library, models/trained)
   --adapters PATH    adapter manifest, or a folder holding manifest.json
 
 Serving engine (default: llama.cpp in this process; README "Remote engines"):
@@ -108,7 +113,7 @@ function engineFrom(values: ConfigFlags, base: ResolvedConfig): ResolvedConfig["
 function configFrom(values: ConfigFlags): ResolvedConfig {
   const base = values.config ? loadConfigFile(values.config) : resolveConfig({}, "defaults", process.cwd());
   const overrides: Partial<ResolvedConfig> = {};
-  if (values.model) overrides.model = { ...base.model, path: resolve(values.model) };
+  if (values.model) overrides.model = { ...base.model, path: resolve(resolveModelArg(values.model)) };
   if (values.adapters) {
     const p = resolve(values.adapters);
     overrides.manifestPath = existsSync(p) && statSync(p).isDirectory() ? join(p, "manifest.json") : p;
@@ -154,6 +159,7 @@ async function main(argv: string[]) {
       quant: { type: "string" },
       json: { type: "boolean" },
       client: { type: "string" },
+      dir: { type: "string" },
       help: { type: "boolean", short: "h" },
     },
   });
@@ -207,7 +213,11 @@ async function main(argv: string[]) {
     const model = positionals[1];
     if (!model) fail("doctor needs the model: weact-mcp doctor MODEL.gguf [--adapters MANIFEST]");
     const config = configFrom(values);
-    const checks = await doctor(resolve(model), values.adapters ? config.manifestPath : undefined, config);
+    const checks = await doctor(
+      resolve(resolveModelArg(model)),
+      values.adapters ? config.manifestPath : undefined,
+      config,
+    );
     const serves = checks.every((c) => c.ok);
     process.stdout.write(
       values.json
@@ -215,6 +225,12 @@ async function main(argv: string[]) {
         : `${formatChecks(checks)}\n${serves ? "this set will serve" : "this set will NOT serve: fix the FAIL lines"}\n`,
     );
     process.exitCode = serves ? 0 : 1;
+    return;
+  }
+  if (command === "fetch-model") {
+    const name = positionals[1];
+    if (!name) fail("fetch-model needs the model's name: weact-mcp fetch-model gemma-3-270m [--dir D]");
+    process.stdout.write(`${await fetchModel(name, { dir: values.dir, logger })}\n`);
     return;
   }
   if (command === "demo-weights" && values.family !== undefined) {

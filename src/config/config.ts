@@ -96,6 +96,11 @@ export const ConfigSchema = z
         sequencesPerContext: z.number().int().min(1).max(64).default(4),
         maxContexts: z.number().int().min(1).max(64).default(2),
         batchSize: z.number().int().min(1).max(8192).default(512),
+        /**
+         * Sliding-window models (Gemma 2/3/4, ...): keep every token in the SWA layers' KV cache (true), or a
+         * window-sized cache (false: less memory; a cut behind the window evaluates the cache again).
+         */
+        swaFullCache: z.boolean().default(true),
       })
       .strict()
       .prefault({}),

@@ -45,7 +45,7 @@ export function familySetPaths(root: string, family: string, quant: QuantName): 
 }
 
 /** Writes through a temporary name, so concurrent generators (parallel test files) never read half a file. */
-function writeAtomically(
+export function writeAtomically(
   path: string,
   metadata: Record<string, GgufEntry>,
   tensors: readonly GgufTensorSource[],

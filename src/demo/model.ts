@@ -8,7 +8,7 @@ import {
   type GgufEntry,
   type GgufTensorSource,
 } from "../gguf/index.js";
-import type { Architecture, ModelDims } from "./architectures.js";
+import type { Architecture, ModelDims, Projection } from "./architectures.js";
 import { SeededRandom } from "./random.js";
 import type { DemoVocabulary } from "./vocabulary.js";
 
@@ -140,41 +140,52 @@ export function modelFile(opts: ModelFileOptions): {
   return { metadata, tensors };
 }
 
-/**
- * A LoRA adapter over every block projection: W' = W + (alpha / r) * B A, in F32 or F16 (what
- * convert_lora_to_gguf.py writes). Both factors are random (a trained adapter's B is not zero), sized so the
- * adapter visibly moves the next-token distribution.
- */
-export function loraFile(opts: {
+/** One weight matrix a LoRA adapts: `blk.<layer>.<suffix>.weight`. */
+export interface LayerProjection extends Projection {
+  readonly layer: number;
+}
+
+export interface LoraOptions {
   name: string;
-  architecture: Architecture;
-  dims: ModelDims;
   rank: number;
   seed: number;
   strength: number;
   type?: GgmlType.F32 | GgmlType.F16;
   /** An activated LoRA's invocation sequence (token ids), written as llama.cpp's `adapter.alora.invocation_tokens`. */
   invocationTokens?: readonly number[];
-}) {
-  const { dims: d, rank } = opts;
+}
+
+/**
+ * A LoRA adapter over every block projection of a generated model: W' = W + (alpha / r) * B A, in F32 or F16 (what
+ * convert_lora_to_gguf.py writes). Both factors are random (a trained adapter's B is not zero), sized so the
+ * adapter visibly moves the next-token distribution.
+ */
+export function loraFile(opts: LoraOptions & { architecture: Architecture; dims: ModelDims }) {
+  const projections: LayerProjection[] = [];
+  for (let layer = 0; layer < opts.dims.nLayer; layer++)
+    for (const t of opts.architecture.projections(opts.dims)) projections.push({ layer, ...t });
+  return loraOver(opts.architecture.name, projections, opts);
+}
+
+/** A random LoRA adapter over `projections` of a base of `architecture` (a generated one, or a real file's shapes). */
+export function loraOver(architecture: string, projections: readonly LayerProjection[], opts: LoraOptions) {
+  const { rank } = opts;
   const type = opts.type ?? GgmlType.F32;
   const root = new SeededRandom(opts.seed);
   const tensors: GgufTensorSource[] = [];
-  for (let l = 0; l < d.nLayer; l++) {
-    for (const t of opts.architecture.projections(d)) {
-      const base = `blk.${l}.${t.suffix}.weight`;
-      tensors.push(
-        tensor(`${base}.lora_a`, [t.nIn, rank], type, () =>
-          gaussian(root.fork(`${base}.a`), t.nIn * rank, 1 / Math.sqrt(t.nIn)),
-        ),
-        tensor(`${base}.lora_b`, [rank, t.nOut], type, () =>
-          gaussian(root.fork(`${base}.b`), rank * t.nOut, opts.strength / Math.sqrt(rank)),
-        ),
-      );
-    }
+  for (const t of projections) {
+    const base = `blk.${t.layer}.${t.suffix}.weight`;
+    tensors.push(
+      tensor(`${base}.lora_a`, [t.nIn, rank], type, () =>
+        gaussian(root.fork(`${base}.a`), t.nIn * rank, 1 / Math.sqrt(t.nIn)),
+      ),
+      tensor(`${base}.lora_b`, [rank, t.nOut], type, () =>
+        gaussian(root.fork(`${base}.b`), rank * t.nOut, opts.strength / Math.sqrt(rank)),
+      ),
+    );
   }
   const metadata: Record<string, GgufEntry> = {
-    "general.architecture": gguf.str(opts.architecture.name),
+    "general.architecture": gguf.str(architecture),
     "general.type": gguf.str("adapter"),
     "general.name": gguf.str(opts.name),
     "adapter.type": gguf.str("lora"),

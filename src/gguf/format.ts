@@ -20,14 +20,50 @@ export enum GgufValueType {
   FLOAT64 = 12,
 }
 
+/**
+ * ggml's tensor types (ggml.h `enum ggml_type`), every id a GGUF file may hold, so that each one has a name (doctor
+ * prints them); ids 4, 5, 31-33 and 36-38 are retired in ggml. Only `TabulatedType` has a block layout here.
+ */
 export enum GgmlType {
   F32 = 0,
   F16 = 1,
   Q4_0 = 2,
+  Q4_1 = 3,
+  Q5_0 = 6,
+  Q5_1 = 7,
   Q8_0 = 8,
+  Q8_1 = 9,
+  Q2_K = 10,
+  Q3_K = 11,
   Q4_K = 12,
+  Q5_K = 13,
+  Q6_K = 14,
+  Q8_K = 15,
+  IQ2_XXS = 16,
+  IQ2_XS = 17,
+  IQ3_XXS = 18,
+  IQ1_S = 19,
+  IQ4_NL = 20,
+  IQ3_S = 21,
+  IQ2_S = 22,
+  IQ4_XS = 23,
+  I8 = 24,
+  I16 = 25,
+  I32 = 26,
+  I64 = 27,
+  F64 = 28,
+  IQ1_M = 29,
   BF16 = 30,
+  TQ1_0 = 34,
+  TQ2_0 = 35,
+  MXFP4 = 39,
+  NVFP4 = 40,
+  Q1_0 = 41,
+  Q2_0 = 42,
 }
+
+/** The types this project writes or checks by size: the ones `GGML_BLOCK` has a layout for. */
+export type TabulatedType = GgmlType.F32 | GgmlType.F16 | GgmlType.BF16 | GgmlType.Q4_0 | GgmlType.Q8_0 | GgmlType.Q4_K;
 
 /** Bytes per element for the unquantized tensor types this project writes or checks by size. */
 export const GGML_TYPE_SIZE: Partial<Record<GgmlType, number>> = {
@@ -40,7 +76,7 @@ export const GGML_TYPE_SIZE: Partial<Record<GgmlType, number>> = {
  * Block layout of every type the project knows (ggml-common.h): `elements` values along ne[0] stored in
  * `bytes` bytes. Plain types are blocks of one.
  */
-export const GGML_BLOCK: Readonly<Record<GgmlType, { elements: number; bytes: number }>> = {
+export const GGML_BLOCK: Readonly<Record<TabulatedType, { elements: number; bytes: number }>> = {
   [GgmlType.F32]: { elements: 1, bytes: 4 },
   [GgmlType.F16]: { elements: 1, bytes: 2 },
   [GgmlType.BF16]: { elements: 1, bytes: 2 },
@@ -65,7 +101,7 @@ export const FILE_TYPE_OF: Readonly<Partial<Record<GgmlType, number>>> = {
  * blocks).
  */
 export function ggmlTensorBytes(shape: readonly number[], type: number): number | undefined {
-  const block = GGML_BLOCK[type as GgmlType];
+  const block = GGML_BLOCK[type as TabulatedType] as { elements: number; bytes: number } | undefined;
   if (!block || shape.length === 0 || shape[0]! % block.elements !== 0) return undefined;
   return (shape.reduce((a, b) => a * b, 1) / block.elements) * block.bytes;
 }

@@ -51,6 +51,7 @@ export async function loadEngine(config: ResolvedConfig, logger: Logger): Promis
     sequencesPerContext: config.model.sequencesPerContext,
     maxContexts: config.model.maxContexts,
     batchSize: config.model.batchSize,
+    swaFullCache: config.model.swaFullCache,
     cache: {
       strategy: config.cache.strategy,
       spillDir: config.cache.spillDir,

@@ -38,11 +38,12 @@ import { MIN_DECODE_TOKENS } from "./session/laneSync.js";
 import { LocalEngineSession } from "./session/LocalEngineSession.js";
 import type { LocalEngineServices } from "./session/LocalEngineServices.js";
 import type { SessionRules } from "./session/SessionRules.js";
+import { firstCuttable } from "./cache/slidingWindow.js";
 import { switchStrategy, type SwitchStrategy } from "./session/SwitchStrategy.js";
 import { loadModel } from "./model/loadModel.js";
 import type { CacheOptions, LocalEngineOptions } from "./options.js";
 
-const DEFAULTS = { contextSize: 8192, sequencesPerContext: 4, maxContexts: 2, batchSize: 512 };
+const DEFAULTS = { contextSize: 8192, sequencesPerContext: 4, maxContexts: 2, batchSize: 512, swaFullCache: true };
 const DEFAULT_CACHE: Required<Omit<CacheOptions, "spillDir">> & Pick<CacheOptions, "spillDir"> = {
   strategy: "reuse",
   spillBytes: 512 * 1024 * 1024,
@@ -59,7 +60,9 @@ const BACKGROUND_IDLE_MS = 20;
  * After a turn a tool usually runs (a client's call after a switch comes within a few ms; its tool takes far longer).
  */
 const BACKGROUND_AFTER_TURN_MS = 2;
-type Sizes = Required<Pick<LocalEngineOptions, "contextSize" | "sequencesPerContext" | "maxContexts" | "batchSize">>;
+type Sizes = Required<
+  Pick<LocalEngineOptions, "contextSize" | "sequencesPerContext" | "maxContexts" | "batchSize" | "swaFullCache">
+>;
 
 /**
  * The local engine: one frozen base model in this process (llama.cpp through node-llama-cpp) with its
@@ -168,6 +171,7 @@ export class LocalEngine implements Engine {
         sequencesPerContext: options.sequencesPerContext ?? DEFAULTS.sequencesPerContext,
         maxContexts: options.maxContexts ?? DEFAULTS.maxContexts,
         batchSize: options.batchSize ?? DEFAULTS.batchSize,
+        swaFullCache: options.swaFullCache ?? DEFAULTS.swaFullCache,
       },
       cache.strategy,
       cache.strategy === "reuse" && cache.spillDir !== null
@@ -330,6 +334,7 @@ export class LocalEngine implements Engine {
       invocationOf: invocationStart,
       prefixKeyOf,
       backgroundWeights: (lane) => lane.versions,
+      cutFloor: firstCuttable,
       promptScope: `session:${id}`,
       ...given,
     };
@@ -412,6 +417,11 @@ export class LocalEngine implements Engine {
 
   /** Session contexts and reference contexts share these, so both evaluate with the same numerics. */
   private contextOptions() {
-    return { contextSize: this.opts.contextSize, batchSize: this.opts.batchSize, threads: this.threads };
+    return {
+      contextSize: this.opts.contextSize,
+      batchSize: this.opts.batchSize,
+      threads: this.threads,
+      swaFullCache: this.opts.swaFullCache,
+    };
   }
 }

@@ -12,3 +12,5 @@ export { functionCallProblem } from "./chat/functionCalls.js";
 export { probeModelDetailsInChild } from "./model/probe.js";
 /** The base model's tokenizer and chat template for an engine in another process (src/engines/remote). */
 export { LocalChatCodec } from "./model/LocalChatCodec.js";
+/** A model file from Hugging Face through node-llama-cpp's downloader (src/models fetches the catalog's models). */
+export { downloadHfFile, type HfDownload } from "./llama/download.js";

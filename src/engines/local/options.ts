@@ -24,6 +24,12 @@ export interface LocalEngineOptions {
   /** Tokens per decode batch. */
   batchSize?: number;
   /**
+   * Sliding-window (SWA) models only (Gemma 2/3/4, ...): keep every token's cells in the SWA layers' cache too
+   * (default true), rather than a window-sized cache whose freed cells make a cut further back than the window
+   * start the cache again. See docs/configuration.md for the measured trade.
+   */
+  swaFullCache?: boolean;
+  /**
    * Read the model's metadata in a child process before loading it (default true): a file that would abort
    * llama.cpp then kills only the probe. Costs a fraction of a second (vocabulary only, no weights).
    */

@@ -67,6 +67,19 @@ export function openWrongBackgroundWeightsSession(engine: LocalEngine): Promise<
 }
 
 /**
+ * A session that trusts node-llama-cpp's own test of a cut on a window-sized sliding-window cache (the cut lies after
+ * the first cell left), not the window's: a lane is continued after cells of its window were freed.
+ */
+export function openWindowBlindSession(engine: LocalEngine): Promise<LocalEngineSession> {
+  return engine.openSessionWith({
+    cutFloor: (sequence) => {
+      const first = sequence.stateCellsStartIndex;
+      return first > 0 ? first + 1 : 0;
+    },
+  });
+}
+
+/**
  * The reference for cache correctness through the engine's own versions: a fresh context with `to`'s weights (an
  * alias, null for the base, or several) applied from the start, evaluating `tokens` in the same batch split as a
  * session (`replay`, a session's `cacheReplay()`), else all but the last token in one call; then the rest, then
@@ -93,4 +106,5 @@ export type { CacheReplay } from "./cache/DecodeLog.js";
 export type { LockHold } from "./context/WorkLog.js";
 export { invocationStart } from "./adapters/invocation.js";
 export { MIN_DECODE_TOKENS } from "./session/laneSync.js";
+export { ReplayPastWindowError } from "./reference/replay.js";
 export { LaneKey } from "./cache/LaneKey.js";

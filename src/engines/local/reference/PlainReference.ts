@@ -14,6 +14,8 @@ export interface PlainReferenceOptions {
   threads: number;
   contextSize: number;
   batchSize?: number;
+  /** As the engine's `swaFullCache` (default true): a full and a window-sized SWA cache round differently. */
+  swaFullCache?: boolean;
 }
 
 /**
@@ -41,7 +43,7 @@ export class PlainReference {
       logger: (_level, message) => void process.stderr.write(message.endsWith("\n") ? message : `${message}\n`),
     });
     const model = await llama.loadModel({ modelPath: options.modelPath, gpuLayers: 0 });
-    return new PlainReference(llama, model, { batchSize: 512, ...options });
+    return new PlainReference(llama, model, { batchSize: 512, swaFullCache: true, ...options });
   }
 
   tokenize(text: string): Token[] {
@@ -80,6 +82,7 @@ export class PlainReference {
       contextSize: this.opts.contextSize,
       batchSize: this.opts.batchSize,
       threads: this.opts.threads,
+      swaFullCache: this.opts.swaFullCache,
       sequences: 1,
       lora: { adapters: adapters.map((a) => ({ filePath: a.filePath, scale: a.scale })) },
     });

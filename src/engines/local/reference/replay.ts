@@ -5,6 +5,7 @@ import type { LlamaContextSequence, Token } from "../llama/nodeLlamaCpp.js";
 import type { LogProbs } from "../../../engine/index.js";
 import type { CacheReplay, Decode } from "../cache/DecodeLog.js";
 import { toLogProbs } from "../session/logProbs.js";
+import { cutSequence } from "../cache/slidingWindow.js";
 
 /** An activated LoRA's reference: a fresh sequence of a base-weights context, and where the adapter's weights begin. */
 export interface BaseUntil {
@@ -65,9 +66,21 @@ export async function replayedNextTokenLogProbs(
   return toLogProbs(result?.next?.probabilities);
 }
 
+/**
+ * The replay asked for a cut that a window-sized sliding-window cache cannot make exactly: the cache it reproduces was
+ * continued after cells of its window were freed (the engine itself starts such a cache again).
+ */
+export class ReplayPastWindowError extends Error {
+  readonly code = "replay_past_window";
+  constructor(readonly position: number) {
+    super(`the cache was cut back to ${position} and continued after its sliding window's cells there were freed`);
+    this.name = "ReplayPastWindowError";
+  }
+}
+
 async function erase(sequence: LlamaContextSequence, from: number): Promise<void> {
-  if (sequence.nextTokenIndex > from)
-    await sequence.eraseContextTokenRanges([{ start: from, end: sequence.nextTokenIndex }]);
+  if (sequence.nextTokenIndex > from && (await cutSequence(sequence, from)) < from)
+    throw new ReplayPastWindowError(from);
 }
 
 /**

@@ -130,7 +130,7 @@ export class CatchUp implements BackgroundSource {
         this.lanes.rules.backgroundWeights(lane, active),
         frontier,
         work.batchTokens(),
-        this.lanes.prefixPlan(lane, undefined),
+        { prefix: this.lanes.prefixPlan(lane, undefined), cutFloor: this.lanes.rules.cutFloor },
       );
       if (decoded === undefined) return false;
       const ms = now() - started;

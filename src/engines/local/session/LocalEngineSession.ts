@@ -24,6 +24,7 @@ import type { LocalEngineServices } from "./LocalEngineServices.js";
 import { generateTurn } from "./generate.js";
 import { abandonLane, now, rebuildLane, syncLane, weightsLabel, type Synced } from "./laneSync.js";
 import { nextTokenAfter } from "./logProbs.js";
+import { cutSequence } from "../cache/slidingWindow.js";
 import { SessionLanes } from "./SessionLanes.js";
 import type { SessionRules } from "./SessionRules.js";
 import type { SwitchPlan } from "./SwitchStrategy.js";
@@ -280,9 +281,8 @@ export class LocalEngineSession implements EngineSession {
     const lane = this.lanes.active;
     const slot = this.lanes.liveSlot();
     await slot.context.lock.run(async () => {
-      const from = lane.activatedFrom!;
-      if (from < slot.sequence.nextTokenIndex)
-        await slot.sequence.eraseContextTokenRanges([{ start: from, end: slot.sequence.nextTokenIndex }]);
+      // a cut past the sliding window leaves the lane empty: its next sync evaluates it again
+      await cutSequence(slot.sequence, lane.activatedFrom!, this.lanes.rules.cutFloor);
       this.lanes.byKey.delete(lane.key.toString());
       rekeyToBase(lane, this.lanes.baseKey());
       this.lanes.byKey.set(lane.key.toString(), lane);

@@ -127,7 +127,7 @@ export class SessionLanes {
   planFor(lane: Lane, tokens: readonly Token[]): SyncPlan {
     const invocation = this.activates(lane.versions) ? this.services.invocationOf(lane.versions[0]!) : undefined;
     const activatedFrom = invocation ? (this.rules.invocationOf(tokens, invocation) ?? Infinity) : undefined;
-    return { activatedFrom, prefix: this.prefixPlan(lane, activatedFrom) };
+    return { activatedFrom, prefix: this.prefixPlan(lane, activatedFrom), cutFloor: this.rules.cutFloor };
   }
 
   /**

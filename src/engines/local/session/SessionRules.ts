@@ -1,6 +1,7 @@
 import type { Token } from "../llama/nodeLlamaCpp.js";
 import type { AdapterVersion } from "../../../engine/index.js";
 import type { Lane } from "../cache/Lane.js";
+import type { CutFloor } from "../cache/slidingWindow.js";
 import type { LaneKey } from "../cache/LaneKey.js";
 import type { PrefixKeyOf } from "../cache/PrefixStore.js";
 import type { SwitchStrategy } from "./SwitchStrategy.js";
@@ -23,6 +24,8 @@ export interface SessionRules {
   invocationOf: InvocationOf;
   prefixKeyOf: PrefixKeyOf;
   backgroundWeights: BackgroundWeightsOf;
+  /** How far back a cache can be cut and continued (a sliding-window cache loses cells); tests plant a weaker one. */
+  cutFloor: CutFloor;
   /** Sessions of one scope share prompt prefixes (OpenSessionOptions.promptScope). */
   promptScope: string;
 }

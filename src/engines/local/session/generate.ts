@@ -18,6 +18,7 @@ import { generationBias } from "../chat/bias.js";
 import { toChatModelFunctions, type RenderedConversation } from "../chat/render.js";
 import { switchLaneWeights, now, syncLane, tailWeights, weightsLabel, type SyncPlan } from "./laneSync.js";
 import { teacherForcedLogprobs } from "./logProbs.js";
+import { firstCuttable } from "../cache/slidingWindow.js";
 import type { LocalEngineServices } from "./LocalEngineServices.js";
 
 /**
@@ -119,7 +120,10 @@ export async function generateTurn(
   const generatedTokens = sequence.contextTokens.slice(tokens.length);
   const logprobsStart = now();
   const logprobs = options.topLogprobs
-    ? await teacherForcedLogprobs(model, sequence, tokens, generatedTokens, options.topLogprobs)
+    ? await teacherForcedLogprobs(model, sequence, tokens, generatedTokens, options.topLogprobs, {
+        floor: plan.cutFloor ?? firstCuttable,
+        refill: () => syncLane(host, lane, tokens, plan),
+      })
     : undefined;
   const logprobsMs = options.topLogprobs ? now() - logprobsStart : 0;
   const calls: GeneratedCall[] = (response?.functionCalls ?? []).map((c) => ({

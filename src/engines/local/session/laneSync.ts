@@ -1,9 +1,10 @@
-import type { LlamaContextSequence, Token } from "../llama/nodeLlamaCpp.js";
+import type { Token } from "../llama/nodeLlamaCpp.js";
 import type { AdapterVersion } from "../../../engine/index.js";
 import { commonPrefixLength } from "../../../engine/index.js";
 import type { Lane } from "../cache/Lane.js";
 import type { LaneKey } from "../cache/LaneKey.js";
 import type { PrefixKeyOf, PromptPrefix } from "../cache/PrefixStore.js";
+import { cutSequence, firstCuttable, type CutFloor } from "../cache/slidingWindow.js";
 import type { LocalEngineServices } from "./LocalEngineServices.js";
 
 /**
@@ -37,11 +38,13 @@ export const weightsLabel = (versions: readonly AdapterVersion[]): string | null
 /**
  * How a lane is brought to a prompt. `activatedFrom` (an activated LoRA's lane only): the prompt's invocation
  * point, where the lane's adapter starts applying (Infinity: nowhere, the prompt lacks its invocation).
- * `prefix`: the shared prompt prefix an empty cache may start from, with the key naming its weights.
+ * `prefix`: the shared prompt prefix an empty cache may start from, with the key naming its weights. `cutFloor`: how
+ * far back the cache can be cut and continued (default: what a sliding-window cache still holds).
  */
 export interface SyncPlan {
   activatedFrom?: number;
   prefix?: PrefixPlan;
+  cutFloor?: CutFloor;
 }
 
 export interface PrefixPlan extends PromptPrefix {
@@ -72,17 +75,12 @@ export async function switchLaneWeights(
 export const tailWeights = (lane: Lane): readonly AdapterVersion[] =>
   lane.activatedFrom === Infinity ? [] : lane.versions;
 
-async function eraseFrom(sequence: LlamaContextSequence, start: number): Promise<void> {
-  if (start < sequence.nextTokenIndex)
-    await sequence.eraseContextTokenRanges([{ start, end: sequence.nextTokenIndex }]);
-}
-
 /**
  * Evaluates `target[start, end)` after the cache (which holds at least `start` tokens of it), under the weights
  * already applied, never leaving a short remainder after a cache as a decode of its own. Decodes stop at the
  * shared prefix's end to save it there; a first decode shorter than MIN_DECODE_TOKENS starts earlier, in what
- * the cache held before (never before `floor`, where these weights begin; never into tokens this call decoded).
- * Returns the tokens decoded.
+ * the cache held before (never before `floor`, where these weights begin, nor before `cutFloor`, where a cut would
+ * lose the sliding window; never into tokens this call decoded). Returns the tokens decoded.
  */
 async function evaluateRange(
   host: LaneHost,
@@ -92,6 +90,7 @@ async function evaluateRange(
   end: number,
   floor: number,
   prefix: PrefixPlan | undefined,
+  cutFloor: CutFloor,
 ): Promise<number> {
   const sequence = lane.slot!.sequence;
   const saveAt =
@@ -108,14 +107,14 @@ async function evaluateRange(
     let stop = saveAt !== undefined && saveAt > start && saveAt < end ? saveAt : end;
     let from = start;
     if (decoded === 0 && stop - from > 1 && stop - from < MIN_DECODE_TOKENS && from > floor)
-      from = Math.max(floor, stop - MIN_DECODE_TOKENS);
+      from = Math.min(from, Math.max(floor, stop - MIN_DECODE_TOKENS, cutFloor(sequence)));
     // node-llama-cpp decodes a batch at a time; after a cache, a remainder shorter than MIN_DECODE_TOKENS would be
     // a decode of its own, dear per token (above: 528 tokens appended at 5k took 175 ms as 512 + 16, 120 ms as
     // 264 + 264), so such an append goes in even pieces. A prompt from the start keeps node-llama-cpp's batching.
     const n = stop - from;
     if (from > 0 && n > batch && n % batch > 0 && n % batch < MIN_DECODE_TOKENS)
       stop = from + Math.ceil(n / Math.ceil(n / batch));
-    await eraseFrom(sequence, from);
+    await cutSequence(sequence, from, cutFloor);
     await sequence.evaluateWithoutGeneratingNewTokens(target.slice(from, stop));
     decoded += stop - from;
     if (stop === saveAt) await host.prefixes!.save(prefixKey(prefix!), sequence, lane.replay().decodes);
@@ -181,8 +180,8 @@ export async function syncLane(
   const from = plan.activatedFrom ?? 0;
   const was = lane.activatedFrom ?? 0;
   const lcp = commonPrefixLength(sequence.contextTokens, target);
-  let keep = was === from ? lcp : Math.min(lcp, was, from);
-  await eraseFrom(sequence, keep);
+  const cutFloor = plan.cutFloor ?? firstCuttable;
+  let keep = await cutSequence(sequence, was === from ? lcp : Math.min(lcp, was, from), cutFloor);
   lane.activatedFrom = activated ? from : undefined;
   const baseEnd = Math.min(from, target.length);
   // the prefix lies under the weights of the first segment: the base's before an invocation point, else the lane's
@@ -192,7 +191,7 @@ export async function syncLane(
   let evaluated = 0;
   if (keep < baseEnd) {
     await switchLaneWeights(host, lane, []);
-    evaluated += await evaluateRange(host, lane, target, keep, baseEnd, 0, plan.prefix);
+    evaluated += await evaluateRange(host, lane, target, keep, baseEnd, 0, plan.prefix, cutFloor);
   }
   await switchLaneWeights(host, lane, tailWeights(lane));
   if (from < target.length)
@@ -204,6 +203,7 @@ export async function syncLane(
       target.length,
       from,
       activated ? undefined : plan.prefix,
+      cutFloor,
     );
   host.work.foregroundTokens += evaluated;
   const reused = target.length - evaluated;
@@ -228,16 +228,17 @@ export async function extendLane(
   weights: readonly AdapterVersion[],
   frontier: readonly Token[],
   maxTokens: number,
-  prefix: PrefixPlan | undefined,
+  plan: Pick<SyncPlan, "prefix" | "cutFloor">,
 ): Promise<number | undefined> {
   const sequence = lane.slot!.sequence;
+  const cutFloor = plan.cutFloor ?? firstCuttable;
   const lcp = commonPrefixLength(sequence.contextTokens, frontier);
   if (lcp >= frontier.length) return undefined;
-  await eraseFrom(sequence, lcp);
-  if (lcp === 0 && (await restorePrefix(host, lane, frontier, prefix, frontier.length)) > 0) return 0;
+  const kept = await cutSequence(sequence, lcp, cutFloor);
+  if (kept === 0 && (await restorePrefix(host, lane, frontier, plan.prefix, frontier.length)) > 0) return 0;
   await switchLaneWeights(host, lane, weights);
   // no prefix is saved from here: a save (a state file written) would hold the context past one decode batch
-  return evaluateRange(host, lane, frontier, lcp, Math.min(frontier.length, lcp + maxTokens), 0, undefined);
+  return evaluateRange(host, lane, frontier, kept, Math.min(frontier.length, kept + maxTokens), 0, undefined, cutFloor);
 }
 
 /** Clears the lane and evaluates the prompt under its weights from the start. Caller holds the lock. */

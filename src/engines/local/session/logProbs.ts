@@ -1,5 +1,6 @@
 import type { LlamaContextSequence, LlamaModel, Token } from "../llama/nodeLlamaCpp.js";
 import type { LogProbs, TokenLogprob } from "../../../engine/index.js";
+import { cutSequence, type CutFloor } from "../cache/slidingWindow.js";
 
 /** Probabilities as node-llama-cpp returns them -> natural log-probs. */
 export function toLogProbs(probabilities: Map<Token, number> | undefined): Map<Token, number> {
@@ -14,14 +15,15 @@ export function toLogProbs(probabilities: Map<Token, number> | undefined): Map<T
  */
 export async function nextTokenAfter(sequence: LlamaContextSequence, tokens: readonly Token[]): Promise<LogProbs> {
   const [result] = await sequence.controlledEvaluate([[tokens.at(-1)!, { generateNext: { probabilities: true } }]]);
-  await sequence.eraseContextTokenRanges([{ start: tokens.length - 1, end: sequence.nextTokenIndex }]);
+  await cutSequence(sequence, tokens.length - 1);
   return toLogProbs(result?.next?.probabilities);
 }
 
 /**
  * Log-probs of the generated tokens, recomputed by teacher forcing under the same weights. Tokens are
  * fed one per decode, as generation fed them: llama.cpp's numerics depend on the batch split, and this
- * keeps the figures identical to the distributions the tokens were sampled from.
+ * keeps the figures identical to the distributions the tokens were sampled from. A cut back past a sliding window
+ * empties the cache: `refill` brings it to the prompt again, each part under its own weights.
  */
 export async function teacherForcedLogprobs(
   model: LlamaModel,
@@ -29,9 +31,10 @@ export async function teacherForcedLogprobs(
   prompt: readonly Token[],
   generated: readonly Token[],
   k: number,
+  cut: { floor: CutFloor; refill: () => Promise<unknown> },
 ): Promise<TokenLogprob[]> {
   const start = prompt.length - 1;
-  await sequence.eraseContextTokenRanges([{ start, end: sequence.nextTokenIndex }]);
+  if ((await cutSequence(sequence, start, cut.floor)) < start) await cut.refill();
   const out: TokenLogprob[] = [];
   let input = prompt[start]!;
   for (const token of generated) {
