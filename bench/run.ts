@@ -1,6 +1,6 @@
 /**
- * npm run bench [-- --big] [-- --model PATH --adapters a=PATH,b=PATH] [-- --scenario trajectory|prefix|concurrency
- * [--json]]
+ * npm run bench [-- --big] [-- --model NAME|PATH [--adapters a=PATH,b=PATH]] [-- --scenario
+ * trajectory|prefix|concurrency] [--json]
  * Every figure is measured side by side in this one run and printed as a ratio to its baseline.
  */
 import { parseArgs } from "node:util";
@@ -13,7 +13,9 @@ import { createLogger } from "../src/log.js";
 import { PACKAGE_ROOT } from "../src/paths.js";
 import { interleaving, sharedPrefixVsPrefill, switchVsPrefill, switchCallCost } from "./engine.js";
 import { openingConversation, type TrajectoryFigures } from "./toolTrajectory.js";
-import { trajectoryRatios, trajectoryScenario } from "./trajectory.js";
+import { ENGINE_CONFIGS, trajectoryRatios, trajectoryScenario, type EngineConfig } from "./trajectory.js";
+import { fetchModel, ModelNotFetchedError, resolveModelArg } from "../src/models/index.js";
+import { gemmaTestAdapters } from "../src/demo/realModelAdapters.js";
 import { adapterMemory } from "./memory.js";
 import { loadLoraRoundTrip, toolRoundTrips } from "./mcp.js";
 import { compareIndexes } from "./search.js";
@@ -51,7 +53,17 @@ const threads = values.threads ? Number(values.threads) : undefined;
 const reps = Number(values.reps);
 const section = (title: string) => process.stdout.write(`\n## ${title}\n`);
 
-type Sizes = { s1: number[]; s1Reps: number; s2History: number; prefixReps: number; trajectorySwitches: number };
+type Sizes = {
+  s1: number[];
+  s1Reps: number;
+  s2History: number;
+  prefixReps: number;
+  trajectorySwitches: number;
+  /** S1/S2 repetitions instead of --reps. */
+  reps?: number;
+  /** Printed with the figures: how the sizes differ from the demo model's. */
+  note?: string;
+};
 /** S1 compares two timings of tens of ms on a shared VM: it needs more pairs than the other scenarios. */
 const DEMO_SIZES: Sizes = { s1: [256, 1024, 4096], s1Reps: 15, s2History: 4096, prefixReps: 7, trajectorySwitches: 12 };
 /**
@@ -59,6 +71,19 @@ const DEMO_SIZES: Sizes = { s1: [256, 1024, 4096], s1Reps: 15, s2History: 4096, 
  * switches).
  */
 const BIG_SIZES: Sizes = { s1: [256, 1024], s1Reps: 1, s2History: 1024, prefixReps: 1, trajectorySwitches: 4 };
+/**
+ * A real model given with --model (Gemma 3 270M prefills ~230 tokens a second per thread): S1 without the 4096-token
+ * history, S2 on a 1024-token one, two repetitions each; the trajectory keeps all 12 switches, one round, tools as sleeps.
+ */
+const MODEL_SIZES: Sizes = {
+  s1: [256, 1024],
+  s1Reps: 2,
+  s2History: 1024,
+  prefixReps: 1,
+  trajectorySwitches: 12,
+  reps: 2,
+  note: "shrunk for a real model's speed: S1 at 256 and 1024 tokens (demo: up to 4096), S2 on a 1024-token history (demo: 4096), 2 repetitions each (demo: 7-15); S3 one round, tools as sleeps",
+};
 
 async function withEngine<T>(
   modelPath: string,
@@ -84,38 +109,49 @@ async function withEngine<T>(
   }
 }
 
-async function engineBench(modelPath: string, adapters: Record<string, string>, label: string, sizes: Sizes) {
+/** S1 and S2 under every strategy (and, once, the switch call and interleaving sessions), printed as tables. */
+async function switchScenarios(modelPath: string, adapters: Record<string, string>, label: string, sizes: Sizes) {
   const s1: Record<string, string | number>[] = [];
   const s2: Partial<Record<CacheStrategy, Awaited<ReturnType<typeof returnSwitch>>>> = {};
+  const scenarioReps = sizes.reps ?? reps;
   for (const strategy of STRATEGIES) {
     await withEngine(modelPath, adapters, strategy, async (engine) => {
       if (strategy === "rebuild") {
-        process.stdout.write(`\n# ${label}: ${modelPath} (threads ${engine.threads})\n`);
-        section("switch call (weight change only; no file I/O, no reload)");
+        if (!values.json) process.stdout.write(`\n# ${label}: ${modelPath} (threads ${engine.threads})\n`);
+        else
+          emit("engine", label, [{ modelPath, threads: engine.threads, ...(sizes.note ? { note: sizes.note } : {}) }]);
         const sw = await switchCallCost(engine);
-        process.stdout.write(
-          table([{ switchUsP50: fmt(sw.switchUsP50, 1), withLockUsP50: fmt(sw.withQueueUsP50, 1) }]) + "\n",
+        emit(
+          "switch-call",
+          label,
+          [{ switchUsP50: fmt(sw.switchUsP50, 1), withLockUsP50: fmt(sw.withQueueUsP50, 1) }],
+          "switch call (weight change only; no file I/O, no reload)",
         );
-        section("two sessions interleaving generate calls: different adapters / same adapter");
-        process.stdout.write(table([await interleaving(engine, 6, 8)]) + "\n");
+        emit(
+          "interleaving",
+          label,
+          [await interleaving(engine, 6, 8)],
+          "two sessions interleaving generate calls: different adapters / same adapter",
+        );
       }
       for (const n of sizes.s1)
-        s1.push({ strategy, ...(await switchVsPrefill(engine, n, Math.max(reps, sizes.s1Reps))) });
-      s2[strategy] = await returnSwitch(engine, sizes.s2History, 64, reps);
+        s1.push({ strategy, ...(await switchVsPrefill(engine, n, Math.max(scenarioReps, sizes.s1Reps))) });
+      s2[strategy] = await returnSwitch(engine, sizes.s2History, 64, scenarioReps);
     });
   }
-  section(
+  emit(
+    "S1",
+    label,
+    s1,
     "S1 single switch to an adapter: switch cost / plain prefill of the uncached tokens (the physical minimum; target <= 1.10)",
-  );
-  process.stdout.write(table(s1) + "\n");
-  section(
-    `S2 A -> B -> A, ${sizes.s2History}-token history, 64 tokens appended under B (targets: second/first <= 0.15 and reuse/rebuild <= 0.15 under reuse)`,
   );
   const rb = s2.rebuild!;
   const ru = s2.reuse!;
-  process.stdout.write(
-    table(
-      STRATEGIES.map((st) => ({
+  emit(
+    "S2",
+    label,
+    [
+      ...STRATEGIES.map((st) => ({
         strategy: st,
         firstSwitchMs: fmt(s2[st]!.firstMs),
         firstTokens: s2[st]!.tokens.first,
@@ -123,9 +159,26 @@ async function engineBench(modelPath: string, adapters: Record<string, string>, 
         secondTokens: s2[st]!.tokens.second,
         secondOverFirst: fmt(s2[st]!.secondMs / s2[st]!.firstMs, 3),
       })),
-    ) + "\n",
+    ],
+    `S2 A -> B -> A, ${sizes.s2History}-token history, 64 tokens appended under B (targets: second/first <= 0.15 and reuse/rebuild <= 0.15 under reuse)`,
   );
-  process.stdout.write(`second switch, reuse / rebuild: ${fmt(ru.secondMs / rb.secondMs, 3)}\n`);
+  const returnRatio = fmt(ru.secondMs / rb.secondMs, 3);
+  if (values.json) emit("S2", label, [{ secondSwitch_reuse_over_rebuild: returnRatio }]);
+  else process.stdout.write(`second switch, reuse / rebuild: ${returnRatio}\n`);
+}
+
+/** A section as a table, or with --json one line per row (`{scenario, model, ...row}`). */
+function emit(scenario: string, label: string, rows: Record<string, string | number>[], title?: string) {
+  if (values.json) {
+    for (const row of rows) process.stdout.write(JSON.stringify({ scenario, model: label, ...row }) + "\n");
+    return;
+  }
+  if (title) section(title);
+  process.stdout.write(table(rows) + "\n");
+}
+
+async function engineBench(modelPath: string, adapters: Record<string, string>, label: string, sizes: Sizes) {
+  await switchScenarios(modelPath, adapters, label, sizes);
   section(
     "S3 + S4 replayed soft trajectory (12 switches across plan/search/write, one process per run, default budgets; targets: switch time rebuild/reuse >= 3, peak RSS)",
   );
@@ -224,10 +277,7 @@ async function concurrencyBench() {
 async function main() {
   if (values.scenario === "concurrency") return concurrencyBench();
   if (values.scenario) return scenarioOnly(values.scenario);
-  if (values.model) {
-    await engineBench(values.model, parseAdapters(values.adapters), "configured model", BIG_SIZES);
-    return;
-  }
+  if (values.model) return modelBench();
   section("search index library, on the shipped corpus (the measurement behind choosing MiniSearch)");
   process.stdout.write(table(compareIndexes(DEFAULT_CORPUS)) + "\n");
   const demo = ensureDemoWeights(logger);
@@ -262,8 +312,10 @@ async function main() {
 /** One scenario on the demo model (and the 0.6B shape with --big; your files with --model). */
 async function scenarioOnly(scenario: string) {
   const runs: [string, string, Record<string, string>, Sizes][] = [];
-  if (values.model) runs.push(["configured model", values.model, parseAdapters(values.adapters), BIG_SIZES]);
-  else {
+  if (values.model) {
+    const { label, modelPath, adapters } = await configuredModel(values.model);
+    runs.push([label, modelPath, adapters, MODEL_SIZES]);
+  } else {
     const demo = ensureDemoWeights(logger);
     runs.push([
       "demo",
@@ -287,6 +339,102 @@ async function scenarioOnly(scenario: string) {
     else if (scenario === "prefix") await prefixScenario(model, adapters, sizes, label, values.json!);
     else throw new Error(`--scenario ${scenario}: unknown; use trajectory, prefix or concurrency`);
   }
+}
+
+/**
+ * `--model NAME|PATH`: a known model's name is fetched into the cache once (`fetchModel`) and resolved to its file;
+ * without `--adapters`, Gemma 3 270M gets the project's deterministic F16 test LoRAs of its shapes.
+ */
+async function configuredModel(arg: string) {
+  let modelPath: string;
+  try {
+    modelPath = resolveModelArg(arg);
+  } catch (err) {
+    if (!(err instanceof ModelNotFetchedError)) throw err;
+    modelPath = await fetchModel(arg);
+  }
+  if (values.adapters) return { label: arg, modelPath, adapters: parseAdapters(values.adapters) };
+  if (arg !== "gemma-3-270m")
+    throw new Error(`--model ${arg}: give its adapters with --adapters plan=PATH,search=PATH,write=PATH`);
+  const { plan, search, write } = gemmaTestAdapters(modelPath);
+  return { label: arg, modelPath, adapters: { plan, search, write } };
+}
+
+/**
+ * `--model`: G3.5 (adapter memory), S1, S2 and the 12-switch trajectory (critical path and tokens for every local
+ * configuration and llama-server with per-request LoRA), then on a sliding-window model the same trajectory under
+ * `reuse` with a window-sized SWA cache (`swaFullCache` false) beside the full one: RSS with the contexts and the
+ * critical path.
+ */
+async function modelBench() {
+  const { label, modelPath, adapters } = await configuredModel(values.model!);
+  const sizes = MODEL_SIZES;
+  if (!values.json) process.stdout.write(`\n# ${label}: ${modelPath}\nsizes ${sizes.note}\n`);
+  emit(
+    "G3.5",
+    label,
+    [await adapterMemory(modelPath, adapters, logger)],
+    "G3.5 memory: RSS with the model alone vs with the adapters resident (target: growth <= 1.2x the files)",
+  );
+  await switchScenarios(modelPath, adapters, label, sizes);
+  const swaWindow: EngineConfig = {
+    strategy: "reuse/swaFullCache=false",
+    cache: ENGINE_CONFIGS.find((c) => c.strategy === "reuse")!.cache,
+    swaFullCache: false,
+  };
+  const lines = await withEngine(modelPath, adapters, "reuse", (renderer) =>
+    trajectoryScenario({
+      modelPath,
+      adapters,
+      renderer,
+      threads: renderer.threads,
+      switches: sizes.trajectorySwitches,
+      reps: 1,
+      modes: ["sleep"],
+      llamaServer: true,
+      configs: [...ENGINE_CONFIGS, swaWindow],
+    }),
+  );
+  const row = (l: TrajectoryFigures) =>
+    Object.fromEntries(Object.entries(l).filter(([, v]) => v !== undefined)) as Record<string, string | number>;
+  emit(
+    "S3",
+    label,
+    lines.map(row),
+    `S3 replayed trajectory (${sizes.trajectorySwitches} switches, tools as sleeps: search 300 ms, read 200 ms, run_code 1 s): critical path and tokens per configuration, llama-server with per-request LoRA on the same tokens`,
+  );
+  emit(
+    "S3",
+    label,
+    trajectoryRatios(lines).map((r) => Object.fromEntries(Object.entries(r).map(([k, v]) => [k, v ?? "-"]))),
+  );
+  const full = lines.find((l) => l.strategy === "reuse")!;
+  const window = lines.find((l) => l.strategy === swaWindow.strategy)!;
+  const kv = (l: TrajectoryFigures) => (l.rssWithContextsMB ?? NaN) - (l.rssLoadedMB ?? NaN);
+  emit(
+    "swaFullCache",
+    label,
+    [true, false].map((swaFullCache) => {
+      const l = swaFullCache ? full : window;
+      return {
+        swaFullCache: String(swaFullCache),
+        rssLoadedMB: fmt(l.rssLoadedMB ?? NaN, 1),
+        rssWithContextsMB: fmt(l.rssWithContextsMB ?? NaN, 1),
+        contextsMB: fmt(kv(l), 1),
+        reuseCriticalPathMs: fmt(l.criticalPathMs, 1),
+        reuseEvaluatedTokens: l.evaluatedTokens,
+        reuseWallMs: fmt(l.wallMs, 1),
+      };
+    }),
+    "swaFullCache true vs false under reuse on the same trajectory (RSS once the contexts exist, minus the loaded model's = the contexts: KV cache and compute buffers)",
+  );
+  emit("swaFullCache", label, [
+    {
+      contextsMB_false_over_true: fmt(kv(window) / kv(full), 3),
+      criticalPath_false_over_true: fmt(window.criticalPathMs / full.criticalPathMs, 3),
+      evaluatedTokens_false_over_true: fmt(window.evaluatedTokens / full.evaluatedTokens, 3),
+    },
+  ]);
 }
 
 function parseAdapters(list: string | undefined): Record<string, string> {

@@ -174,6 +174,9 @@ export interface TrajectoryFigures {
   /** The longest a caller waited on one background decode, and the longest such decode (local engine only). */
   maxWaitForBackgroundMs?: number;
   maxBackgroundDecodeMs?: number;
+  /** Local engine only: RSS once the model is loaded, and once its contexts exist (their KV cache included). */
+  rssLoadedMB?: number;
+  rssWithContextsMB?: number;
 }
 
 /** One run of the local engine on the scenario, in a process of its own (trajectoryRun.ts). */
@@ -187,4 +190,6 @@ export interface TrajectoryRunConfig {
   work: number;
   switches: number;
   threads: number;
+  /** The engine's `swaFullCache` (sliding-window models only); default the engine's. */
+  swaFullCache?: boolean;
 }

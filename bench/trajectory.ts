@@ -15,8 +15,16 @@ import {
   type TrajectoryRunConfig,
 } from "./toolTrajectory.js";
 
+/** A configuration of the local engine the scenario runs, in a process of its own. */
+export interface EngineConfig {
+  strategy: string;
+  cache: CacheOptions;
+  /** The engine's `swaFullCache` (sliding-window models only); default the engine's. */
+  swaFullCache?: boolean;
+}
+
 /** The local engine's configurations the scenario compares, each in its own process. */
-export const ENGINE_CONFIGS: readonly { strategy: string; cache: CacheOptions }[] = [
+export const ENGINE_CONFIGS: readonly EngineConfig[] = [
   { strategy: "rebuild", cache: { strategy: "rebuild" } },
   { strategy: "reuse", cache: { strategy: "reuse", sharedPrefixes: false, background: false } },
   { strategy: "reuse+shared", cache: { strategy: "reuse", sharedPrefixes: true, background: false } },
@@ -131,6 +139,8 @@ export interface TrajectoryScenarioOptions {
   reps: number;
   modes: readonly ("sleep" | "cpu")[];
   llamaServer: boolean;
+  /** The local configurations to run; default ENGINE_CONFIGS (extra ones are reported, not ranked as `best`). */
+  configs?: readonly EngineConfig[];
 }
 
 /**
@@ -144,7 +154,7 @@ export async function trajectoryScenario(opts: TrajectoryScenarioOptions): Promi
     const runs = new Map<string, TrajectoryFigures[]>();
     const add = (f: TrajectoryFigures) => runs.set(f.strategy, [...(runs.get(f.strategy) ?? []), f]);
     for (let rep = 0; rep < opts.reps; rep++) {
-      for (const c of ENGINE_CONFIGS)
+      for (const c of opts.configs ?? ENGINE_CONFIGS)
         add(
           await engineRun({
             ...c,
@@ -184,6 +194,8 @@ export async function trajectoryScenario(opts: TrajectoryScenarioOptions): Promi
         switchMs: med("switchMs"),
         wallMs: med("wallMs"),
       };
+      if (fs[0]!.rssWithContextsMB !== undefined)
+        Object.assign(line, { rssLoadedMB: med("rssLoadedMB"), rssWithContextsMB: med("rssWithContextsMB") });
       if (fs[0]!.maxWaitForBackgroundMs !== undefined)
         Object.assign(line, {
           maxWaitForBackgroundMs: Math.max(...fs.map((f) => f.maxWaitForBackgroundMs!)),

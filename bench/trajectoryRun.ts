@@ -23,7 +23,10 @@ async function main() {
     logger,
     threads: config.threads,
     cache: config.cache,
+    ...(config.swaFullCache === undefined ? {} : { swaFullCache: config.swaFullCache }),
   });
+  const rssMB = () => Number((process.memoryUsage().rss / 2 ** 20).toFixed(1));
+  const rssLoadedMB = rssMB();
   const aliases = Object.keys(config.adapters);
   for (const [alias, filePath] of Object.entries(config.adapters))
     await engine.addAdapter({ alias, filePath, scale: 1 });
@@ -35,6 +38,7 @@ async function main() {
   await earlier.prefill(first);
   for (const alias of aliases) await earlier.switchWeights(alias, first);
   await earlier.close();
+  const rssWithContextsMB = rssMB(); // the contexts (KV cache, compute buffers) exist now
 
   const session = await engine.openSession({ promptScope: "server" });
   // the hints a server's session gives (Session.anticipateNext)
@@ -60,6 +64,8 @@ async function main() {
     wallMs: 0,
     maxWaitForBackgroundMs: 0,
     maxBackgroundDecodeMs: 0,
+    rssLoadedMB,
+    rssWithContextsMB,
   };
   const debug = process.env.WEACT_BENCH_DEBUG
     ? (line: unknown) => process.stderr.write(`${JSON.stringify(line)}\n`)
