@@ -73,8 +73,23 @@ export async function doctor(
     ok: !callProblem,
     detail: callProblem
       ? `${probe.details.chatWrapper}: ${callProblem}; use the tool-calling variant of the model`
-      : `${probe.details.chatWrapper}, function calls start with ${JSON.stringify(probe.details.callPrefix)}`,
+      : `${probe.details.chatWrapper}${
+          metaString(base, "tokenizer.chat_template") === undefined
+            ? " (the GGUF has no chat template: node-llama-cpp's wrapper for the architecture)"
+            : ""
+        }, function calls start with ${JSON.stringify(probe.details.callPrefix)}`,
   });
+  const window = metaNumber(base, `${arch}.attention.sliding_window`);
+  if (window)
+    checks.push({
+      check: "sliding window",
+      ok: true,
+      detail: `${window} tokens; model.swaFullCache ${config.model.swaFullCache} (${
+        config.model.swaFullCache
+          ? "every token's KV kept: a cache cut anywhere continues"
+          : "window-sized SWA cache: less memory"
+      })`,
+    });
   const trained = metaNumber(base, `${arch}.context_length`) ?? 0;
   const context = Math.min(config.model.contextSize, trained);
   checks.push({
