@@ -2,15 +2,16 @@ import { BaseSequencer, type TestSpecification } from "vitest/node";
 import { defineConfig } from "vitest/config";
 
 /**
- * Vitest runs files it has no timings for (a fresh clone, CI) largest first. The family matrix is a small file that
- * runs for minutes (every tool-calling family, three quant types each): started first, it runs beside the other
- * files instead of alone at the end.
+ * Vitest runs files it has no timings for (a fresh clone, CI) largest first. The family matrix and the Gemma 3 270M
+ * engine suite are small files that run for minutes (every tool-calling family, three quant types each; a real model
+ * on one thread): started first, they run beside the other files instead of alone at the end.
  */
-class MatrixFirst extends BaseSequencer {
+const LONG_FIRST = ["/test/engine/family-matrix.test.ts", "/test/engine/gemma-swa.test.ts"];
+class LongFirst extends BaseSequencer {
   override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
     const sorted = await super.sort(files);
-    const isMatrix = (f: TestSpecification) => f.moduleId.endsWith("/test/engine/family-matrix.test.ts");
-    return [...sorted.filter(isMatrix), ...sorted.filter((f) => !isMatrix(f))];
+    const isLong = (f: TestSpecification) => LONG_FIRST.some((name) => f.moduleId.endsWith(name));
+    return [...sorted.filter(isLong), ...sorted.filter((f) => !isLong(f))];
   }
 }
 
@@ -23,6 +24,6 @@ export default defineConfig({
     maxWorkers: 2,
     testTimeout: 120_000,
     hookTimeout: 120_000,
-    sequence: { sequencer: MatrixFirst },
+    sequence: { sequencer: LongFirst },
   },
 });

@@ -43,6 +43,8 @@ describe("weact-mcp doctor", () => {
         "architecture",
         "quant type",
         "chat wrapper",
+        // the one family with sliding-window layers reports its window and model.swaFullCache
+        ...(family === "gemma4" ? ["sliding window"] : []),
         "context length",
         "adapter plan",
         "adapter search",

@@ -1,11 +1,14 @@
 import { execFile } from "node:child_process";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { MAIN } from "../../testkit/mcpClient.js";
 import { tempDir } from "../helpers/files.js";
 import { gemma, type GemmaSet } from "../helpers/gemma.js";
 import { call, connectClient, testConfig, type Connected } from "../helpers/server.js";
+
+// a real model on one CPU thread: a check evaluates about a thousand tokens twice (230 tokens/s)
+vi.setConfig({ testTimeout: 300_000, hookTimeout: 300_000 });
 
 const run = promisify(execFile);
 
@@ -48,8 +51,11 @@ describe("Gemma 3 270M through the CLI and MCP", () => {
       { task: "Which river flows through Paris?", policy: "hard", steering, seed: 1, budgets: { noToolTurns: 1 } },
       { timeout: 300_000 },
     );
+    // the stages advance only on parsed calls: the plan's release, the search and its release, each the model's text
     expect(r.stages).toEqual(["plan", "search", "write"]);
-    console.log(JSON.stringify(r).slice(0, 4000));
-    expect(r.answer.length).toBeGreaterThan(0);
+    expect(r.switches).toBeGreaterThanOrEqual(3);
+    expect(r.generated_tokens).toBeGreaterThan(0);
+    // untrained (random) adapters on a pretrained base: the write stage may use its turn up without a final answer
+    expect(["answer", "budget"]).toContain(r.finish);
   });
 });

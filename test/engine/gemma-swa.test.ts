@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import type { Conversation, EngineSession, WeightSet } from "../../src/engine/index.js";
 import { LocalEngine, type LocalEngineSession } from "../../src/engines/local/index.js";
 import {
@@ -13,6 +13,9 @@ import { scriptedTrajectory } from "../../src/demo/trajectory.js";
 import { describeEngineConformance } from "../helpers/conformance.js";
 import { maxAbsDiff, quietLogger, TEST_THREADS } from "../helpers/engine.js";
 import { gemma } from "../helpers/gemma.js";
+
+// a real model on one CPU thread: a check evaluates about a thousand tokens twice (230 tokens/s)
+vi.setConfig({ testTimeout: 300_000, hookTimeout: 300_000 });
 
 /**
  * Gemma 3 270M (Q4_K_M, 18 layers of which 15 attend through a 512-token sliding window) is the first real model the

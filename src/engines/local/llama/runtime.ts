@@ -14,6 +14,12 @@ export interface RuntimeOptions {
 }
 
 /**
+ * llama.cpp warnings about what the server chose on purpose, logged at debug: every context of a sliding-window model
+ * reports the full-size SWA cache (model.swaFullCache), and every LoRA tensor over a repacked CPU weight its fallback.
+ */
+const CHOSEN = [/using full-size SWA cache/, /cannot use buft 'CPU_REPACK', fallback to CPU/];
+
+/**
  * Recent llama.cpp error lines. llama.cpp reports why it refused a file only in its log
  * (node-llama-cpp throws "Failed to initialize LoRA adapter"), so errors are enriched from here.
  */
@@ -57,7 +63,8 @@ export async function startLlama(
       if (level === LlamaLogLevel.error || level === LlamaLogLevel.fatal) {
         errors.record(text);
         opts.logger.error({ component: "llama.cpp" }, text);
-      } else if (level === LlamaLogLevel.warn) opts.logger.warn({ component: "llama.cpp" }, text);
+      } else if (level === LlamaLogLevel.warn && !CHOSEN.some((r) => r.test(text)))
+        opts.logger.warn({ component: "llama.cpp" }, text);
       else opts.logger.debug({ component: "llama.cpp" }, text);
     },
   });
