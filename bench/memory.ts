@@ -24,6 +24,7 @@ export async function adapterMemory(modelPath: string, adapters: Record<string, 
     await session.prefill(conv);
     const modelOnly = rssMB();
     for (const [alias, filePath] of Object.entries(adapters)) await engine.addAdapter({ alias, filePath, scale: 1 });
+    const loaded = rssMB(); // before any evaluation under them: what loading the adapters alone added
     // apply each once so any lazily allocated state is counted
     for (const alias of Object.keys(adapters)) await session.switchWeights(alias, conv);
     const withAdapters = rssMB();
@@ -37,6 +38,8 @@ export async function adapterMemory(modelPath: string, adapters: Record<string, 
       adapterFilesMB: fmt(filesMB, 1),
       growthMB: fmt(growth, 1),
       growthOverFiles: fmt(growth / filesMB, 3),
+      growthAtLoadMB: fmt(loaded - modelOnly, 1),
+      growthAtLoadOverFiles: fmt((loaded - modelOnly) / filesMB, 3),
       slackMB: fmt(growth - filesMB, 1),
     };
   } finally {

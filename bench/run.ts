@@ -335,7 +335,8 @@ async function scenarioOnly(scenario: string) {
     }
   }
   for (const [label, model, adapters, sizes] of runs) {
-    if (scenario === "trajectory") await trajectoryLines(model, adapters, sizes, label, values.json!);
+    if (scenario === "trajectory" && values.model) await modelTrajectory(label, model, adapters, sizes);
+    else if (scenario === "trajectory") await trajectoryLines(model, adapters, sizes, label, values.json!);
     else if (scenario === "prefix") await prefixScenario(model, adapters, sizes, label, values.json!);
     else throw new Error(`--scenario ${scenario}: unknown; use trajectory, prefix or concurrency`);
   }
@@ -377,11 +378,21 @@ async function modelBench() {
     "G3.5 memory: RSS with the model alone vs with the adapters resident (target: growth <= 1.2x the files)",
   );
   await switchScenarios(modelPath, adapters, label, sizes);
+  await modelTrajectory(label, modelPath, adapters, sizes);
+}
+
+/**
+ * S3 on a configured model: the 12-switch trajectory, the window-sized SWA cache's `reuse` run beside the others (the
+ * cheap runs first; with --json each run is printed as it ends, `{scenario: "S3-run", ...}`).
+ */
+async function modelTrajectory(label: string, modelPath: string, adapters: Record<string, string>, sizes: Sizes) {
   const swaWindow: EngineConfig = {
     strategy: "reuse/swaFullCache=false",
     cache: ENGINE_CONFIGS.find((c) => c.strategy === "reuse")!.cache,
     swaFullCache: false,
   };
+  const row = (l: TrajectoryFigures) =>
+    Object.fromEntries(Object.entries(l).filter(([, v]) => v !== undefined)) as Record<string, string | number>;
   const lines = await withEngine(modelPath, adapters, "reuse", (renderer) =>
     trajectoryScenario({
       modelPath,
@@ -392,11 +403,16 @@ async function modelBench() {
       reps: 1,
       modes: ["sleep"],
       llamaServer: true,
-      configs: [...ENGINE_CONFIGS, swaWindow],
+      // the swaFullCache pair first, rebuild (the longest) last
+      configs: [
+        ...ENGINE_CONFIGS.filter((c) => c.strategy === "reuse"),
+        swaWindow,
+        ...ENGINE_CONFIGS.filter((c) => c.strategy !== "reuse" && c.strategy !== "rebuild"),
+        ...ENGINE_CONFIGS.filter((c) => c.strategy === "rebuild"),
+      ],
+      onRun: (f) => values.json && emit("S3-run", label, [row(f)]),
     }),
   );
-  const row = (l: TrajectoryFigures) =>
-    Object.fromEntries(Object.entries(l).filter(([, v]) => v !== undefined)) as Record<string, string | number>;
   emit(
     "S3",
     label,

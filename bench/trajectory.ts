@@ -141,6 +141,8 @@ export interface TrajectoryScenarioOptions {
   llamaServer: boolean;
   /** The local configurations to run; default ENGINE_CONFIGS (extra ones are reported, not ranked as `best`). */
   configs?: readonly EngineConfig[];
+  /** Called with each run's figures as it ends (before the medians). */
+  onRun?: (f: TrajectoryFigures) => void;
 }
 
 /**
@@ -152,7 +154,10 @@ export async function trajectoryScenario(opts: TrajectoryScenarioOptions): Promi
   const lines: TrajectoryFigures[] = [];
   for (const tools of opts.modes) {
     const runs = new Map<string, TrajectoryFigures[]>();
-    const add = (f: TrajectoryFigures) => runs.set(f.strategy, [...(runs.get(f.strategy) ?? []), f]);
+    const add = (f: TrajectoryFigures) => {
+      opts.onRun?.(f);
+      runs.set(f.strategy, [...(runs.get(f.strategy) ?? []), f]);
+    };
     for (let rep = 0; rep < opts.reps; rep++) {
       for (const c of opts.configs ?? ENGINE_CONFIGS)
         add(
