@@ -98,9 +98,9 @@ export const ConfigSchema = z
         batchSize: z.number().int().min(1).max(8192).default(512),
         /**
          * Sliding-window models (Gemma 2/3/4, ...): keep every token in the SWA layers' KV cache (true), or a
-         * window-sized cache (false: less memory; a cut behind the window evaluates the cache again).
+         * window-sized cache (false, the default: a third of the memory; a cut behind the window evaluates it again).
          */
-        swaFullCache: z.boolean().default(true),
+        swaFullCache: z.boolean().default(false),
       })
       .strict()
       .prefault({}),

@@ -41,9 +41,13 @@ const ALIAS_OF: Record<string, string> = {
   [paths.writeV2]: "write",
 };
 
+/**
+ * Decode batches of 128 keep 640 cells per sequence in a window-sized sliding-window cache (the default,
+ * model.swaFullCache false), so the trajectory's 880 tokens already outrun them and cells are freed.
+ */
 async function gemmaEngine(opts: {
   strategy: "reuse" | "rebuild";
-  swaFullCache: boolean;
+  swaFullCache?: boolean;
   batchSize?: number;
   sequencesPerContext?: number;
   maxContexts?: number;
@@ -56,7 +60,7 @@ async function gemmaEngine(opts: {
     contextSize: 2048,
     sequencesPerContext: opts.sequencesPerContext ?? 2,
     maxContexts: opts.maxContexts ?? 1,
-    batchSize: opts.batchSize,
+    batchSize: opts.batchSize ?? 128,
     swaFullCache: opts.swaFullCache,
     cache: { strategy: opts.strategy },
     logger: quietLogger(),
@@ -66,9 +70,9 @@ async function gemmaEngine(opts: {
   return engine;
 }
 
-// The suite every backend passes, on the default full sliding-window cache, under both strategies.
+// The suite every backend passes, on the default window-sized sliding-window cache, under both strategies.
 describeEngineConformance<LocalEngine>("local on Gemma 3 270M", {
-  makeEngine: (strategy) => gemmaEngine({ strategy, swaFullCache: true }),
+  makeEngine: (strategy) => gemmaEngine({ strategy }),
   reference: (engine, session, weights, conversation) =>
     referenceNextTokenLogProbs(
       engine,
@@ -103,14 +107,14 @@ const elided = (steps: number, index: number): Conversation => {
 };
 
 /**
- * The paths that cut or restore a cache on the default full sliding-window cache, with histories longer than the
- * 512-token window: a lane spilled to disk and restored, a session started from the shared prompt prefix, a lane
- * caught up in the background, a generate cancelled mid-turn. Each stays bit-exact.
+ * The paths that cut or restore a cache, with histories longer than the cells a window-sized cache keeps: a lane
+ * spilled to disk and restored, a session started from the shared prompt prefix, a lane caught up in the background,
+ * a generate cancelled mid-turn.
  */
-describe("Gemma 3 270M: spilled, shared, caught-up and cancelled caches (full sliding-window cache)", () => {
+describe("Gemma 3 270M: spilled, shared, caught-up and cancelled caches (window-sized sliding-window cache)", () => {
   let engine: LocalEngine;
   beforeAll(async () => {
-    engine = await gemmaEngine({ strategy: "reuse", swaFullCache: true });
+    engine = await gemmaEngine({ strategy: "reuse" });
   });
   afterAll(async () => engine?.dispose());
 
@@ -169,15 +173,14 @@ describe("Gemma 3 270M: spilled, shared, caught-up and cancelled caches (full sl
 });
 
 /**
- * A window-sized SWA cache (model.swaFullCache false) frees the cells that fall out of the window. A cache cut back
- * behind where the next token's window begins must start again (slidingWindow.ts); node-llama-cpp's own test only
- * checks that the cut lies after the first cell left. Decode batches of 128 keep 640 cells per sequence, so the
- * trajectory's 880 tokens already outrun them.
+ * A window-sized SWA cache frees the cells that fall out of the window. A cache cut back behind where the next
+ * token's window begins must start again (slidingWindow.ts); node-llama-cpp's own test only checks that the cut lies
+ * after the first cell left.
  */
-describe("Gemma 3 270M on a window-sized sliding-window cache (model.swaFullCache false)", () => {
+describe("Gemma 3 270M: cuts behind the sliding window (window-sized cache)", () => {
   let engine: LocalEngine;
   beforeAll(async () => {
-    engine = await gemmaEngine({ strategy: "reuse", swaFullCache: false, batchSize: 128 });
+    engine = await gemmaEngine({ strategy: "reuse" });
   });
   afterAll(async () => engine?.dispose());
 

@@ -43,7 +43,7 @@ import { switchStrategy, type SwitchStrategy } from "./session/SwitchStrategy.js
 import { loadModel } from "./model/loadModel.js";
 import type { CacheOptions, LocalEngineOptions } from "./options.js";
 
-const DEFAULTS = { contextSize: 8192, sequencesPerContext: 4, maxContexts: 2, batchSize: 512, swaFullCache: true };
+const DEFAULTS = { contextSize: 8192, sequencesPerContext: 4, maxContexts: 2, batchSize: 512, swaFullCache: false };
 const DEFAULT_CACHE: Required<Omit<CacheOptions, "spillDir">> & Pick<CacheOptions, "spillDir"> = {
   strategy: "reuse",
   spillBytes: 512 * 1024 * 1024,
