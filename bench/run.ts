@@ -364,8 +364,8 @@ async function configuredModel(arg: string) {
 /**
  * `--model`: G3.5 (adapter memory), S1, S2 and the 12-switch trajectory (critical path and tokens for every local
  * configuration and llama-server with per-request LoRA), then on a sliding-window model the same trajectory under
- * `reuse` with a window-sized SWA cache (`swaFullCache` false) beside the full one: RSS with the contexts and the
- * critical path.
+ * `reuse` with a full SWA cache (`swaFullCache` true) beside the default window-sized one: RSS with the contexts and
+ * the critical path.
  */
 async function modelBench() {
   const { label, modelPath, adapters } = await configuredModel(values.model!);
@@ -382,14 +382,14 @@ async function modelBench() {
 }
 
 /**
- * S3 on a configured model: the 12-switch trajectory, the window-sized SWA cache's `reuse` run beside the others (the
- * cheap runs first; with --json each run is printed as it ends, `{scenario: "S3-run", ...}`).
+ * S3 on a configured model: the 12-switch trajectory, the full SWA cache's `reuse` run beside the others (the cheap
+ * runs first; with --json each run is printed as it ends, `{scenario: "S3-run", ...}`).
  */
 async function modelTrajectory(label: string, modelPath: string, adapters: Record<string, string>, sizes: Sizes) {
-  const swaWindow: EngineConfig = {
-    strategy: "reuse/swaFullCache=false",
+  const swaFull: EngineConfig = {
+    strategy: "reuse/swaFullCache=true",
     cache: ENGINE_CONFIGS.find((c) => c.strategy === "reuse")!.cache,
-    swaFullCache: false,
+    swaFullCache: true,
   };
   const row = (l: TrajectoryFigures) =>
     Object.fromEntries(Object.entries(l).filter(([, v]) => v !== undefined)) as Record<string, string | number>;
@@ -406,7 +406,7 @@ async function modelTrajectory(label: string, modelPath: string, adapters: Recor
       // the swaFullCache pair first, rebuild (the longest) last
       configs: [
         ...ENGINE_CONFIGS.filter((c) => c.strategy === "reuse"),
-        swaWindow,
+        swaFull,
         ...ENGINE_CONFIGS.filter((c) => c.strategy !== "reuse" && c.strategy !== "rebuild"),
         ...ENGINE_CONFIGS.filter((c) => c.strategy === "rebuild"),
       ],
@@ -424,8 +424,8 @@ async function modelTrajectory(label: string, modelPath: string, adapters: Recor
     label,
     trajectoryRatios(lines).map((r) => Object.fromEntries(Object.entries(r).map(([k, v]) => [k, v ?? "-"]))),
   );
-  const full = lines.find((l) => l.strategy === "reuse")!;
-  const window = lines.find((l) => l.strategy === swaWindow.strategy)!;
+  const window = lines.find((l) => l.strategy === "reuse")!;
+  const full = lines.find((l) => l.strategy === swaFull.strategy)!;
   const kv = (l: TrajectoryFigures) => (l.rssWithContextsMB ?? NaN) - (l.rssLoadedMB ?? NaN);
   emit(
     "swaFullCache",
