@@ -79,10 +79,12 @@ export function ensureRealModelAdapters(basePath: string, dir: string, strength:
   return paths;
 }
 
+/** Where Gemma 3 270M's test adapters are written (not committed). */
+export const GEMMA_TEST_ADAPTERS = join(PACKAGE_ROOT, "models", "gemma3", "test-adapters");
+
 /**
  * Gemma 3 270M's test library (models/gemma3/test-adapters), until trained adapters exist. Strength 0.03 moves the
  * next-token distribution by up to 3.5 nats against the base while the model still writes sentences.
  */
 export const gemmaTestAdapters = (modelPath: string): RealModelAdapters =>
   ensureRealModelAdapters(modelPath, GEMMA_TEST_ADAPTERS, 0.03);
-export const GEMMA_TEST_ADAPTERS = join(PACKAGE_ROOT, "models", "gemma3", "test-adapters");

@@ -14,7 +14,7 @@ export interface PlainReferenceOptions {
   threads: number;
   contextSize: number;
   batchSize?: number;
-  /** As the engine's `swaFullCache` (default true): a full and a window-sized SWA cache round differently. */
+  /** As the engine's `swaFullCache` (default false): a full and a window-sized SWA cache round differently. */
   swaFullCache?: boolean;
 }
 
@@ -43,7 +43,7 @@ export class PlainReference {
       logger: (_level, message) => void process.stderr.write(message.endsWith("\n") ? message : `${message}\n`),
     });
     const model = await llama.loadModel({ modelPath: options.modelPath, gpuLayers: 0 });
-    return new PlainReference(llama, model, { batchSize: 512, swaFullCache: true, ...options });
+    return new PlainReference(llama, model, { batchSize: 512, swaFullCache: false, ...options });
   }
 
   tokenize(text: string): Token[] {

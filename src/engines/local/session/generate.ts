@@ -18,7 +18,6 @@ import { generationBias } from "../chat/bias.js";
 import { toChatModelFunctions, type RenderedConversation } from "../chat/render.js";
 import { switchLaneWeights, now, syncLane, tailWeights, weightsLabel, type SyncPlan } from "./laneSync.js";
 import { teacherForcedLogprobs } from "./logProbs.js";
-import { firstCuttable } from "../cache/slidingWindow.js";
 import type { LocalEngineServices } from "./LocalEngineServices.js";
 
 /**
@@ -121,7 +120,7 @@ export async function generateTurn(
   const logprobsStart = now();
   const logprobs = options.topLogprobs
     ? await teacherForcedLogprobs(model, sequence, tokens, generatedTokens, options.topLogprobs, {
-        floor: plan.cutFloor ?? firstCuttable,
+        floor: plan.cutFloor,
         refill: () => syncLane(host, lane, tokens, plan),
       })
     : undefined;

@@ -31,7 +31,7 @@ export async function teacherForcedLogprobs(
   prompt: readonly Token[],
   generated: readonly Token[],
   k: number,
-  cut: { floor: CutFloor; refill: () => Promise<unknown> },
+  cut: { floor?: CutFloor; refill: () => Promise<unknown> },
 ): Promise<TokenLogprob[]> {
   const start = prompt.length - 1;
   if ((await cutSequence(sequence, start, cut.floor)) < start) await cut.refill();
