@@ -14,8 +14,8 @@ const run = promisify(execFile);
 
 /**
  * Gemma 3 270M served as a user's own model would be: fetched (cached once per machine), checked by `doctor` by its
- * name, and driven through MCP by a spawned server over stdio, the weight actions written by the model itself in the
- * call syntax the server prompts it with and parsed back.
+ * name, and driven through MCP by a spawned server over stdio: a call written by the model in the syntax the server
+ * prompts it with comes back parsed, and the hard harness runs its prescribed stages.
  */
 describe("Gemma 3 270M through the CLI and MCP", () => {
   let set: GemmaSet;
@@ -39,7 +39,26 @@ describe("Gemma 3 270M through the CLI and MCP", () => {
     expect(verdict.checks.find((x) => x.check === "chat wrapper")?.detail).toContain("||call: ");
   });
 
-  it("the hard harness runs plan -> search -> write on it, each release and search written by the model and parsed", async () => {
+  it("a call the model writes in the prompted syntax comes back parsed, with arguments its function's schema accepts", async () => {
+    const { session_id: id } = await call<{ session_id: string }>(c.client, "create_session", {
+      task: "Which river flows through Paris?",
+    });
+    await call(c.client, "load_lora", { session_id: id, adapter: "plan" });
+    // the call's prefix is forced; which function and what arguments are the model's, held to the grammar
+    const turn = await call<{
+      finish_reason: string;
+      tool_calls: { name: string; arguments: Record<string, unknown> }[];
+    }>(c.client, "generate", { session_id: id, max_tokens: 48, tool_call: {}, seed: 1 });
+    expect(turn.finish_reason).toBe("tool_calls");
+    expect(turn.tool_calls).toHaveLength(1);
+    const [parsed] = turn.tool_calls;
+    expect(["load_lora", "offload_lora", "search", "read", "run_code"]).toContain(parsed!.name);
+    if (parsed!.name === "search") expect(typeof parsed!.arguments.query).toBe("string");
+    if (parsed!.name === "offload_lora") expect(typeof parsed!.arguments.handoff).toBe("string");
+    await call(c.client, "close_session", { session_id: id });
+  });
+
+  it("the hard harness runs plan -> search -> write on it over MCP", async () => {
     const steering = [
       { adapter: "plan", turn: 1, tool: "offload_lora" },
       { adapter: "search", turn: 1, tool: "search" },
@@ -51,7 +70,6 @@ describe("Gemma 3 270M through the CLI and MCP", () => {
       { task: "Which river flows through Paris?", policy: "hard", steering, seed: 1, budgets: { noToolTurns: 1 } },
       { timeout: 300_000 },
     );
-    // the stages advance only on parsed calls: the plan's release, the search and its release, each the model's text
     expect(r.stages).toEqual(["plan", "search", "write"]);
     expect(r.switches).toBeGreaterThanOrEqual(3);
     expect(r.generated_tokens).toBeGreaterThan(0);
