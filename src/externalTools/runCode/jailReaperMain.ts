@@ -1,6 +1,7 @@
 import { rm } from "node:fs/promises";
 import { createInterface } from "node:readline";
-import { jailInits, killJail } from "./processTree.js";
+import { JAIL_WORKDIR } from "./command.js";
+import { jailInits, killJail, pidsBinding } from "./processTree.js";
 
 /**
  * The watcher of jailReaper.ts: reads `+<bwrap pid> <workdir>` and `-<bwrap pid>` lines from the server; at
@@ -9,8 +10,9 @@ import { jailInits, killJail } from "./processTree.js";
 const live = new Map<number, { workdir: string; inits: Set<number> }>();
 
 async function learnInits(bwrapPid: number): Promise<void> {
-  // the init appears a few milliseconds after bwrap starts; learnt early, it is still known once bwrap is gone
-  for (let attempt = 0; attempt < 40 && live.has(bwrapPid); attempt += 1) {
+  // the init appears a few milliseconds after bwrap starts (seconds on a loaded machine); learnt early, it is
+  // still known once bwrap is gone
+  while (live.has(bwrapPid)) {
     const run = live.get(bwrapPid)!;
     for (const pid of await jailInits(bwrapPid)) run.inits.add(pid);
     if (run.inits.size > 0) return;
@@ -30,15 +32,20 @@ lines.on("line", (line) => {
 });
 lines.on("close", async () => {
   for (const [bwrapPid, { workdir, inits }] of live) {
-    for (const pid of inits) {
-      try {
-        process.kill(pid, "SIGKILL");
-      } catch {
-        // already gone
-      }
-    }
+    for (const pid of inits) kill(pid);
+    // the server may die before the init was learnt (this watcher starts with the first run, and a loaded
+    // machine starts it late): the jail's processes are then found by the workdir their mount table binds
+    if (inits.size === 0) for (const pid of await pidsBinding(workdir, JAIL_WORKDIR)) kill(pid);
     await killJail(bwrapPid);
     await rm(workdir, { recursive: true, force: true }).catch(() => undefined);
   }
   process.exit(0);
 });
+
+function kill(pid: number): void {
+  try {
+    process.kill(pid, "SIGKILL");
+  } catch {
+    // already gone
+  }
+}

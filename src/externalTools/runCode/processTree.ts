@@ -36,6 +36,31 @@ export async function jailInits(parent: number): Promise<number[]> {
 }
 
 /**
+ * The processes whose mount table binds `workdir` at `mountPoint`: a jail's processes, found by the folder only
+ * its run has, even after the outer bwrap is gone and the jail's init was re-parented (so `jailInits` no longer
+ * sees it). A mount's root is the bound folder's path inside its filesystem, so the folder's own name, unique
+ * per run (mkdtemp), is what is compared.
+ */
+export async function pidsBinding(workdir: string, mountPoint: string): Promise<number[]> {
+  const suffix = `/${workdir.slice(workdir.lastIndexOf("/") + 1)}`;
+  const found: number[] = [];
+  for (const pid of await pidsOnHost()) {
+    try {
+      const mounts = await readFile(`/proc/${pid}/mountinfo`, "utf8");
+      // fields: id, parent id, major:minor, root, mount point, ...
+      const binds = mounts.split("\n").some((line) => {
+        const [, , , root, point] = line.split(" ");
+        return point === mountPoint && root !== undefined && root.endsWith(suffix);
+      });
+      if (binds) found.push(pid);
+    } catch {
+      // exited while scanning
+    }
+  }
+  return found;
+}
+
+/**
  * SIGKILLs every process whose initial environment carries `name=value`.
  *
  * Without a jail this is how the runner reaches descendants that left the process group (setsid, double fork):
