@@ -19,7 +19,7 @@ import {
   hidingPaths,
   runCode,
 } from "../../src/externalTools/runCode/index.js";
-import { tempDir, tempLibrary, writeZeroLora } from "../helpers/files.js";
+import { tempDir, tempLibrary, writeLoraVariant, writeZeroLora } from "../helpers/files.js";
 import { bwrapOnPath } from "../helpers/host.js";
 import { call, callError, connectClient, testConfig, type Connected, type HttpServer } from "../helpers/server.js";
 
@@ -394,6 +394,30 @@ describe("a huge adapter on a shared server", () => {
     } finally {
       await user.close();
     }
+  });
+
+  it("eight quick refresh_adapter calls leave plan on the last one's weights, never on an older one", async () => {
+    const files = Array.from({ length: 8 }, (_, i) =>
+      writeLoraVariant(team.adapterDir, `plan-v${i}`, { seed: 40 + i }),
+    );
+    let last = "";
+    for (const file of files) {
+      last = (await call<{ current: { sha256: string } }>(admin.client, "refresh_adapter", { alias: "plan", file }))
+        .current.sha256;
+      // just over the watcher's 150 ms, so each manifest write is a reload of its own; reloads that re-hash the
+      // ~500 MB resident pile up (each once applied the manifest as read before the refreshes that came after it)
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+    const seen = new Set<string | undefined>();
+    for (const until = Date.now() + 2_000; Date.now() < until;) {
+      seen.add(await served(admin, "plan"));
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    expect([...seen]).toEqual([last]);
+    expect(JSON.parse(readFileSync(team.manifest, "utf8")).adapters[0]).toMatchObject({
+      alias: "plan",
+      file: "plan-v7.gguf",
+    });
   });
 
   it("a server killed while it loads one leaves no temp file once it runs again", async () => {
