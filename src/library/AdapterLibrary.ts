@@ -9,7 +9,10 @@ import {
   describeIssues,
   ManifestEntrySchema,
   loadManifest,
+  manifestStamp,
+  sameStamp,
   saveManifest,
+  type ManifestStamp,
   type AdapterFields,
   type LibraryEntry,
 } from "./manifest.js";
@@ -39,10 +42,15 @@ export interface ManifestDiff {
  * (the MCP servers update the load_lora enum and notify clients).
  */
 export class AdapterLibrary {
+  /**
+   * Every change, one at a time in the order asked: admin calls (with their manifest write) and manifest reloads
+   * alike. A reload reads the manifest only when its turn comes, so it can never bring back a state that a later
+   * change replaced (it once read the file first and applied it after the changes that had queued meanwhile).
+   */
   private readonly changes = new Mutex();
-  /** Whole manifest applications, one at a time (a watcher reload and an admin edit may overlap). */
-  private readonly applying = new Mutex();
   private readonly listeners = new Set<() => void>();
+  /** The manifest file as this library last wrote it: the watcher does not apply the library's own writes. */
+  private written: ManifestStamp | undefined;
 
   private constructor(
     private readonly engine: Engine,
@@ -88,57 +96,18 @@ export class AdapterLibrary {
     return () => this.listeners.delete(listener);
   }
 
-  /** Adds a capability to the running server. */
-  async register(entry: LibraryEntry): Promise<LibraryAdapter> {
-    return this.change(async () => {
-      if (this.adapters.get(entry.alias)?.info)
-        throw new LibraryChangeError(
-          `alias "${entry.alias}" is already in the library; use refresh_adapter to replace its file`,
-        );
-      const added = await this.add(entry);
-      if (added.error) {
-        this.adapters.delete(entry.alias);
-        throw new LibraryChangeError(added.error);
-      }
-      return added;
-    });
-  }
-
   /**
-   * Points an alias at a new file (or scale, description, messages); sessions using the old version keep it until they
-   * release it.
-   */
-  async refresh(alias: string, entry: LibraryEntry): Promise<{ previous: AdapterInfo; current: AdapterInfo }> {
-    return this.change(async () => {
-      const known = this.adapters.get(alias);
-      if (!known?.info)
-        throw new LibraryChangeError(
-          `no adapter "${alias}" to refresh; the library has: ${this.aliases().join(", ") || "(none)"}`,
-        );
-      const { previous, current } = await this.engine.refreshAdapter(await this.specOf(entry));
-      this.adapters.set(alias, { entry, info: current });
-      return { previous, current };
-    });
-  }
-
-  /** Removes a capability; sessions that have it active keep it until they release it. */
-  async unregister(alias: string): Promise<AdapterInfo | undefined> {
-    return this.change(async () => {
-      const known = this.adapters.get(alias);
-      if (!known) throw new LibraryChangeError(`no adapter "${alias}" in the library`);
-      this.adapters.delete(alias);
-      return known.info ? this.engine.removeAdapter(alias) : undefined;
-    });
-  }
-
-  /**
-   * The admin tools' changes, each written back to the manifest once it succeeded (so it survives a restart). `fields`
-   * are a manifest entry's: the file relative to the manifest's folder, checked by the manifest's own schema.
+   * The admin tools' changes, each written back to the manifest in the same turn of the queue (so it survives a
+   * restart, and the file always holds the latest state). `fields` are a manifest entry's: the file relative to the
+   * manifest's folder, checked by the manifest's own schema.
    */
   async registerEntry(fields: AdapterFields): Promise<AdapterInfo> {
-    const added = await this.register(this.entryFrom(fields));
-    this.saveManifest();
-    return added.info!;
+    const entry = this.entryFrom(fields);
+    return this.change(async () => {
+      const added = await this.register(entry);
+      this.saveManifest();
+      return added.info!;
+    });
   }
 
   /** Changes the given fields of an entry (the others stay as they are); a new file or scale is a new version. */
@@ -146,26 +115,64 @@ export class AdapterLibrary {
     alias: string,
     fields: Partial<AdapterFields>,
   ): Promise<{ previous: AdapterInfo; current: AdapterInfo }> {
-    const known = this.adapters.get(alias);
-    if (!known) throw new LibraryChangeError(`no adapter "${alias}" to refresh`);
-    const { filePath: _resolved, ...entry } = known.entry;
-    const given = Object.fromEntries(Object.entries(fields).filter(([, v]) => v !== undefined));
-    const refreshed = await this.refresh(alias, this.entryFrom({ ...entry, ...given }));
-    this.saveManifest();
-    return refreshed;
+    return this.change(async () => {
+      // read in the queue: the fields left out keep the values of the change before, not of one read earlier
+      const known = this.adapters.get(alias);
+      if (!known) throw new LibraryChangeError(`no adapter "${alias}" to refresh`);
+      const { filePath: _resolved, ...entry } = known.entry;
+      const given = Object.fromEntries(Object.entries(fields).filter(([, v]) => v !== undefined));
+      const refreshed = await this.refresh(alias, this.entryFrom({ ...entry, ...given }));
+      this.saveManifest();
+      return refreshed;
+    });
   }
 
   async unregisterEntry(alias: string): Promise<void> {
-    await this.unregister(alias);
-    this.saveManifest();
+    return this.change(async () => {
+      await this.unregister(alias);
+      this.saveManifest();
+    });
+  }
+
+  /** Adds a capability to the running server. */
+  private async register(entry: LibraryEntry): Promise<LibraryAdapter> {
+    if (this.adapters.get(entry.alias)?.info)
+      throw new LibraryChangeError(
+        `alias "${entry.alias}" is already in the library; use refresh_adapter to replace its file`,
+      );
+    const added = await this.add(entry);
+    if (added.error) {
+      this.adapters.delete(entry.alias);
+      throw new LibraryChangeError(added.error);
+    }
+    return added;
+  }
+
+  /**
+   * Points an alias at a new file (or scale, description, messages); sessions using the old version keep it until they
+   * release it.
+   */
+  private async refresh(alias: string, entry: LibraryEntry): Promise<{ previous: AdapterInfo; current: AdapterInfo }> {
+    const known = this.adapters.get(alias);
+    if (!known?.info)
+      throw new LibraryChangeError(
+        `no adapter "${alias}" to refresh; the library has: ${this.aliases().join(", ") || "(none)"}`,
+      );
+    const { previous, current } = await this.engine.refreshAdapter(await this.specOf(entry));
+    this.adapters.set(alias, { entry, info: current });
+    return { previous, current };
+  }
+
+  /** Removes a capability; sessions that have it active keep it until they release it. */
+  private async unregister(alias: string): Promise<AdapterInfo | undefined> {
+    const known = this.adapters.get(alias);
+    if (!known) throw new LibraryChangeError(`no adapter "${alias}" in the library`);
+    this.adapters.delete(alias);
+    return known.info ? this.engine.removeAdapter(alias) : undefined;
   }
 
   /** Brings the library to a manifest's entries: adds, refreshes (new file bytes or scale), updates texts, removes. */
-  async apply(entries: readonly LibraryEntry[]): Promise<ManifestDiff> {
-    return this.applying.run(() => this.applyNow(entries));
-  }
-
-  private async applyNow(entries: readonly LibraryEntry[]): Promise<ManifestDiff> {
+  private async apply(entries: readonly LibraryEntry[]): Promise<ManifestDiff> {
     const diff: ManifestDiff = { added: [], refreshed: [], removed: [], updated: [], failed: [] };
     const wanted = new Map(entries.map((e) => [e.alias, e]));
     for (const alias of [...this.adapters.keys()]) {
@@ -192,11 +199,7 @@ export class AdapterLibrary {
           await this.refresh(entry.alias, entry);
           diff.refreshed.push(entry.alias);
         } else if (JSON.stringify(known.entry) !== JSON.stringify(entry)) {
-          // re-read under the mutex: an admin refresh may have moved the version meanwhile
-          await this.change(async () => {
-            const now = this.adapters.get(entry.alias);
-            if (now) this.adapters.set(entry.alias, { ...now, entry: { ...entry, filePath: now.entry.filePath } });
-          });
+          this.adapters.set(entry.alias, { ...known, entry: { ...entry, filePath: known.entry.filePath } });
           diff.updated.push(entry.alias);
         }
       } catch (err) {
@@ -210,23 +213,12 @@ export class AdapterLibrary {
   watch(): FSWatcher | undefined {
     const manifestPath = this.manifestPath;
     let timer: NodeJS.Timeout | undefined;
-    const reload = async () => {
-      try {
-        const diff = await this.apply(loadManifest(manifestPath));
-        this.logger.info({ manifest: manifestPath, ...diff }, "adapter manifest applied");
-      } catch (err) {
-        this.logger.error(
-          { manifest: manifestPath, err: (err as Error).message },
-          "adapter manifest edit rejected; the running library is kept",
-        );
-      }
-    };
     try {
       // the folder, not the file: an atomic save (write + rename) replaces the file's inode
       const watcher = watch(dirname(manifestPath), { persistent: false }, (_event, name) => {
         if (name !== basename(manifestPath)) return;
         clearTimeout(timer);
-        timer = setTimeout(() => void reload(), 150);
+        timer = setTimeout(() => void this.reload(), 150);
       });
       watcher.on("error", () => undefined);
       return watcher;
@@ -239,6 +231,29 @@ export class AdapterLibrary {
     }
   }
 
+  /**
+   * Applies the manifest as it is when this reload's turn in the queue comes, unless it is the library's own last
+   * write (an admin change already applied it; applying it again would only hash every file once more).
+   */
+  private async reload(): Promise<void> {
+    const manifestPath = this.manifestPath;
+    const applied = await this.changes.run(async () => {
+      if (this.written && sameStamp(this.written, manifestStamp(manifestPath))) return false;
+      try {
+        const diff = await this.apply(loadManifest(manifestPath));
+        this.logger.info({ manifest: manifestPath, ...diff }, "adapter manifest applied");
+        return true;
+      } catch (err) {
+        this.logger.error(
+          { manifest: manifestPath, err: (err as Error).message },
+          "adapter manifest edit rejected; the running library is kept",
+        );
+        return false;
+      }
+    });
+    if (applied) this.notify();
+  }
+
   /** An entry as the manifest would hold it (its schema names the field to fix), with its file resolved. */
   private entryFrom(fields: Record<string, unknown>): LibraryEntry {
     const parsed = ManifestEntrySchema.safeParse(fields);
@@ -247,7 +262,7 @@ export class AdapterLibrary {
   }
 
   private saveManifest(): void {
-    saveManifest(
+    this.written = saveManifest(
       this.manifestPath,
       this.list().map((a) => a.entry),
     );
@@ -305,9 +320,14 @@ export class AdapterLibrary {
       );
   }
 
+  /** Runs a change in its turn in the queue, then tells the listeners. */
   private async change<T>(fn: () => Promise<T>): Promise<T> {
     const result = await this.changes.run(fn);
-    for (const listener of this.listeners) listener();
+    this.notify();
     return result;
+  }
+
+  private notify(): void {
+    for (const listener of this.listeners) listener();
   }
 }

@@ -1,4 +1,4 @@
-import { readFileSync } from "node:fs";
+import { readFileSync, statSync } from "node:fs";
 import { dirname, relative, resolve } from "node:path";
 import writeFileAtomic from "write-file-atomic";
 import { z } from "zod";
@@ -108,15 +108,37 @@ export function parseManifest(raw: unknown, file: string): LibraryEntry[] {
 }
 
 /**
- * Writes the library back as a manifest (files relative to its folder), atomically: a reader (the watcher, another
- * process) sees the old file or the new one, never half of it. Only the library writes manifests.
+ * Which file a path holds: an atomic save is a new inode, an edit in place a new modification time. Tells the
+ * library's own last write from anyone else's edit without reading the file.
  */
-export function saveManifest(file: string, entries: readonly LibraryEntry[]): void {
+export interface ManifestStamp {
+  dev: bigint;
+  ino: bigint;
+  size: bigint;
+  mtimeNs: bigint;
+}
+
+/** The manifest's stamp now; undefined when it cannot be read (then it is not the library's write). */
+export function manifestStamp(file: string): ManifestStamp | undefined {
+  const stats = statSync(file, { bigint: true, throwIfNoEntry: false });
+  return stats && { dev: stats.dev, ino: stats.ino, size: stats.size, mtimeNs: stats.mtimeNs };
+}
+
+export const sameStamp = (a: ManifestStamp, b: ManifestStamp | undefined): boolean =>
+  b !== undefined && a.dev === b.dev && a.ino === b.ino && a.size === b.size && a.mtimeNs === b.mtimeNs;
+
+/**
+ * Writes the library back as a manifest (files relative to its folder), atomically: a reader (the watcher, another
+ * process) sees the old file or the new one, never half of it. Only the library writes manifests. Returns the
+ * written file's stamp.
+ */
+export function saveManifest(file: string, entries: readonly LibraryEntry[]): ManifestStamp | undefined {
   const adapters = entries.map(({ filePath, ...entry }) => ({
     ...entry,
     file: relative(dirname(file), filePath) || entry.file,
   }));
   writeFileAtomic.sync(file, JSON.stringify({ adapters }, null, 2) + "\n");
+  return manifestStamp(file);
 }
 
 /** Adds one entry to a manifest on disk (import-peft), refusing an alias it already lists. */

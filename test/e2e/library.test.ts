@@ -1,4 +1,4 @@
-import { readFileSync, writeFileSync } from "node:fs";
+import { linkSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -134,6 +134,35 @@ describe("adapter library on a running server", () => {
       `RSS with the rank-512 write resident: ${(rssBig / 2 ** 20).toFixed(1)} MB; after freeing it: ${(rssAfter / 2 ** 20).toFixed(1)} MB`,
     );
     expect((await listing()).adapters.find((a) => a.alias === "write")!.sha256).not.toBe(current.sha256);
+  });
+
+  it("writes refresh_adapter and unregister_adapter back to the manifest, replacing the file whole", async () => {
+    const entries = () =>
+      (
+        JSON.parse(readFileSync(manifest, "utf8")) as {
+          adapters: { alias: string; file: string; description: string }[];
+        }
+      ).adapters;
+    // a second name for the manifest as it is: an atomic save puts a new file in its place and leaves this one as it
+    // was, where a write in place would change it under a reader
+    const previous = join(lib, "manifest.previous.json");
+    linkSync(manifest, previous);
+    const written = readFileSync(previous, "utf8");
+    writeLoraVariant(lib, "plan-v2", { seed: 23 });
+    await call(c.client, "refresh_adapter", { alias: "plan", file: "plan-v2.gguf", description: "Planning, v2." });
+    expect(entries().find((a) => a.alias === "plan")).toMatchObject({
+      file: "plan-v2.gguf",
+      description: "Planning, v2.",
+    });
+    expect(readFileSync(previous, "utf8")).toBe(written);
+    rmSync(previous);
+
+    linkSync(manifest, previous);
+    const refreshed = readFileSync(previous, "utf8");
+    await call(c.client, "unregister_adapter", { alias: "code" });
+    expect(entries().map((a) => a.alias)).toEqual(["plan", "search", "write"]);
+    expect(readFileSync(previous, "utf8")).toBe(refreshed);
+    rmSync(previous);
   });
 
   it("refuses adapters for another architecture, with other shapes, or outside the adapter folders; the library stays intact", async () => {

@@ -1,5 +1,14 @@
 import { execFileSync, spawn } from "node:child_process";
-import { mkdirSync, readdirSync, readFileSync, realpathSync, symlinkSync, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  realpathSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { GgufFormatError, readGgufHeader } from "../../src/gguf/index.js";
@@ -10,9 +19,9 @@ import {
   hidingPaths,
   runCode,
 } from "../../src/externalTools/runCode/index.js";
-import { tempDir, tempLibrary } from "../helpers/files.js";
+import { tempDir, tempLibrary, writeLoraVariant, writeZeroLora } from "../helpers/files.js";
 import { bwrapOnPath } from "../helpers/host.js";
-import { call, callError, connectClient, testConfig, type HttpServer } from "../helpers/server.js";
+import { call, callError, connectClient, testConfig, type Connected, type HttpServer } from "../helpers/server.js";
 
 const USER = "carol-token-0123456789abcdef";
 const ADMIN = "admin-token-0123456789abcdef";
@@ -332,6 +341,108 @@ describe("the adapter library on a shared server", () => {
     const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
     expect(code).not.toBe(0);
     expect(err).toMatch(/not a regular file \(a FIFO\)/);
+  });
+});
+
+describe("a huge adapter on a shared server", () => {
+  // a server of its own: ~250 MB versions stay resident in it, and the last test kills it
+  const team = teamServerFiles();
+  const TMPDIR = tempDir("weact-tmp-");
+  /** Where the server links a version whose file another version holds, as it loads it. */
+  const linkDir = join(TMPDIR, "weact-adapters");
+  const leftovers = () => (existsSync(linkDir) ? readdirSync(linkDir) : []);
+  let huge: string;
+  let big: HttpServer;
+  let admin: Connected;
+  beforeAll(async () => {
+    huge = writeZeroLora(team.adapterDir, "huge", 6600);
+    big = await spawnHttpServer(team.args, { TMPDIR });
+    admin = await connectClient("http", big, { authorization: `Bearer ${ADMIN}` });
+  });
+  afterAll(async () => {
+    await admin?.close().catch(() => undefined);
+    big?.process.kill("SIGKILL");
+    rmSync(huge, { force: true });
+  });
+  const served = async (client: Connected, alias: string) =>
+    (await call<{ adapters: { alias: string; sha256: string }[] }>(client.client, "list_adapters")).adapters.find(
+      (a) => a.alias === alias,
+    )?.sha256;
+
+  it("registering it, also under a second alias, keeps every other client answered within a second", async () => {
+    const user = await connectClient("http", big, { authorization: `Bearer ${USER}` });
+    try {
+      // the second alias is another version of the same file: node-llama-cpp knows adapters by path, so it is loaded
+      // through a path of its own (once a copy of the file, made on the event loop: seconds for 250 MB)
+      for (const alias of ["huge", "huge-twin"]) {
+        let registered = false;
+        const registering = call(admin.client, "register_adapter", { alias, file: "huge.gguf", description: "big" });
+        void registering.finally(() => (registered = true));
+        let slowest = 0;
+        let answered = 0;
+        while (!registered) {
+          const started = performance.now();
+          await call(user.client, "list_adapters");
+          slowest = Math.max(slowest, performance.now() - started);
+          answered++;
+        }
+        await registering;
+        expect(answered).toBeGreaterThan(1);
+        expect(slowest, `list_adapters while ${alias} registered`).toBeLessThan(1_000);
+      }
+      expect(await served(user, "huge-twin")).toBe(await served(user, "huge"));
+    } finally {
+      await user.close();
+    }
+  });
+
+  it("eight quick refresh_adapter calls leave plan on the last one's weights, never on an older one", async () => {
+    const files = Array.from({ length: 8 }, (_, i) =>
+      writeLoraVariant(team.adapterDir, `plan-v${i}`, { seed: 40 + i }),
+    );
+    let last = "";
+    for (const file of files) {
+      last = (await call<{ current: { sha256: string } }>(admin.client, "refresh_adapter", { alias: "plan", file }))
+        .current.sha256;
+      // just over the watcher's 150 ms, so each manifest write is a reload of its own; reloads that re-hash the
+      // ~500 MB resident pile up (each once applied the manifest as read before the refreshes that came after it)
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+    const seen = new Set<string | undefined>();
+    for (const until = Date.now() + 2_000; Date.now() < until;) {
+      seen.add(await served(admin, "plan"));
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    expect([...seen]).toEqual([last]);
+    expect(JSON.parse(readFileSync(team.manifest, "utf8")).adapters[0]).toMatchObject({
+      alias: "plan",
+      file: "plan-v7.gguf",
+    });
+  });
+
+  it("a server killed while it loads one leaves no temp file once it runs again", async () => {
+    await call(admin.client, "unregister_adapter", { alias: "huge-twin" });
+    const libraryBefore = readdirSync(team.adapterDir).sort();
+    let registered = false;
+    void admin.client
+      .callTool({ name: "register_adapter", arguments: { alias: "huge-again", file: "huge.gguf", description: "big" } })
+      .catch(() => undefined)
+      .finally(() => (registered = true));
+    while (leftovers().length === 0 && !registered) await new Promise((resolve) => setTimeout(resolve, 5));
+    const exited = new Promise((resolve) => big.process.once("exit", resolve));
+    big.process.kill("SIGKILL");
+    await exited;
+    // the kill came while the version was loading through a path of its own, which it left behind
+    expect(leftovers(), "the temporary path seen before the kill").toHaveLength(1);
+    expect(readdirSync(team.adapterDir).sort()).toEqual(libraryBefore);
+    // the next server to start with that temporary folder removes it (one with the demo library: the killed one's
+    // would only load 250 MB again first)
+    const next = await spawnHttpServer(teamServerFiles().args, { TMPDIR });
+    try {
+      expect(leftovers()).toEqual([]);
+    } finally {
+      await next.stop();
+    }
   });
 });
 

@@ -1,7 +1,7 @@
 import { copyFileSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { writeGguf, gguf, GgmlType } from "../../src/gguf/index.js";
+import { writeGguf, gguf, GgmlType, tensorByteSize } from "../../src/gguf/index.js";
 import { DEMO_DIMS, qwen3LoraFile, qwen3ModelFile, type Qwen3Dims } from "../../src/demo/qwen3.js";
 import { buildVocabulary } from "../../src/demo/vocabulary.js";
 import { demoWeightPaths } from "../../src/demo/generate.js";
@@ -23,12 +23,24 @@ export function writeModelVariant(dir: string, name: string, edit: (meta: Record
 export function writeLoraVariant(
   dir: string,
   name: string,
-  opts: { dims?: Qwen3Dims; architecture?: string } = {},
+  opts: { dims?: Qwen3Dims; architecture?: string; seed?: number } = {},
 ): string {
-  const lora = qwen3LoraFile({ name, dims: opts.dims ?? DEMO_DIMS, rank: 4, seed: 11, strength: 0.5 });
+  const lora = qwen3LoraFile({ name, dims: opts.dims ?? DEMO_DIMS, rank: 4, seed: opts.seed ?? 11, strength: 0.5 });
   if (opts.architecture) lora.metadata["general.architecture"] = gguf.str(opts.architecture);
   const path = join(dir, `${name}.gguf`);
   writeGguf(path, lora.metadata, lora.tensors);
+  return path;
+}
+
+/**
+ * A demo-shaped LoRA of `rank` whose weights are all zero: a large valid adapter (38 KB a rank) written at disk speed,
+ * with no random numbers to draw.
+ */
+export function writeZeroLora(dir: string, name: string, rank: number): string {
+  const lora = qwen3LoraFile({ name, dims: DEMO_DIMS, rank, seed: 1, strength: 0.5 });
+  const path = join(dir, `${name}.gguf`);
+  const zeros = lora.tensors.map((t) => ({ ...t, data: () => new Uint8Array(tensorByteSize(t.shape, t.type)) }));
+  writeGguf(path, lora.metadata, zeros);
   return path;
 }
 

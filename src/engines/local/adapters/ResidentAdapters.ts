@@ -1,4 +1,5 @@
-import { copyFileSync, mkdirSync, rmSync } from "node:fs";
+import { readdirSync, rmSync } from "node:fs";
+import { mkdir, rm, symlink } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { LlamaModel } from "../llama/nodeLlamaCpp.js";
@@ -14,13 +15,44 @@ import {
   type AdapterVersion,
 } from "../../../engine/index.js";
 
-let copies = 0;
+/**
+ * Where a version is loaded through a link of its own: node-llama-cpp caches adapters by path, so new bytes at a path
+ * another version holds need another path. A link, never a copy: copying a large file held the event loop for
+ * seconds. llama.cpp reads the bytes once, so the link goes as soon as they are resident; a link is named by the
+ * server's pid, and those of a server killed while loading are swept at the next start.
+ */
+const LINK_DIR = join(tmpdir(), "weact-adapters");
+const LINK_NAME = /^(\d+)-\d+-[0-9a-f]+\.gguf$/;
+let links = 0;
 
 interface Version {
   info: AdapterInfo;
-  /** Where llama.cpp loaded it from: the file itself, or a private copy when another version holds that path. */
+  /** The path node-llama-cpp knows it by: the file's own, or the link it was loaded through (gone since). */
   loadPath: string;
-  copied: boolean;
+}
+
+/** Removes the load links of servers no longer running. */
+function sweepDeadLinks(): void {
+  let names: string[];
+  try {
+    names = readdirSync(LINK_DIR);
+  } catch {
+    return;
+  }
+  for (const name of names) {
+    const pid = Number(LINK_NAME.exec(name)?.[1]);
+    if (pid && !isRunning(pid)) rmSync(join(LINK_DIR, name), { force: true });
+  }
+}
+
+function isRunning(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    // EPERM: it runs, as another user
+    return (err as NodeJS.ErrnoException).code === "EPERM";
+  }
 }
 
 /**
@@ -36,7 +68,9 @@ export class ResidentAdapters {
     private readonly model: LlamaModel,
     private readonly base: GgufFile,
     private readonly llamaErrors: LlamaLogTail,
-  ) {}
+  ) {
+    sweepDeadLinks();
+  }
 
   /** Validates and loads a version (or returns it if those bytes at that scale are already resident). */
   async load(spec: AdapterSpec): Promise<AdapterInfo> {
@@ -45,27 +79,26 @@ export class ResidentAdapters {
     const existing = this.versions.get(id);
     if (existing) return existing.info;
 
-    // node-llama-cpp caches adapters by path: new bytes at a path another version holds need their own path
     const pathTaken = [...this.versions.values()].some((v) => v.loadPath === filePath);
     let loadPath = filePath;
     if (pathTaken) {
-      const dir = join(tmpdir(), "weact-adapters");
-      mkdirSync(dir, { recursive: true });
-      loadPath = join(dir, `${process.pid}-${++copies}-${sha256}.gguf`); // unique per version: node-llama-cpp caches by path
-      copyFileSync(filePath, loadPath);
+      await mkdir(LINK_DIR, { recursive: true });
+      loadPath = join(LINK_DIR, `${process.pid}-${++links}-${sha256}.gguf`); // unique per version
+      await symlink(filePath, loadPath);
     }
     const mark = this.llamaErrors.mark();
     try {
       await loadResidentLora(this.model, loadPath);
     } catch (err) {
-      if (pathTaken) rmSync(loadPath, { force: true });
       const detail = this.llamaErrors.since(mark);
       throw new AdapterFileError(
         filePath,
         `llama.cpp refused it: ${(err as Error).message}${detail ? ` (${detail})` : ""}`,
       );
+    } finally {
+      if (pathTaken) await rm(loadPath, { force: true });
     }
-    this.versions.set(id, { info, loadPath, copied: pathTaken });
+    this.versions.set(id, { info, loadPath });
     return info;
   }
 
@@ -93,7 +126,6 @@ export class ResidentAdapters {
     if (!v) return;
     this.versions.delete(version.toString());
     await freeResidentLora(this.model, v.loadPath);
-    if (v.copied) rmSync(v.loadPath, { force: true });
   }
 
   private entry(version: AdapterVersion): Version {
