@@ -58,6 +58,17 @@ export const RemoteEngineConfigSchema = z
     timeoutMs: z.number().int().positive().max(3_600_000).default(120_000),
     /** Engine requests in flight at once; more wait in line. */
     maxInFlight: z.number().int().positive().max(10_000).default(16),
+    /**
+     * The longest answer read from the engine (or event of a streamed one), in bytes; a longer one is cancelled as
+     * soon as the limit is crossed (default 64 MiB, twice the largest answer the backend asks for). At most 256 MiB:
+     * an answer becomes one string, and V8 caps strings at 512 MiB.
+     */
+    maxResponseBytes: z
+      .number()
+      .int()
+      .min(1024)
+      .max(256 * 1024 * 1024)
+      .optional(),
     /** Sessions at once (default: llama-server's slots; 64 for vLLM/SGLang). */
     sessions: z.number().int().positive().max(10_000).optional(),
     /** Top log-probs vLLM/SGLang return per position (their --max-logprobs). */
