@@ -271,6 +271,16 @@ export const ConfigSchema = z
         traceDir: z.string().min(1).optional(),
         /** Trace files kept in traceDir; past it the least recently written are deleted as new runs start. */
         maxTraceFiles: z.number().int().positive().max(10_000_000).default(1000),
+        /**
+         * MiB one client's traces may take in traceDir (a trace's size follows its task and tool results, so a count
+         * alone let one client keep gigabytes); past it that client's least recently written are deleted as its new
+         * runs start, never another's.
+         */
+        maxTraceMiBPerClient: z
+          .number()
+          .positive()
+          .max(1 << 20)
+          .default(256),
       })
       .strict()
       .prefault({}),
