@@ -311,6 +311,10 @@ export const ConfigSchema = z
           .positive()
           .max(7 * 24 * 3600)
           .default(1800),
+        /** Live status page logins (the token form) per token; past it, that token's oldest login ends. */
+        maxStatusLoginsPerClient: z.number().int().positive().max(10_000).default(8),
+        /** Live status page logins in all; past it, a new login is refused (429) until some log out or expire. */
+        maxStatusLogins: z.number().int().positive().max(1_000_000).default(256),
       })
       .strict()
       .prefault({}),
