@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { spawnHttpServer } from "../../testkit/mcpClient.js";
 import { PACKAGE_ROOT } from "../../src/paths.js";
 import { tempDir } from "../helpers/files.js";
-import { bwrapOnPath } from "../helpers/host.js";
+import { jailTestable, NO_BWRAP } from "../helpers/host.js";
 import { call, connectClient, testConfig, type HttpServer } from "../helpers/server.js";
 
 const ALICE = "alice-token-0123456789abcdef";
@@ -323,7 +323,7 @@ describe("connection caps and idle expiry", () => {
   it("keeps a legacy SSE connection open while a call on it runs longer than the idle time (the answer comes over the stream)", async ({
     skip,
   }) => {
-    if (!bwrapOnPath()) return skip(); // run_code is offered on a server with tokens only inside a jail
+    if (!jailTestable()) return skip(NO_BWRAP); // run_code is offered on a server with tokens only inside a jail
     await expect.poll(count, { timeout: 6_000, interval: 250 }).toBe(0);
     const alice = await connectClient("sse", capped, bearer(ALICE));
     try {

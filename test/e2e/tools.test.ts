@@ -10,7 +10,7 @@ import { detectIsolation } from "../../src/externalTools/runCode/index.js";
 import { Toolbox } from "../../src/externalTools/Toolbox.js";
 import { KNOWN_QUERIES } from "../../src/externalTools/search/knownQueries.js";
 import { tempDir } from "../helpers/files.js";
-import { bwrapOnPath } from "../helpers/host.js";
+import { jailTestable } from "../helpers/host.js";
 import { spawnHttpServer, type SpawnedHttpServer } from "../../testkit/mcpClient.js";
 import {
   call,
@@ -564,8 +564,8 @@ describe("run_code through MCP", () => {
 
   it("contains file reads outside the workdir and the network exactly as the detected isolation level promises", async () => {
     const detected = await detectIsolation();
-    // decided apart from the detection under test: with bwrap on PATH only the jail is acceptable
-    if (bwrapOnPath()) expect(detected.level).toBe("bubblewrap");
+    // decided apart from the detection under test: with bwrap on PATH only the jail is acceptable (in CI it must be)
+    if (jailTestable()) expect(detected.level).toBe("bubblewrap");
     const secret = join(tempDir(), "secret.txt");
     writeFileSync(secret, "top secret");
     const read = await run({ language: "python", code: `print(open(${JSON.stringify(secret)}).read())` });
