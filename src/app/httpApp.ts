@@ -28,6 +28,8 @@ export interface HttpOptions extends Partial<ConnectionLimits> {
   maxBodyBytes?: number;
   /** How long a chat completion waiting on the client's tools keeps its run (openai.continuationSeconds). */
   continuationSeconds?: number;
+  /** Live status page logins (server.maxStatusLogins, server.maxStatusLoginsPerClient). */
+  statusLogins: { max: number; maxPerClient: number };
 }
 
 const LOOPBACK = new Set(["127.0.0.1", "localhost", "::1"]);
@@ -112,7 +114,15 @@ export async function serveHttp(
     opts.continuationSeconds ?? 300,
   );
   mountOpenAI(app, { chat, library: ctx.runtime.library, verifier: auth?.verifier, maxBodyBytes, logger });
-  mountStatus(app, { ctx, chat, verifier: auth?.verifier, hostnames, logger, connections: () => connections.size });
+  mountStatus(app, {
+    ctx,
+    chat,
+    verifier: auth?.verifier,
+    hostnames,
+    logger,
+    connections: () => connections.size,
+    logins: opts.statusLogins,
+  });
   // the MCP bodies are read only here, after the guards above; the transports get them parsed
   app.use([STREAMABLE_HTTP_PATH, SSE_PATHS.messages], requireJson, express.json({ limit: maxBodyBytes }));
 

@@ -41,6 +41,8 @@ export async function serve(config: ResolvedConfig, mode: ServeMode, logger: Log
       maxConnections,
       maxConnectionsPerClient,
       connectionIdleSeconds,
+      maxStatusLogins,
+      maxStatusLoginsPerClient,
     } = config.server;
     const http = await serveHttp(
       services,
@@ -54,6 +56,7 @@ export async function serve(config: ResolvedConfig, mode: ServeMode, logger: Log
         maxConnections,
         maxConnectionsPerClient,
         idleSeconds: connectionIdleSeconds,
+        statusLogins: { max: maxStatusLogins, maxPerClient: maxStatusLoginsPerClient },
         continuationSeconds: config.openai.continuationSeconds,
       },
       logger,

@@ -58,6 +58,17 @@ export const RemoteEngineConfigSchema = z
     timeoutMs: z.number().int().positive().max(3_600_000).default(120_000),
     /** Engine requests in flight at once; more wait in line. */
     maxInFlight: z.number().int().positive().max(10_000).default(16),
+    /**
+     * The longest answer read from the engine (or event of a streamed one), in bytes; a longer one is cancelled as
+     * soon as the limit is crossed (default 64 MiB, twice the largest answer the backend asks for). At most 256 MiB:
+     * an answer becomes one string, and V8 caps strings at 512 MiB.
+     */
+    maxResponseBytes: z
+      .number()
+      .int()
+      .min(1024)
+      .max(256 * 1024 * 1024)
+      .optional(),
     /** Sessions at once (default: llama-server's slots; 64 for vLLM/SGLang). */
     sessions: z.number().int().positive().max(10_000).optional(),
     /** Top log-probs vLLM/SGLang return per position (their --max-logprobs). */
@@ -260,6 +271,16 @@ export const ConfigSchema = z
         traceDir: z.string().min(1).optional(),
         /** Trace files kept in traceDir; past it the least recently written are deleted as new runs start. */
         maxTraceFiles: z.number().int().positive().max(10_000_000).default(1000),
+        /**
+         * MiB one client's traces may take in traceDir (a trace's size follows its task and tool results, so a count
+         * alone let one client keep gigabytes); past it that client's least recently written are deleted as its new
+         * runs start, never another's.
+         */
+        maxTraceMiBPerClient: z
+          .number()
+          .positive()
+          .max(1 << 20)
+          .default(256),
       })
       .strict()
       .prefault({}),
@@ -290,6 +311,10 @@ export const ConfigSchema = z
           .positive()
           .max(7 * 24 * 3600)
           .default(1800),
+        /** Live status page logins (the token form) per token; past it, that token's oldest login ends. */
+        maxStatusLoginsPerClient: z.number().int().positive().max(10_000).default(8),
+        /** Live status page logins in all; past it, a new login is refused (429) until some log out or expire. */
+        maxStatusLogins: z.number().int().positive().max(1_000_000).default(256),
       })
       .strict()
       .prefault({}),

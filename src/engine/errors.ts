@@ -175,6 +175,22 @@ export class EngineRequestError extends EngineError {
   }
 }
 
+/**
+ * The serving engine's answer (or one event of a streamed answer) is longer than this server reads: the request was
+ * cancelled and its connection closed as soon as the limit was crossed, so a huge or endless answer costs no memory.
+ */
+export class EngineResponseTooLargeError extends EngineError {
+  readonly code = "engine_response_too_large";
+  constructor(
+    readonly engine: string,
+    readonly maxBytes: number,
+  ) {
+    super(
+      `engine ${engine} answered with more than ${maxBytes} bytes and the request was cancelled; nothing was changed (engine.remote.maxResponseBytes sets the limit: raise it only for an engine whose answers are that large)`,
+    );
+  }
+}
+
 /** The serving engine holds as many adapters as it is allowed to; loading another needs one unloaded first. */
 export class AdapterCapacityError extends EngineError {
   readonly code = "adapter_capacity";

@@ -126,7 +126,12 @@ export async function runTask(
     fixedAdapters: fixed,
     ...(opts.teacher ? { teacher: true } : {}),
   });
-  void new TraceStore(deps.traceDir).prune(deps.config.maxTraceFiles).catch(() => undefined);
+  void new TraceStore(deps.traceDir)
+    .prune(owner, traceId, {
+      maxFiles: deps.config.maxTraceFiles,
+      maxBytesPerOwner: Math.round(deps.config.maxTraceMiBPerClient * 1024 * 1024),
+    })
+    .catch(() => undefined);
   opts.onStart?.({ traceId, sessionId: session.id });
   const clientTools = new Set(Object.keys(opts.clientTools ?? {}));
   const sessionDriver = new SessionDriver(

@@ -3,6 +3,9 @@ import { readFileSync } from "node:fs";
 import { InvalidTokenError } from "@modelcontextprotocol/sdk/server/auth/errors.js";
 import type { OAuthTokenVerifier } from "@modelcontextprotocol/sdk/server/auth/provider.js";
 
+/** The shortest token a token file may hold. */
+const MIN_TOKEN_CHARS = 16;
+
 const digest = (token: string) => createHash("sha256").update(token).digest("hex");
 
 /**
@@ -23,7 +26,11 @@ export function loadTokenVerifier(sources: readonly { file: string; scopes: stri
       const sep = line.indexOf(":");
       const [name, token] =
         sep > 0 ? [line.slice(0, sep), line.slice(sep + 1)] : [`token-${digest(line).slice(0, 8)}`, line];
-      if (token.length < 16) throw new Error(`${file}: the token of "${name}" is shorter than 16 characters`);
+      // a token is the only thing between a stranger and the server: one short enough to guess is refused
+      if (token.length < MIN_TOKEN_CHARS)
+        throw new Error(
+          `${file}: the token of "${name}" is shorter than ${MIN_TOKEN_CHARS} characters; use a random one (openssl rand -hex 24)`,
+        );
       byDigest.set(digest(token), { name, scopes });
     }
     if (!lines.length) throw new Error(`${file}: no tokens in it`);

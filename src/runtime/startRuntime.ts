@@ -34,6 +34,7 @@ export async function loadEngine(config: ResolvedConfig, logger: Logger): Promis
       apiKey: remote.apiKeyEnv ? process.env[remote.apiKeyEnv] : undefined,
       timeoutMs: remote.timeoutMs,
       maxInFlight: remote.maxInFlight,
+      maxResponseBytes: remote.maxResponseBytes,
       sessions: remote.sessions,
       contextSize: config.model.contextSize,
       maxLogprobs: remote.maxLogprobs,

@@ -1,4 +1,3 @@
-import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import express, { type Express, type NextFunction, type Request, type Response } from "express";
@@ -9,6 +8,7 @@ import { PACKAGE_ROOT } from "../paths.js";
 import type { ServerContext } from "../mcp/context.js";
 import { isOwnOrigin } from "../http/origin.js";
 import { statusData, type Viewer } from "./statusData.js";
+import { StatusLogins, type StatusLoginLimits } from "./StatusLogins.js";
 
 export interface StatusRoutes {
   ctx: ServerContext;
@@ -17,6 +17,8 @@ export interface StatusRoutes {
   /** Host names the Origin of the login form must have (the server's own; its port must be the one addressed). */
   hostnames: readonly string[];
   connections: () => number;
+  /** How many form logins may live at once (server.maxStatusLoginsPerClient, server.maxStatusLogins). */
+  logins: Omit<StatusLoginLimits, "seconds">;
   logger: Logger;
 }
 
@@ -29,7 +31,8 @@ const CSP = "default-src 'self'; base-uri 'none'; form-action 'self'; frame-ance
 /**
  * GET /status (the page), /status.json (its data, for scripts too), /status.js and /status.css (its code, as
  * files so the CSP needs no inline script), POST /status/login (the token form: sets an HttpOnly, SameSite=Strict
- * cookie naming a server-side login, never the token itself). Without tokens (loopback only) it is open.
+ * cookie naming a server-side login, never the token itself), POST /status/logout (ends that login and clears the
+ * cookie). Without tokens (loopback only) it is open.
  */
 export function mountStatus(app: Express, r: StatusRoutes): void {
   const assets = {
@@ -38,8 +41,7 @@ export function mountStatus(app: Express, r: StatusRoutes): void {
     js: read("status.js"),
     css: read("status.css"),
   };
-  /** Logins made through the form: cookie value -> who, until when. */
-  const logins = new Map<string, Viewer & { expires: number }>();
+  const logins = new StatusLogins({ ...r.logins, seconds: COOKIE_SECONDS });
 
   const secure = (res: Response) => {
     res.setHeader("Content-Security-Policy", CSP);
@@ -56,9 +58,15 @@ export function mountStatus(app: Express, r: StatusRoutes): void {
       return info && { identity: `token:${info.clientId}`, admin: info.scopes.includes("admin") };
     }
     const sid = cookieValue(req.headers.cookie, COOKIE);
-    const login = sid ? logins.get(sid) : undefined;
-    if (!login || login.expires < Date.now()) return undefined;
-    return { identity: login.identity, admin: login.admin };
+    const login = sid ? logins.find(sid) : undefined;
+    return login && { ...login, loggedIn: true };
+  };
+  /** Form posts must come from this server's own page: a browser sends Origin with each, a missing one is refused. */
+  const ownForm = (form: string) => (req: Request, res: Response, next: NextFunction) => {
+    // the global check refused foreign Origins; this one also a missing one
+    if (!isOwnOrigin(req.headers.origin, req.headers.host, r.hostnames))
+      return loginPage(res, 403, `The ${form} form must be posted from this server's own page.`);
+    next();
   };
   const loginPage = (res: Response, status: number, message: string) => {
     secure(res);
@@ -88,10 +96,7 @@ export function mountStatus(app: Express, r: StatusRoutes): void {
     }
     res.json(statusData(r.ctx, viewer, { connections: r.connections(), suspendedRuns: r.chat.suspended }));
   });
-  app.post("/status/login", (req: Request, res: Response, next: NextFunction) => {
-    // a browser sends Origin with every form post; the global check refused foreign ones, this one also a missing one
-    if (!isOwnOrigin(req.headers.origin, req.headers.host, r.hostnames))
-      return loginPage(res, 403, "The login form must be posted from this server's own page.");
+  app.post("/status/login", ownForm("login"), (req: Request, res: Response, next: NextFunction) => {
     if (!req.is("application/x-www-form-urlencoded"))
       return loginPage(res, 415, "The login form posts application/x-www-form-urlencoded.");
     next();
@@ -104,19 +109,26 @@ export function mountStatus(app: Express, r: StatusRoutes): void {
       const token = typeof req.body?.token === "string" ? req.body.token.trim() : "";
       const info = token ? await r.verifier.verifyAccessToken(token).catch(() => undefined) : undefined;
       if (!info) return loginPage(res, 401, "Unknown token.");
-      for (const [sid, l] of logins) if (l.expires < Date.now()) logins.delete(sid);
-      const sid = randomBytes(24).toString("base64url");
-      logins.set(sid, {
-        identity: `token:${info.clientId}`,
-        admin: info.scopes.includes("admin"),
-        expires: Date.now() + COOKIE_SECONDS * 1000,
-      });
-      r.logger.info({ client: info.clientId }, "status page login");
-      res.setHeader("Set-Cookie", `${COOKIE}=${sid}; HttpOnly; SameSite=Strict; Path=/; Max-Age=${COOKIE_SECONDS}`);
+      const login = logins.start({ identity: `token:${info.clientId}`, admin: info.scopes.includes("admin") });
+      if ("refused" in login) return loginPage(res, 429, login.refused);
+      // endedOldest: the client was at server.maxStatusLoginsPerClient, so its own oldest login ended
+      r.logger.info({ client: info.clientId, endedOldest: login.endedOldest }, "status page login");
+      res.setHeader("Set-Cookie", cookie(login.id, COOKIE_SECONDS));
       res.redirect(303, "/status");
     },
   );
+  app.post("/status/logout", ownForm("logout"), (req: Request, res: Response) => {
+    const sid = cookieValue(req.headers.cookie, COOKIE);
+    if (sid && logins.end(sid)) r.logger.info("status page logout");
+    // cleared whether or not the login still lived: the browser forgets it either way
+    res.setHeader("Set-Cookie", cookie("", 0));
+    res.redirect(303, "/status");
+  });
 }
+
+/** The login cookie: HttpOnly (no script reads it), SameSite=Strict (no other site's request carries it). */
+const cookie = (value: string, maxAge: number) =>
+  `${COOKIE}=${value}; HttpOnly; SameSite=Strict; Path=/; Max-Age=${maxAge}`;
 
 const read = (name: string) => readFileSync(join(ASSETS, name), "utf8");
 

@@ -6,6 +6,8 @@ import type { ServerContext } from "../mcp/context.js";
 export interface Viewer {
   identity: string | undefined;
   admin: boolean;
+  /** Through the page's login form (a cookie), which the page then offers to end. */
+  loggedIn?: boolean;
 }
 
 const countBy = <T>(items: readonly T[], key: (t: T) => string) =>
@@ -25,7 +27,7 @@ export function statusData(ctx: ServerContext, viewer: Viewer, extra: { connecti
   const model = ctx.runtime.engine.model;
   return {
     generated_at: new Date(now).toISOString(),
-    viewer: { identity: viewer.identity ?? null, admin: viewer.admin },
+    viewer: { identity: viewer.identity ?? null, admin: viewer.admin, logged_in: Boolean(viewer.loggedIn) },
     model: { file: basename(model.filePath), sha256: model.sha256, architecture: model.architecture },
     adapters: ctx.runtime.library.list().map(({ entry, info }) => ({
       alias: entry.alias,

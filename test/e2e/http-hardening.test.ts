@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { spawnHttpServer } from "../../testkit/mcpClient.js";
 import { PACKAGE_ROOT } from "../../src/paths.js";
 import { tempDir } from "../helpers/files.js";
-import { bwrapOnPath } from "../helpers/host.js";
+import { jailTestable, NO_BWRAP } from "../helpers/host.js";
 import { call, connectClient, testConfig, type HttpServer } from "../helpers/server.js";
 
 const ALICE = "alice-token-0123456789abcdef";
@@ -323,7 +323,7 @@ describe("connection caps and idle expiry", () => {
   it("keeps a legacy SSE connection open while a call on it runs longer than the idle time (the answer comes over the stream)", async ({
     skip,
   }) => {
-    if (!bwrapOnPath()) return skip(); // run_code is offered on a server with tokens only inside a jail
+    if (!jailTestable()) return skip(NO_BWRAP); // run_code is offered on a server with tokens only inside a jail
     await expect.poll(count, { timeout: 6_000, interval: 250 }).toBe(0);
     const alice = await connectClient("sse", capped, bearer(ALICE));
     try {
@@ -341,15 +341,24 @@ describe("connection caps and idle expiry", () => {
   });
 });
 
-describe("traces", () => {
-  it("a run_task refused before it had a session writes no trace and takes no row of the status page", async () => {
-    const traceDir = join(tempDir(), "traces");
-    const small = await spawnHttpServer([
+describe("traces on a server with small limits", () => {
+  const ownTraces = join(tempDir(), "traces");
+  let small: HttpServer;
+  beforeAll(async () => {
+    small = await spawnHttpServer([
       "--config",
-      testConfig({ sessions: { maxSessionsPerClient: 1 }, harness: { traceDir } }),
+      testConfig({
+        sessions: { maxSessionsPerClient: 1 },
+        // about 1 KB: a client's newest trace alone is over it
+        harness: { traceDir: ownTraces, maxTraceMiBPerClient: 0.001, maxTokensPerTurn: 8 },
+      }),
       "--token-file",
       tokenFile,
     ]);
+  });
+  afterAll(async () => small?.stop());
+
+  it("a run_task refused before it had a session writes no trace and takes no row of the status page", async () => {
     const alice = await connectClient("http", small, bearer(ALICE));
     try {
       await call(alice.client, "create_session", { task: "holds the one session alice may have" });
@@ -361,17 +370,39 @@ describe("traces", () => {
         expect(refused.isError).toBe(true);
         expect(JSON.stringify(refused.content)).toMatch(/maxSessionsPerClient/);
       }
-      expect(existsSync(traceDir) ? readdirSync(traceDir) : []).toEqual([]);
+      expect(existsSync(ownTraces) ? readdirSync(ownTraces) : []).toEqual([]);
       const status = (await (await fetch(`${small.url}/status.json`, { headers: bearer(ALICE) })).json()) as {
         runs: { mine: unknown[] };
       };
       expect(status.runs.mine).toEqual([]);
     } finally {
       await alice.close();
-      await small.stop();
     }
   });
 
+  it("a client's run deletes its own oldest traces past harness.maxTraceMiBPerClient, never another client's", async () => {
+    // alice's earlier trace, larger than the quota: bob's runs must not count it nor delete it
+    writeFileSync(
+      join(ownTraces, "t_aliceearlier.jsonl"),
+      event({ type: "run_start", owner: "token:alice", task: "y".repeat(4096) }),
+    );
+    const bob = await connectClient("http", small, bearer(BOB));
+    try {
+      const run = async () =>
+        (await call<{ trace_id: string }>(bob.client, "run_task", { task: "Which river?", policy: "base" })).trace_id;
+      const first = await run();
+      expect(readdirSync(ownTraces)).toContain(`${first}.jsonl`);
+      const second = await run();
+      await expect
+        .poll(() => readdirSync(ownTraces).sort())
+        .toEqual([`${second}.jsonl`, "t_aliceearlier.jsonl"].sort());
+    } finally {
+      await bob.close();
+    }
+  });
+});
+
+describe("traces", () => {
   it("lists and reads its owner's traces with a first line of any length, and reads a torn trace up to the torn line, reporting it", async () => {
     const alice = await connectClient("http", server, bearer(ALICE));
     const bob = await connectClient("http", server, bearer(BOB));

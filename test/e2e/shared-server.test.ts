@@ -20,7 +20,7 @@ import {
   runCode,
 } from "../../src/externalTools/runCode/index.js";
 import { tempDir, tempLibrary, writeLoraVariant, writeZeroLora } from "../helpers/files.js";
-import { bwrapOnPath } from "../helpers/host.js";
+import { bwrapOnPath, jailTestable, NO_BWRAP } from "../helpers/host.js";
 import { call, callError, connectClient, testConfig, type Connected, type HttpServer } from "../helpers/server.js";
 
 const USER = "carol-token-0123456789abcdef";
@@ -128,13 +128,15 @@ beforeAll(async () => {
 afterAll(async () => server?.stop());
 
 describe("run_code on a shared server (HTTP with tokens)", () => {
-  it("is offered only inside a jail, and the issue's escalation chain fails at every step from inside it", async () => {
+  it("is offered only inside a jail, and the issue's escalation chain fails at every step from inside it", async ({
+    skip,
+  }) => {
     const carol = await connectClient("http", server, { authorization: `Bearer ${USER}` });
     try {
       const tools = (await carol.client.listTools()).tools.map((t) => t.name);
-      if (!bwrapOnPath()) {
+      if (!jailTestable()) {
         expect(tools).not.toContain("run_code");
-        return;
+        return skip(NO_BWRAP);
       }
       expect(tools).toContain("run_code");
       const manifestBefore = readFileSync(files.manifest, "utf8");
@@ -246,8 +248,8 @@ describe("run_code withdrawn from a shared server without a jail", () => {
 
 describe("the jail's masks", () => {
   it("hides the server's files even where they sit under a folder the jail binds", async ({ skip }) => {
+    if (!jailTestable()) return skip(NO_BWRAP);
     const isolation = await detectIsolation();
-    if (!bwrapOnPath()) return skip();
     expect(isolation.level).toBe("bubblewrap");
     // stand-ins for a server installed under a bound system folder (e.g. a global npm install under /usr)
     const file = isolation.jail!.bwrap; // not needed inside the jail
@@ -448,7 +450,7 @@ describe("a huge adapter on a shared server", () => {
 
 describe("run_code when the server dies mid-run", () => {
   it("leaves no snippet process behind and removes its workdir", async ({ skip }) => {
-    if (!bwrapOnPath()) return skip();
+    if (!jailTestable()) return skip(NO_BWRAP);
     const team = teamServerFiles();
     const TMPDIR = tempDir("weact-tmp-");
     const marker = `weact-orphan-${process.pid}-${Date.now()}`;

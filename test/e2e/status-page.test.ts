@@ -39,7 +39,7 @@ let browser: BrowserContext;
 beforeAll(async () => {
   server = await startHttpServer(
     ["--token-file", tokenFile],
-    testConfig({ ...settings, server: { adminTokenFile: adminFile } }),
+    testConfig({ ...settings, server: { adminTokenFile: adminFile, maxStatusLoginsPerClient: 2, maxStatusLogins: 4 } }),
   );
   [alice, bob] = await Promise.all([
     connectClient("http", server, { authorization: `Bearer ${ALICE}` }),
@@ -100,6 +100,56 @@ describe("status page", { timeout: 120_000 }, () => {
     expect((await fetch(`${server.url}/status`)).headers.get("content-security-policy")).toMatch(/default-src 'self'/);
   });
 
+  it("logging out ends the login on the server and clears the cookie; logins are capped per token (its oldest ends) and in all (429)", async () => {
+    const login = async (token: string) => {
+      const res = await fetch(`${server.url}/status/login`, {
+        method: "POST",
+        redirect: "manual",
+        headers: { "content-type": "application/x-www-form-urlencoded", origin: server.url },
+        body: `token=${token}`,
+      });
+      return { status: res.status, text: await res.text(), cookie: res.headers.get("set-cookie")?.split(";")[0] };
+    };
+    const logout = (cookie: string, origin: string | null = server.url) =>
+      fetch(`${server.url}/status/logout`, {
+        method: "POST",
+        redirect: "manual",
+        headers: { cookie, ...(origin === null ? {} : { origin }) },
+      });
+    const sees = async (cookie: string) => (await fetch(`${server.url}/status.json`, { headers: { cookie } })).status;
+
+    // two logins each for alice and bob (2 per token): whatever earlier tests left, the server now holds its 4
+    const [, a2, b1, b2] = [await login(ALICE), await login(ALICE), await login(BOB), await login(BOB)];
+    for (const l of [a2, b1, b2]) expect(await sees(l.cookie!)).toBe(200);
+    // full: a token without a login is refused, naming the setting, rather than ending someone else's login
+    const refused = await login(ADMIN);
+    expect(refused.status).toBe(429);
+    expect(refused.text).toMatch(/maximum of 4 status page logins \(server\.maxStatusLogins\)/);
+    expect(refused.cookie).toBeUndefined();
+    // a token at its own cap ends its own oldest login, not anyone else's
+    const b3 = await login(BOB);
+    expect(b3.status).toBe(303);
+    expect(await sees(b1.cookie!)).toBe(401);
+    expect([await sees(b2.cookie!), await sees(b3.cookie!), await sees(a2.cookie!)]).toEqual([200, 200, 200]);
+
+    // logging out needs this server's page, as logging in does
+    expect((await logout(b3.cookie!, null)).status).toBe(403);
+    expect((await logout(b3.cookie!, "http://evil.example")).status).toBe(403);
+    expect(await sees(b3.cookie!)).toBe(200);
+    const out = await logout(b3.cookie!);
+    expect(out.status).toBe(303);
+    expect(out.headers.get("location")).toBe("/status");
+    expect(out.headers.get("set-cookie")).toMatch(/^weact_status=; HttpOnly; SameSite=Strict; Path=\/; Max-Age=0$/);
+    // the login is gone on the server: the old cookie, sent again, no longer works
+    expect(await sees(b3.cookie!)).toBe(401);
+    expect(await sees(b2.cookie!)).toBe(200);
+    // and its place is free again
+    const admin = await login(ADMIN);
+    expect(admin.status).toBe(303);
+    expect(await sees(admin.cookie!)).toBe(200);
+    expect((await logout(admin.cookie!)).status).toBe(303);
+  });
+
   it("in Chromium: log in, see one's own session as text, follow a load_lora, never see another identity's session", async () => {
     const mine = await call<{ session_id: string }>(alice.client, "create_session", { task: XSS });
     const theirs = await call<{ session_id: string }>(bob.client, "create_session", { task: "bob's private task" });
@@ -152,6 +202,13 @@ describe("status page", { timeout: 120_000 }, () => {
     expect(await page.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth)).toBe(true);
     await page.screenshot({ path: join(SHOTS, "status-narrow.png"), fullPage: true });
     console.log(`status page screenshots: ${join(SHOTS, "status-wide.png")}, ${join(SHOTS, "status-narrow.png")}`);
+
+    // the page offers to log out a form login, and doing so ends it: the login form again, no cookie, no data
+    const sid = (await browser.cookies(server.url)).find((c) => c.name === "weact_status")!.value;
+    await Promise.all([page.waitForURL(`${server.url}/status`), page.click("#logout button")]);
+    await page.locator("#token").waitFor();
+    expect((await browser.cookies(server.url)).find((c) => c.name === "weact_status")).toBeUndefined();
+    expect((await fetch(`${server.url}/status.json`, { headers: { cookie: `weact_status=${sid}` } })).status).toBe(401);
     expect(problems).toEqual([]);
     await page.close();
 

@@ -10,7 +10,7 @@ import { detectIsolation } from "../../src/externalTools/runCode/index.js";
 import { Toolbox } from "../../src/externalTools/Toolbox.js";
 import { KNOWN_QUERIES } from "../../src/externalTools/search/knownQueries.js";
 import { tempDir } from "../helpers/files.js";
-import { bwrapOnPath } from "../helpers/host.js";
+import { jailTestable } from "../helpers/host.js";
 import { spawnHttpServer, type SpawnedHttpServer } from "../../testkit/mcpClient.js";
 import {
   call,
@@ -55,6 +55,24 @@ function fakeWeb(): Promise<{ url: string; server: Server; hits: Record<string, 
       if (q === "slow") return void setTimeout(() => res.writeHead(200).end("{}"), 5_000);
       if (q === "flaky" && hits[q] === 1) return res.writeHead(502).end("bad gateway");
       res.writeHead(200, { "content-type": "application/json" });
+      // SearXNG answers with every result it merged, whatever the caller wants: the backend keeps the top_k
+      if (q === "many rivers")
+        return res.end(
+          JSON.stringify({
+            query: q,
+            number_of_results: 7,
+            results: Array.from({ length: 7 }, (_, i) => ({
+              url: `https://example.org/river-${i + 1}`,
+              title: `River ${i + 1}`,
+              content: `River number ${i + 1}.`,
+              engine: "duckduckgo",
+              engines: ["duckduckgo"],
+              positions: [i + 1],
+              score: 7 - i,
+              category: "general",
+            })),
+          }),
+        );
       return res.end(
         JSON.stringify({
           query: q,
@@ -262,6 +280,15 @@ describe("SearXNG backend against a local server speaking its JSON format", () =
         score: 1.25,
       },
     ]);
+  });
+
+  it("returns exactly top_k results when it has more, and all of them when it has fewer", async () => {
+    const urls = async (query: string, topK: number) =>
+      (await search(webClient, query, { top_k: topK })).results.map((r) => r.url);
+    expect(await urls("many rivers", 3)).toEqual([1, 2, 3].map((i) => `https://example.org/river-${i}`));
+    expect(await urls("many rivers", 1)).toEqual(["https://example.org/river-1"]);
+    expect(await urls("many rivers", 7)).toHaveLength(7);
+    expect(await urls("paris river", 5)).toEqual(["https://example.org/seine", "https://example.org/rhine"]);
   });
 
   it("retries a failed answer with backoff, and reports 500s and timeouts clearly after the retries", async () => {
@@ -537,8 +564,8 @@ describe("run_code through MCP", () => {
 
   it("contains file reads outside the workdir and the network exactly as the detected isolation level promises", async () => {
     const detected = await detectIsolation();
-    // decided apart from the detection under test: with bwrap on PATH only the jail is acceptable
-    if (bwrapOnPath()) expect(detected.level).toBe("bubblewrap");
+    // decided apart from the detection under test: with bwrap on PATH only the jail is acceptable (in CI it must be)
+    if (jailTestable()) expect(detected.level).toBe("bubblewrap");
     const secret = join(tempDir(), "secret.txt");
     writeFileSync(secret, "top secret");
     const read = await run({ language: "python", code: `print(open(${JSON.stringify(secret)}).read())` });

@@ -1,7 +1,7 @@
 import { createServer, type Server, type ServerResponse } from "node:http";
 import { afterEach, describe, expect, it } from "vitest";
 import { z } from "zod";
-import { EngineRequestError, EngineTimeoutError } from "../../src/engine/index.js";
+import { EngineRequestError, EngineResponseTooLargeError, EngineTimeoutError } from "../../src/engine/index.js";
 import { EngineHttp, engineAddress } from "../../src/engines/remote/client/EngineHttp.js";
 
 /**
@@ -16,12 +16,34 @@ afterEach(async () => {
   server = undefined;
 });
 
+/** What the endless answers wrote before the client hung up, and whether it did. */
+const endless = { sent: 0, closed: false };
+
 /**
- * /stream keeps a request in flight (an event every 50 ms, so its own idle timeout never fires); /json answers
- * `answer`.
+ * /stream keeps a request in flight (an event every 50 ms, so its own idle timeout never fires); /endless answers
+ * JSON that never ends, /endless-event one event that never ends, as fast as the client reads, until it hangs up;
+ * /announced announces a 2 GiB body; /json answers `answer`.
  */
 async function engine(answer: unknown = { tokens: [1, 2] }): Promise<string> {
   server = createServer((req, res) => {
+    if (req.url === "/endless" || req.url === "/endless-event") {
+      Object.assign(endless, { sent: 0, closed: false });
+      res.on("close", () => (endless.closed = true));
+      const event = req.url === "/endless-event";
+      res.writeHead(200, { "content-type": event ? "text/event-stream" : "application/json" });
+      res.write(event ? 'data: {"content": "' : '{"tokens": [');
+      const chunk = Buffer.from((event ? "x" : "1, ").repeat(64 * 1024));
+      const more = () => {
+        while (!res.destroyed && res.write(chunk)) endless.sent += chunk.length;
+      };
+      res.on("drain", more);
+      return more();
+    }
+    if (req.url === "/announced") {
+      res.writeHead(200, { "content-type": "application/json", "content-length": String(2 ** 31) });
+      res.on("close", () => (endless.closed = true));
+      return void res.write("[");
+    }
     if (req.url === "/stream") {
       res.writeHead(200, { "content-type": "text/event-stream" });
       streams.push(res);
@@ -34,8 +56,8 @@ async function engine(answer: unknown = { tokens: [1, 2] }): Promise<string> {
   return `http://127.0.0.1:${(server.address() as { port: number }).port}`;
 }
 
-const client = (url: string, timeoutMs: number) =>
-  new EngineHttp({ url, label: `test engine at ${url}`, timeoutMs, maxInFlight: 1 });
+const client = (url: string, timeoutMs: number, maxResponseBytes = 64 * 1024 * 1024) =>
+  new EngineHttp({ url, label: `test engine at ${url}`, timeoutMs, maxInFlight: 1, maxResponseBytes });
 const Tokens = z.object({ tokens: z.array(z.number().int()) });
 
 describe("EngineHttp", () => {
@@ -80,6 +102,38 @@ describe("EngineHttp", () => {
     expect((err as Error).message).toMatch(
       /answered \(HTTP 200\) with what this backend cannot use: its answer to POST \/json is not what this backend reads \(tokens\.0: .*\); is engine\.remote\.flavor right\?/,
     );
+  });
+
+  it("an answer longer than maxResponseBytes is cancelled as soon as it crosses the limit, with a named error", async () => {
+    const limit = 1024 * 1024;
+    const http = client(await engine(), 10_000, limit);
+    const tooLarge = (err: unknown) => {
+      expect(err).toBeInstanceOf(EngineResponseTooLargeError);
+      expect((err as EngineResponseTooLargeError).code).toBe("engine_response_too_large");
+      expect((err as Error).message).toMatch(
+        /answered with more than 1048576 bytes and the request was cancelled; nothing was changed \(engine\.remote\.maxResponseBytes/,
+      );
+    };
+    const heapBefore = process.memoryUsage().heapUsed;
+    for (const path of ["/endless", "/endless-event"]) {
+      const read =
+        path === "/endless"
+          ? http.answer({ path }, Tokens)
+          : http.stream({ path }, z.unknown(), () => expect.fail("an event that never ends was delivered"));
+      tooLarge(await read.catch((e: unknown) => e));
+      // the connection was closed, not drained: the engine wrote little more than the limit and what sockets buffer
+      await expect.poll(() => endless.closed, { timeout: 5000 }).toBe(true);
+      expect(endless.sent).toBeLessThan(16 * limit);
+    }
+    expect(process.memoryUsage().heapUsed - heapBefore).toBeLessThan(64 * limit);
+    // a body announced longer than the limit is refused before any of it is read
+    endless.closed = false;
+    const started = Date.now();
+    tooLarge(await http.answer({ path: "/announced" }, Tokens).catch((e: unknown) => e));
+    expect(Date.now() - started).toBeLessThan(2000);
+    await expect.poll(() => endless.closed, { timeout: 5000 }).toBe(true);
+    // and the client goes on: its place was given back
+    await expect(http.answer({ path: "/json" }, Tokens)).resolves.toEqual({ tokens: [1, 2] });
   });
 
   it("labels name the engine's address without a user name or password", () => {

@@ -27,7 +27,7 @@ import { checkServedModel } from "./connect/checkServedModel.js";
 import { engineProfile } from "./connect/engineProfile.js";
 import type { EngineFacts } from "./flavors/Flavor.js";
 import { flavorFor, type Flavor } from "./flavors/index.js";
-import type { RemoteEngineOptions } from "./options.js";
+import { DEFAULT_MAX_RESPONSE_BYTES, type RemoteEngineOptions } from "./options.js";
 import type { RemoteEngineServices } from "./session/RemoteEngineServices.js";
 import { RemoteEngineSession } from "./session/RemoteEngineSession.js";
 
@@ -119,6 +119,7 @@ export class RemoteEngine implements Engine {
       label: `${flavor.title} at ${engineAddress(opts.url)}`,
       timeoutMs: opts.timeoutMs,
       maxInFlight: opts.maxInFlight,
+      maxResponseBytes: opts.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES,
       apiKey: opts.apiKey,
     });
     try {

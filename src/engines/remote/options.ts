@@ -1,6 +1,12 @@
 import type { ChatCodec, EngineLogger } from "../../engine/index.js";
 import type { FlavorName } from "./flavors/index.js";
 
+/**
+ * The longest engine answer read by default: twice the largest the backend asks for, llama-server's full next-token
+ * distribution at connect (every token with its bytes), measured at 26 MB for Gemma 3's 262k-token vocabulary.
+ */
+export const DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024 * 1024;
+
 /** How the remote backend reaches its serving engine. */
 export interface RemoteEngineOptions {
   /** The engine's base URL, e.g. http://127.0.0.1:8080. */
@@ -22,6 +28,11 @@ export interface RemoteEngineOptions {
   timeoutMs: number;
   /** Engine requests in flight at once. */
   maxInFlight: number;
+  /**
+   * The longest answer (or streamed event) read from the engine, in bytes; a longer one is cancelled (default
+   * DEFAULT_MAX_RESPONSE_BYTES).
+   */
+  maxResponseBytes?: number;
   /** Sessions at once (default: the engine's slots for llama-server, else 64). */
   sessions?: number;
   /** Tokens of one session's window (default and upper bound: what the engine allows per request or slot). */

@@ -7,6 +7,14 @@ const MAX_FIRST_LINE_BYTES = 64 * 1024 * 1024;
 /** Trace files opened at once while listing: a folder of many traces must not exhaust the open-file limit. */
 const OPEN_AT_ONCE = 16;
 
+/** What the trace folder may hold. */
+export interface TraceLimits {
+  /** Trace files in the folder, everyone's (harness.maxTraceFiles). */
+  maxFiles: number;
+  /** Bytes of one owner's traces (harness.maxTraceMiBPerClient). */
+  maxBytesPerOwner: number;
+}
+
 /** A line of a trace file that is not a JSON event (a crash mid-write leaves a torn last line). */
 export interface UnreadableLine {
   type: "unreadable_line";
@@ -26,19 +34,36 @@ export class TraceStore {
     return ids.filter((_, i) => owners[i] === owner);
   }
 
-  /** Deletes the least recently written traces beyond the newest `keep` (harness.maxTraceFiles). */
-  async prune(keep: number): Promise<void> {
+  /**
+   * Deletes traces as `owner`'s run `running` starts, least recently written first: the owner's own beyond its byte
+   * quota (what one client may keep, however large its tasks: its traces never push out another's), then anyone's
+   * beyond the folder's file count. The starting run's trace is never deleted.
+   */
+  async prune(owner: string, running: string, limits: TraceLimits): Promise<void> {
     const ids = await this.ids();
-    if (ids.length <= keep) return;
-    const written = await mapLimited(
-      ids,
-      OPEN_AT_ONCE,
-      async (id) => (await stat(this.file(id)).catch(() => undefined))?.mtimeMs ?? 0,
-    );
-    const oldestFirst = ids.map((id, i) => ({ id, at: written[i]! })).sort((a, b) => a.at - b.at);
-    await mapLimited(oldestFirst.slice(0, ids.length - keep), OPEN_AT_ONCE, ({ id }) =>
-      rm(this.file(id), { force: true }),
-    );
+    const traces = await mapLimited(ids, OPEN_AT_ONCE, async (id) => {
+      const s = await stat(this.file(id)).catch(() => undefined);
+      return { id, at: s?.mtimeMs ?? 0, bytes: s?.size ?? 0 };
+    });
+    const oldestFirst = traces.sort((a, b) => a.at - b.at);
+    const doomed = new Set<string>();
+    let total = oldestFirst.reduce((sum, t) => sum + t.bytes, 0);
+    // the owner's traces are found by reading every first line: only worth it when the folder holds more than a quota
+    if (total > limits.maxBytesPerOwner) {
+      const owners = await mapLimited(oldestFirst, OPEN_AT_ONCE, ({ id }) => this.ownerOf(this.file(id)));
+      const own = oldestFirst.filter((_, i) => owners[i] === owner);
+      total = own.reduce((sum, t) => sum + t.bytes, 0);
+      for (const t of own) {
+        if (total <= limits.maxBytesPerOwner) break;
+        if (t.id === running) continue;
+        doomed.add(t.id);
+        total -= t.bytes;
+      }
+    }
+    const kept = oldestFirst.filter((t) => !doomed.has(t.id));
+    const excess = Math.max(0, kept.length - limits.maxFiles);
+    for (const t of kept.filter((t) => t.id !== running).slice(0, excess)) doomed.add(t.id);
+    await mapLimited([...doomed], OPEN_AT_ONCE, (id) => rm(this.file(id), { force: true }));
   }
 
   private async ids(): Promise<string[]> {

@@ -86,6 +86,8 @@ function timeline(run) {
 function render(d) {
   document.getElementById("meta").textContent =
     `${d.viewer.identity ?? "local user"}${d.viewer.admin ? " (admin)" : ""} · updated ${new Date(d.generated_at).toLocaleTimeString()}`;
+  // only a login through the form can be ended here; a bearer token or an open server has none
+  document.getElementById("logout").hidden = !d.viewer.logged_in;
   dl(document.getElementById("model"), [
     ["file", d.model.file],
     ["architecture", d.model.architecture],

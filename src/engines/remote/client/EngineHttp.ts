@@ -1,6 +1,12 @@
 import { Semaphore } from "async-mutex";
 import type { z } from "zod";
-import { EngineRequestError, EngineTimeoutError, EngineUnavailableError } from "../../../engine/index.js";
+import {
+  EngineError,
+  EngineRequestError,
+  EngineResponseTooLargeError,
+  EngineTimeoutError,
+  EngineUnavailableError,
+} from "../../../engine/index.js";
 
 export interface EngineHttpOptions {
   /** The engine's base URL, e.g. http://127.0.0.1:8080. */
@@ -14,6 +20,11 @@ export interface EngineHttpOptions {
    * engine_timeout saying it was never sent). A caller that gives up (its signal) leaves the line at once.
    */
   maxInFlight: number;
+  /**
+   * The longest answer read, and the longest event of a streamed one, in bytes: a longer one is cancelled as soon as
+   * the limit is crossed (EngineResponseTooLargeError), never read to the end.
+   */
+  maxResponseBytes: number;
   /** Sent as `Authorization: Bearer ...` when set. */
   apiKey?: string;
 }
@@ -100,7 +111,7 @@ export class EngineHttp {
   ): Promise<T | undefined> {
     return this.withPlace(req.signal, async (signal, idle) => {
       const res = await this.send(req, signal);
-      const body = await readBody(res);
+      const body = await this.readBody(res);
       idle.stop();
       if (!res.ok) {
         if (accept?.({ status: res.status, body })) return undefined;
@@ -122,14 +133,22 @@ export class EngineHttp {
   async stream<T>(req: EngineRequest, event: z.ZodType<T>, onEvent: (event: T) => void): Promise<void> {
     return this.withPlace(req.signal, async (signal, idle) => {
       const res = await this.send(req, signal);
-      if (!res.ok) throw new EngineRequestError(this.opts.label, res.status, errorDetail(await readBody(res)));
+      if (!res.ok) throw new EngineRequestError(this.opts.label, res.status, errorDetail(await this.readBody(res)));
       const decoder = new TextDecoder();
       let buffer = "";
+      /** Bytes of the event not ended yet: one that never ends must not grow without bound. */
+      let pending = 0;
       const reader = res.body!.getReader();
       for (;;) {
         const { done, value } = await reader.read();
         if (done) break;
         idle.restart();
+        const lastNewline = value.lastIndexOf(0x0a);
+        pending = lastNewline < 0 ? pending + value.byteLength : value.byteLength - lastNewline - 1;
+        if (pending > this.opts.maxResponseBytes) {
+          await reader.cancel();
+          throw new EngineResponseTooLargeError(this.opts.label, this.opts.maxResponseBytes);
+        }
         buffer += decoder.decode(value, { stream: true });
         let end: number;
         while ((end = buffer.indexOf("\n")) >= 0) {
@@ -142,6 +161,39 @@ export class EngineHttp {
         }
       }
     });
+  }
+
+  /**
+   * The body parsed as JSON, or its text when it is not JSON (errors quote it). At most maxResponseBytes are read: a
+   * longer body, announced by its Content-Length or found while reading, is cancelled at once (which closes the
+   * connection) and refused.
+   */
+  private async readBody(res: Response): Promise<unknown> {
+    const limit = this.opts.maxResponseBytes;
+    const tooLarge = () => new EngineResponseTooLargeError(this.opts.label, limit);
+    if (Number(res.headers.get("content-length")) > limit) {
+      await res.body?.cancel();
+      throw tooLarge();
+    }
+    const chunks: Uint8Array[] = [];
+    let bytes = 0;
+    const reader = res.body?.getReader();
+    for (;;) {
+      const chunk = await reader?.read();
+      if (!chunk || chunk.done) break;
+      bytes += chunk.value.byteLength;
+      if (bytes > limit) {
+        await reader!.cancel();
+        throw tooLarge();
+      }
+      chunks.push(chunk.value);
+    }
+    const text = new TextDecoder().decode(Buffer.concat(chunks, bytes));
+    try {
+      return JSON.parse(text);
+    } catch {
+      return text;
+    }
   }
 
   /**
@@ -198,7 +250,8 @@ export class EngineHttp {
       return await fn(controller.signal, idle);
     } catch (err) {
       if (controller.signal.aborted) throw controller.signal.reason;
-      if (err instanceof EngineRequestError) throw err;
+      // named on purpose here (an answer refused, too large): the caller gets it as it is
+      if (err instanceof EngineError) throw err;
       if (err instanceof SyntaxError)
         throw new EngineRequestError(
           this.opts.label,
@@ -245,16 +298,6 @@ export class EngineHttp {
 
 const methodOf = (req: EngineRequest) =>
   req.method ?? (req.body === undefined && req.bodyText === undefined ? "GET" : "POST");
-
-/** The body parsed as JSON, or its text when it is not JSON (errors quote it). */
-async function readBody(res: Response): Promise<unknown> {
-  const text = await res.text();
-  try {
-    return JSON.parse(text);
-  } catch {
-    return text;
-  }
-}
 
 class IdleTimer {
   private timer: NodeJS.Timeout | undefined;
