@@ -11,6 +11,19 @@ import { call, MAIN, testConfig } from "../helpers/server.js";
 
 const run = promisify(execFile);
 
+/** The CLI's exit code and stderr, logging at info: a model that loaded would say so there. */
+async function fails(args: string[]): Promise<{ code: number; stderr: string }> {
+  const err = await run(process.execPath, [MAIN, ...args], {
+    timeout: 20_000,
+    env: { ...process.env, WEACT_LOG_LEVEL: "info" },
+  }).then(
+    () => undefined,
+    (e: { code: number; stderr: string }) => e,
+  );
+  if (!err) throw new Error(`weact-mcp ${args.join(" ")} succeeded`);
+  return { code: err.code, stderr: err.stderr };
+}
+
 describe("the command line", () => {
   it("-h/--help lists the serving flags and exits at once, loading nothing", async () => {
     {
@@ -37,6 +50,39 @@ describe("the command line", () => {
         expect(stdout).toContain(command);
       expect(stderr).toBe(""); // no model was loaded: nothing logged
     }
+  });
+
+  it("eval on a missing tasks file names the argument, the path and what to give instead", async () => {
+    const missing = join(tempDir(), "missing.jsonl");
+    const { code, stderr } = await fails(["eval", missing, "--config", testConfig()]);
+    expect(code).toBe(2);
+    expect(stderr).toBe(
+      `weact-mcp: the tasks file (eval TASKS.jsonl) ${missing} does not exist: give the path of a JSONL file with one {"task", "answer"} object per line, such as models/trained/eval-tasks.jsonl\n`,
+    );
+  });
+
+  it("a --policy or --workflow value the library cannot run fails with the allowed values, loading nothing", async () => {
+    const config = testConfig();
+    const tasks = join(tempDir(), "tasks.jsonl");
+    writeFileSync(tasks, `${JSON.stringify({ task: "Which river flows through Paris?", answer: "Seine" })}\n`);
+    const policies = "hard, soft, base, static, single:plan, single:search, single:write";
+    const cases = [
+      [
+        ["eval", tasks, "--policy", "hard,sfot"],
+        `--policy: "sfot" is not one of ${policies} (single:ALIAS names an adapter of the library, adapters.manifest)`,
+      ],
+      [
+        ["run", "a task", "--policy", "single:code"],
+        `--policy: "single:code" is not one of ${policies} (single:ALIAS names an adapter of the library, adapters.manifest)`,
+      ],
+      [
+        ["run", "a task", "--workflow", "plan,serch,write"],
+        '--workflow: "serch" is not an adapter of the library (plan, search, write; adapters.manifest)',
+      ],
+    ] as const;
+    const results = await Promise.all(cases.map(([args]) => fails([...args, "--config", config])));
+    // the one line and nothing else: at info level, a model or tool that started would have logged
+    expect(results).toEqual(cases.map(([, message]) => ({ code: 2, stderr: `weact-mcp: ${message}\n` })));
   });
 
   it("--model and --adapters override the config file: the server runs that model file and that library", async () => {
