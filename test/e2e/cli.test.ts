@@ -1,9 +1,10 @@
 import { execFile } from "node:child_process";
-import { copyFileSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
 import { sha256File } from "../../src/gguf/index.js";
+import { PACKAGE_ROOT } from "../../src/paths.js";
 import { demo } from "../helpers/engine.js";
 import { tempDir, tempLibrary } from "../helpers/files.js";
 import { connectClient } from "../../testkit/mcpClient.js";
@@ -48,6 +49,9 @@ describe("the command line", () => {
         "demo-weights",
       ])
         expect(stdout).toContain(command);
+      // the documents it points to are there (it once named README sections that had moved to docs/)
+      for (const [doc] of stdout.matchAll(/docs\/[\w-]+\.md/g)) expect(existsSync(join(PACKAGE_ROOT, doc))).toBe(true);
+      expect(stdout).not.toContain('README "');
       expect(stderr).toBe(""); // no model was loaded: nothing logged
     }
   });
