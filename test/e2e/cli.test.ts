@@ -56,6 +56,16 @@ describe("the command line", () => {
     }
   });
 
+  it("`npx weact-mcp`, the way README runs the command line, starts this package's CLI in the clone", async () => {
+    // npm_config_yes=false: never install a package of that name from the registry instead
+    const { stdout } = await run("npx", ["weact-mcp", "--help"], {
+      cwd: PACKAGE_ROOT,
+      env: { ...process.env, npm_config_yes: "false" },
+      timeout: 30_000,
+    });
+    expect(stdout).toMatch(/^weact-mcp: serve one GGUF base model/);
+  });
+
   it("eval on a missing tasks file names the argument, the path and what to give instead", async () => {
     const missing = join(tempDir(), "missing.jsonl");
     const { code, stderr } = await fails(["eval", missing, "--config", testConfig()]);
