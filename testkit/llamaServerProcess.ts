@@ -1,9 +1,9 @@
-import { execFile, spawn, type ChildProcess } from "node:child_process";
+import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync } from "node:fs";
 import { createServer } from "node:net";
 import { join, resolve } from "node:path";
-import { promisify } from "node:util";
 import { PACKAGE_ROOT } from "../src/paths.js";
+import { PROGRESS_EVERY_MS, runWithProgress } from "./buildProgress.js";
 
 /**
  * Starts and stops a llama-server (llama.cpp's HTTP server) for the tests and the benchmarks: the real engine
@@ -54,16 +54,17 @@ export interface LlamaServer {
 export const SAFE_LLAMA_SERVER_FLAGS = ["--cache-ram", "0", "--lora-init-without-apply"] as const;
 
 /**
- * The folder holding llama-server, building it first when this machine has none (about 12 minutes on 2 cores, once).
+ * The folder holding llama-server, building it first when this machine has none (about 30 minutes on 2 cores, once),
+ * with a progress line on stderr every 30 s while it builds.
  */
 export async function llamaServerBinary(): Promise<string> {
   const given = process.env.WEACT_LLAMA_SERVER;
   if (given) return given;
-  const { stdout } = await promisify(execFile)(
-    "bash",
-    [join(PACKAGE_ROOT, "scripts", "llama-cpp-build.sh"), "llama-server"],
-    { maxBuffer: 64 * 1024 * 1024, timeout: 45 * 60_000 },
-  );
+  const stdout = await runWithProgress("bash", [join(PACKAGE_ROOT, "scripts", "llama-cpp-build.sh"), "llama-server"], {
+    label: "llama-server build",
+    intro: `building llama-server from llama.cpp's source, once per machine: about 30 minutes on 2 cores (later runs reuse it from ~/.cache/weact-mcp/llama.cpp); a progress line every ${PROGRESS_EVERY_MS / 1000} s`,
+    timeoutMs: 45 * 60_000,
+  });
   const bin = join(stdout.trim().split("\n").at(-1)!, "llama-server");
   if (!existsSync(bin))
     throw new Error(`scripts/llama-cpp-build.sh printed no folder holding llama-server (got ${bin})`);

@@ -12,18 +12,43 @@ import type { ResolvedConfig } from "../config/config.js";
 import { formatTable, runEval, writeReport } from "../harness/eval/runEval.js";
 import { readTaskFile } from "../harness/eval/TaskFile.js";
 import { runTask } from "../harness/runTask.js";
-import { PolicySchema, type Policy } from "../harness/types.js";
+import type { Policy } from "../harness/types.js";
 import type { Logger } from "../log.js";
 import { STATE_DIR } from "../paths.js";
 import { startExportServices, startServices, startTokenizer, traceDirOf } from "../app/services.js";
 
 export class UsageError extends Error {}
 
-function policies(list: string): Policy[] {
+/**
+ * The library's aliases as its manifest lists them: what --policy single:ALIAS and --workflow may name. Read from
+ * the manifest, not the loaded library, so a wrong value fails before the model loads.
+ */
+const libraryAliases = (config: ResolvedConfig) => loadManifest(config.manifestPath).map((e) => e.alias);
+
+const FIXED_POLICIES = ["hard", "soft", "base", "static"] as const;
+
+/** A comma-separated --policy list, each one a policy this library can run. */
+function policies(list: string, aliases: readonly string[]): Policy[] {
+  const allowed = [...FIXED_POLICIES, ...aliases.map((a) => `single:${a}`)];
   return list.split(",").map((p) => {
-    const parsed = PolicySchema.safeParse(p.trim());
-    if (!parsed.success) throw new UsageError(`--policy: "${p}" is not hard, soft, base, static or single:<alias>`);
-    return parsed.data;
+    const name = p.trim();
+    if (!allowed.includes(name))
+      throw new UsageError(
+        `--policy: "${name}" is not one of ${allowed.join(", ")} (single:ALIAS names an adapter of the library, adapters.manifest)`,
+      );
+    return name;
+  });
+}
+
+/** A comma-separated --workflow: the stages of the hard policy, each an adapter of the library. */
+function workflow(list: string, aliases: readonly string[]): string[] {
+  return list.split(",").map((a) => {
+    const alias = a.trim();
+    if (!aliases.includes(alias))
+      throw new UsageError(
+        `--workflow: "${alias}" is not an adapter of the library (${aliases.join(", ")}; adapters.manifest)`,
+      );
+    return alias;
   });
 }
 
@@ -34,13 +59,16 @@ export async function runCommand(
   task: string,
   opts: { policy?: string; workflow?: string; seed?: number },
 ) {
-  const [policy] = policies(opts.policy ?? "hard");
+  // every flag is checked before the model loads
+  const aliases = libraryAliases(config);
+  const [policy] = policies(opts.policy ?? "hard", aliases);
+  const stages = opts.workflow === undefined ? undefined : workflow(opts.workflow, aliases);
   const services = await startServices(config, logger);
   try {
     const r = await runTask(
       services.harness,
       "cli",
-      { task, policy, seed: opts.seed, workflow: opts.workflow?.split(",") },
+      { task, policy, seed: opts.seed, workflow: stages },
       { onProgress: (p) => process.stderr.write(`[${p.turn}] ${p.message}\n`) },
     );
     const t = r.time;
@@ -66,14 +94,16 @@ export async function evalCommand(
   file: string,
   opts: { policy?: string; out?: string; seed?: number },
 ) {
+  // the file and every flag are checked before the model loads
   const tasks = readTaskFile(file);
+  const aliases = libraryAliases(config);
+  // the paper's comparison: the base alone, each adapter alone, their static merge, then the two switching policies
+  const list = policies(
+    opts.policy ?? ["base", ...aliases.map((a) => `single:${a}`), "static", "hard", "soft"].join(","),
+    aliases,
+  );
   const services = await startServices(config, logger);
   try {
-    // the paper's comparison: the base alone, each adapter alone, their static merge, then the two switching policies
-    const list = policies(
-      opts.policy ??
-        ["base", ...services.harness.library.aliases().map((a) => `single:${a}`), "static", "hard", "soft"].join(","),
-    );
     const report = await runEval(services.harness, tasks, list, {
       tasksFile: file,
       seed: opts.seed,

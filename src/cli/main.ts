@@ -59,12 +59,12 @@ Serving (default: HTTP on 127.0.0.1:7331, Streamable HTTP at /mcp and legacy SSE
   --token-file F     bearer tokens, one per line as "name:token"; clients send "Authorization: Bearer <token>"
 
 Model and library:
-  --config FILE      JSON config file (see README "Configuration"); flags override it
+  --config FILE      JSON config file (docs/configuration.md); flags override it
   --model PATH       GGUF base model, or a fetched model's name (gemma-3-270m) (default: the trained demo
                      library, models/trained)
   --adapters PATH    adapter manifest, or a folder holding manifest.json
 
-Serving engine (default: llama.cpp in this process; README "Remote engines"):
+Serving engine (default: llama.cpp in this process; docs/remote-engines.md):
   --engine-url URL         a serving engine to run the model instead (engine.remote.url)
   --engine-flavor FLAVOR   llama-server, vllm or sglang (engine.remote.flavor)
   --engine-model NAME      the served base model's name (engine.remote.model; vLLM, SGLang)

@@ -1,15 +1,29 @@
 import { execFile } from "node:child_process";
-import { copyFileSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
 import { sha256File } from "../../src/gguf/index.js";
+import { PACKAGE_ROOT } from "../../src/paths.js";
 import { demo } from "../helpers/engine.js";
 import { tempDir, tempLibrary } from "../helpers/files.js";
 import { connectClient } from "../../testkit/mcpClient.js";
 import { call, MAIN, testConfig } from "../helpers/server.js";
 
 const run = promisify(execFile);
+
+/** The CLI's exit code and stderr, logging at info: a model that loaded would say so there. */
+async function fails(args: string[]): Promise<{ code: number; stderr: string }> {
+  const err = await run(process.execPath, [MAIN, ...args], {
+    timeout: 20_000,
+    env: { ...process.env, WEACT_LOG_LEVEL: "info" },
+  }).then(
+    () => undefined,
+    (e: { code: number; stderr: string }) => e,
+  );
+  if (!err) throw new Error(`weact-mcp ${args.join(" ")} succeeded`);
+  return { code: err.code, stderr: err.stderr };
+}
 
 describe("the command line", () => {
   it("-h/--help lists the serving flags and exits at once, loading nothing", async () => {
@@ -35,8 +49,54 @@ describe("the command line", () => {
         "demo-weights",
       ])
         expect(stdout).toContain(command);
+      // the documents it points to are there (it once named README sections that had moved to docs/)
+      for (const [doc] of stdout.matchAll(/docs\/[\w-]+\.md/g)) expect(existsSync(join(PACKAGE_ROOT, doc))).toBe(true);
+      expect(stdout).not.toContain('README "');
       expect(stderr).toBe(""); // no model was loaded: nothing logged
     }
+  });
+
+  it("`npx weact-mcp`, the way README runs the command line, starts this package's CLI in the clone", async () => {
+    // npm_config_yes=false: never install a package of that name from the registry instead
+    const { stdout } = await run("npx", ["weact-mcp", "--help"], {
+      cwd: PACKAGE_ROOT,
+      env: { ...process.env, npm_config_yes: "false" },
+      timeout: 30_000,
+    });
+    expect(stdout).toMatch(/^weact-mcp: serve one GGUF base model/);
+  });
+
+  it("eval on a missing tasks file names the argument, the path and what to give instead", async () => {
+    const missing = join(tempDir(), "missing.jsonl");
+    const { code, stderr } = await fails(["eval", missing, "--config", testConfig()]);
+    expect(code).toBe(2);
+    expect(stderr).toBe(
+      `weact-mcp: the tasks file (eval TASKS.jsonl) ${missing} does not exist: give the path of a JSONL file with one {"task", "answer"} object per line, such as models/trained/eval-tasks.jsonl\n`,
+    );
+  });
+
+  it("a --policy or --workflow value the library cannot run fails with the allowed values, loading nothing", async () => {
+    const config = testConfig();
+    const tasks = join(tempDir(), "tasks.jsonl");
+    writeFileSync(tasks, `${JSON.stringify({ task: "Which river flows through Paris?", answer: "Seine" })}\n`);
+    const policies = "hard, soft, base, static, single:plan, single:search, single:write";
+    const cases = [
+      [
+        ["eval", tasks, "--policy", "hard,sfot"],
+        `--policy: "sfot" is not one of ${policies} (single:ALIAS names an adapter of the library, adapters.manifest)`,
+      ],
+      [
+        ["run", "a task", "--policy", "single:code"],
+        `--policy: "single:code" is not one of ${policies} (single:ALIAS names an adapter of the library, adapters.manifest)`,
+      ],
+      [
+        ["run", "a task", "--workflow", "plan,serch,write"],
+        '--workflow: "serch" is not an adapter of the library (plan, search, write; adapters.manifest)',
+      ],
+    ] as const;
+    const results = await Promise.all(cases.map(([args]) => fails([...args, "--config", config])));
+    // the one line and nothing else: at info level, a model or tool that started would have logged
+    expect(results).toEqual(cases.map(([, message]) => ({ code: 2, stderr: `weact-mcp: ${message}\n` })));
   });
 
   it("--model and --adapters override the config file: the server runs that model file and that library", async () => {

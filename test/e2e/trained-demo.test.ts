@@ -1,10 +1,21 @@
+import { execFile } from "node:child_process";
 import { copyFileSync, readdirSync } from "node:fs";
 import { join } from "node:path";
+import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { TRAINED_DIR } from "../../src/paths.js";
+import { judge } from "../../src/harness/answer.js";
+import { PACKAGE_ROOT, TRAINED_DIR } from "../../src/paths.js";
 import { tempDir } from "../helpers/files.js";
+import { factAsked, SDK_EXAMPLE_ADDRESS, sdkExample } from "../helpers/readme.js";
 import { LONG, readTrace, type RunResult } from "../helpers/results.js";
-import { call, connectClient, testConfig, type Connected } from "../helpers/server.js";
+import {
+  call,
+  connectClient,
+  startHttpServer,
+  testConfig,
+  type Connected,
+  type HttpServer,
+} from "../helpers/server.js";
 
 /**
  * The shipped trained library with no steering at all: no `steering`, no token bias, no prescribed stage. Every
@@ -21,16 +32,20 @@ function trainedLibrary(): string {
   return join(dir, "manifest.json");
 }
 
+/** The library `npm start` serves (the default config's model.demo and contextSize), over Streamable HTTP as it does. */
+let server: HttpServer;
 let c: Connected;
 beforeAll(async () => {
-  c = await connectClient(
-    "stdio",
-    undefined,
-    {},
+  server = await startHttpServer(
+    [],
     testConfig({ model: { demo: "trained", contextSize: 8192 }, adapters: { manifest: trainedLibrary() } }),
   );
+  c = await connectClient("http", server);
 });
-afterAll(async () => c?.close());
+afterAll(async () => {
+  await c?.close();
+  await server?.stop();
+});
 
 interface Turn {
   text: string;
@@ -38,7 +53,7 @@ interface Turn {
 }
 
 describe("the trained demo library chooses its own weights", () => {
-  it("soft run_task over stdio: the model opens and releases every capability itself, plan -> search -> write, and answers", async () => {
+  it("soft run_task: the model opens and releases every capability itself, plan -> search -> write, and answers", async () => {
     const r = await call<RunResult & { answer?: string }>(c.client, "run_task", { task: TASK, policy: "soft" }, LONG);
     const events = await readTrace(c.client, r.trace_uri);
     const control = events
@@ -88,5 +103,26 @@ describe("the trained demo library chooses its own weights", () => {
     const next = await generate();
     expect(next.tool_calls.map((t) => [t.name, t.arguments.adapter])).toEqual([["load_lora", "search"]]);
     await call(c.client, "close_session", { session_id });
+  });
+});
+
+describe("the README's SDK example", () => {
+  it("runs as written (only its address changed) and prints the corpus's answer to its question, reporting progress", async () => {
+    const { code, task } = sdkExample();
+    // the value the corpus states for the question: the demo answers only what its corpus holds
+    const fact = factAsked(task);
+    expect(code).toContain(SDK_EXAMPLE_ADDRESS);
+    // a module evaluated from the package root resolves @modelcontextprotocol/sdk as a project depending on it does
+    const { stdout, stderr } = await promisify(execFile)(
+      process.execPath,
+      ["--input-type=module", "-e", code.replaceAll(SDK_EXAMPLE_ADDRESS, server.url)],
+      { cwd: PACKAGE_ROOT, timeout: 60_000 },
+    );
+    const answer = stdout.trim();
+    expect(judge(answer, fact.value), `"${task}" answered "${answer}"; the corpus says "${fact.value}"`).toMatchObject({
+      contains: true,
+    });
+    // its call options asked for progress (onprogress, which resetTimeoutOnProgress needs) and printed it
+    expect(stderr).toMatch(/^(waiting for the model|switching weights)/m);
   });
 });

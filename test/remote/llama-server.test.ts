@@ -39,7 +39,7 @@ let server: LlamaServer;
 let vocabularySize = 0;
 
 beforeAll(async () => {
-  // builds llama-server first on a machine that has none (about 12 minutes on 2 cores, once; .ci/run does it before the
+  // builds llama-server first on a machine that has none (about 30 minutes on 2 cores, once; .ci/run does it before the
   // suite)
   server = await startLlamaServer({
     model: demo.model,

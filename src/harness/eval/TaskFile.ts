@@ -1,4 +1,5 @@
 import { readFileSync } from "node:fs";
+import { resolve } from "node:path";
 import { z } from "zod";
 import { SteeringSchema } from "../types.js";
 
@@ -20,7 +21,7 @@ export class TaskFileError extends Error {}
 
 /** Reads a JSONL task file; a bad line is reported with its number and field. */
 export function readTaskFile(path: string): EvalTask[] {
-  const lines = readFileSync(path, "utf8").split(/\r?\n/);
+  const lines = readTasksText(path).split(/\r?\n/);
   const tasks: EvalTask[] = [];
   lines.forEach((line, i) => {
     if (!line.trim()) return;
@@ -39,4 +40,22 @@ export function readTaskFile(path: string): EvalTask[] {
   });
   if (!tasks.length) throw new TaskFileError(`${path}: no tasks`);
   return tasks;
+}
+
+/** The file's text; one it cannot read is named with what the command expects there. */
+function readTasksText(path: string): string {
+  try {
+    return readFileSync(path, "utf8");
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    const why =
+      code === "ENOENT"
+        ? "does not exist"
+        : code === "EISDIR"
+          ? "is a folder"
+          : `cannot be read (${(err as Error).message})`;
+    throw new TaskFileError(
+      `the tasks file (eval TASKS.jsonl) ${resolve(path)} ${why}: give the path of a JSONL file with one {"task", "answer"} object per line, such as models/trained/eval-tasks.jsonl`,
+    );
+  }
 }
