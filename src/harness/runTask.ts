@@ -17,6 +17,7 @@ import { RunContext, type Progress } from "./RunContext.js";
 import type { RecentRuns } from "./trace/RecentRuns.js";
 import { Trace, type TimeBreakdown, type TraceEvent } from "./trace/Trace.js";
 import { TraceStore } from "./trace/TraceStore.js";
+import { checkRunInput, fixedAdapters } from "./runInput.js";
 import { RunTaskInputSchema, type Owner, type Policy, type RunTaskInput } from "./types.js";
 
 export interface HarnessDeps {
@@ -86,8 +87,6 @@ export interface TaskResult {
   correct?: { exact: boolean; contains: boolean };
 }
 
-export class InvalidPolicyError extends Error {}
-
 /**
  * Runs one task end to end under a policy on a fresh session: the same operations an MCP client uses,
  * driven by the harness, timed into a trace that is written as it goes.
@@ -99,6 +98,7 @@ export async function runTask(
   opts: RunOptions = {},
 ): Promise<TaskResult> {
   const input = RunTaskInputSchema.parse(raw);
+  checkRunInput(input, deps.library, deps.config.workflow);
   const traceId = `t_${randomBytes(12).toString("base64url")}`;
   const traceFile = join(deps.traceDir, `${traceId}.jsonl`);
   const trace = new Trace(traceId, traceFile);
@@ -254,19 +254,6 @@ export async function runTask(
   } finally {
     await deps.sessions.close(owner, session.id).catch(() => undefined);
   }
-}
-
-function fixedAdapters(policy: Policy, library: AdapterLibrary): string[] | undefined {
-  if (policy === "hard" || policy === "soft") return undefined;
-  if (policy === "base") return [];
-  // an activated LoRA applies alone (from its invocation point), so it cannot join the static merge
-  if (policy === "static") return library.aliases().filter((a) => !library.get(a)?.info?.invocationTokens);
-  const alias = policy.slice("single:".length);
-  if (!library.get(alias)?.info)
-    throw new InvalidPolicyError(
-      `policy ${policy}: the library has no adapter "${alias}" (it has ${library.aliases().join(", ")})`,
-    );
-  return [alias];
 }
 
 async function runTool(deps: HarnessDeps, owner: Owner, sessionId: string, call: ModelCall, signal: AbortSignal) {

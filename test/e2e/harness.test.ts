@@ -13,7 +13,7 @@ import {
   type RunResult,
   type TraceEvent as Event,
 } from "../helpers/results.js";
-import { call, connectClient, MAIN, testConfig, type Connected } from "../helpers/server.js";
+import { call, callError, connectClient, MAIN, testConfig, type Connected } from "../helpers/server.js";
 
 const traceDir = join(tempDir(), "traces");
 const config = testConfig({
@@ -149,6 +149,32 @@ describe("run_task on the demo model over MCP", () => {
       LONG,
     );
     expect(after.stages).toEqual(["base"]);
+  });
+});
+
+describe("run_task refuses up front what it could only fake", () => {
+  it("a workflow stage naming no adapter, and a task of spaces only: refused naming the field and the library's aliases, nothing run", async () => {
+    const traces = async () =>
+      (await c.client.listResources()).resources.filter((r) => r.uri.startsWith("weact://traces/"));
+    const before = await traces();
+    const { adapters } = await call<{ adapters: { alias: string; resident: boolean }[] }>(c.client, "list_adapters");
+    const aliases = adapters.filter((a) => a.resident).map((a) => a.alias);
+    expect(aliases).toContain("search");
+
+    const typo = await callError(c.client, "run_task", {
+      task: "Which river flows through Paris?",
+      policy: "hard",
+      workflow: ["plan", "serch", "write"],
+    });
+    expect(typo).toBe(
+      `workflow[1]: the library has no adapter "serch"; its adapters are ${aliases.join(", ")} [invalid_run_input]`,
+    );
+    for (const task of ["   ", " \n\t "])
+      expect(await callError(c.client, "run_task", { task, policy: "base" })).toBe(
+        "task: the task is empty or only whitespace; give the question or instruction [invalid_run_input]",
+      );
+    // refused before the run had a session: no trace was written
+    expect(await traces()).toEqual(before);
   });
 });
 

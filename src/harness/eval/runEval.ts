@@ -1,5 +1,6 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { checkRunInput } from "../runInput.js";
 import { runTask, type HarnessDeps, type TaskResult } from "../runTask.js";
 import type { Policy } from "../types.js";
 import { renderChart } from "./chart.js";
@@ -51,6 +52,9 @@ export async function runEval(
   policies: readonly Policy[],
   opts: { tasksFile: string; seed?: number; onRun?: (task: string, policy: Policy, r: TaskResult | Error) => void },
 ): Promise<EvalReport> {
+  // a policy or workflow naming no adapter fails every run alike: refused before the first one
+  for (const policy of policies)
+    for (const task of tasks) checkRunInput({ task: task.task, policy }, deps.library, deps.config.workflow);
   const runs: EvalReport["runs"] = [];
   for (const policy of policies) {
     for (const task of tasks) {

@@ -3,7 +3,8 @@ import { z } from "zod";
 import { anyObject, toolInput } from "../../portableSchema.js";
 import { LONG_TEXT_MAX } from "../../config/config.js";
 import { SoftLimitsSchema, StageBudgetSchema } from "../../budgets/budgets.js";
-import { InvalidPolicyError, runTask } from "../../harness/runTask.js";
+import { HarnessError } from "../../harness/errors.js";
+import { runTask } from "../../harness/runTask.js";
 import { PolicySchema, SeedSchema, SteeringSchema } from "../../harness/types.js";
 import { ownerOf, type ServerContext } from "../context.js";
 import { progressFor } from "../progress.js";
@@ -111,7 +112,7 @@ export function registerRunTaskTool(server: McpServer, ctx: ServerContext) {
             ...(r.selectionAccuracy !== undefined ? { selection_accuracy: r.selectionAccuracy } : {}),
           });
         } catch (err) {
-          if (err instanceof InvalidPolicyError) return fail(err.message);
+          if (err instanceof HarnessError) return fail(`${err.message} [${err.code}]`);
           if ((err as Error).name === "RunCancelledError")
             return fail("the run was cancelled; its trace records where it stopped");
           throw err;
