@@ -235,13 +235,24 @@ describe("eval", () => {
           timeout: 300_000,
         },
       );
-      expect(stdout).toMatch(/^policy\s+tasks\s+errors\s+context\s+exact\s+contains\s+mean s\s+p95 s\s+switches/m);
+      expect(stdout).toMatch(
+        /^policy\s+tasks\s+errors\s+context\s+degenerate\s+exact\s+contains\s+mean s\s+p95 s\s+switches/m,
+      );
       expect(stdout).toMatch(/^hard\s+3\s+0\s/m);
       expect(stdout).toMatch(/^base\s+3\s+0\s/m);
       const report = JSON.parse(readFileSync(join(out, "report.json"), "utf8"));
       expect(report.policies.map((p: { policy: string }) => p.policy)).toEqual(["hard", "base"]);
       expect(report.runs).toHaveLength(6);
       expect(report.policies[0].selectionAccuracy).toBe(1);
+      // runs whose output degenerated are counted in their own column, never as answered right
+      for (const p of report.policies as { policy: string; degenerate: number }[]) {
+        const degenerate = report.runs.filter(
+          (r: { policy: string; result?: { finish: string; correct?: { contains: boolean } } }) =>
+            r.policy === p.policy && r.result?.finish === "degenerate",
+        );
+        expect(p.degenerate).toBe(degenerate.length);
+        for (const r of degenerate) expect(r.result.correct.contains).toBe(false);
+      }
       // a task group is summarised again on its own, after the table of every task
       expect(stdout).toMatch(/\n\nunsteered:\npolicy\s+tasks[^\n]*\n-+[^\n]*\nhard\s+1\s+0\s[^\n]*\nbase\s+1\s+0\s/);
       expect(report.groups).toMatchObject([

@@ -124,6 +124,7 @@ const context = (driver: TrajectoryDriver) => {
     trace,
   };
 };
+
 const offload = (handoff = "done") => ({ name: "offload_lora", arguments: { handoff } });
 const search = { name: "search", arguments: { query: "q" } };
 
@@ -204,6 +205,28 @@ describe("hard policy", () => {
     ]);
     expect(d.log).toContain("offload:plan:harness(stage failed: engine exploded; the base model continues)");
     expect(r.text).toBe("Answer: 42");
+  });
+});
+
+describe("degenerate turns", () => {
+  it("are recorded as they come, with the run's turn number, without changing how the stages run", async () => {
+    const loop = "Look up the birth: offload_lora, arguments: handoff, ".repeat(8);
+    const d = new ScriptedDriver({
+      plan: [{ text: "plan: find the river", calls: [offload("plan")] }],
+      search: [{ text: loop }, { text: loop }],
+      write: [{ text: "Answer: Seine", calls: [offload()] }],
+    });
+    const { ctx, trace } = context(d);
+    const r = await runHard(ctx, ["plan", "search", "write"], budget());
+    expect(r.stages).toEqual(["plan", "search", "write"]);
+    expect(
+      trace.events.filter((e) => e.type === "degenerate").map((e) => [e.rule, e.stage, e.adapter, e.turn]),
+    ).toEqual([
+      ["repetition", "2:search", "search", 2],
+      ["repetition", "2:search", "search", 3],
+    ]);
+    expect(ctx.degenerate).toMatchObject({ rule: "repetition", stage: "2:search", turn: 2 });
+    expect(ctx.degenerateTurns).toBe(2);
   });
 });
 
