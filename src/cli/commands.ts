@@ -72,8 +72,13 @@ export async function runCommand(
       { onProgress: (p) => process.stderr.write(`[${p.turn}] ${p.message}\n`) },
     );
     const t = r.time;
+    const why = r.degenerate
+      ? ` (${r.degenerate.rule} in stage ${r.degenerate.stage}, turn ${r.degenerate.turn}: ${r.degenerate.detail})`
+      : r.grounded === false
+        ? " (ungrounded: nothing the run read states the answer)"
+        : "";
     process.stderr.write(
-      `finish: ${r.finish}; stages: ${r.stages.join(" -> ")}; ${r.switches} switches; ${(t.wallMs / 1000).toFixed(2)} s (model ${Object.entries(
+      `finish: ${r.finish}${why}; stages: ${r.stages.join(" -> ")}; ${r.switches} switches; ${(t.wallMs / 1000).toFixed(2)} s (model ${Object.entries(
         t.model,
       )
         .map(([k, v]) => `${k} ${(v / 1000).toFixed(2)}`)

@@ -1,3 +1,4 @@
+import { DegenerationWatch, type Degeneration } from "./degenerate.js";
 import type { ModelCall, ModelTurn, TrajectoryDriver, WeightOutcome } from "./driver.js";
 import type { Trace } from "./trace/Trace.js";
 import type { Steering } from "./types.js";
@@ -40,6 +41,10 @@ export class RunContext {
   private waitedMs = 0;
   /** The engine's background work for this run as last seen. */
   private backgroundSeen = { tokens: 0, batches: 0, ms: 0 };
+  private readonly watch = new DegenerationWatch();
+  /** The run's first degenerate model turn (its finish is then `degenerate`), and how many there were. */
+  degenerate: Degeneration | undefined;
+  degenerateTurns = 0;
 
   constructor(
     readonly driver: TrajectoryDriver,
@@ -199,7 +204,9 @@ export class RunContext {
     const steer = forced
       ? { tool: forced.name, bias: undefined }
       : this.opts.steering.find((s) => s.turn === turn && (s.adapter === "*" || s.adapter === route));
-    this.opts.onProgress?.({ stage, turn: ++this.modelTurns, message: `${stage}: ${route} turn ${turn}` });
+    // counted whether or not anyone follows the progress: the turn's seed and the degenerate verdict name it
+    this.modelTurns++;
+    this.opts.onProgress?.({ stage, turn: this.modelTurns, message: `${stage}: ${route} turn ${turn}` });
     const { value, ms } = await this.trace.measure(
       "model",
       () =>
@@ -227,6 +234,13 @@ export class RunContext {
       calls: value.calls,
       ...(steer ? { steered: steer.tool ?? true } : {}),
     });
+    const verdict = this.watch.judge(stage, value);
+    if (verdict) {
+      const found: Degeneration = { ...verdict, stage, adapter: route, turn: this.modelTurns };
+      this.degenerate ??= found;
+      this.degenerateTurns++;
+      this.trace.event("degenerate", { ...found });
+    }
     return value;
   }
 

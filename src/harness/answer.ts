@@ -43,3 +43,24 @@ export function judge(answer: string, expected: string | readonly string[]): { e
     contains: wanted.some((w) => normalise(w).length > 0 && got.includes(normalise(w))),
   };
 }
+
+/** Words an answer may use without any source stating them. */
+const FILLER = new Set("a an the is are was were be of in on at to and or it its by for from as with".split(" "));
+
+/**
+ * The words and numbers of a text, normalised; a number's group separators are dropped ("299,792,458" and
+ * "299 792 458" are 299792458).
+ */
+const words = (s: string) => normalise(s.replace(/(\d)[ ,'_\u2009\u202f](?=\d{3}(?!\d))/g, "$1")).split(" ");
+
+/**
+ * Whether an answer is supported by what the run read (`sources`: the task and the tool results): true when each of
+ * its words and numbers (filler words aside) occurs in a source, false when one occurs in none (a value nothing the
+ * run read states), undefined when it has none to check. It says where an answer came from, not that it is right.
+ */
+export function grounded(answer: string, sources: readonly string[]): boolean | undefined {
+  const claimed = words(answer).filter((w) => w && !FILLER.has(w));
+  if (!claimed.length) return undefined;
+  const read = new Set(sources.flatMap(words));
+  return claimed.every((w) => read.has(w));
+}

@@ -7,17 +7,19 @@ import type { HistoryMessage } from "../sessions/history.js";
 import type { SessionService } from "../sessions/SessionService.js";
 import { historyView } from "../sessions/view.js";
 import type { Toolbox } from "../externalTools/Toolbox.js";
-import { extractAnswer, judge } from "./answer.js";
+import { extractAnswer, grounded, judge } from "./answer.js";
+import type { Degeneration } from "./degenerate.js";
 import { DEFAULT_SOFT_LIMITS, layered, type SoftLimits, type StageBudget } from "../budgets/budgets.js";
 import { SessionDriver, type ModelCall, type TrajectoryDriver } from "./driver.js";
 import { runFixed } from "./policies/fixed.js";
-import { runHard, type Finish, type PolicyResult } from "./policies/hard.js";
+import { runHard, type PolicyResult } from "./policies/hard.js";
 import { runSoft } from "./policies/soft.js";
 import { RunContext, type Progress } from "./RunContext.js";
 import type { RecentRuns } from "./trace/RecentRuns.js";
 import { Trace, type TimeBreakdown, type TraceEvent } from "./trace/Trace.js";
 import { TraceStore } from "./trace/TraceStore.js";
-import { RunTaskInputSchema, type Owner, type Policy, type RunTaskInput } from "./types.js";
+import { checkRunInput, fixedAdapters } from "./runInput.js";
+import { RunTaskInputSchema, type Finish, type Owner, type Policy, type RunTaskInput } from "./types.js";
 
 export interface HarnessDeps {
   sessions: SessionService;
@@ -66,12 +68,21 @@ export interface TaskResult {
   traceId: string;
   traceFile: string;
   policy: Policy;
-  /** How the run ended: an answer, the context window, a budget (the answer is the best the run had). */
+  /** How the run ended (`FINISHES`): with `budget` and `context` the answer is the best the run had. */
   finish: Finish;
+  /** Empty when the run's output degenerated: its last text is in `text`, not presented as an answer. */
   answer: string;
   /** The answer was marked ("Answer: ..." or \boxed{...}). */
   marked: boolean;
+  /** The final text the answer is taken from. */
   text: string;
+  /** The run's first degenerate model turn and how many turns were (then `answer` is empty). */
+  degenerate?: Degeneration & { turns: number };
+  /**
+   * A marked answer's words all occur in the task or a tool result the run read (true), or one occurs in none
+   * (false: a value nothing the run read states). Unset without a marked answer.
+   */
+  grounded?: boolean;
   stages: string[];
   switches: number;
   /** Of those, loads the model opened with its own load_lora call. */
@@ -86,8 +97,6 @@ export interface TaskResult {
   correct?: { exact: boolean; contains: boolean };
 }
 
-export class InvalidPolicyError extends Error {}
-
 /**
  * Runs one task end to end under a policy on a fresh session: the same operations an MCP client uses,
  * driven by the harness, timed into a trace that is written as it goes.
@@ -99,6 +108,7 @@ export async function runTask(
   opts: RunOptions = {},
 ): Promise<TaskResult> {
   const input = RunTaskInputSchema.parse(raw);
+  checkRunInput(input, deps.library, deps.config.workflow);
   const traceId = `t_${randomBytes(12).toString("base64url")}`;
   const traceFile = join(deps.traceDir, `${traceId}.jsonl`);
   const trace = new Trace(traceId, traceFile);
@@ -192,16 +202,30 @@ export async function runTask(
       ? "context"
       : result.stopped
         ? "error"
-        : result.budgetEnded
-          ? "budget"
-          : "answer";
-    const { value: extracted } = await trace.measure("answer_extraction", async () => extractAnswer(result.text));
+        : ctx.degenerate
+          ? "degenerate"
+          : result.budgetEnded
+            ? "budget"
+            : "answer";
+    const degenerate = ctx.degenerate && { ...ctx.degenerate, turns: ctx.degenerateTurns };
+    const { value: extracted } = await trace.measure("answer_extraction", async () => {
+      // junk is not an answer, whatever else ended the run
+      if (degenerate) return { answer: "", marked: false, grounded: undefined };
+      const found = extractAnswer(result.text);
+      return { ...found, grounded: found.marked ? grounded(found.answer, readBy(session.history)) : undefined };
+    });
+    // what the answer is worth, in the answer and run_end events and the result alike
+    const verdict = {
+      ...(degenerate ? { degenerate } : {}),
+      ...(extracted.grounded !== undefined ? { grounded: extracted.grounded } : {}),
+    };
     const correct = opts.expected === undefined ? undefined : judge(extracted.answer, opts.expected);
     const selectionAccuracy = input.expectedStages ? stageAccuracy(result.stages, input.expectedStages) : undefined;
     trace.event("answer", {
       finish,
       answer: extracted.answer,
       marked: extracted.marked,
+      ...verdict,
       text: result.text.slice(0, 4000),
       stages: result.stages,
       ...(correct ? { correct } : {}),
@@ -217,6 +241,7 @@ export async function runTask(
     const time = trace.end();
     trace.event("run_end", {
       finish,
+      ...verdict,
       time,
       switches: ctx.switches,
       rebuiltTokens: ctx.rebuiltTokens,
@@ -231,6 +256,7 @@ export async function runTask(
       answer: extracted.answer,
       marked: extracted.marked,
       text: result.text,
+      ...verdict,
       stages: result.stages,
       switches: ctx.switches,
       modelLoads: ctx.modelLoads,
@@ -261,17 +287,11 @@ export async function runTask(
   }
 }
 
-function fixedAdapters(policy: Policy, library: AdapterLibrary): string[] | undefined {
-  if (policy === "hard" || policy === "soft") return undefined;
-  if (policy === "base") return [];
-  // an activated LoRA applies alone (from its invocation point), so it cannot join the static merge
-  if (policy === "static") return library.aliases().filter((a) => !library.get(a)?.info?.invocationTokens);
-  const alias = policy.slice("single:".length);
-  if (!library.get(alias)?.info)
-    throw new InvalidPolicyError(
-      `policy ${policy}: the library has no adapter "${alias}" (it has ${library.aliases().join(", ")})`,
-    );
-  return [alias];
+/** What the run read that an answer may come from: the user's messages and the external tools' results. */
+function readBy(history: readonly HistoryMessage[]): string[] {
+  return history.flatMap((m) =>
+    m.role === "user" || (m.role === "tool" && !m.internal && !m.isError) ? [m.content] : [],
+  );
 }
 
 async function runTool(deps: HarnessDeps, owner: Owner, sessionId: string, call: ModelCall, signal: AbortSignal) {

@@ -4,6 +4,14 @@ import { SoftLimitsSchema, StageBudgetSchema } from "../budgets/budgets.js";
 
 export type Owner = string;
 
+/**
+ * How a run ended (docs/harness.md#how-a-run-ends): `answer`; `budget` (the final stage spent a budget); `context` (the
+ * window ended a stage or turn); `degenerate` (a model turn looped or repeated its stage: no answer is presented);
+ * `error` (the session could not return to the base); `cancelled` (only in the trace: the call itself failed).
+ */
+export const FINISHES = ["answer", "budget", "context", "degenerate", "error", "cancelled"] as const;
+export type Finish = (typeof FINISHES)[number];
+
 /** Comparison modes share the library and harness: no adapters, one fixed adapter, or all applied at once. */
 export const PolicySchema = z.union([
   z.enum(["hard", "soft", "base", "static"]),

@@ -2,13 +2,8 @@ import type { Response } from "express";
 import { ZodError } from "zod";
 import { ContextOverflowError } from "../engine/index.js";
 import type { ModelCall } from "../harness/driver.js";
-import {
-  InvalidPolicyError,
-  runTask,
-  type ClientResult,
-  type HarnessDeps,
-  type TaskResult,
-} from "../harness/runTask.js";
+import { InvalidPolicyError } from "../harness/errors.js";
+import { runTask, type ClientResult, type HarnessDeps, type TaskResult } from "../harness/runTask.js";
 import type { Policy } from "../harness/types.js";
 import type { Logger } from "../log.js";
 import { BusyError, LimitError } from "../sessions/errors.js";

@@ -134,7 +134,16 @@ export class Responder {
 
   /** The run ended with its answer. */
   answer(result: TaskResult): void {
-    const ext = { ...this.info, stages: result.stages, answer: result.answer, marked: result.marked };
+    const ext = {
+      ...this.info,
+      stages: result.stages,
+      answer: result.answer,
+      marked: result.marked,
+      // the run's own finish: a degenerate run's content is its junk, not an answer
+      finish: result.finish,
+      ...(result.degenerate ? { degenerate: result.degenerate } : {}),
+      ...(result.grounded !== undefined ? { grounded: result.grounded } : {}),
+    };
     if (this.stream) {
       // the final text was streamed as it was decoded; a run whose final text came from elsewhere sends it now
       if (!this.text_ && result.text) this.text(result.text);

@@ -77,6 +77,9 @@ export function statusData(ctx: ServerContext, viewer: Viewer, extra: { connecti
             adapter: r.adapter ?? null,
             age_s: Math.round((now - r.startedAt) / 1000),
             wall_ms: wall,
+            finish: r.finish ?? null,
+            degenerate: r.degenerate ?? null,
+            grounded: r.grounded ?? null,
             segments: [...r.segments, ...waiting],
           };
         }),

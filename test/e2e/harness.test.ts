@@ -13,7 +13,7 @@ import {
   type RunResult,
   type TraceEvent as Event,
 } from "../helpers/results.js";
-import { call, connectClient, MAIN, testConfig, type Connected } from "../helpers/server.js";
+import { call, callError, connectClient, MAIN, testConfig, type Connected } from "../helpers/server.js";
 
 const traceDir = join(tempDir(), "traces");
 const config = testConfig({
@@ -152,6 +152,32 @@ describe("run_task on the demo model over MCP", () => {
   });
 });
 
+describe("run_task refuses up front what it could only fake", () => {
+  it("a workflow stage naming no adapter, and a task of spaces only: refused naming the field and the library's aliases, nothing run", async () => {
+    const traces = async () =>
+      (await c.client.listResources()).resources.filter((r) => r.uri.startsWith("weact://traces/"));
+    const before = await traces();
+    const { adapters } = await call<{ adapters: { alias: string; resident: boolean }[] }>(c.client, "list_adapters");
+    const aliases = adapters.filter((a) => a.resident).map((a) => a.alias);
+    expect(aliases).toContain("search");
+
+    const typo = await callError(c.client, "run_task", {
+      task: "Which river flows through Paris?",
+      policy: "hard",
+      workflow: ["plan", "serch", "write"],
+    });
+    expect(typo).toBe(
+      `workflow[1]: the library has no adapter "serch"; its adapters are ${aliases.join(", ")} [invalid_run_input]`,
+    );
+    for (const task of ["   ", " \n\t "])
+      expect(await callError(c.client, "run_task", { task, policy: "base" })).toBe(
+        "task: the task is empty or only whitespace; give the question or instruction [invalid_run_input]",
+      );
+    // refused before the run had a session: no trace was written
+    expect(await traces()).toEqual(before);
+  });
+});
+
 describe("client-driven generate", () => {
   it("enforces the same stage budgets: when the stage's no-tool threshold is reached, the server releases the adapter itself", async () => {
     const { session_id } = await call<{ session_id: string }>(c.client, "create_session", { task: "budgeted" });
@@ -209,13 +235,24 @@ describe("eval", () => {
           timeout: 300_000,
         },
       );
-      expect(stdout).toMatch(/^policy\s+tasks\s+errors\s+context\s+exact\s+contains\s+mean s\s+p95 s\s+switches/m);
+      expect(stdout).toMatch(
+        /^policy\s+tasks\s+errors\s+context\s+degenerate\s+exact\s+contains\s+mean s\s+p95 s\s+switches/m,
+      );
       expect(stdout).toMatch(/^hard\s+3\s+0\s/m);
       expect(stdout).toMatch(/^base\s+3\s+0\s/m);
       const report = JSON.parse(readFileSync(join(out, "report.json"), "utf8"));
       expect(report.policies.map((p: { policy: string }) => p.policy)).toEqual(["hard", "base"]);
       expect(report.runs).toHaveLength(6);
       expect(report.policies[0].selectionAccuracy).toBe(1);
+      // runs whose output degenerated are counted in their own column, never as answered right
+      for (const p of report.policies as { policy: string; degenerate: number }[]) {
+        const degenerate = report.runs.filter(
+          (r: { policy: string; result?: { finish: string; correct?: { contains: boolean } } }) =>
+            r.policy === p.policy && r.result?.finish === "degenerate",
+        );
+        expect(p.degenerate).toBe(degenerate.length);
+        for (const r of degenerate) expect(r.result.correct.contains).toBe(false);
+      }
       // a task group is summarised again on its own, after the table of every task
       expect(stdout).toMatch(/\n\nunsteered:\npolicy\s+tasks[^\n]*\n-+[^\n]*\nhard\s+1\s+0\s[^\n]*\nbase\s+1\s+0\s/);
       expect(report.groups).toMatchObject([

@@ -160,6 +160,15 @@ describe("status page", { timeout: 120_000 }, () => {
       max_tokens: 8,
     });
 
+    // a run whose output loops (the random model's one base turn): the page must mark it, not show it as answered
+    const junk = await call<{ finish: string; answer: string }>(
+      alice.client,
+      "run_task",
+      { task: "Which river flows through Paris?", policy: "base", soft: { turns: 1 } },
+      { timeout: 120_000 },
+    );
+    expect(junk).toMatchObject({ finish: "degenerate", answer: "" });
+
     const page = await browser.newPage();
     const problems: string[] = [];
     page.on("console", (m) => void (m.type() === "error" && problems.push(`console: ${m.text()}`)));
@@ -195,6 +204,19 @@ describe("status page", { timeout: 120_000 }, () => {
     expect(body).not.toContain("bob's private task");
     expect(await page.textContent("#sessions-others")).toMatch(/1 idle/);
     expect(await page.locator("#runs .run .seg.model").count()).toBeGreaterThan(0);
+    const marked = page.locator("#runs .run.degenerate");
+    await marked.waitFor();
+    expect(await marked.count()).toBe(1);
+    expect(await marked.locator(".mark.degenerate").textContent()).toBe("degenerate: repetition");
+    expect(await marked.locator(".mark.degenerate").getAttribute("title")).toMatch(
+      /repeat one earlier in the same turn/,
+    );
+    expect(await marked.locator(".run-head").textContent()).toMatch(/ · finish degenerate/);
+    // the OpenAI run (8 tokens a turn) answered: no mark
+    const answered = page.locator("#runs .run:not(.degenerate)");
+    expect(await answered.count()).toBe(1);
+    expect(await answered.locator(".mark").count()).toBe(0);
+    expect(await answered.locator(".run-head").textContent()).toMatch(/ · finish (answer|budget)/);
     await page.screenshot({ path: join(SHOTS, "status-wide.png"), fullPage: true });
     await page.setViewportSize({ width: 390, height: 844 });
     await page.waitForTimeout(300);

@@ -47,6 +47,14 @@ afterAll(async () => {
   await server?.stop();
 });
 
+/** What run_task adds about a run's output. */
+interface Degenerate {
+  marked: boolean;
+  text: string;
+  grounded?: boolean;
+  degenerate?: { rule: string; detail: string; stage: string; adapter: string; turn: number; turns: number };
+}
+
 interface Turn {
   text: string;
   tool_calls: { id: string; name: string; arguments: Record<string, unknown> }[];
@@ -72,9 +80,61 @@ describe("the trained demo library chooses its own weights", () => {
     expect(JSON.stringify(search.arguments)).toContain("Wuhan");
     // the value is read from the search result: no training sample stated any fact about Wuhan
     expect(events.find((e) => e.type === "answer")).toMatchObject({
+      finish: "answer",
       marked: true,
       answer: expect.stringContaining("China"),
+      grounded: true,
     });
+    expect(r).toMatchObject({ finish: "answer", grounded: true });
+  });
+
+  it("off-pattern wording: the plan adapter loops, and the run ends degenerate with its junk kept out of the answer", async () => {
+    // phrased unlike any training sample; the stage token budget only keeps the loop short (it loops from the start)
+    const r = await call<RunResult & Degenerate>(
+      c.client,
+      "run_task",
+      {
+        task: "yo whats the deal w/ the place called Wuhan, like what nation is it in??",
+        policy: "hard",
+        budgets: { tokens: 128, noToolTurns: 1 },
+      },
+      LONG,
+    );
+    expect(r.finish).toBe("degenerate");
+    expect(r).toMatchObject({
+      answer: "",
+      marked: false,
+      degenerate: { rule: "repetition", stage: "1:plan", adapter: "plan", turn: 1 },
+    });
+    expect(r.degenerate!.detail).toMatch(/^\d+ % of the turn's \d+ runs of 16 characters repeat one earlier/);
+    // what the final stage wrote is still there, as text, not as an answer
+    expect(r.text.trim()).not.toBe("");
+    const events = await readTrace(c.client, r.trace_uri);
+    const turn = events.find((e) => e.type === "model_call")!;
+    expect(turn).toMatchObject({ stage: "1:plan", finish: "length" });
+    expect(events.find((e) => e.type === "degenerate")).toMatchObject({ rule: "repetition", stage: "1:plan", turn: 1 });
+    expect(events.at(-1)).toMatchObject({ type: "run_end", finish: "degenerate" });
+  });
+
+  it("a question outside the corpus: the confident value it writes is marked, and grounded: false", async () => {
+    const r = await call<RunResult & Degenerate>(
+      c.client,
+      "run_task",
+      { task: "I would like to learn the country of Atlantis.", policy: "soft" },
+      LONG,
+    );
+    expect(r).toMatchObject({ finish: "answer", marked: true, grounded: false });
+    // no search result the run read states the value it gave
+    const history = (await readTrace(c.client, r.trace_uri)).find((e) => e.type === "history")!.messages as {
+      role: string;
+      internal?: boolean;
+      content: string;
+    }[];
+    const results = history.filter((m) => m.role === "tool" && !m.internal);
+    expect(results.length).toBeGreaterThan(0);
+    expect(r.answer.trim()).not.toBe("");
+    const words = (text: string) => text.toLowerCase().split(/[^\p{L}\p{N}]+/u);
+    for (const m of results) expect(words(m.content)).not.toContain(r.answer.trim().toLowerCase());
   });
 
   it("client-driven loop: generate, answer the model's load_lora, generate, answer its offload_lora", async () => {

@@ -8,6 +8,9 @@ import { maxAbsDiff, quietLogger, TEST_THREADS } from "./engine.js";
 import { tempDir } from "./files.js";
 import { call, connectClient, testConfig, type Connected } from "./server.js";
 import { referenceNextTokenLogProbs } from "../../src/engines/local/testing.js";
+import { extractAnswer } from "../../src/harness/answer.js";
+import { FINISHES } from "../../src/harness/types.js";
+import { readTrace } from "./results.js";
 
 /** The random demo models rarely end a string argument on their own; a bias on the quote token makes them. */
 const Q = { '"': 8 };
@@ -24,7 +27,8 @@ interface Generated {
 /**
  * One family's row of the matrix, a cell per quant type: a spawned server (stdio, one thread) serving the
  * family's generated set, driven through MCP like any client: steered weight actions and an external tool
- * call parsed by the family's chat wrapper and answered; on F16 the hard harness completes a task. Beside it
+ * call parsed by the family's chat wrapper and answered; on F16 the hard harness completes a task and reports how it
+ * ended as its own trace shows it (random weights cannot answer right: the test holds it to being honest). Beside it
  * the engine on the same file: after each switch the next-token log-probs equal the reference replaying the
  * cache's decodes (llama.cpp's numerics depend on the batch split, so only a replay is exact).
  */
@@ -137,14 +141,41 @@ export function describeFamilyMatrix(family: string): void {
         { adapter: "search", turn: 1, tool: "search", bias: Q },
         { adapter: "search", turn: 2, tool: "offload_lora", bias: Q },
       ];
-      const r = await call<{ stages: string[]; answer: string }>(
+      const r = await call<{
+        stages: string[];
+        finish: string;
+        answer: string;
+        marked: boolean;
+        text: string;
+        trace_uri: string;
+        degenerate?: { turn: number; turns: number };
+      }>(
         c.client,
         "run_task",
         { task: "Which river flows through Paris?", policy: "hard", steering, seed: 1, budgets: { noToolTurns: 1 } },
         { timeout: 300_000 },
       );
       expect(r.stages).toEqual(["plan", "search", "write"]);
-      expect(typeof r.answer).toBe("string");
+      expect(FINISHES).toContain(r.finish);
+      // the finish the run's own events imply: a window of 8192 tokens never ends it, every release succeeds; then
+      // degenerate output comes first, then a final stage that spent a budget
+      const events = await readTrace(c.client, r.trace_uri);
+      const flagged = events.filter((e) => e.type === "degenerate");
+      const last = events.filter((e) => e.type === "stage_end").at(-1)!;
+      expect(last).toMatchObject({ stage: "3:write", active: null });
+      const implied = flagged.length ? "degenerate" : String(last.end).startsWith("budget:") ? "budget" : "answer";
+      expect(r.finish).toBe(implied);
+      expect(events.at(-1)).toMatchObject({ type: "run_end", finish: r.finish });
+      // the text is the final stage's last words; an answer is taken from it unless the output degenerated
+      const written = events.filter((e) => e.type === "model_call" && e.stage === "3:write" && String(e.text).trim());
+      expect(r.text).toBe(written.length ? written.at(-1)!.text : "");
+      if (r.finish === "degenerate") {
+        expect(r).toMatchObject({ answer: "", marked: false });
+        expect(r.degenerate).toMatchObject({ turn: flagged[0]!.turn, turns: flagged.length });
+      } else {
+        expect(r.degenerate).toBeUndefined();
+        expect({ answer: r.answer, marked: r.marked }).toEqual(extractAnswer(r.text));
+      }
     });
   });
 }

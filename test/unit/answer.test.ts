@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { extractAnswer, judge, normalise } from "../../src/harness/answer.js";
+import { extractAnswer, grounded, judge, normalise } from "../../src/harness/answer.js";
 
 describe("answer extraction", () => {
   it("takes the last line starting with Answer:, in any case, with markdown emphasis", () => {
@@ -53,5 +53,30 @@ describe("judging", () => {
     expect(judge("", "")).toEqual({ exact: true, contains: false });
     expect(judge("Danube", ["Seine", "Danube"])).toEqual({ exact: true, contains: true });
     expect(judge("the Danube", ["Seine", "danube"])).toEqual({ exact: false, contains: true });
+  });
+});
+
+describe("grounding", () => {
+  // a search result as the trained demo reads it, and the task
+  const read = [
+    "I would like to learn the country of Atlantis.",
+    "1. [science/speed-of-light.md] Speed of light: The speed of light in vacuum is exactly 299,792,458 metres per second.\n2. [entities/cities.jsonl#wuhan] Wuhan: The country of Wuhan is China.",
+  ];
+
+  it("an answer whose words and numbers occur in what the run read is grounded; one with a value found nowhere is not", () => {
+    expect(grounded("China", read)).toBe(true);
+    expect(grounded("The country is China.", read)).toBe(true);
+    expect(grounded("299792458", read)).toBe(true); // group separators do not split a number
+    expect(grounded("299 792 458 metres", read)).toBe(true);
+    // the trained demo's confident number for a country outside its corpus
+    expect(grounded("2997", read)).toBe(false);
+    expect(grounded("China, 1954", read)).toBe(false);
+    expect(grounded("Atlantis", read)).toBe(true); // the task's own words stand
+  });
+
+  it("an answer with nothing to check (filler words, punctuation, nothing) is neither", () => {
+    expect(grounded("", read)).toBeUndefined();
+    expect(grounded("it is.", read)).toBeUndefined();
+    expect(grounded("China", [])).toBe(false);
   });
 });

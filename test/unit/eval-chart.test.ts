@@ -2,11 +2,18 @@ import { describe, expect, it } from "vitest";
 import { renderChart } from "../../src/harness/eval/chart.js";
 import type { PolicySummary } from "../../src/harness/eval/runEval.js";
 
-const summary = (policy: string, errors: number, context: number, meanMs: Record<string, number>): PolicySummary => ({
+const summary = (
+  policy: string,
+  errors: number,
+  context: number,
+  meanMs: Record<string, number>,
+  degenerate = 0,
+): PolicySummary => ({
   policy,
   tasks: 3,
   errors,
   context,
+  degenerate,
   exact: 0,
   contains: 1 / 3,
   meanSeconds: 0,
@@ -21,9 +28,9 @@ const summary = (policy: string, errors: number, context: number, meanMs: Record
 });
 
 describe("eval chart", () => {
-  it("labels every value, draws a time axis, and marks each policy's errors and window-ended runs", () => {
+  it("labels every value, draws a time axis, and marks each policy's errors, window-ended and degenerate runs", () => {
     const svg = renderChart([
-      summary("hard", 2, 1, { model: 12_340, externalTool: 50, adapterControl: 0, cacheRebuild: 3_210 }),
+      summary("hard", 2, 1, { model: 12_340, externalTool: 50, adapterControl: 0, cacheRebuild: 3_210 }, 1),
       summary("base", 0, 0, { model: 4_000 }),
     ]);
     // every non-zero segment's value is written out, not only in a hover title
@@ -31,7 +38,8 @@ describe("eval chart", () => {
       expect(svg).toMatch(new RegExp(`<text[^>]*>${label.replace(".", "\\.")}</text>`));
     expect(svg).toContain("mean seconds per task");
     expect(svg.match(/<line /g)!.length).toBeGreaterThan(3);
-    expect(svg).toMatch(/hard<\/text>[\s\S]*2 of 3 errors[\s\S]*1 ended by the window/);
+    expect(svg).toMatch(/hard<\/text>[\s\S]*2 of 3 errors[\s\S]*1 ended by the window · 1 degenerate/);
     expect(svg).toMatch(/base<\/text>[\s\S]*no errors/);
+    expect(svg).not.toMatch(/base<\/text>[^\n]*degenerate/);
   });
 });

@@ -112,18 +112,51 @@ const budget =
   (b: Partial<StageBudget> = {}) =>
   () =>
     layered(DEFAULT_STAGE_BUDGET, b);
+const RESERVE = 256;
 const context = (driver: TrajectoryDriver) => {
   const trace = new Trace("t_test", undefined);
   return {
     ctx: new RunContext(driver, trace, {
       maxTokensPerTurn: 64,
-      contextReserve: 256,
+      contextReserve: RESERVE,
       steering: [],
       signal: new AbortController().signal,
     }),
     trace,
   };
 };
+
+/**
+ * A context window that fills: every turn takes all the room it is given and each weight exchange adds `exchange`
+ * tokens, so a stage runs until the window ends it.
+ */
+class FillingDriver extends ScriptedDriver {
+  constructor(
+    private readonly size: number,
+    private used: number,
+    private readonly exchange: number,
+  ) {
+    super({});
+  }
+  override async generate(req: GenerateRequest): Promise<ModelTurn> {
+    const turn = await super.generate(req);
+    this.used += req.maxTokens;
+    return { ...turn, generated: req.maxTokens };
+  }
+  override async load(alias: string, o: { callId?: string; reason?: string }): Promise<WeightOutcome> {
+    const done = await super.load(alias, o);
+    if (done.ok) this.used += this.exchange;
+    return done;
+  }
+  override async offload(o: { callId?: string; handoff?: string; reason?: string }): Promise<WeightOutcome> {
+    const done = await super.offload(o);
+    if (done.ok) this.used += this.exchange;
+    return done;
+  }
+  override async room() {
+    return { size: this.size, used: this.used, release: this.active() === null ? 0 : this.exchange };
+  }
+}
 const offload = (handoff = "done") => ({ name: "offload_lora", arguments: { handoff } });
 const search = { name: "search", arguments: { query: "q" } };
 
@@ -204,6 +237,53 @@ describe("hard policy", () => {
     ]);
     expect(d.log).toContain("offload:plan:harness(stage failed: engine exploded; the base model continues)");
     expect(r.text).toBe("Answer: 42");
+  });
+});
+
+describe("degenerate turns", () => {
+  it("are recorded as they come, with the run's turn number, without changing how the stages run", async () => {
+    const loop = "Look up the birth: offload_lora, arguments: handoff, ".repeat(8);
+    const d = new ScriptedDriver({
+      plan: [{ text: "plan: find the river", calls: [offload("plan")] }],
+      search: [{ text: loop }, { text: loop }],
+      write: [{ text: "Answer: Seine", calls: [offload()] }],
+    });
+    const { ctx, trace } = context(d);
+    const r = await runHard(ctx, ["plan", "search", "write"], budget());
+    expect(r.stages).toEqual(["plan", "search", "write"]);
+    expect(
+      trace.events.filter((e) => e.type === "degenerate").map((e) => [e.rule, e.stage, e.adapter, e.turn]),
+    ).toEqual([
+      ["repetition", "2:search", "search", 2],
+      ["repetition", "2:search", "search", 3],
+    ]);
+    expect(ctx.degenerate).toMatchObject({ rule: "repetition", stage: "2:search", turn: 2 });
+    expect(ctx.degenerateTurns).toBe(2);
+  });
+});
+
+describe("hard policy in a window that fills", () => {
+  it("each stage keeps its own release and a load and release per later stage: every stage runs under its adapter, the last too", async () => {
+    // a window with room for the three stages' exchanges and little more: each stage writes until the window ends it
+    const d = new FillingDriver(3000, 1000, 100);
+    const { ctx, trace } = context(d);
+    const r = await runHard(ctx, ["plan", "search", "write"], budget({ turns: 1000, noToolTurns: 1000, tokens: 1e6 }));
+    // a stage keeping less (half of it, or one exchange per later stage) leaves the next one no room for its load:
+    // it falls back to the base
+    expect(trace.events.filter((e) => e.type === "fallback")).toEqual([]);
+    expect(r.stages).toEqual(["plan", "search", "write"]);
+    const ends = trace.events.filter((e) => e.type === "stage_end");
+    expect(ends.map((e) => [e.stage, e.end, e.active])).toEqual([
+      ["1:plan", "context", null],
+      ["2:search", "context", null],
+      ["3:write", "context", null],
+    ]);
+    for (const e of ends) expect(e.turns, String(e.stage)).toBeGreaterThan(0);
+    expect(d.log.filter((l) => l.startsWith("load:"))).toEqual([
+      "load:plan:harness",
+      "load:search:harness",
+      "load:write:harness",
+    ]);
   });
 });
 

@@ -46,6 +46,32 @@ describe("recent runs", () => {
     expect(runs.list().map((r) => `${r.traceId}:${r.state}`)).toEqual(["b:error", "c:cancelled"]);
   });
 
+  it("keeps how a run ended: its finish, the degenerate rule that fired, an ungrounded answer", () => {
+    const runs = new RecentRuns();
+    const degenerate = { rule: "repetition", detail: "84 % of the turn's 161 runs repeat", stage: "1:plan", turn: 1 };
+    runs.follow("junk", "o", "yo whats the deal", "hard")({ type: "run_end", t: 5, finish: "degenerate", degenerate });
+    runs.follow("atlantis", "o", "t", "soft")({ type: "run_end", t: 5, finish: "answer", grounded: false });
+    runs.follow("ok", "o", "t", "soft")({ type: "run_end", t: 5, finish: "answer", grounded: true });
+    runs.follow("failed", "o", "t", "soft")({ type: "run_end", t: 5, finish: "error", error: "x" });
+    expect(
+      runs
+        .list()
+        .map(({ traceId, state, finish, degenerate, grounded }) => ({ traceId, state, finish, degenerate, grounded })),
+    ).toEqual([
+      {
+        traceId: "junk",
+        state: "done",
+        finish: "degenerate",
+        degenerate: { rule: "repetition", detail: degenerate.detail },
+        grounded: undefined,
+      },
+      { traceId: "atlantis", state: "done", finish: "answer", degenerate: undefined, grounded: false },
+      { traceId: "ok", state: "done", finish: "answer", degenerate: undefined, grounded: true },
+      // a run that failed has no finish of its own: its state says it
+      { traceId: "failed", state: "error", finish: undefined, degenerate: undefined, grounded: undefined },
+    ]);
+  });
+
   it("bounds the runs per owner, so one client's flood leaves another's runs on the page", () => {
     const runs = new RecentRuns(3, 5);
     runs.follow("alice-1", "token:alice", "t", "base");

@@ -6,7 +6,7 @@ import { SteeringSchema } from "../types.js";
 export const EvalTaskSchema = z
   .object({
     id: z.string().min(1).optional(),
-    task: z.string().min(1),
+    task: z.string().regex(/\S/, "the task is empty or only whitespace"),
     answer: z.union([z.string(), z.array(z.string()).min(1)]),
     /** A subset the table also reports on its own (e.g. "never-trained": facts no training sample stated). */
     group: z.string().min(1).max(64).optional(),

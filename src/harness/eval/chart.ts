@@ -4,6 +4,7 @@ interface ChartRow {
   tasks: number;
   errors: number;
   context: number;
+  degenerate: number;
   contains: number;
   meanMs: Record<string, number>;
 }
@@ -42,7 +43,7 @@ function ticks(maxS: number): number[] {
 /**
  * A self-contained SVG: per policy, mean time per task stacked by category, every segment labelled with its
  * value, on a time axis; beside each bar its total, its accuracy, and how many runs failed (errors) or were
- * ended by the context window, so a policy's failures are visible without hovering.
+ * ended by the context window or degenerated, so a policy's failures are visible without hovering.
  */
 export function renderChart(policies: readonly ChartRow[]): string {
   const barH = 30,
@@ -81,7 +82,8 @@ export function renderChart(policies: readonly ChartRow[]): string {
           ? `<tspan fill="#c00" font-weight="bold"> · ${p.errors} of ${p.tasks} errors</tspan>`
           : ` · no errors`;
       const context = p.context > 0 ? ` · ${p.context} ended by the window` : "";
-      return `<text x="${left - 8}" y="${y + barH / 2 + 4}" text-anchor="end">${esc(p.policy)}</text>${segs}<text x="${x(at) + 6}" y="${y + barH / 2 + 4}">${seconds(at)} · ${(p.contains * 100).toFixed(0)}% correct${failures}${context}</text>`;
+      const degenerate = p.degenerate > 0 ? ` · ${p.degenerate} degenerate` : "";
+      return `<text x="${left - 8}" y="${y + barH / 2 + 4}" text-anchor="end">${esc(p.policy)}</text>${segs}<text x="${x(at) + 6}" y="${y + barH / 2 + 4}">${seconds(at)} · ${(p.contains * 100).toFixed(0)}% correct${failures}${context}${degenerate}</text>`;
     })
     .join("\n");
   const axisLine = `<line x1="${left}" y1="${axisY}" x2="${left + width}" y2="${axisY}" stroke="#333"/>${axis

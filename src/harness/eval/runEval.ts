@@ -1,5 +1,6 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { checkRunInput } from "../runInput.js";
 import { runTask, type HarnessDeps, type TaskResult } from "../runTask.js";
 import type { Policy } from "../types.js";
 import { renderChart } from "./chart.js";
@@ -11,6 +12,8 @@ export interface PolicySummary {
   errors: number;
   /** Runs the context window ended (a result, not an error: the answer is the best the run had). */
   context: number;
+  /** Runs whose output degenerated (no answer: they count as wrong). */
+  degenerate: number;
   exact: number;
   contains: number;
   meanSeconds: number;
@@ -51,6 +54,9 @@ export async function runEval(
   policies: readonly Policy[],
   opts: { tasksFile: string; seed?: number; onRun?: (task: string, policy: Policy, r: TaskResult | Error) => void },
 ): Promise<EvalReport> {
+  // a policy or workflow naming no adapter fails every run alike: refused before the first one
+  for (const policy of policies)
+    for (const task of tasks) checkRunInput({ task: task.task, policy }, deps.library, deps.config.workflow);
   const runs: EvalReport["runs"] = [];
   for (const policy of policies) {
     for (const task of tasks) {
@@ -101,6 +107,7 @@ function summarise(policy: Policy, runs: EvalReport["runs"]): PolicySummary {
     tasks: runs.length,
     errors: runs.length - ok.length,
     context: ok.filter((r) => r.finish === "context").length,
+    degenerate: ok.filter((r) => r.finish === "degenerate").length,
     exact: round(ok.filter((r) => r.correct?.exact).length / Math.max(runs.length, 1), 4),
     contains: round(ok.filter((r) => r.correct?.contains).length / Math.max(runs.length, 1), 4),
     meanSeconds: round(mean(seconds)),
@@ -128,6 +135,7 @@ function policyTable(policies: readonly PolicySummary[]): string {
     String(p.tasks),
     String(p.errors),
     String(p.context),
+    String(p.degenerate),
     pct(p.exact),
     pct(p.contains),
     p.meanSeconds.toFixed(2),
@@ -147,6 +155,7 @@ function policyTable(policies: readonly PolicySummary[]): string {
     "tasks",
     "errors",
     "context",
+    "degenerate",
     "exact",
     "contains",
     "mean s",

@@ -2,8 +2,6 @@ import type { StageBudget } from "../../budgets/budgets.js";
 import type { RunContext } from "../RunContext.js";
 import { runStage, type StageResult } from "../stage.js";
 
-export type Finish = "answer" | "context" | "budget" | "cancelled" | "error";
-
 export interface PolicyResult {
   /** The text the answer is extracted from. */
   text: string;

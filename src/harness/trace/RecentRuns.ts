@@ -1,5 +1,5 @@
 import type { TraceEvent } from "./Trace.js";
-import type { Policy } from "../types.js";
+import type { Finish, Policy } from "../types.js";
 
 export type RunState = "running" | "waiting_for_client" | "done" | "cancelled" | "error";
 
@@ -24,6 +24,12 @@ export interface RecentRun {
   wallMs?: number;
   /** Since when (ms into the run) it waits on the client, while it does. */
   waitingSinceMs?: number;
+  /** How a run that returned ended (`FINISHES`). */
+  finish?: Finish;
+  /** Its output degenerated: the rule that found it and its figures. */
+  degenerate?: { rule: string; detail: string };
+  /** Its marked answer occurs in nothing the run read (false), or does (true). */
+  grounded?: boolean;
 }
 
 const round = (n: number) => Number(n.toFixed(1));
@@ -109,6 +115,12 @@ export class RecentRuns {
           run.state = e.error === undefined ? "done" : e.cancelled ? "cancelled" : "error";
           run.waitingSinceMs = undefined;
           run.wallMs = round(Number((e.time as { wallMs?: number } | undefined)?.wallMs ?? e.t));
+          if (e.error === undefined) run.finish = e.finish as Finish;
+          if (e.degenerate) {
+            const { rule, detail } = e.degenerate as { rule: string; detail: string };
+            run.degenerate = { rule, detail };
+          }
+          if (typeof e.grounded === "boolean") run.grounded = e.grounded;
           break;
       }
     };

@@ -3,8 +3,10 @@ import { z } from "zod";
 import { anyObject, toolInput } from "../../portableSchema.js";
 import { LONG_TEXT_MAX } from "../../config/config.js";
 import { SoftLimitsSchema, StageBudgetSchema } from "../../budgets/budgets.js";
-import { InvalidPolicyError, runTask } from "../../harness/runTask.js";
-import { PolicySchema, SeedSchema, SteeringSchema } from "../../harness/types.js";
+import { DEGENERATE_RULES } from "../../harness/degenerate.js";
+import { HarnessError } from "../../harness/errors.js";
+import { runTask } from "../../harness/runTask.js";
+import { FINISHES, PolicySchema, SeedSchema, SteeringSchema } from "../../harness/types.js";
 import { ownerOf, type ServerContext } from "../context.js";
 import { progressFor } from "../progress.js";
 import { fail, ok, toolCall } from "../results/toolResult.js";
@@ -54,12 +56,32 @@ export function registerRunTaskTool(server: McpServer, ctx: ServerContext) {
         trace_uri: z.string(),
         policy: z.string(),
         finish: z
-          .enum(["answer", "context", "budget", "cancelled", "error"])
+          .enum(FINISHES)
           .describe(
-            "How the run ended: answer; context (the window ended a stage or turn: the answer is the best the run had, possibly empty); budget; error (the session could not return to the base).",
+            "How the run ended: answer; budget (the final stage spent a budget: the answer is the best the run had); context (the window ended a stage or turn: the answer is the best the run had, possibly empty); degenerate (a model turn looped or repeated its stage: no answer, see degenerate and text); error (the session could not return to the base).",
           ),
-        answer: z.string(),
+        answer: z.string().describe("Empty when the output degenerated."),
         marked: z.boolean(),
+        text: z.string().describe("The final text the answer is taken from (also when it is not presented as one)."),
+        degenerate: z
+          .object({
+            rule: z.enum(DEGENERATE_RULES),
+            detail: z.string(),
+            stage: z.string(),
+            adapter: z.string(),
+            turn: z.number().describe("The run's first degenerate model turn (1-based)."),
+            turns: z.number().describe("Model turns found degenerate in all."),
+          })
+          .optional()
+          .describe(
+            "Why the output counts as degenerate: repetition (a turn loops) or no_progress (a turn repeats its stage).",
+          ),
+        grounded: z
+          .boolean()
+          .optional()
+          .describe(
+            "For a marked answer: each of its words occurs in the task or a tool result the run read (true), or one occurs in none (false: nothing the run read states it). Not a judgement of correctness.",
+          ),
         stages: z.array(z.string()),
         switches: z.number(),
         rebuilt_tokens: z.number().describe("Tokens the switches evaluated under new weights."),
@@ -102,6 +124,9 @@ export function registerRunTaskTool(server: McpServer, ctx: ServerContext) {
             finish: r.finish,
             answer: r.answer,
             marked: r.marked,
+            text: r.text,
+            ...(r.degenerate ? { degenerate: r.degenerate } : {}),
+            ...(r.grounded !== undefined ? { grounded: r.grounded } : {}),
             stages: r.stages,
             switches: r.switches,
             rebuilt_tokens: r.rebuiltTokens,
@@ -111,7 +136,7 @@ export function registerRunTaskTool(server: McpServer, ctx: ServerContext) {
             ...(r.selectionAccuracy !== undefined ? { selection_accuracy: r.selectionAccuracy } : {}),
           });
         } catch (err) {
-          if (err instanceof InvalidPolicyError) return fail(err.message);
+          if (err instanceof HarnessError) return fail(`${err.message} [${err.code}]`);
           if ((err as Error).name === "RunCancelledError")
             return fail("the run was cancelled; its trace records where it stopped");
           throw err;

@@ -66,16 +66,27 @@ function timeline(run) {
     { class: "legend routes" },
     ...routes.map((r) => el("li", {}, el("span", { class: `swatch ${colourOf(r)}` }), `model: ${r}`)),
   );
+  // a run that returned no answer, or one nothing it read supports, is marked: never shown as a plain "done"
+  const marks = [
+    ...(run.degenerate
+      ? [el("span", { class: "mark degenerate", title: run.degenerate.detail }, `degenerate: ${run.degenerate.rule}`)]
+      : []),
+    ...(run.grounded === false
+      ? [el("span", { class: "mark ungrounded", title: "the answer occurs in nothing the run read" }, "ungrounded")]
+      : []),
+  ];
   return el(
     "article",
-    { class: "run" },
+    { class: `run${run.degenerate ? " degenerate" : ""}` },
     el(
       "p",
       { class: "run-head" },
       el("strong", {}, run.policy),
       ` · ${run.state}`,
+      run.finish ? ` · finish ${run.finish}` : "",
       run.stage ? ` · stage ${run.stage}` : "",
       ` · ${(run.wall_ms / 1000).toFixed(1)} s · ${age(run.age_s)} ago`,
+      ...marks,
     ),
     el("p", { class: "task" }, run.task),
     el("div", { class: "timeline" }, ...lanes),
