@@ -56,6 +56,20 @@ describe("steering", () => {
       await call(c.client, "close_session", { session_id });
     },
   );
+
+  it("a steered call max_tokens cannot hold is refused with the tokens it needs; nothing is generated or recorded", async () => {
+    const { session_id } = await call<{ session_id: string }>(c.client, "create_session", {
+      task: "Which river flows through Paris?",
+    });
+    const before = await call<{ history: unknown[] }>(c.client, "get_session", { session_id });
+    expect(
+      await callError(c.client, "generate", { session_id, tool_call: { name: "load_lora" }, max_tokens: 24 }),
+    ).toMatch(/steered call of load_lora may take \d+ tokens .* the turn has 24: raise max_tokens to \d+ or more/);
+    expect((await call<{ history: unknown[] }>(c.client, "get_session", { session_id })).history).toEqual(
+      before.history,
+    );
+    await call(c.client, "close_session", { session_id });
+  });
 });
 
 describe("answering calls", () => {
