@@ -281,6 +281,35 @@ export function describeEngineConformance<E extends Engine>(name: string, opts: 
           }
         });
 
+        it("a history taken back and written otherwise continues exactly from what the two share: nothing of the abandoned branch stays cached", async () => {
+          const fork = trajectory(2);
+          // each branch longer than the decode floor, so the new one is evaluated from where the two part
+          const branch = (question: string): Conversation => ({
+            ...fork,
+            turns: [...fork.turns, { role: "user", text: `${question} ${"Name every town on its banks. ".repeat(8)}` }],
+          });
+          const taken = branch("Which seas does it reach?");
+          const written = branch("How deep is it at Paris?");
+          const session = await engine.openSession();
+          try {
+            await session.switchWeights("search", taken);
+            await session.nextTokenLogProbs(taken);
+            // the cache may keep what the two prompts share (a backend may also evaluate the new one from the start)
+            const [a, b] = [engine.renderTokens(taken), engine.renderTokens(written)];
+            let shared = 0;
+            while (a[shared] === b[shared]) shared++;
+            expect((await session.prefill(written)).reused).toBeLessThanOrEqual(shared);
+            expect(
+              maxAbsDiff(
+                await opts.reference(engine, session, weightsOf("search"), written),
+                await session.nextTokenLogProbs(written),
+              ),
+            ).toBeLessThanOrEqual(tolerance);
+          } finally {
+            await session.close();
+          }
+        });
+
         it("generates with token accounting that adds up, reuses the cached prefix across turns, and reports top log-probs of the distribution", async () => {
           const session = await engine.openSession();
           try {
