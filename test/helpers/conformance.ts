@@ -180,7 +180,7 @@ export function describeEngineConformance<E extends Engine>(name: string, opts: 
           }
         });
 
-        it("a refreshed adapter is a new version: never continued from the cache built under the old bytes, and the old one is freed once released", async () => {
+        it("a refreshed adapter is a new version: never continued from the cache built under the old bytes or scale, and the old one is freed once released", async () => {
           const session = await engine.openSession();
           try {
             await session.switchWeights("write", trajectory(2));
@@ -211,6 +211,19 @@ export function describeEngineConformance<E extends Engine>(name: string, opts: 
                   .map((v) => v.id),
               )
               .toEqual([current.id]);
+            // the same bytes at another scale are other weights: a new version, never the lane built at the old scale
+            await session.switchWeights(null, trajectory(5));
+            const halved = await engine.refreshAdapter({ alias: "write", filePath: opts.adapters.writeV2, scale: 0.5 });
+            expect(halved.current.sha256).toBe(current.sha256);
+            expect(halved.current.version.equals(current.version)).toBe(false);
+            const scaled = trajectory(6);
+            expect((await session.switchWeights("write", scaled)).rebuild.reused).toBe(0);
+            expect(
+              maxAbsDiff(
+                await opts.reference(engine, session, [{ filePath: opts.adapters.writeV2, scale: 0.5 }], scaled),
+                await session.nextTokenLogProbs(scaled),
+              ),
+            ).toBeLessThanOrEqual(tolerance);
           } finally {
             await session.close();
             await engine.refreshAdapter({ alias: "write", filePath: opts.adapters.write, scale: 1 });
