@@ -124,6 +124,14 @@ export class ContextOverflowError extends EngineError {
 }
 
 /**
+ * A turn steered into a call that could not come back as one: the function is not callable now, or the turn's tokens
+ * cannot hold the call (its forced start, the longest arguments the grammar may still need, its end).
+ */
+export class SteeredCallError extends EngineError {
+  readonly code = "steered_call";
+}
+
+/**
  * The serving engine cannot be reached (refused, reset, DNS): nothing was recorded, and the session is usable once it
  * is back.
  */

@@ -134,7 +134,9 @@ export interface GenerateOptions {
   tokenBias?: Readonly<Record<string, number>>;
   /**
    * Steer the response into a tool call: the chat template's call prefix (and `name`, when given) is forced
-   * token by token, then the function-calling grammar and the model's own logits choose the rest.
+   * token by token, then the function-calling grammar and the model's own logits choose the rest, closed in time
+   * to end within `maxTokens`. A backend that can bound the call refuses a turn too short for it
+   * (`SteeredCallError`) before generating anything.
    */
   steerToolCall?: { name?: string };
   signal?: AbortSignal;

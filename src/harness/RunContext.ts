@@ -1,3 +1,4 @@
+import { SteeredCallError } from "../engine/index.js";
 import { DegenerationWatch, type Degeneration } from "./degenerate.js";
 import type { ModelCall, ModelTurn, TrajectoryDriver, WeightOutcome } from "./driver.js";
 import type { Trace } from "./trace/Trace.js";
@@ -201,27 +202,38 @@ export class RunContext {
     const turn = (this.visitTurns.get(route) ?? 0) + 1;
     this.visitTurns.set(route, turn);
     const forced = this.opts.forceCall?.();
-    const steer = forced
+    let steer = forced
       ? { tool: forced.name, bias: undefined }
       : this.opts.steering.find((s) => s.turn === turn && (s.adapter === "*" || s.adapter === route));
     // counted whether or not anyone follows the progress: the turn's seed and the degenerate verdict name it
     this.modelTurns++;
     this.opts.onProgress?.({ stage, turn: this.modelTurns, message: `${stage}: ${route} turn ${turn}` });
+    const generate = () =>
+      this.driver.generate({
+        maxTokens: Math.max(1, Math.min(maxTokens, this.opts.maxTokensPerTurn)),
+        seed: this.opts.seed === undefined ? undefined : this.opts.seed + this.modelTurns,
+        temperature: this.opts.temperature,
+        stop: this.opts.stop,
+        onText: this.opts.onText && ((chunk: string) => this.opts.onText!(chunk, stage, route)),
+        steer: steer ? { name: steer.tool } : undefined,
+        tokenBias: steer?.bias,
+        signal: this.opts.signal,
+      });
+    let skipped: string | undefined;
     const { value, ms } = await this.trace.measure(
       "model",
       () =>
-        this.driver.generate({
-          maxTokens: Math.max(1, Math.min(maxTokens, this.opts.maxTokensPerTurn)),
-          seed: this.opts.seed === undefined ? undefined : this.opts.seed + this.modelTurns,
-          temperature: this.opts.temperature,
-          stop: this.opts.stop,
-          onText: this.opts.onText && ((chunk: string) => this.opts.onText!(chunk, stage, route)),
-          steer: steer ? { name: steer.tool } : undefined,
-          tokenBias: steer?.bias,
-          signal: this.opts.signal,
+        generate().catch((err: unknown) => {
+          // the run's steering (a demo aid) is best effort: a turn too short for the call runs unsteered; a client's
+          // forced tool_choice is not, its error is the client's to see
+          if (forced || !steer || !(err instanceof SteeredCallError)) throw err;
+          skipped = err.message;
+          steer = undefined;
+          return generate();
         }),
       route,
     );
+    if (skipped) this.trace.event("steering_skipped", { stage, adapter: route, reason: skipped });
     this.checkCancelled();
     this.generatedTokens += value.generated;
     this.trace.event("model_call", {

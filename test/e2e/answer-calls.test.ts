@@ -56,6 +56,20 @@ describe("steering", () => {
       await call(c.client, "close_session", { session_id });
     },
   );
+
+  it("a steered call max_tokens cannot hold is refused with the tokens it needs; nothing is generated or recorded", async () => {
+    const { session_id } = await call<{ session_id: string }>(c.client, "create_session", {
+      task: "Which river flows through Paris?",
+    });
+    const before = await call<{ history: unknown[] }>(c.client, "get_session", { session_id });
+    expect(
+      await callError(c.client, "generate", { session_id, tool_call: { name: "load_lora" }, max_tokens: 24 }),
+    ).toMatch(/steered call of load_lora may take \d+ tokens .* the turn has 24: raise max_tokens to \d+ or more/);
+    expect((await call<{ history: unknown[] }>(c.client, "get_session", { session_id })).history).toEqual(
+      before.history,
+    );
+    await call(c.client, "close_session", { session_id });
+  });
 });
 
 describe("answering calls", () => {
@@ -98,7 +112,7 @@ describe("answering calls", () => {
     await call(c.client, "close_session", { session_id });
   });
 
-  it("answer_call answers any pending call with the client's own error; generate is refused until then, and works after", async () => {
+  it("answer_call answers any pending call with the client's own error; generate is refused until then, and works after; a weight action's answer stays in what the model reads", async () => {
     const { session_id, turn } = await steeredCall("offload_lora", "plan");
     const callId = turn.tool_calls[0]!.id;
     expect(await callError(c.client, "generate", { session_id })).toMatch(
@@ -124,6 +138,18 @@ describe("answering calls", () => {
     );
     const next = await call<Turn>(c.client, "generate", { session_id, max_tokens: 4 }, LONG);
     expect(next.tokens.generated).toBeGreaterThan(0);
+    // the answer is the weight action's result, not an external tool's: keep_tool_result (5) never elides it
+    for (let i = 0; i < 6; i++) await call(c.client, "search", { session_id, query: `seine ${i}` });
+    const { history: read } = await call<{ history: { role: string; call_id?: string; content: string }[] }>(
+      c.client,
+      "get_session",
+      { session_id },
+    );
+    expect(read.find((m) => m.role === "tool" && m.call_id === callId)).toMatchObject({
+      content: "not now: keep planning",
+      internal: true,
+    });
+    expect(read.filter((m) => m.role === "tool" && /^\[result of search elided/.test(m.content))).toHaveLength(1);
     await call(c.client, "close_session", { session_id });
   });
 });

@@ -48,13 +48,29 @@ describe("Gemma 3 270M through the CLI and MCP", () => {
     const turn = await call<{
       finish_reason: string;
       tool_calls: { name: string; arguments: Record<string, unknown> }[];
-    }>(c.client, "generate", { session_id: id, max_tokens: 48, tool_call: {}, seed: 1 });
+    }>(c.client, "generate", { session_id: id, max_tokens: 80, tool_call: {}, seed: 1 });
     expect(turn.finish_reason).toBe("tool_calls");
     expect(turn.tool_calls).toHaveLength(1);
     const [parsed] = turn.tool_calls;
     expect(["load_lora", "offload_lora", "search", "read", "run_code"]).toContain(parsed!.name);
     if (parsed!.name === "search") expect(typeof parsed!.arguments.query).toBe("string");
     if (parsed!.name === "offload_lora") expect(typeof parsed!.arguments.handoff).toBe("string");
+    await call(c.client, "close_session", { session_id: id });
+  });
+
+  it("a call steered by name is a call of that function within max_tokens (the name forced as it is tokenized after the call prefix)", async () => {
+    const { session_id: id } = await call<{ session_id: string }>(c.client, "create_session", {
+      task: "Which river flows through Paris?",
+    });
+    await call(c.client, "load_lora", { session_id: id, adapter: "plan" });
+    const turn = await call<{ finish_reason: string; tool_calls: { name: string }[]; tokens: { generated: number } }>(
+      c.client,
+      "generate",
+      { session_id: id, max_tokens: 48, tool_call: { name: "offload_lora" }, seed: 1 },
+    );
+    expect(turn.finish_reason).toBe("tool_calls");
+    expect(turn.tool_calls.map((t) => t.name)).toEqual(["offload_lora"]);
+    expect(turn.tokens.generated).toBeLessThanOrEqual(48);
     await call(c.client, "close_session", { session_id: id });
   });
 

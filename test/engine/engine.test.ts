@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LlamaContext, LlamaContextSequence, LlamaModel } from "node-llama-cpp";
 import type { LocalEngine } from "../../src/engines/local/index.js";
-import type { Conversation } from "../../src/engine/index.js";
+import { SteeredCallError, type Conversation } from "../../src/engine/index.js";
 import { conversation, demoEngine, demo, maxAbsDiff } from "../helpers/engine.js";
 import { referenceNextTokenLogProbs } from "../../src/engines/local/testing.js";
 
@@ -107,6 +107,53 @@ describe("engine on the demo model", () => {
       expect(result).toMatchObject({ finishReason: "cancelled", text: "", calls: [] });
       expect(result.tokens).toMatchObject({ evaluated: 0, generated: 0 });
       expect(result.timings).toMatchObject({ adapterSetMs: 0, prefillMs: 0, decodeMs: 0 });
+    } finally {
+      await session.close();
+    }
+  });
+
+  it("a steered call is refused up front when max_tokens cannot hold it, and otherwise comes back as a call within max_tokens", async () => {
+    // every kind of value node-llama-cpp's grammar can hold open while the closing is forced
+    const record: Conversation = {
+      ...conv,
+      functions: {
+        ...conv.functions,
+        record: {
+          description: "Record a finding.",
+          parameters: {
+            type: "object",
+            properties: {
+              kind: { enum: ["fact", "estimate"] },
+              tags: { type: "array", items: { type: "string", minLength: 2 }, minItems: 1 },
+              where: { type: "object", properties: { page: { type: "number" }, sure: { type: "boolean" } } },
+            },
+          },
+        },
+      },
+    };
+    const session = await engine.openSession();
+    try {
+      for (const name of ["load_lora", "offload_lora", "record"]) {
+        // 24 tokens (the case) hold less than the call's forced start on this character-level vocabulary
+        const refused = await session.generate(record, { maxTokens: 24, steerToolCall: { name } }).then(
+          (r) => ({ generated: r.tokens.generated, finish: r.finishReason, calls: r.calls.map((c) => c.name) }),
+          (e: unknown) => e,
+        );
+        expect(refused).toBeInstanceOf(SteeredCallError);
+        const need = Number(/raise max_tokens to (\d+)/.exec((refused as Error).message)![1]);
+        await expect(session.generate(record, { maxTokens: need - 1, steerToolCall: { name } })).rejects.toThrow(
+          SteeredCallError,
+        );
+        for (const [maxTokens, seed] of [
+          [need, 1],
+          [need + 40, 2],
+        ] as const) {
+          const r = await session.generate(record, { maxTokens, steerToolCall: { name }, seed, temperature: 0.8 });
+          expect(r.tokens.generated).toBeLessThanOrEqual(maxTokens);
+          expect(r.finishReason).toBe("tool_calls");
+          expect(r.calls.map((c) => c.name)).toEqual([name]);
+        }
+      }
     } finally {
       await session.close();
     }

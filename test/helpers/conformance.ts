@@ -180,7 +180,7 @@ export function describeEngineConformance<E extends Engine>(name: string, opts: 
           }
         });
 
-        it("a refreshed adapter is a new version: never continued from the cache built under the old bytes, and the old one is freed once released", async () => {
+        it("a refreshed adapter is a new version: never continued from the cache built under the old bytes or scale, and the old one is freed once released", async () => {
           const session = await engine.openSession();
           try {
             await session.switchWeights("write", trajectory(2));
@@ -211,6 +211,19 @@ export function describeEngineConformance<E extends Engine>(name: string, opts: 
                   .map((v) => v.id),
               )
               .toEqual([current.id]);
+            // the same bytes at another scale are other weights: a new version, never the lane built at the old scale
+            await session.switchWeights(null, trajectory(5));
+            const halved = await engine.refreshAdapter({ alias: "write", filePath: opts.adapters.writeV2, scale: 0.5 });
+            expect(halved.current.sha256).toBe(current.sha256);
+            expect(halved.current.version.equals(current.version)).toBe(false);
+            const scaled = trajectory(6);
+            expect((await session.switchWeights("write", scaled)).rebuild.reused).toBe(0);
+            expect(
+              maxAbsDiff(
+                await opts.reference(engine, session, [{ filePath: opts.adapters.writeV2, scale: 0.5 }], scaled),
+                await session.nextTokenLogProbs(scaled),
+              ),
+            ).toBeLessThanOrEqual(tolerance);
           } finally {
             await session.close();
             await engine.refreshAdapter({ alias: "write", filePath: opts.adapters.write, scale: 1 });
@@ -276,6 +289,35 @@ export function describeEngineConformance<E extends Engine>(name: string, opts: 
             expect(maxAbsDiff(base, await session.nextTokenLogProbs(conv))).toBeGreaterThan(0.1);
             await session.switchWeights(null, conv);
             expect(maxAbsDiff(base, await session.nextTokenLogProbs(conv))).toBe(0);
+          } finally {
+            await session.close();
+          }
+        });
+
+        it("a history taken back and written otherwise continues exactly from what the two share: nothing of the abandoned branch stays cached", async () => {
+          const fork = trajectory(2);
+          // each branch longer than the decode floor, so the new one is evaluated from where the two part
+          const branch = (question: string): Conversation => ({
+            ...fork,
+            turns: [...fork.turns, { role: "user", text: `${question} ${"Name every town on its banks. ".repeat(8)}` }],
+          });
+          const taken = branch("Which seas does it reach?");
+          const written = branch("How deep is it at Paris?");
+          const session = await engine.openSession();
+          try {
+            await session.switchWeights("search", taken);
+            await session.nextTokenLogProbs(taken);
+            // the cache may keep what the two prompts share (a backend may also evaluate the new one from the start)
+            const [a, b] = [engine.renderTokens(taken), engine.renderTokens(written)];
+            let shared = 0;
+            while (a[shared] === b[shared]) shared++;
+            expect((await session.prefill(written)).reused).toBeLessThanOrEqual(shared);
+            expect(
+              maxAbsDiff(
+                await opts.reference(engine, session, weightsOf("search"), written),
+                await session.nextTokenLogProbs(written),
+              ),
+            ).toBeLessThanOrEqual(tolerance);
           } finally {
             await session.close();
           }

@@ -1,11 +1,4 @@
-import {
-  LlamaChat,
-  LlamaText,
-  TokenBias,
-  type LlamaContextSequence,
-  type LlamaModel,
-  type Token,
-} from "../llama/nodeLlamaCpp.js";
+import { LlamaChat, TokenBias, type LlamaContextSequence, type LlamaModel } from "../llama/nodeLlamaCpp.js";
 import type {
   Conversation,
   FinishReason,
@@ -15,15 +8,11 @@ import type {
 } from "../../../engine/index.js";
 import type { Lane } from "../cache/Lane.js";
 import { generationBias } from "../chat/bias.js";
+import { steerCall } from "../chat/steering.js";
 import { toChatModelFunctions, type RenderedConversation } from "../chat/render.js";
 import { switchLaneWeights, now, syncLane, tailWeights, weightsLabel, type SyncPlan } from "./laneSync.js";
 import { teacherForcedLogprobs } from "./logProbs.js";
 import type { LocalEngineServices } from "./LocalEngineServices.js";
-
-/**
- * Tokens before a steered turn's limit from which its call's arguments are closed (the rest of the call fits in them).
- */
-const CLOSING_MARGIN = 48;
 
 /**
  * Where a turn runs: the session's active lane, its sequence (its context lock held), its window, how its prompt is
@@ -51,7 +40,19 @@ export async function generateTurn(
   const { lane, sequence, contextSize, plan } = target;
   const { history, wrapper, tokens } = rendered;
   // Never let node-llama-cpp shift the context (it would silently drop the start of the prompt).
-  const maxTokens = Math.min(options.maxTokens ?? 256, contextSize - tokens.length);
+  const requested = options.maxTokens ?? 256;
+  const maxTokens = Math.min(requested, contextSize - tokens.length);
+  // a steered call that could not end within the turn is refused before anything runs
+  const steer =
+    options.steerToolCall &&
+    steerCall(
+      host.model,
+      host.chatWrapper,
+      conversation.functions,
+      options.callable ?? Object.keys(conversation.functions),
+      options.steerToolCall.name,
+      { maxTokens, requested },
+    );
   const started = now();
   const queueMs = started - queued;
   // the caller gave up while this call waited for the context: no weights to apply, nothing to evaluate for it
@@ -76,14 +77,8 @@ export async function generateTurn(
   const decodeStart = now();
   const model = host.model;
   const chat = new LlamaChat({ contextSequence: sequence, chatWrapper: wrapper, autoDisposeSequence: false });
-  const steerTokens = options.steerToolCall ? steeringTokens(host, options.steerToolCall.name) : undefined;
-  const steering = steerTokens && {
-    tokens: steerTokens,
-    sequence,
-    promptLength: tokens.length,
-    closeAfter: Math.max(steerTokens.length, maxTokens - CLOSING_MARGIN),
-    closers: closerTokens(model),
-  };
+  let args: string | undefined;
+  const steering = steer && { ...steer, sequence, promptLength: tokens.length, arguments: () => args };
   // node-llama-cpp does not count a function call's prefix against maxTokens: the turn's own count stops it
   const limit = new AbortController();
   let response;
@@ -106,6 +101,7 @@ export async function generateTurn(
       stopOnAbortSignal: true,
       onToken: options.onToken && ((chunk) => options.onToken!((generated += chunk.length))),
       onTextChunk: options.onText,
+      onFunctionCallParamsChunk: steering && ((chunk) => (args = (args ?? "") + chunk.paramsChunk)),
       customStopTriggers: options.stop?.length ? options.stop : undefined,
       maxParallelFunctionCalls: 1,
     });
@@ -148,20 +144,6 @@ export async function generateTurn(
     timings: { queueMs, adapterSetMs, prefillMs: prefill.ms, decodeMs, logprobsMs, totalMs: now() - started },
     ...(logprobs ? { logprobs } : {}),
   };
-}
-
-function steeringTokens(host: LocalEngineServices, name: string | undefined): Token[] {
-  // wrappers with a parallel-call section (Mistral's [TOOL_CALLS][) only parse calls that open it
-  const { call, parallelism } = host.chatWrapper.settings.functions;
-  const prefix = LlamaText([parallelism?.call.sectionPrefix ?? "", call.prefix]);
-  const tokens = prefix.tokenize(host.model.tokenizer);
-  return name ? [...tokens, ...host.model.tokenize(name)] : tokens;
-}
-
-/** The tokens that end a JSON string, object or array: forced near a steered turn's limit so its call completes. */
-function closerTokens(model: LlamaModel): Record<'"' | "}" | "]", Token> {
-  const token = (c: string) => model.tokenize(c)[0]!;
-  return { '"': token('"'), "}": token("}"), "]": token("]") };
 }
 
 /**
