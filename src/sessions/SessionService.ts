@@ -175,8 +175,9 @@ export class SessionService {
       const pending = session.pendingCalls();
       if (pending.length) throw new PendingCallsError(pending);
       const released = await this.weights.enforceStageBudget(session);
-      const result = await this.queue.run(session.owner, () =>
-        session.engine.generate(session.conversation(), {
+      // the call's queue time is all of its wait: the work queue's, then the engine's for its context
+      const result = await this.queue.run(session.owner, async (waitedMs) => {
+        const turn = await session.engine.generate(session.conversation(), {
           callable: session.callable(),
           maxTokens: input.maxTokens ?? this.config.defaultMaxTokens,
           temperature: input.temperature,
@@ -188,8 +189,9 @@ export class SessionService {
           onToken: input.onProgress,
           onText: input.onText,
           stop: input.stop,
-        }),
-      );
+        });
+        return { ...turn, timings: { ...turn.timings, queueMs: waitedMs + turn.timings.queueMs } };
+      });
       // A cancelled turn is not part of the trajectory: the history stays as it was.
       if (result.finishReason === "cancelled")
         return { result, calls: [], recorded: false, ...(released ? { released } : {}) };
