@@ -280,6 +280,85 @@ describe("connections belong to the token that opened them", () => {
   });
 });
 
+/** The server's work queue as /status.json reports it. */
+const workQueue = async (url: string, token: string) =>
+  (
+    (await (await fetch(`${url}/status.json`, { headers: bearer(token) })).json()) as {
+      queue: { pending: number; running: number };
+    }
+  ).queue;
+
+describe("a client that goes away", () => {
+  it("a Streamable HTTP call whose socket drops is cancelled: its generation stops at once, its turn is not recorded", async () => {
+    const bob = await connectClient("http", server, bearer(BOB));
+    try {
+      const { session_id } = await call<{ session_id: string }>(bob.client, "create_session", {
+        task: "count",
+        system: "Be brief.",
+        tools: [],
+      });
+      // a turn of 2,000 tokens (tens of seconds here) that may not stop on its own, sent raw so its socket can drop
+      const { port } = new URL(server.url);
+      const post = request({
+        host: "127.0.0.1",
+        port,
+        path: "/mcp",
+        method: "POST",
+        headers: {
+          ...ACCEPT,
+          ...bearer(BOB),
+          "content-type": "application/json",
+          "mcp-session-id": sessionIdOf(bob),
+        },
+      });
+      post.on("error", () => undefined); // the socket is destroyed on purpose
+      const decoding = new Promise<void>((resolve) =>
+        post.on("response", (res) => {
+          let text = "";
+          res.on("data", (d: Buffer) => {
+            text += d.toString();
+            if (/decoding: \d+ tokens generated/.test(text)) resolve();
+          });
+          res.on("error", () => undefined);
+        }),
+      );
+      post.end(
+        JSON.stringify({
+          jsonrpc: "2.0",
+          id: 1,
+          method: "tools/call",
+          params: {
+            name: "generate",
+            arguments: {
+              session_id,
+              max_tokens: 2000,
+              token_bias: { "<tool_call>": -100, "<|im_end|>": -100, "<|endoftext|>": -100 },
+            },
+            _meta: { progressToken: "long-turn" },
+          },
+        }),
+      );
+      await decoding;
+      expect((await workQueue(server.url, BOB)).running).toBe(1);
+      post.destroy();
+      const dropped = performance.now();
+      await expect
+        .poll(async () => (await workQueue(server.url, BOB)).running, { timeout: 3_000, interval: 50 })
+        .toBe(0);
+      console.log(
+        `the dropped call's generation stopped ${(performance.now() - dropped).toFixed(0)} ms after its socket closed`,
+      );
+      // nothing of the cancelled turn is in the history, and the session goes on
+      const { history } = await call<{ history: { role: string }[] }>(bob.client, "get_session", { session_id });
+      expect(history.map((m) => m.role)).toEqual(["system", "user"]);
+      const next = await call<{ finish_reason: string }>(bob.client, "generate", { session_id, max_tokens: 2 });
+      expect(next.finish_reason).toMatch(/stop|length|tool_calls/);
+    } finally {
+      await bob.close();
+    }
+  });
+});
+
 describe("connection caps and idle expiry", () => {
   let capped: HttpServer;
   beforeAll(async () => {
