@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { LONG_TEXT_MAX } from "../config/config.js";
 import { invalid, OpenAIError } from "./errors.js";
+import { ParametersSchema } from "./parametersSchema.js";
 
 const TextPart = z.object({ type: z.literal("text"), text: z.string().max(LONG_TEXT_MAX) });
 /** Message content: a string, or text parts (images and audio are refused: the model reads text). */
@@ -31,7 +32,7 @@ const ToolSchema = z.object({
   function: z.object({
     name: z.string().regex(FUNCTION_NAME, "a function name is 1-64 letters, digits, _ or -"),
     description: z.string().max(4096).optional(),
-    parameters: z.record(z.string(), z.unknown()).optional(),
+    parameters: ParametersSchema.optional(),
     strict: z.boolean().nullish(),
   }),
 });

@@ -120,6 +120,34 @@ describe("OpenAI-compatible endpoint, through the official openai client", LONG,
     expect(text).not.toMatch(/<html|\bat .+:\d+:\d+|\/work\/|node_modules/i);
   });
 
+  it("refuses a client tool whose parameters the engine cannot read with 400 naming the field, not a failed run", async () => {
+    const messages: ChatCompletionMessageParam[] = [{ role: "user", content: "hi" }];
+    const cases: [Record<string, unknown>, string, RegExp][] = [
+      // each used to fail the run (500) once the model's call was parsed against it, or to be read as no schema
+      [{ type: "object", properties: { q: { enum: "x" } } }, ".properties.q.enum", /a list of strings/],
+      [{ type: "object", properties: { q: { const: { x: 1 } } } }, ".properties.q.const", /a string, number/],
+      [{ type: "object", properties: { q: null } }, ".properties.q", /expected object/],
+      [{ type: "thing" }, ".type", /one of string, number/],
+      [{ type: "string", minLength: 5000 }, ".minLength", /at most 512/],
+      [JSON.parse(`${'{"type":"array","items":'.repeat(100)}{}${"}".repeat(100)}`), "", /nested deeper than 64/],
+    ];
+    for (const [parameters, where, message] of cases) {
+      const refused = await apiError(
+        alice.chat.completions.create({
+          model: "base",
+          messages,
+          max_tokens: 32,
+          tools: [{ type: "function", function: { name: "lookup", parameters } }],
+          tool_choice: { type: "function", function: { name: "lookup" } },
+        }),
+      );
+      const param = `tools[0].function.parameters${where}`;
+      expect([refused.status, refused.param, refused.type]).toEqual([400, param, "invalid_request_error"]);
+      expect(refused.message).toContain(param);
+      expect(refused.message).toMatch(message);
+    }
+  });
+
   it("non-streaming: runs the hard WeAct loop server-side; the weight actions stay internal", async () => {
     const r = await alice.chat.completions.create({
       model: "weact-hard",
