@@ -4,6 +4,7 @@ import type { Logger } from "../log.js";
 import type { ExternalTool, ToolOutcome } from "../externalTools/ExternalTool.js";
 import { DEFAULT_STAGE_BUDGET, type StageBudget } from "../budgets/budgets.js";
 import { LimitError, PendingCallsError } from "./errors.js";
+import { refuseUnfittable, type InputField } from "./inputWindow.js";
 import { exchangeMessage, internalResult, newCallId, newId } from "./exchanges.js";
 import type { HistoryMessage, ToolCallRecord } from "./history.js";
 import { modelFunctions, OFFLOAD_LORA, WEIGHT_ACTIONS } from "./modelFunctions.js";
@@ -104,6 +105,16 @@ export class SessionService {
     });
     this.registry = new SessionRegistry(config, capacity.sessions, logger);
     this.weights = new WeightSwitch(this.registry, runtime.library, this.queue, stageBudget, logger);
+  }
+
+  /**
+   * Refuses input from outside that cannot fit a session's context window (`InputTooLongError` naming the field),
+   * before anything tokenizes it whole: an oversized task or message costs its client an error, not every client a
+   * blocked server.
+   */
+  refuseUnfittable(fields: readonly InputField[]): Promise<void> {
+    const { engine } = this.runtime;
+    return refuseUnfittable(fields, { size: engine.capacity.contextSize, tokenize: (text) => engine.tokenize(text) });
   }
 
   async create(owner: string, input: CreateSessionInput): Promise<Session> {

@@ -37,6 +37,10 @@ export function registerCreateSessionTool(server: McpServer, ctx: ServerContext)
     },
     (args, extra) =>
       toolCall(async () => {
+        await ctx.sessions.refuseUnfittable([
+          { name: "task", text: args.task },
+          { name: "system", text: args.system ?? "" },
+        ]);
         const session = await ctx.sessions.create(ownerOf(extra), args);
         return ok({
           session_id: session.id,
