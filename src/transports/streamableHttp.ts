@@ -72,6 +72,11 @@ export function mountStreamableHttp(app: Express, { connections, connect }: Http
     const connection = connections.lookup("streamable", id, identityOf(req));
     const transport = connection && transports.get(id);
     if (!transport) return sendError(res, 404, "unknown or expired MCP session");
+    if (req.method === "GET")
+      // the client's own stream: its socket closing with the stream still open is the client going away
+      res.once("close", () => {
+        if (res.statusCode === 200 && !res.writableFinished) connections.streamDropped(connection);
+      });
     await transport.handleRequest(req, res);
   };
   app.get(STREAMABLE_HTTP_PATH, bySession);

@@ -1,7 +1,9 @@
+import { spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { request } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { pathToFileURL } from "node:url";
 import { existsSync, readdirSync, writeFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { spawnHttpServer } from "../../testkit/mcpClient.js";
@@ -12,8 +14,9 @@ import { call, connectClient, testConfig, type HttpServer } from "../helpers/ser
 
 const ALICE = "alice-token-0123456789abcdef";
 const BOB = "bob-token-0123456789abcdef";
+const CAROL = "carol-token-0123456789abcdef";
 const tokenFile = join(tempDir(), "tokens");
-writeFileSync(tokenFile, `alice:${ALICE}\nbob:${BOB}\n`);
+writeFileSync(tokenFile, `alice:${ALICE}\nbob:${BOB}\ncarol:${CAROL}\n`);
 const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
 const ACCEPT = { accept: "application/json, text/event-stream" };
 const INITIALIZE = JSON.stringify({
@@ -356,6 +359,92 @@ describe("a client that goes away", () => {
       expect(next.finish_reason).toMatch(/stop|length|tool_calls/);
     } finally {
       await bob.close();
+    }
+  });
+});
+
+/**
+ * A client in its own process, as any MCP client would be (the SDK's, over Streamable HTTP with its own stream):
+ * it opens connections until the server refuses one, then sessions until one is refused, prints how many, and
+ * waits to be killed.
+ */
+const GREEDY_CLIENT = `
+import { callTool, connectClient } from ${JSON.stringify(pathToFileURL(join(PACKAGE_ROOT, "dist", "testkit", "mcpClient.js")).href)};
+const [url, token] = process.argv.slice(2);
+const held = [];
+for (;;) {
+  try {
+    held.push(await connectClient("http", { url, headers: { authorization: "Bearer " + token } }));
+  } catch {
+    break;
+  }
+}
+let sessions = 0;
+for (;;) {
+  try {
+    await callTool(held[sessions % held.length].client, "create_session", { task: "left behind" });
+    sessions++;
+  } catch {
+    break;
+  }
+}
+console.log(JSON.stringify({ connections: held.length, sessions }));
+setInterval(() => undefined, 60_000);
+`;
+
+describe("a client that crashes", () => {
+  it("gives its identity's connections and session slots back seconds after its process is killed, not 30 minutes", async () => {
+    const script = join(tempDir(), "greedy-client.mjs");
+    writeFileSync(script, GREEDY_CLIENT);
+    const child = spawn(process.execPath, [script, server.url, CAROL], { stdio: ["ignore", "pipe", "inherit"] });
+    try {
+      const held = await new Promise<{ connections: number; sessions: number }>((resolve, reject) => {
+        child.stdout.once("data", (d: Buffer) => resolve(JSON.parse(d.toString()) as never));
+        child.once("exit", (code) => reject(new Error(`the client exited with ${code}`)));
+      });
+      // every connection carol may hold (server.maxConnectionsPerClient), and sessions up to a limit
+      expect(held.connections).toBe(16);
+      expect(held.sessions).toBeGreaterThan(0);
+      const initialize = () =>
+        raw(server.url, {
+          path: "/mcp",
+          headers: { ...ACCEPT, ...bearer(CAROL), "content-type": "application/json" },
+          body: INITIALIZE,
+        });
+      expect((await initialize()).status).toBe(429);
+      child.kill("SIGKILL");
+      const killed = performance.now();
+      // a new connection of carol's is let in once the server knows the client is gone
+      let opened: Awaited<ReturnType<typeof initialize>> | undefined;
+      for (const until = killed + 15_000; performance.now() < until; await new Promise((r) => setTimeout(r, 250))) {
+        opened = await initialize();
+        if (opened.status !== 429) break;
+      }
+      const freed = performance.now() - killed;
+      console.log(
+        `a killed client held ${held.connections} connections and ${held.sessions} sessions; given back ${freed.toFixed(0)} ms after the kill`,
+      );
+      expect(opened?.status).toBe(200);
+      await raw(server.url, {
+        method: "DELETE",
+        path: "/mcp",
+        headers: { ...bearer(CAROL), "mcp-session-id": String(opened!.headers["mcp-session-id"]) },
+      });
+      // and its sessions: none is left holding a slot, and a new one opens
+      const carol = await connectClient("http", server, bearer(CAROL));
+      try {
+        await expect(call(carol.client, "create_session", { task: "after the crash" })).resolves.toMatchObject({
+          session_id: expect.stringMatching(/^s_/),
+        });
+        const status = (await (await fetch(`${server.url}/status.json`, { headers: bearer(CAROL) })).json()) as {
+          sessions: { mine: unknown[] };
+        };
+        expect(status.sessions.mine).toHaveLength(1);
+      } finally {
+        await carol.close();
+      }
+    } finally {
+      child.kill("SIGKILL");
     }
   });
 });

@@ -41,7 +41,7 @@ export function registerCreateSessionTool(server: McpServer, ctx: ServerContext)
           { name: "task", text: args.task },
           { name: "system", text: args.system ?? "" },
         ]);
-        const session = await ctx.sessions.create(ownerOf(extra), args);
+        const session = await ctx.sessions.create(ownerOf(extra), { ...args, connection: extra.sessionId });
         return ok({
           session_id: session.id,
           active_adapter: session.activeAdapter,
