@@ -110,17 +110,27 @@ export function describeFairShares(
     it("reports a call's whole wait as its queue time: a call behind another client's waits about that call's length", async () => {
       const [alice, , carol] = clients.map((c) => c.client);
       expect(carolSession).toBeDefined();
-      const timed = (client: typeof alice, session_id: string, max_tokens: number) => {
+      const timed = (
+        client: typeof alice,
+        session_id: string,
+        max_tokens: number,
+        onprogress?: (p: { message?: string }) => void,
+      ) => {
         const sent = performance.now();
-        return call<{ timings: { queueMs: number; totalMs: number } }>(client!, "generate", {
-          session_id,
-          ...TURN,
-          max_tokens,
-        }).then(({ timings }) => ({ sent, answered: performance.now(), timings }));
+        return call<{ timings: { queueMs: number; totalMs: number } }>(
+          client!,
+          "generate",
+          { session_id, ...TURN, max_tokens },
+          onprogress && { onprogress },
+        ).then(({ timings }) => ({ sent, answered: performance.now(), timings }));
       };
-      const first = timed(alice, aliceSessions[0]!, 64);
-      // the first is under way (one model call at a time) before the second arrives
-      await new Promise((resolve) => setTimeout(resolve, 300));
+      // the second arrives once the first decodes (one model call at a time): it waits for the rest of the first
+      let decoding!: () => void;
+      const firstDecodes = new Promise<void>((resolve) => (decoding = resolve));
+      const first = timed(alice, aliceSessions[0]!, 160, (p) => {
+        if (p.message?.startsWith("decoding")) decoding();
+      });
+      await firstDecodes;
       const [long, behind] = await Promise.all([first, timed(carol, carolSession!, 4)]);
       // the second waited from its arrival until the first was done
       const waited = long.answered - behind.sent;
