@@ -118,15 +118,16 @@ export class ConnectionRegistry {
     await Promise.all([...this.open.values()].map((c) => c.close()));
   }
 
-  private lookAgainLater(tracked: Tracked): void {
-    setTimeout(() => this.leaveIfGone(tracked), STREAM_RESUME_GRACE_MS).unref();
+  private lookAgainLater(tracked: Tracked, ms = STREAM_RESUME_GRACE_MS): void {
+    setTimeout(() => this.leaveIfGone(tracked), ms).unref();
   }
 
   private leaveIfGone(tracked: Tracked): void {
     const { streamLost } = tracked;
     if (this.open.get(key(tracked.kind, tracked.id)) !== tracked || streamLost === undefined) return;
-    // a request still running, or one ended within the grace, looks again when it ends (`busyUntil`)
-    if (tracked.inFlight > 0 || Date.now() - Math.max(streamLost, tracked.lastActive) < STREAM_RESUME_GRACE_MS) return;
+    if (tracked.inFlight > 0) return; // the request looks again when it ends (`busyUntil`)
+    const quiet = Date.now() - Math.max(streamLost, tracked.lastActive);
+    if (quiet < STREAM_RESUME_GRACE_MS) return this.lookAgainLater(tracked, STREAM_RESUME_GRACE_MS - quiet + 1);
     this.logger.info({ kind: tracked.kind, owner: tracked.owner }, "MCP connection closed: its client went away");
     this.open.delete(key(tracked.kind, tracked.id));
     void tracked
