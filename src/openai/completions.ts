@@ -6,12 +6,12 @@ import { InvalidPolicyError } from "../harness/errors.js";
 import { runTask, type ClientResult, type HarnessDeps, type TaskResult } from "../harness/runTask.js";
 import type { Policy } from "../harness/types.js";
 import type { Logger } from "../log.js";
-import { BusyError, LimitError } from "../sessions/errors.js";
+import { BusyError, InputTooLongError, LimitError } from "../sessions/errors.js";
 import { Continuations } from "./continuations.js";
 import { mapConversation } from "./conversation.js";
 import { OpenAIError } from "./errors.js";
 import { policyOf } from "./models.js";
-import { type ChatRequest, type ChatTool } from "./request.js";
+import { inputFields, type ChatRequest, type ChatTool } from "./request.js";
 import { Responder } from "./responder.js";
 
 /** Who is asking: the identity continuations are bound to, and the owner its sessions count against. */
@@ -59,6 +59,9 @@ export class ChatCompletions {
     if (request.user)
       this.logger.info({ user: request.user, owner: caller.owner, model: request.model }, "chat completion");
     forcedCall(request); // a bad tool_choice is refused before a run is started or continued
+    await this.harness.sessions.refuseUnfittable(inputFields(request)).catch((err: unknown) => {
+      throw toOpenAIError(err, false);
+    });
     const taken = this.continuations.take(caller.identity, request.messages);
     if (taken) return taken.resume(taken.results, { res, request });
     await this.start(policy, request, caller, res);
@@ -240,6 +243,8 @@ export function toOpenAIError(err: unknown, cancelled: boolean): OpenAIError {
       "invalid_value",
     );
   if (err instanceof BusyError) return new OpenAIError(429, err.message, "rate_limit_error", null, "busy");
+  if (err instanceof InputTooLongError)
+    return new OpenAIError(400, err.message, "invalid_request_error", err.field, "context_length_exceeded");
   if (err instanceof ContextOverflowError)
     return new OpenAIError(400, err.message, "invalid_request_error", "messages", "context_length_exceeded");
   if (cancelled)

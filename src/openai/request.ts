@@ -1,6 +1,8 @@
 import { z } from "zod";
 import { LONG_TEXT_MAX } from "../config/config.js";
+import type { InputField } from "../sessions/inputWindow.js";
 import { invalid, OpenAIError } from "./errors.js";
+import { ParametersSchema } from "./parametersSchema.js";
 
 const TextPart = z.object({ type: z.literal("text"), text: z.string().max(LONG_TEXT_MAX) });
 /** Message content: a string, or text parts (images and audio are refused: the model reads text). */
@@ -31,7 +33,7 @@ const ToolSchema = z.object({
   function: z.object({
     name: z.string().regex(FUNCTION_NAME, "a function name is 1-64 letters, digits, _ or -"),
     description: z.string().max(4096).optional(),
-    parameters: z.record(z.string(), z.unknown()).optional(),
+    parameters: ParametersSchema.optional(),
     strict: z.boolean().nullish(),
   }),
 });
@@ -139,3 +141,17 @@ export function parseChatRequest(body: unknown): ChatRequest {
 
 export const textOf = (content: ChatMessage["content"]): string =>
   content == null ? "" : typeof content === "string" ? content : content.map((p) => p.text).join("");
+
+/** The texts of a request the model would read, each named as the request's param it came in. */
+export function inputFields(request: ChatRequest): InputField[] {
+  return [
+    ...request.messages.flatMap((m, i) => [
+      { name: `messages[${i}].content`, text: textOf(m.content) },
+      ...(m.role === "assistant" ? (m.tool_calls ?? []) : []).map((c, j) => ({
+        name: `messages[${i}].tool_calls[${j}].function.arguments`,
+        text: c.function.arguments,
+      })),
+    ]),
+    ...(request.tools ?? []).map((t, i) => ({ name: `tools[${i}].function`, text: JSON.stringify(t.function) })),
+  ];
+}

@@ -4,6 +4,7 @@ import type { Logger } from "../log.js";
 import type { ExternalTool, ToolOutcome } from "../externalTools/ExternalTool.js";
 import { DEFAULT_STAGE_BUDGET, type StageBudget } from "../budgets/budgets.js";
 import { LimitError, PendingCallsError } from "./errors.js";
+import { refuseUnfittable, type InputField } from "./inputWindow.js";
 import { exchangeMessage, internalResult, newCallId, newId } from "./exchanges.js";
 import type { HistoryMessage, ToolCallRecord } from "./history.js";
 import { modelFunctions, OFFLOAD_LORA, WEIGHT_ACTIONS } from "./modelFunctions.js";
@@ -41,6 +42,8 @@ export interface CreateSessionInput {
   history?: { before?: HistoryMessage[]; after?: HistoryMessage[] };
   /** A run's own stage budgets: the server-side release follows them too (over the manifest and config). */
   stageBudget?: Partial<StageBudget>;
+  /** The MCP connection it is opened over (see `closeLeftBehind`). */
+  connection?: string;
 }
 
 export interface GenerateInput {
@@ -106,6 +109,16 @@ export class SessionService {
     this.weights = new WeightSwitch(this.registry, runtime.library, this.queue, stageBudget, logger);
   }
 
+  /**
+   * Refuses input from outside that cannot fit a session's context window (`InputTooLongError` naming the field),
+   * before anything tokenizes it whole: an oversized task or message costs its client an error, not every client a
+   * blocked server.
+   */
+  refuseUnfittable(fields: readonly InputField[]): Promise<void> {
+    const { engine } = this.runtime;
+    return refuseUnfittable(fields, { size: engine.capacity.contextSize, tokenize: (text) => engine.tokenize(text) });
+  }
+
   async create(owner: string, input: CreateSessionInput): Promise<Session> {
     this.registry.admit(owner);
     const offered = this.externalTools();
@@ -154,6 +167,7 @@ export class SessionService {
         },
       );
     });
+    session.openedOver = input.connection;
     session.anticipateNext(this.runtime.library.aliases());
     this.logger.info({ session: session.id, owner, tools: toolNames }, "session created");
     return session;
@@ -175,8 +189,9 @@ export class SessionService {
       const pending = session.pendingCalls();
       if (pending.length) throw new PendingCallsError(pending);
       const released = await this.weights.enforceStageBudget(session);
-      const result = await this.queue.run(session.owner, () =>
-        session.engine.generate(session.conversation(), {
+      // the call's queue time is all of its wait: the work queue's, then the engine's for its context
+      const result = await this.queue.run(session.owner, async (waitedMs) => {
+        const turn = await session.engine.generate(session.conversation(), {
           callable: session.callable(),
           maxTokens: input.maxTokens ?? this.config.defaultMaxTokens,
           temperature: input.temperature,
@@ -188,8 +203,9 @@ export class SessionService {
           onToken: input.onProgress,
           onText: input.onText,
           stop: input.stop,
-        }),
-      );
+        });
+        return { ...turn, timings: { ...turn.timings, queueMs: waitedMs + turn.timings.queueMs } };
+      });
       // A cancelled turn is not part of the trajectory: the history stays as it was.
       if (result.finishReason === "cancelled")
         return { result, calls: [], recorded: false, ...(released ? { released } : {}) };
@@ -378,6 +394,19 @@ export class SessionService {
   /** Closes every session of `owner` (its connection ended and nobody else can reach them). */
   async closeOwnedBy(owner: string): Promise<void> {
     await this.registry.closeOwnedBy(owner);
+  }
+
+  /**
+   * Closes the sessions a client opened over `connection` when it went away at `since` without closing them (a
+   * crash): nobody holds their ids any more, yet they would keep the identity's slots until `sessions.idleMinutes`.
+   * One in use, or used since (by another connection of the identity), stays.
+   */
+  async closeLeftBehind(connection: string, since: number): Promise<void> {
+    const left = this.registry
+      .all()
+      .filter((s) => s.openedOver === connection && s.lastActiveAt <= since && s.lock.depth === 0);
+    await Promise.all(left.map((s) => this.registry.close(s.owner, s.id)));
+    if (left.length) this.logger.info({ sessions: left.map((s) => s.id) }, "sessions left behind by a client closed");
   }
 
   async dispose(): Promise<void> {

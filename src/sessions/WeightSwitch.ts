@@ -162,9 +162,10 @@ export class WeightSwitch {
     exchange: HistoryMessage[],
   ): Promise<SwitchReport> {
     const from = session.activeAdapter;
-    const report = await this.queue.run(session.owner, () =>
-      session.engine.switchWeights(target, session.conversation([...session.history, ...exchange])),
-    );
+    const report = await this.queue.run(session.owner, async (waitedMs) => {
+      const done = await session.engine.switchWeights(target, session.conversation([...session.history, ...exchange]));
+      return { ...done, queueMs: waitedMs + done.queueMs };
+    });
     session.append(...exchange);
     session.stage = target === null ? undefined : new StageUsage(target);
     session.anticipateNext(this.library.aliases());

@@ -29,7 +29,8 @@ export class WorkQueue {
 
   constructor(private readonly limits: WorkQueueLimits) {}
 
-  async run<T>(client: string, fn: () => Promise<T>): Promise<T> {
+  /** Runs `fn` when its turn comes; `fn` gets how long the call waited here (its share of the call's queue time). */
+  async run<T>(client: string, fn: (waitedMs: number) => Promise<T>): Promise<T> {
     const mine = this.perClient.get(client) ?? 0;
     if (mine >= this.limits.maxPendingPerClient) {
       throw new BusyError(
@@ -43,6 +44,7 @@ export class WorkQueue {
     }
     this.pending++;
     this.perClient.set(client, mine + 1);
+    const arrived = performance.now();
     try {
       await new Promise<void>((start) => {
         const queue = this.waiting.get(client) ?? [];
@@ -51,7 +53,7 @@ export class WorkQueue {
         this.dispatch();
       });
       try {
-        return await fn();
+        return await fn(performance.now() - arrived);
       } finally {
         this.running--;
         this.dispatch();

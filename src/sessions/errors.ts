@@ -46,3 +46,15 @@ export class BusyError extends SessionError {
 export class InvalidArgumentsError extends SessionError {
   readonly code = "invalid_arguments";
 }
+
+/** Input that cannot fit a session's context window, refused before anything reads it whole. */
+export class InputTooLongError extends SessionError {
+  readonly code = "input_too_long";
+  constructor(
+    /** The field to shorten (the longest of those given). */
+    readonly field: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}

@@ -20,10 +20,15 @@ export interface HttpTransportDeps {
 
 /** The one connect of both HTTP transports; a token with the admin scope may change the library. */
 export function connector(ctx: ServerContext, connections: ConnectionRegistry): Connect {
-  /** Connects a fresh server object; when the connection ends, the sessions it owned end with it. */
+  /**
+   * Connects a fresh server object; when the connection ends, the sessions it owned end with it, and when its client
+   * went away without ending it, also those the client opened over it and left behind (see `closeLeftBehind`).
+   */
   return async (transport, kind, id, owner) => {
     const { server, cleanup } = createServer(ctx, (extra) => extra.authInfo?.scopes.includes("admin") ?? false);
     let closed = false;
+    let serverEnds = false;
+    let leftAt: number | undefined;
     const close = async () => {
       if (closed) return;
       closed = true;
@@ -31,20 +36,21 @@ export function connector(ctx: ServerContext, connections: ConnectionRegistry): 
       // the server object first: that aborts the connection's requests in flight, which then end cleanly
       await cleanup();
       await ctx.sessions.closeOwnedBy(`connection:${id}`);
+      if (leftAt !== undefined) await ctx.sessions.closeLeftBehind(id, leftAt);
     };
-    const connection: Connection = {
-      kind,
-      id,
-      owner,
-      close: async () => {
-        await transport.close();
-        await close();
-      },
+    const end = async (since?: number) => {
+      serverEnds = true;
+      leftAt = since;
+      await transport.close();
+      await close();
     };
+    const connection: Connection = { kind, id, owner, close: () => end(), leave: (since) => end(since) };
     connections.add(connection);
     const earlier = transport.onclose; // the caller's own bookkeeping, if any
     transport.onclose = () => {
       earlier?.();
+      // the client ended it: a Streamable HTTP session by its DELETE, a legacy SSE stream only by going away
+      if (!serverEnds && kind === "sse") leftAt = Date.now();
       void close();
     }; // set before connect: the SDK chains its own handler after it
     await server.connect(transport);

@@ -11,6 +11,12 @@ export interface ConnectionLimits {
 
 export type ConnectionKind = "streamable" | "sse";
 
+/**
+ * How long a client whose stream dropped has to open it again (the MCP SDK's client retries after 1 s, then 1.5 s
+ * more) before it counts as gone.
+ */
+export const STREAM_RESUME_GRACE_MS = 5_000;
+
 /** One MCP connection (a Streamable HTTP session or a legacy SSE stream) and who opened it. */
 export interface Connection {
   kind: ConnectionKind;
@@ -18,11 +24,15 @@ export interface Connection {
   /** The token identity that opened it; undefined without tokens (the id itself is then the only credential). */
   owner: string | undefined;
   close: () => Promise<void>;
+  /** Closes it because its client went away at `since` without ending it: what it left behind is released too. */
+  leave: (since: number) => Promise<void>;
 }
 
 interface Tracked extends Connection {
   lastActive: number;
   inFlight: number;
+  /** When the client's stream dropped, if it has not come back since. */
+  streamLost?: number;
 }
 
 /**
@@ -75,7 +85,20 @@ export class ConnectionRegistry {
     const connection = this.open.get(key(kind, id));
     if (!connection || connection.owner !== owner) return undefined;
     connection.lastActive = Date.now();
+    connection.streamLost = undefined; // a request: its client is there
     return connection;
+  }
+
+  /**
+   * The client's stream dropped without the client ending the connection (a crash, a killed process): unless the
+   * client opens it again or sends a request within STREAM_RESUME_GRACE_MS, with none in flight, the client is
+   * gone and the connection is left (`Connection.leave`), rather than holding its place until it idles out.
+   */
+  streamDropped(connection: Connection): void {
+    const tracked = this.open.get(key(connection.kind, connection.id));
+    if (!tracked) return;
+    tracked.streamLost = Date.now();
+    this.lookAgainLater(tracked);
   }
 
   /** A request on the connection is in flight until `done` settles: the connection is not idle meanwhile. */
@@ -86,12 +109,30 @@ export class ConnectionRegistry {
     void done.finally(() => {
       tracked.inFlight--;
       tracked.lastActive = Date.now();
+      if (tracked.streamLost !== undefined) this.lookAgainLater(tracked);
     });
   }
 
   async closeAll(): Promise<void> {
     clearInterval(this.sweeper);
     await Promise.all([...this.open.values()].map((c) => c.close()));
+  }
+
+  private lookAgainLater(tracked: Tracked, ms = STREAM_RESUME_GRACE_MS): void {
+    setTimeout(() => this.leaveIfGone(tracked), ms).unref();
+  }
+
+  private leaveIfGone(tracked: Tracked): void {
+    const { streamLost } = tracked;
+    if (this.open.get(key(tracked.kind, tracked.id)) !== tracked || streamLost === undefined) return;
+    if (tracked.inFlight > 0) return; // the request looks again when it ends (`busyUntil`)
+    const quiet = Date.now() - Math.max(streamLost, tracked.lastActive);
+    if (quiet < STREAM_RESUME_GRACE_MS) return this.lookAgainLater(tracked, STREAM_RESUME_GRACE_MS - quiet + 1);
+    this.logger.info({ kind: tracked.kind, owner: tracked.owner }, "MCP connection closed: its client went away");
+    this.open.delete(key(tracked.kind, tracked.id));
+    void tracked
+      .leave(streamLost)
+      .catch((err) => this.logger.error({ err }, "closing a connection whose client went away failed"));
   }
 
   private closeIdle(): void {

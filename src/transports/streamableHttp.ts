@@ -1,12 +1,34 @@
 import { randomUUID } from "node:crypto";
 import type { Express, Request, Response } from "express";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
-import { isInitializeRequest } from "@modelcontextprotocol/sdk/types.js";
+import { isInitializeRequest, isJSONRPCRequest, type RequestId } from "@modelcontextprotocol/sdk/types.js";
 import { methodNotAllowed, RPC, sendError } from "../http/errors.js";
 import { identityOf, inFlight, type HttpTransportDeps } from "./connect.js";
 
 /** Where Streamable HTTP is served. */
 export const STREAMABLE_HTTP_PATH = "/mcp";
+
+/**
+ * A POST's requests are answered on its own response: when the client's connection drops before that response ends,
+ * nobody is left to read their answers, so they are cancelled as the client's own `notifications/cancelled` would
+ * cancel them (their handlers' signals abort: a generation stops, a run ends cancelled), as a dropped SSE stream
+ * cancels its connection's calls.
+ */
+function cancelOnDrop(transport: StreamableHTTPServerTransport, req: Request, res: Response): void {
+  const ids: RequestId[] = (Array.isArray(req.body) ? req.body : [req.body])
+    .filter((m) => isJSONRPCRequest(m))
+    .map((m) => m.id);
+  if (!ids.length) return;
+  res.once("close", () => {
+    if (res.writableFinished) return; // answered
+    for (const requestId of ids)
+      transport.onmessage?.({
+        jsonrpc: "2.0",
+        method: "notifications/cancelled",
+        params: { requestId, reason: "the client's connection dropped before the answer" },
+      });
+  });
+}
 
 /**
  * Streamable HTTP at /mcp: POST initialize opens a session (one MCP server object per client session), then POST,
@@ -23,6 +45,7 @@ export function mountStreamableHttp(app: Express, { connections, connect }: Http
       const transport = connection && transports.get(id);
       if (!connection || !transport) return sendError(res, 404, "unknown or expired MCP session; initialize again");
       inFlight(connections, connection, res);
+      cancelOnDrop(transport, req, res);
       return transport.handleRequest(req, res, req.body);
     }
     if (!isInitializeRequest(req.body))
@@ -49,6 +72,11 @@ export function mountStreamableHttp(app: Express, { connections, connect }: Http
     const connection = connections.lookup("streamable", id, identityOf(req));
     const transport = connection && transports.get(id);
     if (!transport) return sendError(res, 404, "unknown or expired MCP session");
+    if (req.method === "GET")
+      // the client's own stream: its socket closing with the stream still open is the client going away
+      res.once("close", () => {
+        if (res.statusCode === 200 && !res.writableFinished) connections.streamDropped(connection);
+      });
     await transport.handleRequest(req, res);
   };
   app.get(STREAMABLE_HTTP_PATH, bySession);

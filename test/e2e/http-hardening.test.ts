@@ -1,7 +1,9 @@
+import { spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { request } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { pathToFileURL } from "node:url";
 import { existsSync, readdirSync, writeFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { spawnHttpServer } from "../../testkit/mcpClient.js";
@@ -12,8 +14,9 @@ import { call, connectClient, testConfig, type HttpServer } from "../helpers/ser
 
 const ALICE = "alice-token-0123456789abcdef";
 const BOB = "bob-token-0123456789abcdef";
+const CAROL = "carol-token-0123456789abcdef";
 const tokenFile = join(tempDir(), "tokens");
-writeFileSync(tokenFile, `alice:${ALICE}\nbob:${BOB}\n`);
+writeFileSync(tokenFile, `alice:${ALICE}\nbob:${BOB}\ncarol:${CAROL}\n`);
 const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
 const ACCEPT = { accept: "application/json, text/event-stream" };
 const INITIALIZE = JSON.stringify({
@@ -162,22 +165,23 @@ describe("HTTP errors before and after authentication", () => {
     ).toBe(200);
   });
 
-  it("accepts a 200 KB task (a pasted document) under the body limit", async () => {
+  it("takes a 200 KB task (a pasted document) under the body limit past every length bound: only the window refuses it", async () => {
     const alice = await connectClient("http", server, bearer(ALICE));
     try {
       const task = `Summarise: ${"lorem ipsum dolor sit amet ".repeat(7_500)}`;
       expect(task.length).toBeGreaterThan(200_000);
-      const { session_id } = await call<{ session_id: string }>(alice.client, "create_session", { task });
-      expect(session_id).toMatch(/^s_/);
-      await call(alice.client, "close_session", { session_id });
-      // run_task takes it too: the harness validates with the MCP schema's limit, not a smaller one of its own; an
-      // unknown adapter then refuses it with its own error, which proves it got past validation (and leaves no trace)
-      const run = await alice.client.callTool({
-        name: "run_task",
-        arguments: { task, policy: "single:nosuchadapter" },
-      });
-      expect(JSON.stringify(run.content)).not.toMatch(/too_big|100000/i);
-      expect(JSON.stringify(run.content)).toMatch(/no adapter \\"nosuchadapter\\"/);
+      // no zod bound smaller than the body limit refuses it: the window does, its tokens do not fit 4096
+      for (const [tool, args] of [
+        ["create_session", { task }],
+        ["run_task", { task, policy: "base" }],
+      ] as const) {
+        const refused = await alice.client.callTool({ name: tool, arguments: args });
+        expect(refused.isError).toBe(true);
+        expect(JSON.stringify(refused.content)).not.toMatch(/too_big|100000/i);
+        expect(JSON.stringify(refused.content)).toMatch(
+          /task: more tokens than the context window holds \(4096, model\.contextSize\).*input_too_long/,
+        );
+      }
     } finally {
       await alice.close();
     }
@@ -276,6 +280,171 @@ describe("connections belong to the token that opened them", () => {
       expect(alice.received()).not.toMatch(/"id":99/);
     } finally {
       alice.close();
+    }
+  });
+});
+
+/** The server's work queue as /status.json reports it. */
+const workQueue = async (url: string, token: string) =>
+  (
+    (await (await fetch(`${url}/status.json`, { headers: bearer(token) })).json()) as {
+      queue: { pending: number; running: number };
+    }
+  ).queue;
+
+describe("a client that goes away", () => {
+  it("a Streamable HTTP call whose socket drops is cancelled: its generation stops at once, its turn is not recorded", async () => {
+    const bob = await connectClient("http", server, bearer(BOB));
+    try {
+      const { session_id } = await call<{ session_id: string }>(bob.client, "create_session", {
+        task: "count",
+        system: "Be brief.",
+        tools: [],
+      });
+      // a turn of 2,000 tokens (tens of seconds here) that may not stop on its own, sent raw so its socket can drop
+      const { port } = new URL(server.url);
+      const post = request({
+        host: "127.0.0.1",
+        port,
+        path: "/mcp",
+        method: "POST",
+        headers: {
+          ...ACCEPT,
+          ...bearer(BOB),
+          "content-type": "application/json",
+          "mcp-session-id": sessionIdOf(bob),
+        },
+      });
+      post.on("error", () => undefined); // the socket is destroyed on purpose
+      const decoding = new Promise<void>((resolve) =>
+        post.on("response", (res) => {
+          let text = "";
+          res.on("data", (d: Buffer) => {
+            text += d.toString();
+            if (/decoding: \d+ tokens generated/.test(text)) resolve();
+          });
+          res.on("error", () => undefined);
+        }),
+      );
+      post.end(
+        JSON.stringify({
+          jsonrpc: "2.0",
+          id: 1,
+          method: "tools/call",
+          params: {
+            name: "generate",
+            arguments: {
+              session_id,
+              max_tokens: 2000,
+              token_bias: { "<tool_call>": -100, "<|im_end|>": -100, "<|endoftext|>": -100 },
+            },
+            _meta: { progressToken: "long-turn" },
+          },
+        }),
+      );
+      await decoding;
+      expect((await workQueue(server.url, BOB)).running).toBe(1);
+      post.destroy();
+      const dropped = performance.now();
+      await expect
+        .poll(async () => (await workQueue(server.url, BOB)).running, { timeout: 3_000, interval: 50 })
+        .toBe(0);
+      console.log(
+        `the dropped call's generation stopped ${(performance.now() - dropped).toFixed(0)} ms after its socket closed`,
+      );
+      // nothing of the cancelled turn is in the history, and the session goes on
+      const { history } = await call<{ history: { role: string }[] }>(bob.client, "get_session", { session_id });
+      expect(history.map((m) => m.role)).toEqual(["system", "user"]);
+      const next = await call<{ finish_reason: string }>(bob.client, "generate", { session_id, max_tokens: 2 });
+      expect(next.finish_reason).toMatch(/stop|length|tool_calls/);
+    } finally {
+      await bob.close();
+    }
+  });
+});
+
+/**
+ * A client in its own process, as any MCP client would be (the SDK's, over Streamable HTTP with its own stream):
+ * it opens connections until the server refuses one, then sessions until one is refused, prints how many, and
+ * waits to be killed.
+ */
+const GREEDY_CLIENT = `
+import { callTool, connectClient } from ${JSON.stringify(pathToFileURL(join(PACKAGE_ROOT, "dist", "testkit", "mcpClient.js")).href)};
+const [url, token] = process.argv.slice(2);
+const held = [];
+for (;;) {
+  try {
+    held.push(await connectClient("http", { url, headers: { authorization: "Bearer " + token } }));
+  } catch {
+    break;
+  }
+}
+let sessions = 0;
+for (;;) {
+  try {
+    await callTool(held[sessions % held.length].client, "create_session", { task: "left behind" });
+    sessions++;
+  } catch {
+    break;
+  }
+}
+console.log(JSON.stringify({ connections: held.length, sessions }));
+setInterval(() => undefined, 60_000);
+`;
+
+describe("a client that crashes", () => {
+  it("gives its identity's connections and session slots back seconds after its process is killed, not 30 minutes", async () => {
+    const script = join(tempDir(), "greedy-client.mjs");
+    writeFileSync(script, GREEDY_CLIENT);
+    const child = spawn(process.execPath, [script, server.url, CAROL], { stdio: ["ignore", "pipe", "inherit"] });
+    try {
+      const held = await new Promise<{ connections: number; sessions: number }>((resolve, reject) => {
+        child.stdout.once("data", (d: Buffer) => resolve(JSON.parse(d.toString()) as never));
+        child.once("exit", (code) => reject(new Error(`the client exited with ${code}`)));
+      });
+      // every connection carol may hold (server.maxConnectionsPerClient), and sessions up to a limit
+      expect(held.connections).toBe(16);
+      expect(held.sessions).toBeGreaterThan(0);
+      const initialize = () =>
+        raw(server.url, {
+          path: "/mcp",
+          headers: { ...ACCEPT, ...bearer(CAROL), "content-type": "application/json" },
+          body: INITIALIZE,
+        });
+      expect((await initialize()).status).toBe(429);
+      child.kill("SIGKILL");
+      const killed = performance.now();
+      // a new connection of carol's is let in once the server knows the client is gone
+      let opened: Awaited<ReturnType<typeof initialize>> | undefined;
+      for (const until = killed + 15_000; performance.now() < until; await new Promise((r) => setTimeout(r, 250))) {
+        opened = await initialize();
+        if (opened.status !== 429) break;
+      }
+      const freed = performance.now() - killed;
+      console.log(
+        `a killed client held ${held.connections} connections and ${held.sessions} sessions; given back ${freed.toFixed(0)} ms after the kill`,
+      );
+      expect(opened?.status).toBe(200);
+      await raw(server.url, {
+        method: "DELETE",
+        path: "/mcp",
+        headers: { ...bearer(CAROL), "mcp-session-id": String(opened!.headers["mcp-session-id"]) },
+      });
+      // and its sessions: none is left holding a slot, and a new one opens
+      const carol = await connectClient("http", server, bearer(CAROL));
+      try {
+        await expect(call(carol.client, "create_session", { task: "after the crash" })).resolves.toMatchObject({
+          session_id: expect.stringMatching(/^s_/),
+        });
+        const status = (await (await fetch(`${server.url}/status.json`, { headers: bearer(CAROL) })).json()) as {
+          sessions: { mine: unknown[] };
+        };
+        expect(status.sessions.mine).toHaveLength(1);
+      } finally {
+        await carol.close();
+      }
+    } finally {
+      child.kill("SIGKILL");
     }
   });
 });

@@ -4,7 +4,7 @@ import OpenAI from "openai";
 import type { ChatCompletionMessageParam, ChatCompletionTool } from "openai/resources/chat/completions";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { tempDir } from "../helpers/files.js";
-import { startHttpServer, testConfig, type HttpServer } from "../helpers/server.js";
+import { call, callError, connectClient, startHttpServer, testConfig, type HttpServer } from "../helpers/server.js";
 
 const ALICE = "alice-token-0123456789abcdef";
 const BOB = "bob-token-0123456789abcdef00";
@@ -118,6 +118,96 @@ describe("OpenAI-compatible endpoint, through the official openai client", LONG,
       },
     });
     expect(text).not.toMatch(/<html|\bat .+:\d+:\d+|\/work\/|node_modules/i);
+  });
+
+  it("refuses a task or message that cannot fit the window at once, naming the field and model.contextSize, while another client is answered within a second", async () => {
+    const mcp = await connectClient("http", server, { authorization: `Bearer ${ALICE}` });
+    const other = await connectClient("http", server, { authorization: `Bearer ${BOB}` });
+    /** `refused` runs while the other client calls a cheap tool over and over; its slowest answer, in ms. */
+    const slowestMeanwhile = async (refused: () => Promise<string>) => {
+      let done = false;
+      const outcome = refused()
+        .catch((err: Error) => err.message)
+        .finally(() => (done = true));
+      let slowest = 0;
+      do {
+        const started = performance.now();
+        await call(other.client, "list_adapters");
+        slowest = Math.max(slowest, performance.now() - started);
+      } while (!done);
+      return { message: await outcome, slowest };
+    };
+    const huge = "lorem ipsum dolor sit amet ".repeat(144_000); // 3.9 MB: the body limit (4 MiB) lets it through
+    const long = "lorem ipsum dolor sit amet ".repeat(15_000); // 405,000 characters: more tokens than the 4096 window
+    try {
+      const cases: [string, () => Promise<string>, RegExp][] = [
+        [
+          "run_task, 3.9 MB",
+          () => callError(mcp.client, "run_task", { task: huge, policy: "base" }),
+          /^task: 3888000 characters cannot fit/,
+        ],
+        [
+          "create_session, 3.9 MB",
+          () => callError(mcp.client, "create_session", { task: huge }),
+          /^task: 3888000 characters cannot fit the context window of 4096 tokens \(model\.contextSize\)/,
+        ],
+        [
+          "create_session, 405 KB",
+          () => callError(mcp.client, "create_session", { task: "hi", system: long }),
+          /^system \(with the other fields\): more tokens than the context window holds \(4096, model\.contextSize\)/,
+        ],
+        [
+          "chat completion, 3.9 MB",
+          async () => {
+            const err = await apiError(
+              alice.chat.completions.create({ model: "base", messages: [{ role: "user", content: huge }] }),
+            );
+            expect([err.status, err.param, err.code]).toEqual([400, "messages[0].content", "context_length_exceeded"]);
+            return err.message;
+          },
+          /messages\[0\]\.content: 3888000 characters cannot fit .*raise model\.contextSize/,
+        ],
+      ];
+      for (const [what, refused, message] of cases) {
+        const { message: got, slowest } = await slowestMeanwhile(refused);
+        console.log(
+          `${what}: "${got.slice(0, 90)}"; the other client's slowest call meanwhile: ${slowest.toFixed(0)} ms`,
+        );
+        expect(slowest).toBeLessThan(1_000);
+        expect(got).toMatch(message);
+      }
+      expect(await status(ALICE)).toMatchObject({ sessions: { mine: [] } });
+    } finally {
+      await Promise.all([mcp.close(), other.close()]);
+    }
+  });
+
+  it("refuses a client tool whose parameters the engine cannot read with 400 naming the field, not a failed run", async () => {
+    const messages: ChatCompletionMessageParam[] = [{ role: "user", content: "hi" }];
+    const cases: [Record<string, unknown>, string, RegExp][] = [
+      // each used to fail the run (500) once the model's call was parsed against it, or to be read as no schema
+      [{ type: "object", properties: { q: { enum: "x" } } }, ".properties.q.enum", /a list of strings/],
+      [{ type: "object", properties: { q: { const: { x: 1 } } } }, ".properties.q.const", /a string, number/],
+      [{ type: "object", properties: { q: null } }, ".properties.q", /expected object/],
+      [{ type: "thing" }, ".type", /one of string, number/],
+      [{ type: "string", minLength: 5000 }, ".minLength", /at most 512/],
+      [JSON.parse(`${'{"type":"array","items":'.repeat(100)}{}${"}".repeat(100)}`), "", /nested deeper than 64/],
+    ];
+    for (const [parameters, where, message] of cases) {
+      const refused = await apiError(
+        alice.chat.completions.create({
+          model: "base",
+          messages,
+          max_tokens: 32,
+          tools: [{ type: "function", function: { name: "lookup", parameters } }],
+          tool_choice: { type: "function", function: { name: "lookup" } },
+        }),
+      );
+      const param = `tools[0].function.parameters${where}`;
+      expect([refused.status, refused.param, refused.type]).toEqual([400, param, "invalid_request_error"]);
+      expect(refused.message).toContain(param);
+      expect(refused.message).toMatch(message);
+    }
   });
 
   it("non-streaming: runs the hard WeAct loop server-side; the weight actions stay internal", async () => {

@@ -27,6 +27,8 @@ export function describeFairShares(
     let server: HttpServer;
     const clients: Connected[] = [];
     let bobSession: string | undefined;
+    let aliceSessions: string[] = [];
+    let carolSession: string | undefined;
     const as = async (token: string) => {
       const c = await connectClient("http", server, { authorization: `Bearer ${token}` });
       clients.push(c);
@@ -55,6 +57,7 @@ export function describeFairShares(
         }
       }
       expect(mine).toHaveLength(3);
+      aliceSessions = mine;
       expect(refusal).toMatch(/holds 3 of the engine's 4 session slots.*sessions\.maxSlotsPerClient/);
 
       // alice floods: every one of her sessions asks for turn after turn
@@ -99,9 +102,43 @@ export function describeFairShares(
       const bob = clients[1]!.client;
       expect(bobSession).toBeDefined();
       await call(bob, "close_session", { session_id: bobSession });
-      expect(
-        (await call<{ session_id: string }>(carol, "create_session", { task: "carol", ...SHORT })).session_id,
-      ).toMatch(/^s_/);
+      carolSession = (await call<{ session_id: string }>(carol, "create_session", { task: "carol", ...SHORT }))
+        .session_id;
+      expect(carolSession).toMatch(/^s_/);
+    });
+
+    it("reports a call's whole wait as its queue time: a call behind another client's waits about that call's length", async () => {
+      const [alice, , carol] = clients.map((c) => c.client);
+      expect(carolSession).toBeDefined();
+      const timed = (
+        client: typeof alice,
+        session_id: string,
+        max_tokens: number,
+        onprogress?: (p: { message?: string }) => void,
+      ) => {
+        const sent = performance.now();
+        return call<{ timings: { queueMs: number; totalMs: number } }>(
+          client!,
+          "generate",
+          { session_id, ...TURN, max_tokens },
+          onprogress && { onprogress },
+        ).then(({ timings }) => ({ sent, answered: performance.now(), timings }));
+      };
+      // the second arrives once the first decodes (one model call at a time): it waits for the rest of the first
+      let decoding!: () => void;
+      const firstDecodes = new Promise<void>((resolve) => (decoding = resolve));
+      const first = timed(alice, aliceSessions[0]!, 200, (p) => {
+        if (p.message?.startsWith("decoding")) decoding();
+      });
+      await firstDecodes;
+      const [long, behind] = await Promise.all([first, timed(carol, carolSession!, 4)]);
+      // the second waited from its arrival until the first was done
+      const waited = long.answered - behind.sent;
+      console.log(
+        `queue time: first call ${long.timings.totalMs.toFixed(0)} ms of work; the call behind it waited ~${waited.toFixed(0)} ms and reports queueMs ${behind.timings.queueMs.toFixed(0)}`,
+      );
+      expect(waited).toBeGreaterThan(200);
+      expect(Math.abs(behind.timings.queueMs - waited)).toBeLessThan(Math.max(100, 0.25 * waited));
     });
   });
 }

@@ -37,7 +37,11 @@ export function registerCreateSessionTool(server: McpServer, ctx: ServerContext)
     },
     (args, extra) =>
       toolCall(async () => {
-        const session = await ctx.sessions.create(ownerOf(extra), args);
+        await ctx.sessions.refuseUnfittable([
+          { name: "task", text: args.task },
+          { name: "system", text: args.system ?? "" },
+        ]);
+        const session = await ctx.sessions.create(ownerOf(extra), { ...args, connection: extra.sessionId });
         return ok({
           session_id: session.id,
           active_adapter: session.activeAdapter,

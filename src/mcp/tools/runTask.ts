@@ -95,6 +95,7 @@ export function registerRunTaskTool(server: McpServer, ctx: ServerContext) {
     },
     (args, extra) =>
       toolCall(async () => {
+        await ctx.sessions.refuseUnfittable([{ name: "task", text: args.task }]);
         const progress = progressFor(extra, "starting the run");
         try {
           const r = await progress.run(() =>
