@@ -1,18 +1,9 @@
 import { openSync, readFileSync, rmSync, writeSync, closeSync } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Logger } from "../log.js";
+import { processAlive } from "../processAlive.js";
 
 const POLL_MS = 500;
-
-/** Whether the process that wrote a lock still runs (on this machine: the cache is a local folder). */
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === "EPERM";
-  }
-}
 
 /** The pid in a lock file, or undefined when it is gone or holds no pid yet (its writer is between open and write). */
 function holder(lock: string): number | undefined {
@@ -45,7 +36,8 @@ export async function withFileLock<T>(lock: string, logger: Logger, fn: () => Pr
       if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
     }
     const pid = holder(lock);
-    if (pid !== undefined && !alive(pid)) {
+    // a pid of this machine: the cache is a local folder
+    if (pid !== undefined && !processAlive(pid)) {
       rmSync(lock, { force: true });
       continue;
     }

@@ -2,6 +2,7 @@ import { readdirSync, rmSync } from "node:fs";
 import { mkdir, rm, symlink } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { processAlive } from "../../../processAlive.js";
 import type { LlamaModel } from "../llama/nodeLlamaCpp.js";
 import type { GgufFile } from "../../../gguf/index.js";
 import { freeResidentLora, loadResidentLora, type AdapterWeight } from "../llama/internals.js";
@@ -41,17 +42,7 @@ function sweepDeadLinks(): void {
   }
   for (const name of names) {
     const pid = Number(LINK_NAME.exec(name)?.[1]);
-    if (pid && !isRunning(pid)) rmSync(join(LINK_DIR, name), { force: true });
-  }
-}
-
-function isRunning(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    // EPERM: it runs, as another user
-    return (err as NodeJS.ErrnoException).code === "EPERM";
+    if (pid && !processAlive(pid)) rmSync(join(LINK_DIR, name), { force: true });
   }
 }
 
