@@ -58,10 +58,9 @@ export async function generateTurn(
   const names = Object.keys(conversation.functions).filter((n) => !options.callable || options.callable.includes(n));
   const steer = options.steerToolCall;
   const forcedText = steer ? syntax.trigger + (steer.name ?? "") : "";
-  // the name tokenized after the trigger, as the model reads it: alone, a tokenizer may start it with a space the
-  // function-name grammar refuses (Gemma's does), and the model then writes a call of another function. Function
-  // names are letters, digits, _ and - (src/openai/request.ts, the MCP tool names), so no special token hides in one.
-  const forced = steer ? codec.tokenize(forcedText, true) : [];
+  const forced = steer
+    ? [...codec.tokenize(syntax.trigger, true), ...(steer.name ? codec.tokenize(steer.name) : [])]
+    : [];
   const grammar = await turnGrammarOf(host, conversation, names, steer, maxTokens - forced.length);
   const bias = new Map<TokenId, number>();
   for (const [text, logit] of Object.entries(options.tokenBias ?? {}))
