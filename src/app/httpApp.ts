@@ -35,7 +35,12 @@ export interface HttpOptions extends Partial<ConnectionLimits> {
 const LOOPBACK = new Set(["127.0.0.1", "localhost", "::1"]);
 /** Loopback as the URL parser spells hostnames (IPv6 in brackets). */
 const LOOPBACK_HOSTNAMES = ["127.0.0.1", "localhost", "[::1]"];
-const DEFAULT_LIMITS: ConnectionLimits = { maxConnections: 256, maxConnectionsPerClient: 16, idleSeconds: 1800 };
+const DEFAULT_LIMITS: ConnectionLimits = {
+  maxConnections: 256,
+  maxConnectionsPerClient: 16,
+  idleSeconds: 1800,
+  keepaliveSeconds: 20,
+};
 
 export class HttpConfigError extends Error {}
 
@@ -87,6 +92,7 @@ export async function serveHttp(
       maxConnections: opts.maxConnections ?? DEFAULT_LIMITS.maxConnections,
       maxConnectionsPerClient: opts.maxConnectionsPerClient ?? DEFAULT_LIMITS.maxConnectionsPerClient,
       idleSeconds: opts.idleSeconds ?? DEFAULT_LIMITS.idleSeconds,
+      keepaliveSeconds: opts.keepaliveSeconds ?? DEFAULT_LIMITS.keepaliveSeconds,
     },
     logger,
   );

@@ -41,6 +41,7 @@ export async function serve(config: ResolvedConfig, mode: ServeMode, logger: Log
       maxConnections,
       maxConnectionsPerClient,
       connectionIdleSeconds,
+      streamKeepaliveSeconds,
       maxStatusLogins,
       maxStatusLoginsPerClient,
     } = config.server;
@@ -56,6 +57,7 @@ export async function serve(config: ResolvedConfig, mode: ServeMode, logger: Log
         maxConnections,
         maxConnectionsPerClient,
         idleSeconds: connectionIdleSeconds,
+        keepaliveSeconds: streamKeepaliveSeconds,
         statusLogins: { max: maxStatusLogins, maxPerClient: maxStatusLoginsPerClient },
         continuationSeconds: config.openai.continuationSeconds,
       },

@@ -311,6 +311,11 @@ export const ConfigSchema = z
           .positive()
           .max(7 * 24 * 3600)
           .default(1800),
+        /**
+         * How often an open MCP event stream (the `GET /mcp` stream, the legacy SSE stream) gets an SSE comment, so
+         * proxies with an idle timeout (nginx: 60 s) do not cut a quiet stream.
+         */
+        streamKeepaliveSeconds: z.number().positive().max(3600).default(20),
         /** Live status page logins (the token form) per token; past it, that token's oldest login ends. */
         maxStatusLoginsPerClient: z.number().int().positive().max(10_000).default(8),
         /** Live status page logins in all; past it, a new login is refused (429) until some log out or expire. */

@@ -36,7 +36,9 @@ export function connector(ctx: ServerContext, connections: ConnectionRegistry): 
       // the server object first: that aborts the connection's requests in flight, which then end cleanly
       await cleanup();
       await ctx.sessions.closeOwnedBy(`connection:${id}`);
-      if (leftAt !== undefined) await ctx.sessions.closeLeftBehind(id, leftAt);
+      // not before the grace: a client that comes back and uses its sessions keeps them (closeLeftBehind spares those)
+      const since = leftAt;
+      if (since !== undefined) await connections.afterResumeGrace(since, () => ctx.sessions.closeLeftBehind(id, since));
     };
     const end = async (since?: number) => {
       serverEnds = true;
@@ -49,7 +51,8 @@ export function connector(ctx: ServerContext, connections: ConnectionRegistry): 
     const earlier = transport.onclose; // the caller's own bookkeeping, if any
     transport.onclose = () => {
       earlier?.();
-      // the client ended it: a Streamable HTTP session by its DELETE, a legacy SSE stream only by going away
+      // the client ended it: a Streamable HTTP session by its DELETE, a legacy SSE stream only by going away (its
+      // connection cannot be resumed, so it closes now and only what it left behind waits for the grace)
       if (!serverEnds && kind === "sse") leftAt = Date.now();
       void close();
     }; // set before connect: the SDK chains its own handler after it

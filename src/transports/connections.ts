@@ -7,6 +7,8 @@ export interface ConnectionLimits {
   maxConnectionsPerClient: number;
   /** A connection with no request in flight and none for this long is closed. */
   idleSeconds: number;
+  /** How often a quiet event stream gets a keepalive comment (server.streamKeepaliveSeconds). */
+  keepaliveSeconds: number;
 }
 
 export type ConnectionKind = "streamable" | "sse";
@@ -56,6 +58,10 @@ export class ConnectionRegistry {
 
   get size(): number {
     return this.open.size;
+  }
+
+  get keepaliveMs(): number {
+    return this.limits.keepaliveSeconds * 1000;
   }
 
   /** Why `owner` may not open another connection now, or undefined. */
@@ -111,6 +117,19 @@ export class ConnectionRegistry {
       tracked.lastActive = Date.now();
       if (tracked.streamLost !== undefined) this.lookAgainLater(tracked);
     });
+  }
+
+  /**
+   * Runs `release` (closing what a client left behind when its stream dropped at `since`) once the client's
+   * STREAM_RESUME_GRACE_MS to come back have passed: at once when they have already.
+   */
+  async afterResumeGrace(since: number, release: () => Promise<void>): Promise<void> {
+    const wait = since + STREAM_RESUME_GRACE_MS - Date.now();
+    if (wait <= 0) return release();
+    setTimeout(
+      () => void release().catch((err) => this.logger.error({ err }, "closing what a client left behind failed")),
+      wait,
+    ).unref();
   }
 
   async closeAll(): Promise<void> {

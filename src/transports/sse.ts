@@ -20,6 +20,17 @@ const answered = (pending: Map<RequestId, () => void>, id: RequestId) => {
 };
 
 /**
+ * Keeps a quiet legacy SSE stream open through proxies that cut idle ones (nginx: 60 s): an SSE comment, which
+ * clients ignore, every `everyMs` until the response ends (the SDK's Streamable HTTP transport sends its own).
+ */
+function keepAlive(res: Response, everyMs: number): void {
+  if (res.writableEnded || res.destroyed) return;
+  const timer = setInterval(() => res.write(": keepalive\n\n"), everyMs);
+  timer.unref();
+  res.once("close", () => clearInterval(timer));
+}
+
+/**
  * The legacy HTTP+SSE pair: GET /sse opens a stream (one MCP server object per stream), POST /messages?sessionId=
  * sends on it. Expects the body already parsed as JSON.
  */
@@ -52,6 +63,7 @@ export function mountSse(app: Express, { connections, connect }: HttpTransportDe
     const connection = await connect(transport, "sse", sessionId, owner);
     // a client gone before the stream started listening for its close would otherwise stay registered
     if (res.destroyed) await connection.close();
+    else keepAlive(res, connections.keepaliveMs);
   });
   app.all(SSE_PATHS.stream, methodNotAllowed("GET"));
   app.post(SSE_PATHS.messages, async (req: Request, res: Response) => {

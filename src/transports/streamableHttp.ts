@@ -55,6 +55,7 @@ export function mountStreamableHttp(app: Express, { connections, connect }: Http
     const sessionId = randomUUID();
     const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
       sessionIdGenerator: () => sessionId,
+      keepAliveMs: connections.keepaliveMs, // the SDK's own keepalive comments, on each of the session's streams
     });
     transports.set(sessionId, transport);
     const connection = await connect(transport, "streamable", sessionId, owner);

@@ -75,7 +75,13 @@ let server: HttpServer;
 beforeAll(async () => {
   // NODE_ENV=development is where Express's own error pages print stack traces; ours must not
   server = await spawnHttpServer(
-    ["--config", testConfig({ server: { maxBodyBytes: 300_000 }, harness: { traceDir } }), "--token-file", tokenFile],
+    [
+      "--config",
+      // a keepalive every second, so a test sees one arrive on a quiet stream
+      testConfig({ server: { maxBodyBytes: 300_000, streamKeepaliveSeconds: 1 }, harness: { traceDir } }),
+      "--token-file",
+      tokenFile,
+    ],
     { NODE_ENV: "development" },
   );
 });
@@ -391,6 +397,75 @@ for (;;) {
 console.log(JSON.stringify({ connections: held.length, sessions }));
 setInterval(() => undefined, 60_000);
 `;
+
+/** The ids of the sessions `token` holds, as /status.json reports them. */
+const mySessions = async (url: string, token: string) =>
+  (
+    (await (await fetch(`${url}/status.json`, { headers: bearer(token) })).json()) as {
+      sessions: { mine: { id: string }[] };
+    }
+  ).sessions.mine.map((s) => s.id);
+
+describe("a quiet stream", () => {
+  it("gets a keepalive comment within server.streamKeepaliveSeconds on the GET /mcp stream and the legacy SSE stream", async () => {
+    // Streamable HTTP: a session, then its server stream, on which the server has nothing to say
+    const init = await raw(server.url, {
+      path: "/mcp",
+      headers: { ...ACCEPT, ...bearer(BOB), "content-type": "application/json" },
+      body: INITIALIZE,
+    });
+    const sessionId = String(init.headers["mcp-session-id"]);
+    const abort = new AbortController();
+    const sse = await openSse(server.url, BOB);
+    try {
+      const opened = performance.now();
+      const stream = await fetch(`${server.url}/mcp`, {
+        headers: { ...bearer(BOB), accept: "text/event-stream", "mcp-session-id": sessionId },
+        signal: abort.signal,
+      });
+      expect(stream.status).toBe(200);
+      const reader = stream.body!.getReader();
+      const { value } = await reader.read();
+      expect(new TextDecoder().decode(value)).toBe(": keepalive\n\n");
+      expect(performance.now() - opened).toBeLessThan(2_500);
+      await expect.poll(() => sse.received(), { timeout: 2_500, interval: 100 }).toMatch(/^: keepalive$/m);
+    } finally {
+      abort.abort();
+      sse.close();
+      await raw(server.url, {
+        method: "DELETE",
+        path: "/mcp",
+        headers: { ...bearer(BOB), "mcp-session-id": sessionId },
+      });
+    }
+  });
+});
+
+describe("a legacy SSE client whose stream drops", () => {
+  it("keeps the sessions it uses again over a new stream within the grace; those nobody used are closed after it", async () => {
+    const before = await connectClient("sse", server, bearer(ALICE));
+    const open = async () =>
+      (await call<{ session_id: string }>(before.client, "create_session", { task: "over SSE" })).session_id;
+    const kept = await open();
+    const left = await open();
+    await before.close(); // the stream drops: legacy SSE has no other way to end
+    const dropped = performance.now();
+    const after = await connectClient("sse", server, bearer(ALICE));
+    try {
+      await expect(call(after.client, "generate", { session_id: kept, max_tokens: 1 })).resolves.toMatchObject({
+        finish_reason: expect.any(String),
+      });
+      // the unused one goes once the grace (5 s) is over, not before; the used one stays
+      expect(await mySessions(server.url, ALICE)).toContain(left);
+      await expect.poll(() => mySessions(server.url, ALICE), { timeout: 10_000, interval: 250 }).not.toContain(left);
+      expect(performance.now() - dropped).toBeGreaterThan(4_000);
+      expect(await mySessions(server.url, ALICE)).toContain(kept);
+      await call(after.client, "close_session", { session_id: kept });
+    } finally {
+      await after.close();
+    }
+  });
+});
 
 describe("a client that crashes", () => {
   it("gives its identity's connections and session slots back seconds after its process is killed, not 30 minutes", async () => {
