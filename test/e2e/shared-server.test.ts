@@ -350,8 +350,8 @@ describe("a huge adapter on a shared server", () => {
   // a server of its own: ~250 MB versions stay resident in it, and the last test kills it
   const team = teamServerFiles();
   const TMPDIR = tempDir("weact-tmp-");
-  /** Where the server links a version whose file another version holds, as it loads it. */
-  const linkDir = join(TMPDIR, "weact-adapters");
+  /** Where the server links a version whose file another version holds, as it loads it (its user's own folder). */
+  const linkDir = join(TMPDIR, `weact-adapters-${process.getuid!()}`);
   const leftovers = () => (existsSync(linkDir) ? readdirSync(linkDir) : []);
   let huge: string;
   let big: HttpServer;

@@ -159,6 +159,29 @@ describe("engine on the demo model", () => {
     }
   });
 
+  it("a steered call whose arguments need more than any context holds is refused at once, naming the keyword", async () => {
+    // five levels of at least 512 items: bounding them item by item held the event loop for hours
+    const nested = (levels: number): Record<string, unknown> =>
+      levels ? { type: "array", minItems: 512, items: nested(levels - 1) } : { type: "integer" };
+    const grid: Conversation = {
+      ...conv,
+      functions: {
+        ...conv.functions,
+        grid: { description: "Fill a grid.", parameters: { type: "object", properties: { cells: nested(5) } } },
+      },
+    };
+    const session = await engine.openSession();
+    try {
+      const started = performance.now();
+      const refused = await session.generate(grid, { maxTokens: 64, steerToolCall: { name: "grid" } }).catch((e) => e);
+      expect(refused).toBeInstanceOf(SteeredCallError);
+      expect((refused as Error).message).toMatch(/cannot fit in any context.*minItems/);
+      expect(performance.now() - started).toBeLessThan(1_000);
+    } finally {
+      await session.close();
+    }
+  });
+
   it("steered into a tool call, the demo model emits a complete, parseable load_lora call", async () => {
     const session = await engine.openSession();
     try {

@@ -108,3 +108,4 @@ export { invocationStart } from "./adapters/invocation.js";
 export { MIN_DECODE_TOKENS } from "./session/laneSync.js";
 export { ReplayPastWindowError } from "./reference/replay.js";
 export { LaneKey } from "./cache/LaneKey.js";
+export { argumentsBound, BEYOND_ANY_CONTEXT } from "./chat/callBound.js";

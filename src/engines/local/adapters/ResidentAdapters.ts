@@ -1,12 +1,9 @@
-import { readdirSync, rmSync } from "node:fs";
-import { mkdir, rm, symlink } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { processAlive } from "../../../processAlive.js";
+import { rm } from "node:fs/promises";
 import type { LlamaModel } from "../llama/nodeLlamaCpp.js";
 import type { GgufFile } from "../../../gguf/index.js";
 import { freeResidentLora, loadResidentLora, type AdapterWeight } from "../llama/internals.js";
 import type { LlamaLogTail } from "../llama/runtime.js";
+import { linkForLoading, sweepStaleLinks } from "./loadLinks.js";
 import {
   AdapterFileError,
   readAdapterFile,
@@ -16,34 +13,10 @@ import {
   type AdapterVersion,
 } from "../../../engine/index.js";
 
-/**
- * Where a version is loaded through a link of its own: node-llama-cpp caches adapters by path, so new bytes at a path
- * another version holds need another path. A link, never a copy: copying a large file held the event loop for
- * seconds. llama.cpp reads the bytes once, so the link goes as soon as they are resident; a link is named by the
- * server's pid, and those of a server killed while loading are swept at the next start.
- */
-const LINK_DIR = join(tmpdir(), "weact-adapters");
-const LINK_NAME = /^(\d+)-\d+-[0-9a-f]+\.gguf$/;
-let links = 0;
-
 interface Version {
   info: AdapterInfo;
   /** The path node-llama-cpp knows it by: the file's own, or the link it was loaded through (gone since). */
   loadPath: string;
-}
-
-/** Removes the load links of servers no longer running. */
-function sweepDeadLinks(): void {
-  let names: string[];
-  try {
-    names = readdirSync(LINK_DIR);
-  } catch {
-    return;
-  }
-  for (const name of names) {
-    const pid = Number(LINK_NAME.exec(name)?.[1]);
-    if (pid && !processAlive(pid)) rmSync(join(LINK_DIR, name), { force: true });
-  }
 }
 
 /**
@@ -60,7 +33,7 @@ export class ResidentAdapters {
     private readonly base: GgufFile,
     private readonly llamaErrors: LlamaLogTail,
   ) {
-    sweepDeadLinks();
+    sweepStaleLinks();
   }
 
   /** Validates and loads a version (or returns it if those bytes at that scale are already resident). */
@@ -73,9 +46,10 @@ export class ResidentAdapters {
     const pathTaken = [...this.versions.values()].some((v) => v.loadPath === filePath);
     let loadPath = filePath;
     if (pathTaken) {
-      await mkdir(LINK_DIR, { recursive: true });
-      loadPath = join(LINK_DIR, `${process.pid}-${++links}-${sha256}.gguf`); // unique per version
-      await symlink(filePath, loadPath);
+      // new bytes at a path another version holds: node-llama-cpp caches adapters by path (loadLinks.ts)
+      const link = await linkForLoading(filePath, sha256);
+      if ("refused" in link) throw new AdapterFileError(filePath, link.refused);
+      loadPath = link.path;
     }
     const mark = this.llamaErrors.mark();
     try {

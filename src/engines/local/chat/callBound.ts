@@ -23,6 +23,11 @@ const FORMATTED_STRING = 31;
  * closers are masked. An allowance for it, so such a call is likely, not certain, to close in time.
  */
 const FREE_FORM = 64;
+/**
+ * More tokens than any context window holds: a bound saturates here, so a schema whose required items multiply past
+ * it (nested minItems) is simply one that cannot fit, and every sum stays an exact integer.
+ */
+export const BEYOND_ANY_CONTEXT = 2 ** 32;
 
 type Schema = Readonly<Record<string, unknown>>;
 
@@ -30,6 +35,8 @@ type Schema = Readonly<Record<string, unknown>>;
 const whitespace = (depth: number) => 1 + PAD_SPACES * depth;
 const literal = (value: unknown) => Buffer.byteLength(JSON.stringify(value));
 const schemaOf = (value: unknown): Schema => (value && typeof value === "object" ? (value as Schema) : {});
+/** A count keyword (minItems, minLength) as a number in [0, BEYOND_ANY_CONTEXT]: anything else counts as none. */
+const countOf = (value: unknown) => Math.min(BEYOND_ANY_CONTEXT, Math.max(0, Number(value ?? 0) || 0));
 
 /**
  * The most bytes a function's arguments need, from any point of writing them, once their closing has started
@@ -40,6 +47,10 @@ export function argumentsBound(schema: Schema | undefined): number {
 }
 
 function valueBound(schema: Schema, depth: number): number {
+  return Math.min(BEYOND_ANY_CONTEXT, unsaturatedBound(schema, depth));
+}
+
+function unsaturatedBound(schema: Schema, depth: number): number {
   if (typeof schema.$ref === "string") return FREE_FORM;
   if (Array.isArray(schema.oneOf)) return Math.max(0, ...schema.oneOf.map((s) => valueBound(schemaOf(s), depth)));
   if (schema.const !== undefined) return literal(schema.const);
@@ -47,9 +58,7 @@ function valueBound(schema: Schema, depth: number): number {
   if (schema.type === "object") return objectBound(schema, depth);
   if (schema.type === "array") return arrayBound(schema, depth);
   if (schema.type === "string")
-    return schema.format == null
-      ? OPEN_STRING + ESCAPED_CHAR * Math.max(0, Number(schema.minLength ?? 0))
-      : FORMATTED_STRING;
+    return schema.format == null ? OPEN_STRING + ESCAPED_CHAR * countOf(schema.minLength) : FORMATTED_STRING;
   const types = Array.isArray(schema.type) ? schema.type : [schema.type];
   const bounds = [
     types.includes("string") ? OPEN_STRING : 0,
@@ -73,14 +82,12 @@ function objectBound(schema: Schema, depth: number): number {
 /** `[`, the items the grammar requires (at least the one under way), `]`. */
 function arrayBound(schema: Schema, depth: number): number {
   const prefix = Array.isArray(schema.prefixItems) ? schema.prefixItems.map(schemaOf) : [];
-  const item = (i: number) =>
-    i < prefix.length
-      ? valueBound(prefix[i]!, depth + 1)
-      : schema.items
-        ? valueBound(schemaOf(schema.items), depth + 1)
-        : FREE_FORM;
-  const count = Math.max(1, prefix.length, Number(schema.minItems ?? 0));
-  let items = 0;
-  for (let i = 0; i < count; i++) items += item(i) + (i ? ",".length + whitespace(depth + 1) : 0);
-  return 2 + whitespace(depth + 1) + items + whitespace(depth);
+  const count = Math.max(1, prefix.length, countOf(schema.minItems));
+  const prefixItems = prefix.reduce((sum, item) => sum + valueBound(item, depth + 1), 0);
+  // every item past the prefix has the same bound: walked once, not once an item (nested arrays would cost
+  // minItems to the power of their depth, on the event loop)
+  const rest = count - prefix.length;
+  const restItems = rest && rest * (schema.items ? valueBound(schemaOf(schema.items), depth + 1) : FREE_FORM);
+  const separators = (count - 1) * (",".length + whitespace(depth + 1));
+  return 2 + whitespace(depth + 1) + prefixItems + restItems + separators + whitespace(depth);
 }

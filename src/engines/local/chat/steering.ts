@@ -1,6 +1,6 @@
 import { SteeredCallError, type FunctionSpec } from "../../../engine/index.js";
 import { LlamaText, type ChatWrapper, type LlamaModel, type Token } from "../llama/nodeLlamaCpp.js";
-import { argumentsBound } from "./callBound.js";
+import { argumentsBound, BEYOND_ANY_CONTEXT } from "./callBound.js";
 
 /** node-llama-cpp's function-calling grammar ends a call's arguments with four newlines. */
 const ARGUMENTS_END = 4;
@@ -52,6 +52,10 @@ export function steerCall(
     return { name: n, start, closing, total: start + closing };
   });
   const need = needs.reduce((a, b) => (b.total > a.total ? b : a));
+  if (need.closing >= BEYOND_ANY_CONTEXT)
+    throw new SteeredCallError(
+      `a steered call of ${need.name} cannot fit in any context: the items and characters its parameters require (minItems, minLength, nested) are more tokens than a context holds; lower them`,
+    );
   if (need.total > room.maxTokens)
     throw new SteeredCallError(
       `a steered call of ${need.name} may take ${need.total} tokens on this model (${need.start} to open it, up to ${need.closing} to close its arguments) but the turn has ${room.maxTokens}: ` +

@@ -1,0 +1,88 @@
+import { randomBytes } from "node:crypto";
+import { lstatSync, readdirSync, rmSync, type Stats } from "node:fs";
+import { lstat, mkdir, symlink } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { processAlive } from "../../../processAlive.js";
+
+/*
+ * Where a version is loaded through a link of its own: node-llama-cpp caches adapters by path, so new bytes at a path
+ * another version holds need another path. A link, never a copy: copying a large file held the event loop for
+ * seconds. llama.cpp reads the bytes once, so the link goes as soon as they are resident.
+ *
+ * The links live in a folder of this user's own (named by uid, mode 0700, checked before each use, never trusted
+ * because it exists): in a folder others can write, anyone could swap a link for a file of their own between its
+ * making and its load, and the server would serve their weights under a version id it verified.
+ *
+ * A link is named by the server's pid and a nonce of its own: those of a server killed while loading are swept at the
+ * next start, also when the new server got the same pid (as in a restarted container).
+ */
+const NONCE = randomBytes(4).toString("hex");
+const LINK_NAME = /^(\d+)-([0-9a-f]+)-\d+-[0-9a-f]+\.gguf$/;
+let links = 0;
+
+/** This user's folder of load links (read at each use: the temporary folder is the environment's). */
+export function loadLinkDir(): string {
+  return join(tmpdir(), `weact-adapters-${process.getuid!()}`);
+}
+
+/** Why `stats` is no folder to link in: not a directory of this user's that only this user can open. */
+function unsafeBecause(stats: Stats): string | undefined {
+  if (stats.isSymbolicLink()) return "is a symbolic link";
+  if (!stats.isDirectory()) return "is not a directory";
+  if (stats.uid !== process.getuid!()) return `belongs to uid ${stats.uid}`;
+  // what matters is that no one else may list, enter or write it (a umask may leave fewer owner bits than 0700)
+  if (stats.mode & 0o077) return `is open to other users (mode ${(stats.mode & 0o777).toString(8)})`;
+  return undefined;
+}
+
+/**
+ * A new link to `filePath` in this user's private folder (made 0700 if missing). Refused, with the reason, when
+ * that folder is not private: removing it is the fix (the server makes it again), using it would trust another user.
+ */
+export async function linkForLoading(
+  filePath: string,
+  sha256: string,
+): Promise<{ path: string } | { refused: string }> {
+  const dir = loadLinkDir();
+  try {
+    await mkdir(dir, { mode: 0o700 });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== "EEXIST")
+      return { refused: `cannot make the folder ${dir} to load it through: ${(err as Error).message}` };
+  }
+  const unsafe = unsafeBecause(await lstat(dir));
+  if (unsafe)
+    return {
+      refused: `the folder it is loaded through, ${dir}, ${unsafe}; it must be a directory of this user's only (mode 0700): remove it and the server makes it again`,
+    };
+  const path = join(dir, `${process.pid}-${NONCE}-${++links}-${sha256}.gguf`);
+  await symlink(filePath, path);
+  return { path };
+}
+
+/**
+ * Removes the load links of servers no longer running, and this pid's of an earlier server (another nonce). Never
+ * fails: a link it cannot remove stays for a later start, and a folder that is not private is left alone.
+ */
+export function sweepStaleLinks(): void {
+  const dir = loadLinkDir();
+  let names: string[];
+  try {
+    if (unsafeBecause(lstatSync(dir))) return;
+    names = readdirSync(dir);
+  } catch {
+    return;
+  }
+  for (const name of names) {
+    const [, pidText, nonce] = LINK_NAME.exec(name) ?? [];
+    const pid = Number(pidText);
+    const stale = pid === process.pid ? nonce !== NONCE : pid > 0 && !processAlive(pid);
+    if (!stale) continue;
+    try {
+      rmSync(join(dir, name), { force: true });
+    } catch {
+      // not ours to remove (a folder another process made unwritable): the load does not depend on it
+    }
+  }
+}
