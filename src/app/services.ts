@@ -61,6 +61,7 @@ export async function startServices(
     config: config.harness,
     stageBudget,
     traceDir: traceDirOf(config),
+    liveTraces: new Set(),
     recent: new RecentRuns(),
   };
   const manifestWatcher = runtime.library.watch();

@@ -101,14 +101,18 @@ export async function evalCommand(
 ) {
   // the file and every flag are checked before the model loads
   const tasks = readTaskFile(file);
-  const aliases = libraryAliases(config);
-  // the paper's comparison: the base alone, each adapter alone, their static merge, then the two switching policies
-  const list = policies(
-    opts.policy ?? ["base", ...aliases.map((a) => `single:${a}`), "static", "hard", "soft"].join(","),
-    aliases,
-  );
+  const chosen = opts.policy === undefined ? undefined : policies(opts.policy, libraryAliases(config));
   const services = await startServices(config, logger);
   try {
+    // the paper's comparison: the base alone, each adapter alone, their static merge, then the two switching policies;
+    // each adapter that loaded (an entry the library left out would refuse the whole eval up front)
+    const list = chosen ?? [
+      "base",
+      ...services.harness.library.aliases().map((a) => `single:${a}`),
+      "static",
+      "hard",
+      "soft",
+    ];
     const report = await runEval(services.harness, tasks, list, {
       tasksFile: file,
       seed: opts.seed,

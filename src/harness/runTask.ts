@@ -29,6 +29,8 @@ export interface HarnessDeps {
   /** An adapter's stage budget from its manifest entry, the config and the defaults (run arguments go on top). */
   stageBudget: (alias: string) => StageBudget;
   traceDir: string;
+  /** Traces of the runs still writing theirs: pruning leaves them alone. */
+  liveTraces: Set<string>;
   /** Follows every run for the status page. */
   recent?: RecentRuns;
 }
@@ -136,8 +138,9 @@ export async function runTask(
     fixedAdapters: fixed,
     ...(opts.teacher ? { teacher: true } : {}),
   });
+  deps.liveTraces.add(traceId);
   void new TraceStore(deps.traceDir)
-    .prune(owner, traceId, {
+    .prune(owner, deps.liveTraces, {
       maxFiles: deps.config.maxTraceFiles,
       maxBytesPerOwner: Math.round(deps.config.maxTraceMiBPerClient * 1024 * 1024),
     })
@@ -283,6 +286,7 @@ export async function runTask(
     });
     throw err;
   } finally {
+    deps.liveTraces.delete(traceId);
     await deps.sessions.close(owner, session.id).catch(() => undefined);
   }
 }

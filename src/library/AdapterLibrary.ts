@@ -27,6 +27,20 @@ export interface LibraryAdapter {
 
 export class LibraryChangeError extends Error {}
 
+/** An admin change applied to the running library whose manifest write failed: live until a restart, not kept. */
+export class ManifestNotSavedError extends LibraryChangeError {
+  readonly code = "manifest_not_saved";
+  constructor(
+    readonly file: string,
+    reason: string,
+  ) {
+    super(
+      `the change is live but the manifest ${file} was not saved (${reason}), so a restart loses it; make adapters.manifest writable: the next change writes the whole library`,
+    );
+    this.name = "ManifestNotSavedError";
+  }
+}
+
 export interface ManifestDiff {
   added: string[];
   refreshed: string[];
@@ -238,8 +252,9 @@ export class AdapterLibrary {
   private async reload(): Promise<void> {
     const manifestPath = this.manifestPath;
     const applied = await this.changes.run(async () => {
-      if (this.written && sameStamp(this.written, manifestStamp(manifestPath))) return false;
       try {
+        // inside the try: a manifest that cannot even be stat'ed (a symlink loop) is a rejected edit, not a crash
+        if (this.written && sameStamp(this.written, manifestStamp(manifestPath))) return false;
         const diff = await this.apply(loadManifest(manifestPath));
         this.logger.info({ manifest: manifestPath, ...diff }, "adapter manifest applied");
         return true;
@@ -262,10 +277,14 @@ export class AdapterLibrary {
   }
 
   private saveManifest(): void {
-    this.written = saveManifest(
-      this.manifestPath,
-      this.list().map((a) => a.entry),
-    );
+    try {
+      this.written = saveManifest(
+        this.manifestPath,
+        this.list().map((a) => a.entry),
+      );
+    } catch (err) {
+      throw new ManifestNotSavedError(this.manifestPath, (err as Error).message);
+    }
   }
 
   private async add(entry: LibraryEntry): Promise<LibraryAdapter> {
@@ -320,11 +339,17 @@ export class AdapterLibrary {
       );
   }
 
-  /** Runs a change in its turn in the queue, then tells the listeners. */
+  /**
+   * Runs a change in its turn in the queue, then tells the listeners, even when it failed: a change whose manifest
+   * write failed is live all the same (undoing it could fail too: the old file may be gone), and clients must see
+   * what the library serves. A change refused before it applied only repeats the current state.
+   */
   private async change<T>(fn: () => Promise<T>): Promise<T> {
-    const result = await this.changes.run(fn);
-    this.notify();
-    return result;
+    try {
+      return await this.changes.run(fn);
+    } finally {
+      this.notify();
+    }
   }
 
   private notify(): void {

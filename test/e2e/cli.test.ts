@@ -1,5 +1,5 @@
 import { execFile } from "node:child_process";
-import { copyFileSync, existsSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
@@ -98,6 +98,33 @@ describe("the command line", () => {
     // the one line and nothing else: at info level, a model or tool that started would have logged
     expect(results).toEqual(cases.map(([, message]) => ({ code: 2, stderr: `weact-mcp: ${message}\n` })));
   });
+
+  it("eval without --policy runs every adapter that loaded: a broken manifest entry is left out, not the whole eval", async () => {
+    const lib = tempLibrary();
+    const { adapters } = JSON.parse(readFileSync(lib.manifest, "utf8")) as { adapters: { alias: string }[] };
+    writeFileSync(join(lib.dir, "broken.gguf"), "not a GGUF file");
+    const entry = { alias: "broken", description: "An adapter whose file is not a GGUF.", file: "broken.gguf" };
+    writeFileSync(lib.manifest, JSON.stringify({ adapters: [...adapters, entry] }));
+    const config = testConfig({
+      adapters: { manifest: lib.manifest },
+      harness: { maxTokensPerTurn: 4, stage: { turns: 1 }, workflow: ["plan"] },
+    });
+    const tasks = join(tempDir(), "tasks.jsonl");
+    writeFileSync(tasks, `${JSON.stringify({ task: "Which river flows through Paris?", answer: "Seine" })}\n`);
+    const out = join(tempDir(), "eval");
+    await run(process.execPath, [MAIN, "eval", tasks, "--out", out, "--config", config, "--seed", "1"], {
+      timeout: 120_000,
+      env: { ...process.env, WEACT_LOG_LEVEL: "warn" },
+    });
+    const report = JSON.parse(readFileSync(join(out, "report.json"), "utf8")) as { policies: { policy: string }[] };
+    expect(report.policies.map((p) => p.policy)).toEqual([
+      "base",
+      ...adapters.map((a) => `single:${a.alias}`),
+      "static",
+      "hard",
+      "soft",
+    ]);
+  }, 120_000);
 
   it("--model and --adapters override the config file: the server runs that model file and that library", async () => {
     const model = join(tempDir(), "my-base.gguf");

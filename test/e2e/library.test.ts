@@ -1,4 +1,4 @@
-import { linkSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { linkSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -206,5 +206,31 @@ describe("adapter library on a running server", () => {
       .poll(async () => (await listing()).adapters.map((a) => a.alias), { timeout: 5000 })
       .toEqual(["plan", "search", "write"]);
     expect(await loadEnum()).toEqual(["plan", "search", "write"]);
+  });
+
+  it("a manifest it cannot write keeps the change live and announced, and says it was not saved; one it cannot stat is a rejected edit", async () => {
+    // a change the library saved: a reload first compares the manifest with its last write (the stat that can fail)
+    await call(c.client, "refresh_adapter", { alias: "plan", description: "Planning." });
+    const kept = readFileSync(manifest, "utf8");
+    // as root no permission stops a write; a folder in the manifest's place does (a save cannot rename onto it)
+    rmSync(manifest);
+    mkdirSync(manifest);
+    const before = listChanged;
+    expect(
+      await callError(c.client, "register_adapter", { alias: "code", file: "code.gguf", description: "Coding." }),
+    ).toMatch(
+      /the change is live but the manifest .* was not saved \(.+\), so a restart loses it; make adapters\.manifest writable/,
+    );
+    await expect.poll(() => listChanged).toBeGreaterThan(before);
+    expect(await loadEnum()).toEqual(["plan", "search", "write", "code"]);
+
+    // a manifest that is a symlink loop cannot even be stat'ed: the reload rejects it and the server goes on
+    rmSync(manifest, { recursive: true });
+    symlinkSync(manifest, manifest);
+    await expect.poll(() => c.stderr(), { timeout: 5000 }).toMatch(/ELOOP[^\n]*adapter manifest edit rejected/);
+    expect(await loadEnum()).toEqual(["plan", "search", "write", "code"]);
+    rmSync(manifest);
+    writeFileSync(manifest, kept);
+    await expect.poll(loadEnum, { timeout: 5000 }).toEqual(["plan", "search", "write"]);
   });
 });

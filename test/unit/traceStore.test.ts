@@ -30,9 +30,9 @@ describe("TraceStore", () => {
     const { dir, ids } = traces(30);
     writeFileSync(join(dir, "notes.txt"), "not a trace: left alone");
     const limits = { maxFiles: 10, maxBytesPerOwner: NO_BYTE_LIMIT };
-    await new TraceStore(dir).prune("token:alice", ids.at(-1)!, limits);
+    await new TraceStore(dir).prune("token:alice", new Set([ids.at(-1)!]), limits);
     expect(readdirSync(dir).sort()).toEqual([...ids.slice(20).map((id) => `${id}.jsonl`), "notes.txt"].sort());
-    await new TraceStore(dir).prune("token:alice", ids.at(-1)!, limits); // at the limit: nothing more goes
+    await new TraceStore(dir).prune("token:alice", new Set([ids.at(-1)!]), limits); // at the limit: nothing more goes
     expect(readdirSync(dir)).toHaveLength(11);
   });
 
@@ -44,7 +44,7 @@ describe("TraceStore", () => {
     for (let i = 0; i < 6; i++)
       writeTrace(dir, `t_alice000${i}`, { owner: "token:alice", at: 86_500 + i, taskBytes: MIB / 2 });
     const limits = { maxFiles: 1000, maxBytesPerOwner: 2 * MIB };
-    await new TraceStore(dir).prune("token:alice", "t_alice0005", limits);
+    await new TraceStore(dir).prune("token:alice", new Set(["t_alice0005"]), limits);
     // 6 x 0.5 MiB (plus their other bytes) in a 2 MiB quota: the three newest fit, the three oldest go
     expect(readdirSync(dir).sort()).toEqual(
       ["t_alice0003", "t_alice0004", "t_alice0005", "t_bob0000001", "t_bob0000002"].map((id) => `${id}.jsonl`),
@@ -53,9 +53,26 @@ describe("TraceStore", () => {
 
     // a run whose own trace alone is over the quota keeps it (its run is still writing it); its older ones go
     writeTrace(dir, "t_alice0006", { owner: "token:alice", at: 86_600, taskBytes: 3 * MIB });
-    await new TraceStore(dir).prune("token:alice", "t_alice0006", limits);
+    await new TraceStore(dir).prune("token:alice", new Set(["t_alice0006"]), limits);
     expect(await new TraceStore(dir).list("token:alice")).toEqual(["t_alice0006"]);
     expect(await new TraceStore(dir).list("token:bob")).toEqual(["t_bob0000001", "t_bob0000002"]);
+  });
+
+  it("prune never deletes the trace of a run still writing it, however long ago its last event (a run waiting on its client)", async () => {
+    const dir = tempDir("weact-traces-");
+    // the waiting run's trace is the least recently written: first in line for the byte quota and the file count
+    writeTrace(dir, "t_waiting01", { owner: "token:alice", at: 86_400, taskBytes: 1.5 * MIB });
+    writeTrace(dir, "t_done000000", { owner: "token:alice", at: 86_500, taskBytes: MIB });
+    for (let i = 1; i < 4; i++) writeTrace(dir, `t_done00000${i}`, { owner: "token:alice", at: 86_500 + i });
+    writeTrace(dir, "t_starting1", { owner: "token:alice", at: 86_600 });
+    const live = new Set(["t_waiting01", "t_starting1"]);
+    await new TraceStore(dir).prune("token:alice", live, { maxFiles: 3, maxBytesPerOwner: 2 * MIB });
+    expect(readdirSync(dir).sort()).toEqual(["t_done000003", "t_starting1", "t_waiting01"].map((id) => `${id}.jsonl`));
+    // and its owner still reads it whole, run_start first
+    expect(await new TraceStore(dir).read("token:alice", "t_waiting01")).toMatchObject([
+      { type: "run_start" },
+      { type: "run_end" },
+    ]);
   });
 
   it("lists all of an owner's traces under a low open-file limit (opens a few at a time, not all at once)", () => {

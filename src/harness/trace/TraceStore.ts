@@ -35,11 +35,13 @@ export class TraceStore {
   }
 
   /**
-   * Deletes traces as `owner`'s run `running` starts, least recently written first: the owner's own beyond its byte
-   * quota (what one client may keep, however large its tasks: its traces never push out another's), then anyone's
-   * beyond the folder's file count. The starting run's trace is never deleted.
+   * Deletes traces as a run of `owner` starts, least recently written first: the owner's own beyond its byte quota
+   * (what one client may keep, however large its tasks: its traces never push out another's), then anyone's beyond
+   * the folder's file count. A trace in `live` (runs still writing, the starting one among them) is never deleted:
+   * a run waiting on its client is the least recently written, and its next event would recreate the file without
+   * its run_start line (unreadable by its owner, outside any quota).
    */
-  async prune(owner: string, running: string, limits: TraceLimits): Promise<void> {
+  async prune(owner: string, live: ReadonlySet<string>, limits: TraceLimits): Promise<void> {
     const ids = await this.ids();
     const traces = await mapLimited(ids, OPEN_AT_ONCE, async (id) => {
       const s = await stat(this.file(id)).catch(() => undefined);
@@ -55,14 +57,14 @@ export class TraceStore {
       total = own.reduce((sum, t) => sum + t.bytes, 0);
       for (const t of own) {
         if (total <= limits.maxBytesPerOwner) break;
-        if (t.id === running) continue;
+        if (live.has(t.id)) continue;
         doomed.add(t.id);
         total -= t.bytes;
       }
     }
     const kept = oldestFirst.filter((t) => !doomed.has(t.id));
     const excess = Math.max(0, kept.length - limits.maxFiles);
-    for (const t of kept.filter((t) => t.id !== running).slice(0, excess)) doomed.add(t.id);
+    for (const t of kept.filter((t) => !live.has(t.id)).slice(0, excess)) doomed.add(t.id);
     await mapLimited([...doomed], OPEN_AT_ONCE, (id) => rm(this.file(id), { force: true }));
   }
 

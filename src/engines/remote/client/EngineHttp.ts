@@ -135,7 +135,11 @@ export class EngineHttp {
       const res = await this.send(req, signal);
       if (!res.ok) throw new EngineRequestError(this.opts.label, res.status, errorDetail(await this.readBody(res)));
       const decoder = new TextDecoder();
-      let buffer = "";
+      /**
+       * The line not ended yet, as the pieces it came in: only each new piece is searched for its end and the line is
+       * joined once, so a long line costs its length (a growing string searched on every chunk cost its square).
+       */
+      let unended: string[] = [];
       /** Bytes of the event not ended yet: one that never ends must not grow without bound. */
       let pending = 0;
       const reader = res.body!.getReader();
@@ -149,16 +153,20 @@ export class EngineHttp {
           await reader.cancel();
           throw new EngineResponseTooLargeError(this.opts.label, this.opts.maxResponseBytes);
         }
-        buffer += decoder.decode(value, { stream: true });
+        const text = decoder.decode(value, { stream: true });
+        let start = 0;
         let end: number;
-        while ((end = buffer.indexOf("\n")) >= 0) {
-          const line = buffer.slice(0, end).replace(/\r$/, "");
-          buffer = buffer.slice(end + 1);
+        while ((end = text.indexOf("\n", start)) >= 0) {
+          unended.push(text.slice(start, end));
+          const line = unended.join("").replace(/\r$/, "");
+          unended = [];
+          start = end + 1;
           if (!line.startsWith("data:")) continue;
           const data = line.slice(5).trim();
           if (data === "[DONE]") return;
           if (data) onEvent(this.checked(req, event, JSON.parse(data)));
         }
+        unended.push(text.slice(start));
       }
     });
   }
