@@ -19,6 +19,7 @@ execFileSync(
   [join(root, "node_modules", "typescript", "bin", "tsc"), "-p", join(root, "tsconfig.json")],
   { stdio: "inherit" },
 );
+execFileSync(process.execPath, [join(root, "scripts", "markBinExecutable.mjs")], { stdio: "inherit" });
 // tsc leaves its state file alone when no output changed (a touched file): mark the build current anyway
 const now = new Date();
 utimesSync(stamp, now, now);
