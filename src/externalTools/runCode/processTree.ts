@@ -21,18 +21,11 @@ export async function killJail(bwrapPid: number): Promise<void> {
 
 /** The jail's pid-namespace init(s): the children of the outer bwrap. */
 export async function jailInits(parent: number): Promise<number[]> {
-  const children: number[] = [];
-  for (const pid of await pidsOnHost()) {
-    try {
-      const stat = await readFile(`/proc/${pid}/stat`, "utf8");
-      // fields after the parenthesised command (which may contain spaces): state, ppid, ...
-      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
-      if (ppid === parent) children.push(pid);
-    } catch {
-      // exited while scanning
-    }
-  }
-  return children;
+  return pidsWhose("stat", (stat) => {
+    // fields after the parenthesised command (which may contain spaces): state, ppid, ...
+    const text = stat.toString("utf8");
+    return Number(text.slice(text.lastIndexOf(")") + 2).split(" ")[1]) === parent;
+  });
 }
 
 /**
@@ -43,21 +36,16 @@ export async function jailInits(parent: number): Promise<number[]> {
  */
 export async function pidsBinding(workdir: string, mountPoint: string): Promise<number[]> {
   const suffix = `/${workdir.slice(workdir.lastIndexOf("/") + 1)}`;
-  const found: number[] = [];
-  for (const pid of await pidsOnHost()) {
-    try {
-      const mounts = await readFile(`/proc/${pid}/mountinfo`, "utf8");
-      // fields: id, parent id, major:minor, root, mount point, ...
-      const binds = mounts.split("\n").some((line) => {
+  return pidsWhose("mountinfo", (mounts) =>
+    // fields: id, parent id, major:minor, root, mount point, ...
+    mounts
+      .toString("utf8")
+      .split("\n")
+      .some((line) => {
         const [, , , root, point] = line.split(" ");
         return point === mountPoint && root !== undefined && root.endsWith(suffix);
-      });
-      if (binds) found.push(pid);
-    } catch {
-      // exited while scanning
-    }
-  }
-  return found;
+      }),
+  );
 }
 
 /**
@@ -76,15 +64,19 @@ export async function killTagged(name: string, value: string): Promise<void> {
   }
 }
 
-async function taggedPids(needle: Buffer): Promise<number[]> {
+function taggedPids(needle: Buffer): Promise<number[]> {
+  // a leading NUL makes the first variable matchable like the others
+  return pidsWhose("environ", (environ) => Buffer.concat([Buffer.from([0]), environ]).includes(needle));
+}
+
+/** The pids whose `/proc/<pid>/<file>` satisfies `test`; a process that exits, or is not ours to read, is skipped. */
+async function pidsWhose(file: string, test: (content: Buffer) => boolean): Promise<number[]> {
   const found: number[] = [];
   for (const pid of await pidsOnHost()) {
     try {
-      // a leading NUL makes the first variable matchable like the others
-      const environ = Buffer.concat([Buffer.from([0]), await readFile(`/proc/${pid}/environ`)]);
-      if (environ.includes(needle)) found.push(pid);
+      if (test(await readFile(`/proc/${pid}/${file}`))) found.push(pid);
     } catch {
-      // exited, or not ours to read
+      // exited while scanning, or not ours to read
     }
   }
   return found;
