@@ -12,7 +12,7 @@ import type { ResolvedConfig } from "../config/config.js";
 import { formatTable, runEval, writeReport } from "../harness/eval/runEval.js";
 import { readTaskFile } from "../harness/eval/TaskFile.js";
 import { runTask } from "../harness/runTask.js";
-import type { Policy } from "../harness/types.js";
+import { FIXED_POLICIES, type Policy } from "../harness/types.js";
 import type { Logger } from "../log.js";
 import { STATE_DIR } from "../paths.js";
 import { startExportServices, startServices, startTokenizer, traceDirOf } from "../app/services.js";
@@ -24,8 +24,6 @@ export class UsageError extends Error {}
  * the manifest, not the loaded library, so a wrong value fails before the model loads.
  */
 const libraryAliases = (config: ResolvedConfig) => loadManifest(config.manifestPath).map((e) => e.alias);
-
-const FIXED_POLICIES = ["hard", "soft", "base", "static"] as const;
 
 /** A comma-separated --policy list, each one a policy this library can run. */
 function policies(list: string, aliases: readonly string[]): Policy[] {

@@ -12,9 +12,12 @@ export type Owner = string;
 export const FINISHES = ["answer", "budget", "context", "degenerate", "error", "cancelled"] as const;
 export type Finish = (typeof FINISHES)[number];
 
+/** The policies every library has; `single:<alias>` names one of its adapters. */
+export const FIXED_POLICIES = ["hard", "soft", "base", "static"] as const;
+
 /** Comparison modes share the library and harness: no adapters, one fixed adapter, or all applied at once. */
 export const PolicySchema = z.union([
-  z.enum(["hard", "soft", "base", "static"]),
+  z.enum(FIXED_POLICIES),
   z.string().regex(/^single:[a-z][a-z0-9_-]{0,31}$/, "a policy is hard, soft, base, static or single:<alias>"),
 ]);
 export type Policy = z.infer<typeof PolicySchema>;
