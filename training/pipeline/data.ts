@@ -26,6 +26,10 @@ export async function writeTrainingData(run: TrainingRun, { record }: { record: 
   if (record) await recordTrajectories(run, tasks, facts, new SeededRandom(run.seed + 1), traceDir);
   const { texts } = await renderTraces(run, traceDir);
   const model = writeInitialModel(run, texts);
-  const { samples } = await renderTraces(run, traceDir, { ...model, windows: pretrainingWindows(facts, rng) });
+  const { samples } = await renderTraces(run, traceDir, {
+    path: model.path,
+    endOfTurn: model.vocab.idOf("<|im_end|>"),
+    windows: pretrainingWindows(facts, rng),
+  });
   writeWindows(run, samples);
 }

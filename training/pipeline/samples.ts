@@ -15,13 +15,28 @@ export interface Renderer {
   renderTokens(conversation: Conversation): TokenId[];
   /** The chat template's end-of-turn token: the last token the model writes in a turn. */
   endOfTurn: TokenId;
+  /**
+   * For templates that put function results inside the model's turn (node-llama-cpp's Gemma wrapper: `||call: f(...)`
+   * then `\n||result: ...`), the tokens opening a result: the model's part of a turn with calls ends right before.
+   */
+  resultOpening?: readonly TokenId[];
+}
+
+/** Where the model's own part of the turn starting at `from` ends: its end-of-turn token, or a result's opening. */
+function turnEnd(tokens: readonly TokenId[], from: number, render: Renderer): number {
+  const close = tokens.indexOf(render.endOfTurn, from);
+  const opening = render.resultOpening;
+  if (!opening?.length) return close < 0 ? -1 : close + 1;
+  for (let i = from; i <= tokens.length - opening.length && (close < 0 || i <= close); i++)
+    if (opening.every((t, k) => tokens[i + k] === t)) return i;
+  return close < 0 ? -1 : close + 1;
 }
 
 export class SampleRenderError extends Error {}
 
 /**
  * A stage sample as the model reads it, token by token: each target turn's tokens, from right after its
- * assistant opening to its end-of-turn token, are the targets; the rest (prompt, results, other weights'
+ * assistant opening to its end-of-turn token (or to its first call's result, see Renderer.resultOpening), are the targets; the rest (prompt, results, other weights'
  * turns, the template's own markup) is context. The window ends with the last target.
  */
 export function tokenSample(
@@ -44,13 +59,12 @@ export function tokenSample(
       throw new SampleRenderError(
         `${sample.trajectory} (${sample.capability} stage ${sample.occurrence}): the history before message ${t} does not render as a prefix of the whole`,
       );
-    const close = full.indexOf(render.endOfTurn, before.length);
-    if (close < 0)
+    end = turnEnd(full, before.length, render);
+    if (end < 0)
       throw new SampleRenderError(
         `${sample.trajectory} (${sample.capability} stage ${sample.occurrence}): message ${t} renders no end-of-turn token`,
       );
-    for (let i = before.length; i <= close; i++) mask[i] = 1;
-    end = close + 1;
+    for (let i = before.length; i < end; i++) mask[i] = 1;
     if (t === last) break;
   }
   return { tokens: full.slice(0, end), mask: mask.slice(0, end) };

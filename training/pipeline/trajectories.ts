@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { startExportServices, startServices } from "../../src/app/services.js";
 import { resolveConfig } from "../../src/config/config.js";
 import type { SeededRandom } from "../../src/demo/random.js";
-import { buildVocabulary, type DemoVocabulary } from "../../src/demo/vocabulary.js";
+import { buildVocabulary } from "../../src/demo/vocabulary.js";
 import type { Conversation, TokenId } from "../../src/engine/index.js";
 import { readTraces } from "../../src/export/readTraces.js";
 import { segment } from "../../src/export/segment.js";
@@ -22,7 +22,11 @@ import type { Task } from "./tasks.js";
 const ORACLE_BATCH = 50;
 
 /** The config of the pipeline's own sessions: the oracle's runs, and the rendering of their samples. */
-function pipelineConfig(run: TrainingRun, traceDir: string, opts: { modelPath?: string; corpus?: string } = {}) {
+function pipelineConfig(
+  run: TrainingRun,
+  traceDir: string,
+  opts: { modelPath?: string; manifest?: string; corpus?: string } = {},
+) {
   return resolveConfig(
     {
       // room for a whole trajectory in the random demo model's byte tokens: at 4096 the harness elided search
@@ -33,6 +37,8 @@ function pipelineConfig(run: TrainingRun, traceDir: string, opts: { modelPath?: 
         contextSize: 8192,
         ...(opts.modelPath ? { path: opts.modelPath } : { demo: "random" }),
       },
+      // the library whose adapters the function docs list: one that fits the model rendering them
+      ...(opts.manifest ? { adapters: { manifest: opts.manifest } } : {}),
       cache: { background: false },
       sessions: { keepToolResults: 1000 },
       harness: { traceDir, maxTraceFiles: 100_000 },
@@ -111,19 +117,25 @@ export async function renderTraces(
   traceDir: string,
   model?: {
     path: string;
-    vocab: DemoVocabulary;
-    windows: (tokenize: (text: string) => TokenId[]) => Record<string, TokenSample[]>;
+    /** The chat template's end-of-turn token in that model's vocabulary. */
+    endOfTurn: TokenId;
+    /** The text opening a function result inside the model's turn, for templates that put results there. */
+    resultOpening?: string;
+    /** A library for that model with the same aliases and texts as the one the traces were recorded on. */
+    manifest?: string;
+    windows?: (tokenize: (text: string) => TokenId[]) => Record<string, TokenSample[]>;
   },
 ): Promise<{ samples: Record<string, TokenSample[]>; texts: string[] }> {
   const { runtime, toolbox, dispose } = await startExportServices(
-    pipelineConfig(run, traceDir, { modelPath: model?.path }),
+    pipelineConfig(run, traceDir, { modelPath: model?.path, manifest: model?.manifest }),
     run.logger,
   );
   try {
     const functions = modelFunctions(runtime.library, toolbox.modelFunctions());
     const renderer = {
       renderTokens: (c: Conversation) => runtime.engine.renderTokens(c),
-      endOfTurn: (model?.vocab ?? buildVocabulary()).idOf("<|im_end|>"),
+      endOfTurn: model?.endOfTurn ?? buildVocabulary().idOf("<|im_end|>"),
+      resultOpening: model?.resultOpening === undefined ? undefined : runtime.engine.tokenize(model.resultOpening),
     };
     // in the order of their questions (one trajectory per question), not of their trace files' random names: the
     // vocabulary's merges and the windows then follow from the trajectories alone, the same on every run
@@ -149,7 +161,7 @@ export async function renderTraces(
         }),
       );
     }
-    if (model)
+    if (model?.windows)
       Object.assign(
         samples,
         model.windows((text) => runtime.engine.tokenize(text)),

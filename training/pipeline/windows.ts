@@ -25,16 +25,17 @@ export function pretrainingWindows(facts: readonly Fact[], rng: SeededRandom) {
   });
 }
 
+/** Every 20th window is held out: the trainer's own loss and accuracy on windows it never trained on. */
+export const split = (list: readonly TokenSample[]) => ({
+  training: list.filter((_, i) => i % 20 !== 19),
+  held: list.filter((_, i) => i % 20 === 19),
+});
+
 /**
  * Each capability's training windows (with the windows mixed in from the pretraining) and held-out windows, as
  * weact-train's samples files in the work folder; prints one JSON line of sizes per capability.
  */
 export function writeWindows(run: TrainingRun, samples: Record<string, TokenSample[]>): void {
-  // every 20th window is held out: the trainer's own loss and accuracy on windows it never trained on
-  const split = (list: readonly TokenSample[]) => ({
-    training: list.filter((_, i) => i % 20 !== 19),
-    held: list.filter((_, i) => i % 20 === 19),
-  });
   // the pretraining reads and copies; the base's training replays some of both, each adapter's some copying
   const copy = split(samples.copy!).training;
   const mixedIn = (capability: string): TokenSample[] => {

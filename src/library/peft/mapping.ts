@@ -1,6 +1,6 @@
 /**
  * HF/PEFT module names -> GGUF tensor names, for the decoder families whose projections convert to GGUF
- * unchanged (qwen2, qwen3) or with llama.cpp's q/k row permutation (llama, granite: convert_hf_to_gguf.py's
+ * unchanged (gemma3, qwen2, qwen3) or with llama.cpp's q/k row permutation (llama, granite: convert_hf_to_gguf.py's
  * LlamaModel.permute, which reorders each head's rows from HF's rotate-half layout to the interleaved one).
  */
 
@@ -20,6 +20,8 @@ const MODULE_ORDER = Object.keys(MODULE_TO_GGUF);
 export const PEFT_ARCHITECTURES: Readonly<Record<string, { permuteQK: boolean }>> = {
   llama: { permuteQK: true },
   granite: { permuteQK: true },
+  // convert_hf_to_gguf.py's Gemma3Model keeps the projections as they are (it adds 1 to the norms only)
+  gemma3: { permuteQK: false },
   qwen2: { permuteQK: false },
   qwen3: { permuteQK: false },
 };

@@ -1,0 +1,80 @@
+import { writeFileSync } from "node:fs";
+import { join, relative } from "node:path";
+import { SeededRandom } from "../../src/demo/random.js";
+import { readGgufHeader } from "../../src/gguf/index.js";
+import { TRAINED_DIR, trainedLibrary } from "../../src/paths.js";
+import { readFacts } from "../pipeline/facts.js";
+import { ORACLE_WORKFLOW } from "../pipeline/OracleDriver.js";
+import { TRAINING_ENTITIES } from "../pipeline/paths.js";
+import { heldOutFile, windowsFile, type TrainingRun } from "../pipeline/run.js";
+import { writeSamples } from "../pipeline/samples.js";
+import { trainingTasks, writeEvalTasks } from "../pipeline/tasks.js";
+import { recordTrajectories, renderTraces } from "../pipeline/trajectories.js";
+import { split } from "../pipeline/windows.js";
+import { GEMMA_MODEL, GEMMA_TEST_MANIFEST } from "./library.js";
+
+/** Gemma's end-of-turn token: the last token of every turn the model writes (its GGUF names no EOT id). */
+function endOfTurnToken(model: string): number {
+  const tokens = readGgufHeader(model).metadata.get("tokenizer.ggml.tokens");
+  const at = tokens && typeof tokens === "object" && "items" in tokens ? tokens.items.indexOf("<end_of_turn>") : -1;
+  if (at < 0) throw new Error(`${model}: the vocabulary has no <end_of_turn> token: not a Gemma chat model`);
+  return at;
+}
+
+/**
+ * The data step of the Gemma library: the held-out task files (the trained demo's: the same facts, seed and
+ * split), the counterfactual eval's config (the trained demo's counterfactual corpus), the oracle's trajectories
+ * over the training tasks (recorded as for the demo, half of them over redrawn corpora), and each adapter's stage
+ * samples rendered as the server renders them for Gemma 3 (its chat wrapper and function-call syntax, its
+ * tokenizer): WTS1 files in the work folder, every 20th held out.
+ */
+export async function writeGemmaData(run: TrainingRun, model: string, { record }: { record: boolean }): Promise<void> {
+  const rng = new SeededRandom(run.seed);
+  const facts = readFacts(TRAINING_ENTITIES);
+  writeEvalTasks(run, facts, rng);
+  const tasks = trainingTasks(facts, rng, run.tasks);
+  writeCounterfactualConfig(run);
+  const traceDir = join(run.work, "traces");
+  if (record) await recordTrajectories(run, tasks, facts, new SeededRandom(run.seed + 1), traceDir);
+  const { samples } = await renderTraces(run, traceDir, {
+    path: model,
+    endOfTurn: endOfTurnToken(model),
+    // node-llama-cpp's Gemma wrapper writes each result inside the model's turn: a call's target ends at its ")"
+    resultOpening: "\n||result:",
+    manifest: GEMMA_TEST_MANIFEST,
+  });
+  for (const capability of ORACLE_WORKFLOW) {
+    const list = samples[capability] ?? [];
+    const { training, held } = split(list);
+    writeSamples(windowsFile(run, capability), training);
+    writeSamples(heldOutFile(run, capability), held);
+    const lengths = list.map((s) => s.tokens.length);
+    process.stdout.write(
+      `${JSON.stringify({
+        capability,
+        samples: list.length,
+        meanTokens: Math.round(lengths.reduce((a, b) => a + b, 0) / Math.max(1, lengths.length)),
+        maxTokens: Math.max(0, ...lengths),
+        targets: list.reduce((n, s) => n + s.mask.reduce((a, b) => a + b, 0), 0),
+      })}\n`,
+    );
+  }
+}
+
+/**
+ * `weact-mcp eval models/gemma3/eval-counterfactual.jsonl --config models/gemma3/counterfactual.json`: this library
+ * on the trained demo's counterfactual corpus (the same facts, every value edited).
+ */
+function writeCounterfactualConfig(run: TrainingRun): void {
+  const config = {
+    model: { path: GEMMA_MODEL },
+    adapters: { manifest: relative(run.out, run.library.manifest) },
+    tools: {
+      search: {
+        corpus: relative(run.out, trainedLibrary(TRAINED_DIR).counterfactualCorpus),
+        indexFile: relative(run.out, join(run.work, "search-index-counterfactual.json")),
+      },
+    },
+  };
+  writeFileSync(run.library.counterfactualConfig, `${JSON.stringify(config, null, 2)}\n`);
+}

@@ -1,0 +1,17 @@
+import { join } from "node:path";
+import { PACKAGE_ROOT } from "../../src/paths.js";
+
+/** The real base model the Gemma library adapts (`weact-mcp fetch-model gemma-3-270m`). */
+export const GEMMA_MODEL = "gemma-3-270m";
+
+/** The shipped Gemma 3 library: adapters, manifest, config, task files and training record. */
+export const GEMMA_DIR = join(PACKAGE_ROOT, "models", "gemma3");
+
+/** The Python side's sources and pinned requirements. */
+export const PYTHON_SOURCES = join(PACKAGE_ROOT, "training", "gemma");
+
+/**
+ * The random Gemma adapters the tests use: the default library's aliases and texts on Gemma's shapes, so the data
+ * step renders the function docs the shipped library will show.
+ */
+export const GEMMA_TEST_MANIFEST = join(GEMMA_DIR, "test-adapters", "manifest.json");

@@ -1,0 +1,97 @@
+import { spawn } from "node:child_process";
+import { createHash } from "node:crypto";
+import { readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { createInterface } from "node:readline";
+import { readGgufHeader } from "../../src/gguf/index.js";
+import { importPeft } from "../../src/library/peft/index.js";
+import { DEFAULT_MANIFEST } from "../../src/paths.js";
+import { ORACLE_WORKFLOW } from "../pipeline/OracleDriver.js";
+import { heldOutFile, windowsFile, type TrainingRun } from "../pipeline/run.js";
+import { PYTHON_SOURCES } from "./library.js";
+import { pipelinePython } from "./venv.js";
+
+/**
+ * The LoRA recipe, chosen to fit the 90-minute budget on 2 CPU cores (torch trains Gemma 3 270M at ~210 tokens/s
+ * there, and a stage sample is 700-1,200 tokens, most of them the system prompt and the function docs): rank 8 on
+ * every projection (attention and MLP) keeps each adapter at 3.8 MB in F16; one pass over fresh trajectories rather
+ * than several over fewer.
+ */
+export const RECIPE = { rank: 8, alpha: 16, lr: 1e-3, epochs: 1, batch: 4, warmup: 5 } as const;
+
+/** The PEFT folders the train step writes, and the base config.json convert_lora_to_gguf.py reads. */
+export const peftDir = (run: TrainingRun, capability: string) => join(run.work, "peft", capability);
+export const baseConfigDir = (run: TrainingRun) => join(run.work, "peft", "base");
+
+interface CapabilityResult {
+  capability: string;
+  [key: string]: unknown;
+}
+
+/**
+ * The train step: train_lora.py in the pipeline's virtual environment (one PEFT LoRA per stage, the base frozen),
+ * its progress lines passed on to stderr; returns each capability's result line.
+ */
+export async function trainAdapters(run: TrainingRun, model: string): Promise<CapabilityResult[]> {
+  const python = pipelinePython(run.logger);
+  const args = [
+    join(PYTHON_SOURCES, "train_lora.py"),
+    ...["--model", model, "--work", run.work, "--out", join(run.work, "peft")],
+    ...["--seed", String(run.seed), "--threads", String(run.threads)],
+    ...["--rank", String(RECIPE.rank), "--alpha", String(RECIPE.alpha), "--lr", String(RECIPE.lr)],
+    ...["--epochs", String(RECIPE.epochs), "--batch", String(RECIPE.batch), "--warmup", String(RECIPE.warmup)],
+  ];
+  const child = spawn(python, args, { stdio: ["ignore", "pipe", "inherit"] });
+  const results: CapabilityResult[] = [];
+  for await (const line of createInterface({ input: child.stdout })) {
+    const parsed = JSON.parse(line) as { result?: CapabilityResult };
+    if (parsed.result) results.push(parsed.result);
+    process.stderr.write(`${line}\n`);
+  }
+  const code = await new Promise<number | null>((done) => child.on("close", done));
+  if (code !== 0) throw new Error(`train_lora.py exited with ${code}`);
+  return results;
+}
+
+/**
+ * The import step: each PEFT folder enters the library through the TypeScript importer (what `import-peft` runs),
+ * the manifest gets the default library's entries for the stages (the capability texts the oracle's sessions
+ * showed, so the adapters see at serve time the activation and release texts they trained on), and training.json
+ * records the command, the data's hash, the recipe and the trainer's results.
+ */
+export async function importAdapters(run: TrainingRun, model: string, trained: CapabilityResult[], seconds: number) {
+  const base = readGgufHeader(model);
+  const imported: Record<string, unknown> = {};
+  for (const alias of ORACLE_WORKFLOW) {
+    const result = await importPeft({
+      dir: peftDir(run, alias),
+      base,
+      alias,
+      name: `weact-gemma3-${alias}`,
+      outFile: join(run.out, `${alias}.gguf`),
+      overwrite: true,
+    });
+    imported[alias] = { rank: result.rank, alpha: result.alpha, tensors: result.tensors, sha256: result.sha256 };
+  }
+  const defaults = JSON.parse(readFileSync(DEFAULT_MANIFEST, "utf8")) as { adapters: { alias: string }[] };
+  const adapters = defaults.adapters
+    .filter((a) => (ORACLE_WORKFLOW as readonly string[]).includes(a.alias))
+    .map((a) => ({ ...a, file: `${a.alias}.gguf` }));
+  writeFileSync(run.library.manifest, `${JSON.stringify({ adapters }, null, 2)}\n`);
+  const data = createHash("sha256");
+  for (const alias of ORACLE_WORKFLOW) {
+    data.update(readFileSync(windowsFile(run, alias)));
+    data.update(readFileSync(heldOutFile(run, alias)));
+  }
+  const record = {
+    command: run.command,
+    base: "gemma-3-270m (Q4_K_M GGUF, dequantized to F32 by transformers; frozen)",
+    trainingDataSha256: data.digest("hex"),
+    tasks: run.tasks,
+    seconds,
+    recipe: { ...RECIPE, targetModules: "q,k,v,o,gate,up,down", lossMask: "the stage's own turns and exit calls" },
+    adapters: Object.fromEntries(trained.map((t) => [t.capability, { ...t, imported: imported[t.capability] }])),
+  };
+  writeFileSync(run.library.training, `${JSON.stringify(record, null, 2)}\n`);
+  process.stdout.write(`${JSON.stringify(record)}\n`);
+}

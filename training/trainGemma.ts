@@ -1,0 +1,85 @@
+/**
+ * `npm run train:gemma`: plan, search and write LoRAs for the real Gemma 3 270M, trained with PEFT over the frozen
+ * base and shipped in models/gemma3. Steps in training/gemma/: data.ts (task files, the oracle's trajectories, each
+ * stage's samples in Gemma's rendering), train.ts (train_lora.py in the pipeline's virtual environment, then the
+ * TypeScript importer, the manifest and training.json).
+ */
+import { mkdirSync } from "node:fs";
+import { join, relative } from "node:path";
+import { parseArgs } from "node:util";
+import { createLogger } from "../src/log.js";
+import { fetchModel } from "../src/models/index.js";
+import { PACKAGE_ROOT, trainedLibrary } from "../src/paths.js";
+import { writeGemmaData } from "./gemma/data.js";
+import { GEMMA_DIR, GEMMA_MODEL } from "./gemma/library.js";
+import { importAdapters, trainAdapters } from "./gemma/train.js";
+import type { TrainingRun } from "./pipeline/run.js";
+
+const DEFAULTS = { step: "all", seed: "16", tasks: "168", threads: "2", out: GEMMA_DIR };
+
+const HELP = `train:gemma: train plan/search/write LoRAs for Gemma 3 270M with PEFT and ship them as a library
+
+Usage:
+  npm run train:gemma -- [--step all|data|samples|train|import] [--seed N] [--tasks N] [--threads N] [--out DIR]
+
+  --step STEP    all (default): data, train, import
+                 data: the task files, the oracle's trajectories, each stage's samples (DIR/work)
+                 samples: the samples again from the traces an earlier run recorded in DIR/work/traces
+                 train: train_lora.py (PEFT) on the samples: PEFT folders in DIR/work/peft, then import
+                 import: the PEFT folders into the library (GGUF LoRAs), manifest.json, training.json
+  --seed N       everything random is drawn from it: the run is deterministic (default ${DEFAULTS.seed})
+  --tasks N      oracle trajectories to record (default ${DEFAULTS.tasks})
+  --threads N    CPU threads of the pipeline's sessions and of torch (default ${DEFAULTS.threads})
+  --out DIR      the library's folder (default ${relative(PACKAGE_ROOT, DEFAULTS.out)})
+  -h, --help     this text
+
+Python (torch, transformers, peft, gguf; pinned in training/gemma/requirements.txt) is installed from PyPI into a
+virtual environment cached in ~/.cache/weact-mcp/venv the first time; the server never needs it.
+`;
+
+const { values } = parseArgs({
+  options: {
+    step: { type: "string", default: DEFAULTS.step },
+    seed: { type: "string", default: DEFAULTS.seed },
+    tasks: { type: "string", default: DEFAULTS.tasks },
+    threads: { type: "string", default: DEFAULTS.threads },
+    out: { type: "string", default: DEFAULTS.out },
+    help: { type: "boolean", short: "h" },
+  },
+});
+
+async function main(): Promise<void> {
+  if (values.help) {
+    process.stdout.write(HELP);
+    return;
+  }
+  const step = values.step!;
+  if (!["all", "data", "samples", "train", "import"].includes(step))
+    throw new Error(`--step: "${step}" is not one of all, data, samples, train, import`);
+  const out = values.out!;
+  const logger = createLogger(process.env.WEACT_LOG_LEVEL ?? "warn");
+  const run: TrainingRun = {
+    seed: Number(values.seed),
+    tasks: Number(values.tasks),
+    merges: 0,
+    threads: Number(values.threads),
+    out,
+    library: trainedLibrary(out),
+    work: join(out, "work"),
+    command: `npm run train:gemma -- --seed ${values.seed} --tasks ${values.tasks} --threads ${values.threads}`,
+    logger,
+  };
+  mkdirSync(run.work, { recursive: true });
+  const model = await fetchModel(GEMMA_MODEL, { logger });
+  const started = Date.now();
+  if (step === "all" || step === "data" || step === "samples")
+    await writeGemmaData(run, model, { record: step !== "samples" });
+  const trained = step === "all" || step === "train" ? await trainAdapters(run, model) : [];
+  if (step === "all" || step === "train" || step === "import")
+    await importAdapters(run, model, trained, Math.round((Date.now() - started) / 1000));
+}
+
+main().catch((err) => {
+  process.stderr.write(`${(err as Error).stack}\n`);
+  process.exit(1);
+});
