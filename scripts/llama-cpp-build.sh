@@ -7,10 +7,14 @@
 #
 #   scripts/llama-cpp-build.sh [--patches DIR] TARGET...
 #   scripts/llama-cpp-build.sh --program DIR
+#   scripts/llama-cpp-build.sh --source
 #
 # --program builds a CMake project of this repository (DIR, e.g. training/trainer) against that build's static
 # ggml (LLAMA_CPP_SOURCE and LLAMA_CPP_BUILD are passed to it), keyed by the commit and DIR's content, so editing
 # the program relinks it in seconds and never rebuilds llama.cpp.
+#
+# --source builds nothing: it prints the folder of that llama.cpp's source (its Python converters, e.g.
+# convert_lora_to_gguf.py, which the Gemma pipeline's import cross-check runs).
 #
 # Prints the folder holding the built binaries on its last line of stdout; build logs go to stderr.
 # WEACT_LLAMA_CPP_CACHE overrides the cache folder (default: $XDG_CACHE_HOME or ~/.cache, /weact-mcp/llama.cpp).
@@ -18,15 +22,19 @@ set -euo pipefail
 
 patches=""
 program=""
-if [ "${1:-}" = "--patches" ]; then
+source_only=""
+if [ "${1:-}" = "--source" ] && [ $# -eq 1 ]; then
+  source_only=1
+  shift
+elif [ "${1:-}" = "--patches" ]; then
   patches="$(cd "$2" && pwd)"
   shift 2
 elif [ "${1:-}" = "--program" ] && [ $# -eq 2 ]; then
   program="$(cd "$2" && pwd)"
   shift 2
 fi
-if [ $# -eq 0 ] && [ -z "$program" ]; then
-  echo "usage: $0 [--patches DIR] TARGET... | $0 --program DIR" >&2
+if [ $# -eq 0 ] && [ -z "$program" ] && [ -z "$source_only" ]; then
+  echo "usage: $0 [--patches DIR] TARGET... | $0 --program DIR | $0 --source" >&2
   exit 2
 fi
 
@@ -57,6 +65,10 @@ if [ ! -f "$dir/.source-ready" ]; then
     for p in "$patches"/*.patch; do git -C "$dir/src" apply "$p" >&2; done
   fi
   touch "$dir/.source-ready"
+fi
+if [ -n "$source_only" ]; then
+  echo "$dir/src"
+  exit 0
 fi
 
 jobs="$(nproc 2>/dev/null || echo 2)"

@@ -26,7 +26,8 @@ Usage:
                  data: the task files, the oracle's trajectories, each stage's samples (DIR/work)
                  samples: the samples again from the traces an earlier run recorded in DIR/work/traces
                  train: train_lora.py (PEFT) on the samples: PEFT folders in DIR/work/peft, then import
-                 import: the PEFT folders into the library (GGUF LoRAs), manifest.json, training.json
+                 import: the PEFT folders into the library (GGUF LoRAs), manifest.json, training.json, and
+                       the cross-check against llama.cpp's convert_lora_to_gguf.py (next-token log-probs)
   --seed N       everything random is drawn from it: the run is deterministic (default ${DEFAULTS.seed})
   --tasks N      oracle trajectories to record (default ${DEFAULTS.tasks})
   --threads N    CPU threads of the pipeline's sessions and of torch (default ${DEFAULTS.threads})
@@ -71,12 +72,10 @@ async function main(): Promise<void> {
   };
   mkdirSync(run.work, { recursive: true });
   const model = await fetchModel(GEMMA_MODEL, { logger });
-  const started = Date.now();
   if (step === "all" || step === "data" || step === "samples")
     await writeGemmaData(run, model, { record: step !== "samples" });
-  const trained = step === "all" || step === "train" ? await trainAdapters(run, model) : [];
-  if (step === "all" || step === "train" || step === "import")
-    await importAdapters(run, model, trained, Math.round((Date.now() - started) / 1000));
+  if (step === "all" || step === "train") await trainAdapters(run, model);
+  if (step === "all" || step === "train" || step === "import") await importAdapters(run, model);
 }
 
 main().catch((err) => {

@@ -25,12 +25,14 @@ import {
   UsageError,
 } from "./commands.js";
 import { doctor, formatChecks } from "./doctor.js";
+import { libraryConfigFile } from "./libraryFlag.js";
 import { assertPortFree, serve } from "./serve.js";
 
 const HELP = `weact-mcp: serve one GGUF base model with switchable LoRA capability adapters over MCP
 
 Usage:
-  weact-mcp [--stdio | --http PORT] [--host H] [--token-file F] [--config F] [--model PATH] [--adapters PATH]
+  weact-mcp [--stdio | --http PORT] [--host H] [--token-file F] [--config F | --library L] [--model PATH]
+            [--adapters PATH]
   weact-mcp run "TASK" [--policy P] [--workflow a,b,c] [--seed N]
                                       solve one task in-process; the answer on stdout
   weact-mcp eval TASKS.jsonl [--policy hard,soft,static,base,single:ALIAS] [--out DIR] [--seed N]
@@ -60,6 +62,8 @@ Serving (default: HTTP on 127.0.0.1:7331, Streamable HTTP at /mcp and legacy SSE
 
 Model and library:
   --config FILE      JSON config file (docs/configuration.md); flags override it
+  --library NAME|DIR a library folder's config.json: a shipped one (gemma3: Gemma 3 270M with trained plan,
+                     search and write adapters, after fetch-model gemma-3-270m) or a folder of yours
   --model PATH       GGUF base model, or a fetched model's name (gemma-3-270m) (default: the trained demo
                      library, models/trained)
   --adapters PATH    adapter manifest, or a folder holding manifest.json
@@ -78,6 +82,7 @@ function fail(message: string): never {
 
 type ConfigFlags = {
   config?: string;
+  library?: string;
   model?: string;
   adapters?: string;
   host?: string;
@@ -111,7 +116,9 @@ function engineFrom(values: ConfigFlags, base: ResolvedConfig): ResolvedConfig["
 }
 
 function configFrom(values: ConfigFlags): ResolvedConfig {
-  const base = values.config ? loadConfigFile(values.config) : resolveConfig({}, "defaults", process.cwd());
+  if (values.config && values.library) throw new UsageError("--config and --library both name a config file: give one");
+  const file = values.library ? libraryConfigFile(values.library) : values.config;
+  const base = file ? loadConfigFile(file) : resolveConfig({}, "defaults", process.cwd());
   const overrides: Partial<ResolvedConfig> = {};
   if (values.model) overrides.model = { ...base.model, path: resolve(resolveModelArg(values.model)) };
   if (values.adapters) {
@@ -133,6 +140,7 @@ async function main(argv: string[]) {
     allowPositionals: true,
     options: {
       config: { type: "string" },
+      library: { type: "string" },
       model: { type: "string" },
       adapters: { type: "string" },
       stdio: { type: "boolean" },
@@ -246,7 +254,7 @@ async function main(argv: string[]) {
   if (command === "client-config") {
     const client = (values.client ?? "claude-desktop") as ClientKind;
     if (!CLIENTS.includes(client)) fail(`--client: "${client}" is not one of ${CLIENTS.join(", ")}`);
-    const out = clientConfig(client, values.config && resolve(values.config));
+    const out = clientConfig(client, values.library ? libraryConfigFile(values.library) : values.config && resolve(values.config));
     process.stderr.write(`${out.hint}:\n`);
     process.stdout.write(out.text);
     return;

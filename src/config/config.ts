@@ -4,6 +4,7 @@ import { z } from "zod";
 import { SoftLimitsSchema, StageBudgetSchema } from "../budgets/budgets.js";
 import { describeIssues } from "../library/manifest.js";
 import { DEFAULT_MANIFEST, TRAINED_MANIFEST, TRAINED_MODEL } from "../paths.js";
+import { ModelNotFetchedError, resolveModelArg } from "../models/index.js";
 
 /** The default HTTP body limit (server.maxBodyBytes): a long document pasted as a task fits. */
 export const DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024;
@@ -88,7 +89,7 @@ export const ConfigSchema = z
       .prefault({}),
     model: z
       .object({
-        /** GGUF base model; unset = a demo model (model.demo). */
+        /** GGUF base model, or a fetched model's name (gemma-3-270m); unset = a demo model (model.demo). */
         path: z.string().min(1).optional(),
         /**
          * Without model.path: "trained", the shipped demo library that learned to choose its weights (models/trained,
@@ -363,12 +364,22 @@ export interface ResolvedConfig extends Config {
   configFile?: string;
 }
 
+/** model.path: a known model's name is its fetched file (as --model takes it); anything else a path. */
+function modelPath(path: string, source: string, baseDir: string): string {
+  try {
+    return resolve(baseDir, resolveModelArg(path));
+  } catch (err) {
+    if (err instanceof ModelNotFetchedError) throw new ConfigError(source, [`model.path: ${err.message}`]);
+    throw err;
+  }
+}
+
 /** Validates a config object; relative paths resolve against `baseDir` (the config file's folder). */
 export function resolveConfig(input: unknown, source: string, baseDir: string): ResolvedConfig {
   const parsed = ConfigSchema.safeParse(input ?? {});
   if (!parsed.success) throw new ConfigError(source, describeIssues(parsed.error));
   const config = parsed.data;
-  if (config.model.path) config.model.path = resolve(baseDir, config.model.path);
+  if (config.model.path) config.model.path = modelPath(config.model.path, source, baseDir);
   if (config.server.tokenFile) config.server.tokenFile = resolve(baseDir, config.server.tokenFile);
   if (config.server.adminTokenFile) config.server.adminTokenFile = resolve(baseDir, config.server.adminTokenFile);
   if (config.adapters.allowedDirs)

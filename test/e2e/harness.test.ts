@@ -3,6 +3,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { UNGROUPED } from "../../src/harness/eval/runEval.js";
 import { PACKAGE_ROOT } from "../../src/paths.js";
 import { tempDir } from "../helpers/files.js";
 import {
@@ -261,6 +262,14 @@ describe("eval", () => {
           policies: [
             { policy: "hard", tasks: 1 },
             { policy: "base", tasks: 1 },
+          ],
+        },
+        // and the tasks of no group, apart from it
+        {
+          group: UNGROUPED,
+          policies: [
+            { policy: "hard", tasks: 2 },
+            { policy: "base", tasks: 2 },
           ],
         },
       ]);

@@ -11,7 +11,7 @@ import { writeSamples } from "../pipeline/samples.js";
 import { trainingTasks, writeEvalTasks } from "../pipeline/tasks.js";
 import { recordTrajectories, renderTraces } from "../pipeline/trajectories.js";
 import { split } from "../pipeline/windows.js";
-import { GEMMA_MODEL, GEMMA_TEST_MANIFEST } from "./library.js";
+import { GEMMA_HARNESS, GEMMA_MODEL, GEMMA_TEST_MANIFEST } from "./library.js";
 
 /** Gemma's end-of-turn token: the last token of every turn the model writes (its GGUF names no EOT id). */
 function endOfTurnToken(model: string): number {
@@ -33,7 +33,7 @@ export async function writeGemmaData(run: TrainingRun, model: string, { record }
   const facts = readFacts(TRAINING_ENTITIES);
   writeEvalTasks(run, facts, rng);
   const tasks = trainingTasks(facts, rng, run.tasks);
-  writeCounterfactualConfig(run);
+  writeConfigs(run);
   const traceDir = join(run.work, "traces");
   if (record) await recordTrajectories(run, tasks, facts, new SeededRandom(run.seed + 1), traceDir);
   const { samples } = await renderTraces(run, traceDir, {
@@ -62,13 +62,20 @@ export async function writeGemmaData(run: TrainingRun, model: string, { record }
 }
 
 /**
- * `weact-mcp eval models/gemma3/eval-counterfactual.jsonl --config models/gemma3/counterfactual.json`: this library
- * on the trained demo's counterfactual corpus (the same facts, every value edited).
+ * The library's config (`--library gemma3`: the fetched model by name, the manifest, the harness limits), and the
+ * counterfactual eval's (`weact-mcp eval models/gemma3/eval-counterfactual.jsonl --config
+ * models/gemma3/counterfactual.json`): the same on the trained demo's counterfactual corpus (its facts, every value
+ * edited).
  */
-function writeCounterfactualConfig(run: TrainingRun): void {
+function writeConfigs(run: TrainingRun): void {
   const config = {
     model: { path: GEMMA_MODEL },
     adapters: { manifest: relative(run.out, run.library.manifest) },
+    harness: GEMMA_HARNESS,
+  };
+  writeFileSync(join(run.out, "config.json"), `${JSON.stringify(config, null, 2)}\n`);
+  const counterfactual = {
+    ...config,
     tools: {
       search: {
         corpus: relative(run.out, trainedLibrary(TRAINED_DIR).counterfactualCorpus),
@@ -76,5 +83,5 @@ function writeCounterfactualConfig(run: TrainingRun): void {
       },
     },
   };
-  writeFileSync(run.library.counterfactualConfig, `${JSON.stringify(config, null, 2)}\n`);
+  writeFileSync(run.library.counterfactualConfig, `${JSON.stringify(counterfactual, null, 2)}\n`);
 }

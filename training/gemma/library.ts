@@ -4,6 +4,13 @@ import { PACKAGE_ROOT } from "../../src/paths.js";
 /** The real base model the Gemma library adapts (`weact-mcp fetch-model gemma-3-270m`). */
 export const GEMMA_MODEL = "gemma-3-270m";
 
+/**
+ * The library's harness limits (its config files carry them): the adapters' turns are short (the longest trained one
+ * is ~45 tokens), and the comparison policies' runs, which no adapter releases, end after a minute of a 270M model
+ * on 2 cores rather than ten.
+ */
+export const GEMMA_HARNESS = { maxTokensPerTurn: 128, soft: { turns: 12, tokens: 1024, seconds: 60 } };
+
 /** The shipped Gemma 3 library: adapters, manifest, config, task files and training record. */
 export const GEMMA_DIR = join(PACKAGE_ROOT, "models", "gemma3");
 

@@ -8,6 +8,7 @@ import { importPeft } from "../../src/library/peft/index.js";
 import { DEFAULT_MANIFEST } from "../../src/paths.js";
 import { ORACLE_WORKFLOW } from "../pipeline/OracleDriver.js";
 import { heldOutFile, windowsFile, type TrainingRun } from "../pipeline/run.js";
+import { checkImport } from "./checkImport.js";
 import { PYTHON_SOURCES } from "./library.js";
 import { pipelinePython } from "./venv.js";
 
@@ -22,6 +23,8 @@ export const RECIPE = { rank: 8, alpha: 16, lr: 1e-3, epochs: 1, batch: 4, warmu
 /** The PEFT folders the train step writes, and the base config.json convert_lora_to_gguf.py reads. */
 export const peftDir = (run: TrainingRun, capability: string) => join(run.work, "peft", capability);
 export const baseConfigDir = (run: TrainingRun) => join(run.work, "peft", "base");
+/** The train step's record: each capability's result line from train_lora.py, and the step's seconds. */
+const trainerRecord = (run: TrainingRun) => join(run.work, "peft", "results.json");
 
 interface CapabilityResult {
   capability: string;
@@ -30,9 +33,10 @@ interface CapabilityResult {
 
 /**
  * The train step: train_lora.py in the pipeline's virtual environment (one PEFT LoRA per stage, the base frozen),
- * its progress lines passed on to stderr; returns each capability's result line.
+ * its progress lines passed on to stderr; each capability's result line goes to the trainer's record.
  */
-export async function trainAdapters(run: TrainingRun, model: string): Promise<CapabilityResult[]> {
+export async function trainAdapters(run: TrainingRun, model: string): Promise<void> {
+  const started = Date.now();
   const python = pipelinePython(run.logger);
   const args = [
     join(PYTHON_SOURCES, "train_lora.py"),
@@ -50,16 +54,21 @@ export async function trainAdapters(run: TrainingRun, model: string): Promise<Ca
   }
   const code = await new Promise<number | null>((done) => child.on("close", done));
   if (code !== 0) throw new Error(`train_lora.py exited with ${code}`);
-  return results;
+  const seconds = Math.round((Date.now() - started) / 1000);
+  writeFileSync(trainerRecord(run), `${JSON.stringify({ seconds, results }, null, 2)}\n`);
 }
 
 /**
  * The import step: each PEFT folder enters the library through the TypeScript importer (what `import-peft` runs),
  * the manifest gets the default library's entries for the stages (the capability texts the oracle's sessions
  * showed, so the adapters see at serve time the activation and release texts they trained on), and training.json
- * records the command, the data's hash, the recipe and the trainer's results.
+ * records the command, the data's hash, the recipe, the trainer's results and the importer's cross-check.
  */
-export async function importAdapters(run: TrainingRun, model: string, trained: CapabilityResult[], seconds: number) {
+export async function importAdapters(run: TrainingRun, model: string): Promise<void> {
+  const trained = JSON.parse(readFileSync(trainerRecord(run), "utf8")) as {
+    seconds: number;
+    results: CapabilityResult[];
+  };
   const base = readGgufHeader(model);
   const imported: Record<string, unknown> = {};
   for (const alias of ORACLE_WORKFLOW) {
@@ -88,10 +97,12 @@ export async function importAdapters(run: TrainingRun, model: string, trained: C
     base: "gemma-3-270m (Q4_K_M GGUF, dequantized to F32 by transformers; frozen)",
     trainingDataSha256: data.digest("hex"),
     tasks: run.tasks,
-    seconds,
+    trainingSeconds: trained.seconds,
     recipe: { ...RECIPE, targetModules: "q,k,v,o,gate,up,down", lossMask: "the stage's own turns and exit calls" },
-    adapters: Object.fromEntries(trained.map((t) => [t.capability, { ...t, imported: imported[t.capability] }])),
+    adapters: Object.fromEntries(trained.results.map((t) => [t.capability, { ...t, imported: imported[t.capability] }])),
   };
   writeFileSync(run.library.training, `${JSON.stringify(record, null, 2)}\n`);
-  process.stdout.write(`${JSON.stringify(record)}\n`);
+  const importCheck = await checkImport(run);
+  writeFileSync(run.library.training, `${JSON.stringify({ ...record, importCheck }, null, 2)}\n`);
+  process.stdout.write(`${JSON.stringify({ ...record, importCheck })}\n`);
 }

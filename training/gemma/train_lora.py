@@ -18,6 +18,7 @@ import time
 import numpy as np
 import torch
 from peft import LoraConfig, get_peft_model
+from safetensors.torch import load_file, save_file
 from transformers import AutoModelForCausalLM
 
 TARGET_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
@@ -75,6 +76,26 @@ def score(model, samples):
     return {"samples": len(samples), "targets": count, "loss": total / max(1, count), "accuracy": correct / max(1, count)}
 
 
+def save_base_config(base, folder):
+    """The base's config.json as convert_lora_to_gguf.py reads it: it picks its converter by `architectures`, which a
+    config loaded from a GGUF lacks, and would try to dequantize by `quantization_config` (how transformers read the
+    GGUF, not part of the model)."""
+    config = base.config.to_dict()
+    config.pop("quantization_config", None)
+    config["architectures"] = [type(base).__name__]
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(config, f, indent=2)
+
+
+def save_f16(model, folder):
+    """The PEFT folder with its tensors in F16: the size shipped (trained in F32, served as llama.cpp's F16 LoRAs)."""
+    model.save_pretrained(folder)
+    weights = os.path.join(folder, "adapter_model.safetensors")
+    tensors = {name: t.to(torch.float16).contiguous() for name, t in load_file(weights).items()}
+    save_file(tensors, weights, metadata={"format": "pt"})
+
+
 def train_capability(base, capability, args):
     samples = read_samples(os.path.join(args.work, f"{capability}.bin"))
     held = read_samples(os.path.join(args.work, f"{capability}.held.bin"))
@@ -116,7 +137,7 @@ def train_capability(base, capability, args):
     seconds = time.time() - started
     model.eval()
     adapted = score(model, held)
-    model.save_pretrained(os.path.join(args.out, capability))
+    save_f16(model, os.path.join(args.out, capability))
     with model.disable_adapter():
         unadapted = score(model, held)
     return {
@@ -152,7 +173,7 @@ def main():
     torch.use_deterministic_algorithms(True)
     base = load_base(args.model)
     os.makedirs(args.out, exist_ok=True)
-    base.config.save_pretrained(os.path.join(args.out, "base"))
+    save_base_config(base, os.path.join(args.out, "base"))
     for capability in args.capabilities.split(","):
         print(json.dumps({"result": train_capability(base, capability, args)}), flush=True)
 

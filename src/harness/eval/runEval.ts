@@ -47,6 +47,9 @@ const CATEGORIES = [
   "orchestration",
 ] as const;
 
+/** The group of the tasks that name none, in a file where others do. */
+export const UNGROUPED = "(no group)";
+
 /** Runs every task under each policy, on the same library and harness, and summarises them side by side. */
 export async function runEval(
   deps: HarnessDeps,
@@ -82,11 +85,16 @@ export async function runEval(
         of.filter((r) => r.policy === p),
       ),
     );
-  const groups = [...new Set(tasks.flatMap((t) => (t.group ? [t.group] : [])))];
+  // once some tasks have a group, the rest are one too: each part of the file is reported apart
+  const named = [...new Set(tasks.flatMap((t) => (t.group ? [t.group] : [])))];
+  const groups = named.length && tasks.some((t) => !t.group) ? [...named, UNGROUPED] : named;
   return {
     tasksFile: opts.tasksFile,
     policies: summaries(runs),
-    groups: groups.map((group) => ({ group, policies: summaries(runs.filter((r) => r.group === group)) })),
+    groups: groups.map((group) => ({
+      group,
+      policies: summaries(runs.filter((r) => (r.group ?? UNGROUPED) === group)),
+    })),
     runs,
   };
 }
