@@ -363,6 +363,10 @@ export interface ResolvedConfig extends Config {
   configFile?: string;
 }
 
+/** The folders adapter files may come from: adapters.allowedDirs, else the manifest's folder. */
+export const adapterDirs = (config: ResolvedConfig): string[] =>
+  config.adapters.allowedDirs ?? [dirname(config.manifestPath)];
+
 /** Validates a config object; relative paths resolve against `baseDir` (the config file's folder). */
 export function resolveConfig(input: unknown, source: string, baseDir: string): ResolvedConfig {
   const parsed = ConfigSchema.safeParse(input ?? {});
