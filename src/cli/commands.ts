@@ -4,7 +4,14 @@ import { readGgufHeader } from "../gguf/index.js";
 import { ensureDemoWeights } from "../demo/ensure.js";
 import { FAMILY_NAMES } from "../demo/families.js";
 import { generateFamilySet, QUANT_NAMES, type FamilySet, type QuantName } from "../demo/familySets.js";
-import { addManifestEntry, describeIssues, loadManifest, ManifestEntrySchema } from "../library/manifest.js";
+import {
+  addManifestEntry,
+  describeIssues,
+  loadManifest,
+  ManifestEntrySchema,
+  type LibraryEntry,
+} from "../library/manifest.js";
+import { MERGE_METHODS } from "../library/merge/index.js";
 import { importPeft } from "../library/peft/index.js";
 import { parseExportCommand, runExport, type ExportCommandInput } from "../export/command.js";
 import { modelFunctions } from "../sessions/modelFunctions.js";
@@ -12,7 +19,8 @@ import type { ResolvedConfig } from "../config/config.js";
 import { formatTable, runEval, writeReport } from "../harness/eval/runEval.js";
 import { readTaskFile } from "../harness/eval/TaskFile.js";
 import { runTask } from "../harness/runTask.js";
-import { FIXED_POLICIES, type Policy } from "../harness/types.js";
+import { mergePolicies } from "../harness/runInput.js";
+import { FIXED_POLICIES, MERGE_POLICIES, mergePolicy, type Policy } from "../harness/types.js";
 import type { Logger } from "../log.js";
 import { STATE_DIR } from "../paths.js";
 import { startExportServices, startServices, startTokenizer, traceDirOf } from "../app/services.js";
@@ -20,33 +28,38 @@ import { startExportServices, startServices, startTokenizer, traceDirOf } from "
 export class UsageError extends Error {}
 
 /**
- * The library's aliases as its manifest lists them: what --policy single:ALIAS and --workflow may name. Read from
- * the manifest, not the loaded library, so a wrong value fails before the model loads.
+ * The library as its manifest lists it: what --policy and --workflow may name. Read from the manifest, not the
+ * loaded library, so a wrong value fails before the model loads.
  */
-const libraryAliases = (config: ResolvedConfig) => loadManifest(config.manifestPath).map((e) => e.alias);
+const libraryEntries = (config: ResolvedConfig) => loadManifest(config.manifestPath);
 
 /** A comma-separated --policy list, each one a policy this library can run. */
-function policies(list: string, aliases: readonly string[]): Policy[] {
-  const allowed = [...FIXED_POLICIES, ...aliases.map((a) => `single:${a}`)];
+function policies(list: string, entries: readonly LibraryEntry[]): Policy[] {
+  const merges = MERGE_POLICIES.filter((p) => entries.some((e) => e.merge && mergePolicy(e.merge.method) === p));
+  const allowed = [...FIXED_POLICIES, ...merges, ...entries.map((e) => `single:${e.alias}`)];
   return list.split(",").map((p) => {
     const name = p.trim();
-    if (!allowed.includes(name))
-      throw new UsageError(
-        `--policy: "${name}" is not one of ${allowed.join(", ")} (single:ALIAS names an adapter of the library, adapters.manifest)`,
-      );
-    return name;
+    if (allowed.includes(name)) return name;
+    const unmade = MERGE_METHODS.find((m) => mergePolicy(m) === name);
+    throw new UsageError(
+      unmade
+        ? `--policy: the library has no ${unmade} merge for ${name}; make one with \`weact-mcp merge --method ${unmade} --out FILE.gguf\``
+        : `--policy: "${name}" is not one of ${allowed.join(", ")} (single:ALIAS names an adapter of the library, adapters.manifest)`,
+    );
   });
 }
 
-/** A comma-separated --workflow: the stages of the hard policy, each an adapter of the library. */
-function workflow(list: string, aliases: readonly string[]): string[] {
+/** A comma-separated --workflow: the stages of the hard policy, each an adapter of the library that is not a merge. */
+function workflow(list: string, entries: readonly LibraryEntry[]): string[] {
+  const capabilities = entries.filter((e) => !e.merge).map((e) => e.alias);
   return list.split(",").map((a) => {
     const alias = a.trim();
-    if (!aliases.includes(alias))
-      throw new UsageError(
-        `--workflow: "${alias}" is not an adapter of the library (${aliases.join(", ")}; adapters.manifest)`,
-      );
-    return alias;
+    if (capabilities.includes(alias)) return alias;
+    throw new UsageError(
+      entries.some((e) => e.alias === alias)
+        ? `--workflow: "${alias}" is a static merge, not a capability a stage loads (${capabilities.join(", ")})`
+        : `--workflow: "${alias}" is not an adapter of the library (${capabilities.join(", ")}; adapters.manifest)`,
+    );
   });
 }
 
@@ -58,9 +71,9 @@ export async function runCommand(
   opts: { policy?: string; workflow?: string; seed?: number },
 ) {
   // every flag is checked before the model loads
-  const aliases = libraryAliases(config);
-  const [policy] = policies(opts.policy ?? "hard", aliases);
-  const stages = opts.workflow === undefined ? undefined : workflow(opts.workflow, aliases);
+  const entries = libraryEntries(config);
+  const [policy] = policies(opts.policy ?? "hard", entries);
+  const stages = opts.workflow === undefined ? undefined : workflow(opts.workflow, entries);
   const services = await startServices(config, logger);
   try {
     const r = await runTask(
@@ -99,15 +112,18 @@ export async function evalCommand(
 ) {
   // the file and every flag are checked before the model loads
   const tasks = readTaskFile(file);
-  const chosen = opts.policy === undefined ? undefined : policies(opts.policy, libraryAliases(config));
+  const chosen = opts.policy === undefined ? undefined : policies(opts.policy, libraryEntries(config));
   const services = await startServices(config, logger);
   try {
-    // the paper's comparison: the base alone, each adapter alone, their static merge, then the two switching policies;
-    // each adapter that loaded (an entry the library left out would refuse the whole eval up front)
+    // the paper's comparison: the base alone, each adapter alone, all of them at once and each static merge the
+    // library has, then the two switching policies; each adapter that loaded (an entry the library left out would
+    // refuse the whole eval up front)
+    const library = services.harness.library;
     const list = chosen ?? [
       "base",
-      ...services.harness.library.aliases().map((a) => `single:${a}`),
+      ...library.capabilities().map((a) => `single:${a.entry.alias}`),
       "static",
+      ...mergePolicies(library),
       "hard",
       "soft",
     ];

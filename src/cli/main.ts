@@ -26,6 +26,7 @@ import {
 } from "./commands.js";
 import { doctor, formatChecks } from "./doctor.js";
 import { libraryConfigFile } from "./libraryFlag.js";
+import { mergeCommand } from "./merge.js";
 import { assertPortFree, serve } from "./serve.js";
 
 const HELP = `weact-mcp: serve one GGUF base model with switchable LoRA capability adapters over MCP
@@ -35,11 +36,20 @@ Usage:
             [--adapters PATH]
   weact-mcp run "TASK" [--policy P] [--workflow a,b,c] [--seed N]
                                       solve one task in-process; the answer on stdout
-  weact-mcp eval TASKS.jsonl [--policy hard,soft,static,base,single:ALIAS] [--out DIR] [--seed N]
+  weact-mcp eval TASKS.jsonl [--policy hard,soft,static,static:METHOD,base,single:ALIAS] [--out DIR] [--seed N]
                                       every task under each policy (default: base, single:<each adapter>,
-                                      static, hard, soft): table, report.json, chart.svg
+                                      static, static:<each merge's method>, hard, soft): table, report.json,
+                                      chart.svg
   weact-mcp import-peft DIR --alias A --description D [--scale S]
                                       convert a PEFT LoRA folder to GGUF and add it to the manifest
+  weact-mcp merge --method linear|ties|dare-ties --out F.gguf [--of a,b,c] [--weights w1,w2,...]
+                  [--density D] [--seed N] [--alias A]
+                                      merge the library's adapters into one GGUF LoRA as PEFT's
+                                      add_weighted_adapter does (--of: default every adapter but merges
+                                      and aLoRAs, in manifest order; --weights in that order, default 1
+                                      each: the adapters' full updates; --density: ties 0.2, dare-ties
+                                      0.5; --seed: dare-ties, 0) and add it to the manifest as A (default
+                                      static-METHOD), which policy static:METHOD runs (docs/models.md)
   weact-mcp export --capability ALIAS [--format axolotl|openai|trl] [--out F] [--from DIR] [--filter all|correct|IDS]
   weact-mcp export --stats [--capability ALIAS] [--from DIR] [--filter F]
                                       training data for one capability from recorded traces; --stats: sizes
@@ -168,6 +178,10 @@ async function main(argv: string[]) {
       json: { type: "boolean" },
       client: { type: "string" },
       dir: { type: "string" },
+      method: { type: "string" },
+      density: { type: "string" },
+      weights: { type: "string" },
+      of: { type: "string" },
       help: { type: "boolean", short: "h" },
     },
   });
@@ -200,6 +214,23 @@ async function main(argv: string[]) {
           description: values.description,
           scale: values.scale === undefined ? undefined : Number(values.scale),
         });
+    } catch (err) {
+      if (err instanceof UsageError) fail(err.message);
+      throw err;
+    }
+    return;
+  }
+  if (command === "merge") {
+    try {
+      await mergeCommand(configFrom(values), {
+        method: values.method,
+        density: values.density,
+        weights: values.weights,
+        seed,
+        of: values.of,
+        out: values.out,
+        alias: values.alias,
+      });
     } catch (err) {
       if (err instanceof UsageError) fail(err.message);
       throw err;
@@ -254,7 +285,10 @@ async function main(argv: string[]) {
   if (command === "client-config") {
     const client = (values.client ?? "claude-desktop") as ClientKind;
     if (!CLIENTS.includes(client)) fail(`--client: "${client}" is not one of ${CLIENTS.join(", ")}`);
-    const out = clientConfig(client, values.library ? libraryConfigFile(values.library) : values.config && resolve(values.config));
+    const out = clientConfig(
+      client,
+      values.library ? libraryConfigFile(values.library) : values.config && resolve(values.config),
+    );
     process.stderr.write(`${out.hint}:\n`);
     process.stdout.write(out.text);
     return;

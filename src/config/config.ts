@@ -374,6 +374,10 @@ function modelPath(path: string, source: string, baseDir: string): string {
   }
 }
 
+/** The folders adapter files may come from: adapters.allowedDirs, else the manifest's folder. */
+export const adapterDirs = (config: ResolvedConfig): string[] =>
+  config.adapters.allowedDirs ?? [dirname(config.manifestPath)];
+
 /** Validates a config object; relative paths resolve against `baseDir` (the config file's folder). */
 export function resolveConfig(input: unknown, source: string, baseDir: string): ResolvedConfig {
   const parsed = ConfigSchema.safeParse(input ?? {});

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { LONG_TEXT_MAX } from "../config/config.js";
 import { SoftLimitsSchema, StageBudgetSchema } from "../budgets/budgets.js";
+import { MERGE_METHODS, type MergeMethod } from "../library/merge/index.js";
 
 export type Owner = string;
 
@@ -15,10 +16,23 @@ export type Finish = (typeof FINISHES)[number];
 /** The policies every library has; `single:<alias>` names one of its adapters. */
 export const FIXED_POLICIES = ["hard", "soft", "base", "static"] as const;
 
-/** Comparison modes share the library and harness: no adapters, one fixed adapter, or all applied at once. */
+/** The library's static merge by `method` (`weact-mcp merge`), applied for the whole run. */
+export const mergePolicy = (method: MergeMethod) => `static:${method}` as const;
+export const MERGE_POLICIES = MERGE_METHODS.map(mergePolicy);
+
+/**
+ * Comparison modes share the library and harness: no adapters, one fixed adapter, all applied at once (`static`,
+ * llama.cpp's sum of the adapters' updates), or one static merge of them.
+ */
 export const PolicySchema = z.union([
   z.enum(FIXED_POLICIES),
-  z.string().regex(/^single:[a-z][a-z0-9_-]{0,31}$/, "a policy is hard, soft, base, static or single:<alias>"),
+  z.enum(MERGE_POLICIES),
+  z
+    .string()
+    .regex(
+      /^single:[a-z][a-z0-9_-]{0,31}$/,
+      `a policy is hard, soft, base, static, ${MERGE_POLICIES.join(", ")} or single:<alias>`,
+    ),
 ]);
 export type Policy = z.infer<typeof PolicySchema>;
 

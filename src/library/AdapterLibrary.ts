@@ -91,6 +91,14 @@ export class AdapterLibrary {
     return [...this.adapters.values()].filter((a) => a.info).map((a) => a.entry.alias);
   }
 
+  /**
+   * The loaded adapters the model is offered (load_lora's catalogue, a workflow's stages, the `static` set): a static
+   * merge is none of them, it stands for several at once and runs as a policy (`static:<method>`, `single:<alias>`).
+   */
+  capabilities(): LibraryAdapter[] {
+    return this.list().filter((a) => a.info && !a.entry.merge);
+  }
+
   get(alias: string): LibraryAdapter | undefined {
     return this.adapters.get(alias);
   }

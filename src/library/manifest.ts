@@ -3,6 +3,7 @@ import { dirname, relative, resolve } from "node:path";
 import writeFileAtomic from "write-file-atomic";
 import { z } from "zod";
 import { StageBudgetSchema } from "../budgets/budgets.js";
+import { checkMergeSettings, MergeSettingsFields } from "./merge/settings.js";
 
 export const ALIAS_PATTERN = /^[a-z][a-z0-9_-]{0,31}$/;
 
@@ -11,6 +12,25 @@ export const ALIAS_PATTERN = /^[a-z][a-z0-9_-]{0,31}$/;
  * alias. As a capability its turns decide which adapter to load and when the task is done.
  */
 export const BASE_CAPABILITY = "base";
+
+/**
+ * How a static merge (`weact-mcp merge`) was made: its settings and the adapters it merged, in the weights' order.
+ * An entry with this record is not a capability of its own: the model is not offered it (load_lora, the workflow,
+ * `static`); the `static:<method>` policies run it.
+ */
+export const MergeRecordSchema = MergeSettingsFields.extend({
+  of: z.array(z.string().regex(ALIAS_PATTERN)).min(1).max(64),
+})
+  .strict()
+  .superRefine((r, ctx) => {
+    checkMergeSettings(r, ctx);
+    if (r.weights.length !== r.of.length)
+      ctx.addIssue({
+        code: "custom",
+        path: ["weights"],
+        message: `one weight per merged adapter: ${r.weights.length} for ${r.of.length}`,
+      });
+  });
 
 export const ManifestEntrySchema = z
   .object({
@@ -47,6 +67,7 @@ export const ManifestEntrySchema = z
     budget: StageBudgetSchema.partial().optional(),
     activation: z.string().max(2000).optional(),
     release: z.string().max(2000).optional(),
+    merge: MergeRecordSchema.optional().describe("Set on a static merge of other adapters (weact-mcp merge)."),
   })
   .strict();
 
@@ -141,12 +162,19 @@ export function saveManifest(file: string, entries: readonly LibraryEntry[]): Ma
   return manifestStamp(file);
 }
 
-/** Adds one entry to a manifest on disk (import-peft), refusing an alias it already lists. */
-export function addManifestEntry(file: string, entry: LibraryEntry): void {
+/**
+ * Adds one entry to a manifest on disk (import-peft, merge), refusing an alias it already lists unless `replaces`
+ * accepts that entry: then the new one takes its place (a merge made again).
+ */
+export function addManifestEntry(
+  file: string,
+  entry: LibraryEntry,
+  replaces: (listed: LibraryEntry) => boolean = () => false,
+): void {
   const entries = loadManifest(file);
-  if (entries.some((e) => e.alias === entry.alias))
-    throw new ManifestError(file, [`alias "${entry.alias}" is listed already`]);
-  saveManifest(file, [...entries, entry]);
+  const listed = entries.find((e) => e.alias === entry.alias);
+  if (listed && !replaces(listed)) throw new ManifestError(file, [`alias "${entry.alias}" is listed already`]);
+  saveManifest(file, listed ? entries.map((e) => (e === listed ? entry : e)) : [...entries, entry]);
 }
 
 export function loadManifest(file: string): LibraryEntry[] {

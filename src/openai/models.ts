@@ -1,14 +1,19 @@
 import type { AdapterLibrary } from "../library/AdapterLibrary.js";
+import { mergePolicies } from "../harness/runInput.js";
 import type { Policy } from "../harness/types.js";
 import { OpenAIError } from "./errors.js";
 
-/** The policies as OpenAI model names: the WeAct loops, the comparison modes, one per resident adapter. */
+/**
+ * The policies as OpenAI model names: the WeAct loops, the comparison modes (a `static:<method>` per loaded merge),
+ * one per resident adapter.
+ */
 export function modelNames(library: AdapterLibrary): string[] {
   return [
     "weact-soft",
     "weact-hard",
     "base",
     "static",
+    ...mergePolicies(library),
     ...library
       .list()
       .filter((a) => a.info)

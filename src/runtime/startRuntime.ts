@@ -1,8 +1,7 @@
-import { dirname } from "node:path";
 import { LocalChatCodec, LocalEngine } from "../engines/local/index.js";
 import { RemoteEngine } from "../engines/remote/index.js";
 import type { Engine } from "../engine/index.js";
-import type { ResolvedConfig } from "../config/config.js";
+import { adapterDirs, type ResolvedConfig } from "../config/config.js";
 import { ensureDemoWeights } from "../demo/ensure.js";
 import { AdapterLibrary } from "../library/AdapterLibrary.js";
 import { loadManifest } from "../library/manifest.js";
@@ -73,7 +72,7 @@ export async function startRuntime(config: ResolvedConfig, logger: Logger): Prom
   try {
     const library = await AdapterLibrary.load(engine, entries, logger, {
       manifestPath: config.manifestPath,
-      allowedDirs: config.adapters.allowedDirs ?? [dirname(config.manifestPath)],
+      allowedDirs: adapterDirs(config),
     });
     return { config, engine, library, logger };
   } catch (err) {

@@ -15,7 +15,7 @@ export function modelFunctions(
   library: AdapterLibrary,
   external: Readonly<Record<string, FunctionSpec>>,
 ): Record<string, FunctionSpec> {
-  const adapters = library.list().filter((a) => a.info);
+  const adapters = library.capabilities();
   const catalogue = adapters.map((a) => `- ${a.entry.alias}: ${a.entry.description}`).join("\n");
   return {
     [LOAD_LORA]: {

@@ -3,10 +3,10 @@ import { copyFileSync, existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
-import { sha256File } from "../../src/gguf/index.js";
+import { metaNumber, metaString, readGgufHeader, sha256File } from "../../src/gguf/index.js";
 import { PACKAGE_ROOT } from "../../src/paths.js";
 import { demo } from "../helpers/engine.js";
-import { tempDir, tempLibrary } from "../helpers/files.js";
+import { tempDir, tempLibrary, writeLoraVariant } from "../helpers/files.js";
 import { connectClient } from "../../testkit/mcpClient.js";
 import { call, MAIN, testConfig } from "../helpers/server.js";
 
@@ -97,6 +97,119 @@ describe("the command line", () => {
     const results = await Promise.all(cases.map(([args]) => fails([...args, "--config", config])));
     // the one line and nothing else: at info level, a model or tool that started would have logged
     expect(results).toEqual(cases.map(([, message]) => ({ code: 2, stderr: `weact-mcp: ${message}\n` })));
+  });
+
+  it("merge writes a static merge of the library's adapters and lists it in the manifest; a bad flag fails first", async () => {
+    const dir = tempDir("weact-lib-");
+    const adapters = ["plan", "search", "write"].map((alias, i) => {
+      writeLoraVariant(dir, alias, { seed: 20 + i });
+      return { alias, description: `The ${alias} capability.`, file: `${alias}.gguf`, scale: 1 };
+    });
+    const manifest = join(dir, "manifest.json");
+    writeFileSync(manifest, JSON.stringify({ adapters }));
+    const config = join(dir, "weact.json");
+    writeFileSync(config, JSON.stringify({ model: { demo: "random" }, adapters: { manifest } }));
+    const out = join(dir, "static-dare-ties.gguf");
+    const merge = (...args: string[]) => ["merge", "--config", config, "--out", out, ...args];
+    const listed = () =>
+      (JSON.parse(readFileSync(manifest, "utf8")) as { adapters: Record<string, unknown>[] }).adapters;
+
+    // every flag is checked before a tensor is read: the flag, what it may be, and nothing written
+    writeFileSync(join(dir, "taken.gguf"), "");
+    const refused = [
+      [["--method", "svd"], "--method svd: one of linear, ties, dare-ties"],
+      [
+        ["--method", "linear", "--density", "0.5"],
+        "--density 0.5: linear prunes nothing: a density is for ties and dare-ties",
+      ],
+      [
+        ["--method", "ties", "--weights", "1,1"],
+        "--weights: 2 weight(s) for 3 adapters (plan, search, write): one each, in that order",
+      ],
+      [["--method", "ties", "--seed", "3"], "--seed 3: only dare-ties draws at random: a seed is for dare-ties"],
+      [
+        ["--method", "ties", "--of", "plan,code"],
+        '--of: "code" is not an adapter of the library; the library\'s are plan, search, write',
+      ],
+      [
+        ["--method", "ties", "--alias", "plan"],
+        '--alias: the manifest\'s adapter "plan" is not a merge, so a merge does not replace it; choose another --alias',
+      ],
+      [
+        ["--method", "ties", "--out", join(dir, "taken.gguf")],
+        `--out: ${join(dir, "taken.gguf")} exists; choose a new file`,
+      ],
+      [
+        ["--method", "ties", "--out", join(tempDir(), "m.gguf")],
+        expect.stringMatching(
+          /^--out: \S+ is outside the adapter folders \(\S+\); write it there or set adapters.allowedDirs$/,
+        ),
+      ],
+    ] as const;
+    // one at a time: CLI processes started together on two cores could outlast fails()'s time limit
+    const results = [];
+    for (const [args] of refused) results.push(await fails(merge(...args)));
+    expect(results.map((r) => ({ ...r, stderr: r.stderr.replace(/^weact-mcp: (.*)\n$/s, "$1") }))).toEqual(
+      refused.map(([, message]) => ({ code: 2, stderr: message })),
+    );
+    expect(existsSync(out)).toBe(false);
+    expect(listed()).toHaveLength(3);
+
+    const { stdout } = await run(process.execPath, [
+      MAIN,
+      ...merge("--method", "dare-ties", "--weights", "1,0.5,-0.25"),
+    ]);
+    expect(stdout).toMatch(
+      new RegExp(
+        `^merged plan, search, write \\(weights 1, 0.5, -0.25\\) by dare-ties \\(density 0.5, seed 0\\) into ${out} \\(rank 4, 28 targets, F32, sha256 [0-9a-f]{64}\\); "static-dare-ties" added to ${manifest}\n$`,
+      ),
+    );
+    const entry = {
+      alias: "static-dare-ties",
+      file: "static-dare-ties.gguf",
+      scale: 1,
+      merge: { method: "dare-ties", density: 0.5, weights: [1, 0.5, -0.25], seed: 0, of: ["plan", "search", "write"] },
+    };
+    expect(listed()).toEqual([
+      ...adapters,
+      { ...entry, description: expect.stringContaining("policy static:dare-ties runs it") },
+    ]);
+    const header = readGgufHeader(out);
+    expect(metaString(header, "general.name")).toBe("static-dare-ties");
+    expect(metaNumber(header, "adapter.lora.alpha")).toBe(4);
+    expect(header.tensors.map((t) => t.name)).toEqual(
+      readGgufHeader(join(dir, "plan.gguf")).tensors.map((t) => t.name),
+    );
+
+    // made again with other settings: the entry is replaced in place, its file too
+    const first = await sha256File(out);
+    const again = await run(process.execPath, [
+      MAIN,
+      ...merge("--method", "dare-ties", "--density", "1", "--seed", "7"),
+    ]);
+    expect(again.stdout).toContain(`"static-dare-ties" replaced in ${manifest}`);
+    expect(await sha256File(out)).not.toBe(first);
+    expect(listed()).toEqual([
+      ...adapters,
+      { ...entry, merge: { ...entry.merge, density: 1, seed: 7, weights: [1, 1, 1] }, description: expect.any(String) },
+    ]);
+    // a static merge is no stage of a workflow, and static:METHOD needs a merge by that method
+    const stages = await Promise.all([
+      fails(["run", "a task", "--config", config, "--workflow", "plan,static-dare-ties"]),
+      fails(["run", "a task", "--config", config, "--policy", "static:ties"]),
+    ]);
+    expect(stages).toEqual([
+      {
+        code: 2,
+        stderr:
+          'weact-mcp: --workflow: "static-dare-ties" is a static merge, not a capability a stage loads (plan, search, write)\n',
+      },
+      {
+        code: 2,
+        stderr:
+          "weact-mcp: --policy: the library has no ties merge for static:ties; make one with `weact-mcp merge --method ties --out FILE.gguf`\n",
+      },
+    ]);
   });
 
   it("eval without --policy runs every adapter that loaded: a broken manifest entry is left out, not the whole eval", async () => {

@@ -1,6 +1,5 @@
-import { randomBytes } from "node:crypto";
-import { existsSync, mkdirSync, renameSync, rmSync, statSync } from "node:fs";
-import { basename, dirname, join, resolve } from "node:path";
+import { existsSync, statSync } from "node:fs";
+import { basename, join, resolve } from "node:path";
 import {
   ALORA_INVOCATION_KEY,
   sha256File,
@@ -20,6 +19,7 @@ import {
   viewAs,
 } from "../../gguf/index.js";
 import { ALIAS_PATTERN } from "../manifest.js";
+import { writeAtomically } from "../writeAtomically.js";
 import { ggufAlpha, readPeftConfig, type PeftConfig } from "./config.js";
 import { listSome, PeftImportError } from "./errors.js";
 import { mapPeftTensorName, permuteRowsForRope, PEFT_ARCHITECTURES, type MappedTensor } from "./mapping.js";
@@ -290,17 +290,4 @@ function ggufTensors(
 function ggmlBytes(st: SafetensorsFile, t: SafetensorsTensor): Uint8Array {
   const raw = st.read(t);
   return t.dtype === "BF16" ? bytesOf(bf16ToF32(viewAs(raw, Uint16Array, 2))) : raw;
-}
-
-/** Runs `write` on a temporary path beside `file` and renames it into place; on any failure nothing is left behind. */
-function writeAtomically(file: string, write: (tmp: string) => void): void {
-  mkdirSync(dirname(file), { recursive: true });
-  const tmp = join(dirname(file), `.${basename(file)}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`);
-  try {
-    write(tmp);
-    renameSync(tmp, file);
-  } catch (err) {
-    rmSync(tmp, { force: true });
-    throw err;
-  }
 }

@@ -25,7 +25,7 @@ export function registerRunTaskTool(server: McpServer, ctx: ServerContext) {
         openWorldHint: [...ctx.toolbox.tools.values()].some((t) => t.openWorld),
       },
       description:
-        "Solve a task with the local model under a policy: hard (the prescribed workflow, default plan -> search -> write), soft (the base model picks its adapters), or a comparison mode (base, single:<alias>, static). Reports progress per stage and turn; returns the answer and a trace summary (time by category, switches); the full trace is the resource weact://traces/{trace_id}.",
+        "Solve a task with the local model under a policy: hard (the prescribed workflow, default plan -> search -> write), soft (the base model picks its adapters), or a comparison mode (base, single:<alias>, static: every adapter at once, static:linear|ties|dare-ties: the library's merge by that method). Reports progress per stage and turn; returns the answer and a trace summary (time by category, switches); the full trace is the resource weact://traces/{trace_id}.",
       inputSchema: toolInput({
         task: z.string().min(1).max(LONG_TEXT_MAX),
         policy: PolicySchema.default("hard"),
