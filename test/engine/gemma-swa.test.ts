@@ -121,6 +121,26 @@ describe("Gemma 3 270M: spilled, shared, caught-up and cancelled caches (window-
   });
   afterAll(async () => engine?.dispose());
 
+  it("text that a call follows renders on a line of its own (node-llama-cpp's inline call syntax parses a call only there)", () => {
+    const call = { name: "search", arguments: { query: "capital of France" }, result: "Paris" };
+    const rendered = (text: string) =>
+      engine.detokenize(
+        engine.renderTokens({
+          functions: { search: { description: "Search.", parameters: { type: "object" } } },
+          turns: [
+            { role: "user", text: "What is the capital of France?" },
+            { role: "assistant", text, calls: [call] },
+          ],
+        }),
+      );
+    expect(rendered("Plan: search for it.")).toContain(
+      'Plan: search for it.\n||call: search({"query": "capital of France"})',
+    );
+    // text already ending its line is left as it is
+    expect(rendered("Plan: search for it.\n")).toContain("Plan: search for it.\n||call: search(");
+    expect(rendered("Plan: search for it.\n")).not.toContain("it.\n\n||call:");
+  });
+
   it("a lane spilled to disk and restored, a second session started from the shared prompt prefix, and a lane caught up in the background each stay exact", async () => {
     // one prompt scope: sessions of one client share its prompt prefixes
     const a = await engine.openSession({ promptScope: "client" });

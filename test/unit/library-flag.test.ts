@@ -4,7 +4,6 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterEach, describe, expect, it } from "vitest";
-import { libraryConfigFile, shippedLibraries } from "../../src/cli/libraryFlag.js";
 import { ConfigError, loadConfigFile } from "../../src/config/config.js";
 import { MODELS } from "../../src/models/index.js";
 import { markVerified } from "../../src/models/verify.js";
@@ -21,13 +20,6 @@ describe("--library and a config's model.path by name", () => {
     else process.env.WEACT_MODEL_CACHE = saved;
   });
 
-  it("names a shipped library's config, or a folder's; anything else is refused with the shipped ones listed", () => {
-    expect(shippedLibraries()).toEqual(expect.arrayContaining(["gemma3", "trained"]));
-    expect(libraryConfigFile("gemma3")).toBe(GEMMA_CONFIG);
-    expect(libraryConfigFile(join(PACKAGE_ROOT, "models", "gemma3"))).toBe(GEMMA_CONFIG);
-    expect(() => libraryConfigFile("gemma4")).toThrow(/--library: "gemma4" is neither a shipped library \(.*gemma3.*\)/);
-  });
-
   it("a config naming a known model not fetched yet says how to fetch it; once fetched, it is the cached file", () => {
     const cache = mkdtempSync(join(tmpdir(), "weact-library-"));
     process.env.WEACT_MODEL_CACHE = cache;
@@ -39,7 +31,9 @@ describe("--library and a config's model.path by name", () => {
       }
     })() as ConfigError;
     expect(refused).toBeInstanceOf(ConfigError);
-    expect(refused.message).toMatch(/model\.path: model gemma-3-270m is not fetched yet .*weact-mcp fetch-model gemma-3-270m/);
+    expect(refused.message).toMatch(
+      /model\.path: model gemma-3-270m is not fetched yet .*weact-mcp fetch-model gemma-3-270m/,
+    );
     // a file of the pinned size under fetch-model's marker (the marker stands for the hash; no bytes are read)
     const spec = MODELS["gemma-3-270m"]!;
     const file = join(cache, spec.fileName);
@@ -50,6 +44,15 @@ describe("--library and a config's model.path by name", () => {
     const config = loadConfigFile(GEMMA_CONFIG);
     expect(config.model.path).toBe(file);
     expect(config.manifestPath).toBe(join(PACKAGE_ROOT, "models", "gemma3", "manifest.json"));
+  });
+
+  it("--library takes a shipped library or a folder with a config.json; anything else is refused, naming the shipped ones", async () => {
+    const err = (await run(process.execPath, [MAIN, "--library", "gemma4"]).catch((e: unknown) => e)) as {
+      code: number;
+      stderr: string;
+    };
+    expect(err.code).toBe(2);
+    expect(err.stderr).toMatch(/--library: "gemma4" is neither a shipped library \(gemma3, trained\) nor a folder/);
   });
 
   it("--config and --library together are refused before anything loads", async () => {

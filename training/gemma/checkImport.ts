@@ -76,7 +76,12 @@ export async function checkImport(run: TrainingRun): Promise<ImportCheck> {
     const system = readFileSync(join(PACKAGE_ROOT, "prompts", "system.md"), "utf8");
     const tasks = readTaskFile(run.library.evalTasks).slice(0, PROMPTS);
     const session = await engine.openSession();
-    const report: ImportCheck = { prompts: tasks.length, tolerance: IMPORT_TOLERANCE, maxAbsDiff: {}, adapterEffect: {} };
+    const report: ImportCheck = {
+      prompts: tasks.length,
+      tolerance: IMPORT_TOLERANCE,
+      maxAbsDiff: {},
+      adapterEffect: {},
+    };
     try {
       for (const alias of ORACLE_WORKFLOW) {
         const activation = runtime.library.get(alias)?.entry.activation ?? "";
@@ -88,7 +93,11 @@ export async function checkImport(run: TrainingRun): Promise<ImportCheck> {
             turns: [
               { role: "system", text: system },
               { role: "user", text: task.task },
-              { role: "assistant", text: "", calls: [{ name: LOAD_LORA, arguments: { adapter: alias }, result: activation }] },
+              {
+                role: "assistant",
+                text: "",
+                calls: [{ name: LOAD_LORA, arguments: { adapter: alias }, result: activation }],
+              },
             ],
           };
           const under = async (weights: string[]) => {

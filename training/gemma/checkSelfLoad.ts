@@ -1,5 +1,5 @@
 /**
- * `npm run check:self-load`: how often the frozen Gemma 3 270M opens `load_lora` by itself (WeAct-soft needs it to),
+ * `npm run check:self-load [-- TASKS.jsonl]`: how often the frozen Gemma 3 270M opens `load_lora` by itself (WeAct-soft needs it to),
  * with the plain system prompt and with worked examples added to it. Every held-out task of models/gemma3 runs under
  * the soft policy, unsteered, greedy, on the shipped library; per prompt: the self-load rate (runs whose base opened a
  * load), the first choice's accuracy (it loaded plan, the workflow's first stage), the mean selection accuracy over
@@ -30,7 +30,8 @@ const config = {
   model: { ...base.model, gpu: false as const, threads: 2 },
   harness: { ...base.harness, traceDir: mkdtempSync(join(tmpdir(), "weact-self-load-")) },
 };
-const tasks = readTaskFile(join(GEMMA_DIR, "eval-tasks.jsonl"));
+// a task file as the first argument (default: the library's held-out tasks)
+const tasks = readTaskFile(process.argv[2] ?? join(GEMMA_DIR, "eval-tasks.jsonl"));
 const services = await startServices(config, logger);
 try {
   for (const [name, system] of Object.entries(PROMPTS)) {

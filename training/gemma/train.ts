@@ -99,7 +99,9 @@ export async function importAdapters(run: TrainingRun, model: string): Promise<v
     tasks: run.tasks,
     trainingSeconds: trained.seconds,
     recipe: { ...RECIPE, targetModules: "q,k,v,o,gate,up,down", lossMask: "the stage's own turns and exit calls" },
-    adapters: Object.fromEntries(trained.results.map((t) => [t.capability, { ...t, imported: imported[t.capability] }])),
+    adapters: Object.fromEntries(
+      trained.results.map((t) => [t.capability, { ...t, imported: imported[t.capability] }]),
+    ),
   };
   writeFileSync(run.library.training, `${JSON.stringify(record, null, 2)}\n`);
   const importCheck = await checkImport(run);

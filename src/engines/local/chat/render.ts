@@ -29,7 +29,7 @@ export function toChatModelFunctions(
  * Consecutive assistant turns joined by tool results form one model response, as the chat template
  * renders them (results between the calls and the continuation).
  */
-export function toChatHistory(conversation: Conversation): ChatHistoryItem[] {
+export function toChatHistory(conversation: Conversation, inlineCalls = false): ChatHistoryItem[] {
   const items: ChatHistoryItem[] = [];
   let continuing = false; // the last model response ended with answered calls: the model continues it
   for (const [index, turn] of conversation.turns.entries()) {
@@ -42,7 +42,7 @@ export function toChatHistory(conversation: Conversation): ChatHistoryItem[] {
     const response: ChatModelResponse =
       continuing && last?.type === "model" ? (last as ChatModelResponse) : { type: "model", response: [] };
     if (response !== last) items.push(response);
-    if (turn.text) response.response.push(turn.text);
+    if (turn.text) response.response.push(inlineCalls && turn.calls?.length ? onItsOwnLine(turn.text) : turn.text);
     (turn.calls ?? []).forEach((call, i) => {
       if (typeof call.result !== "string")
         throw new InvalidConversationError(`turn ${index}: tool call ${call.name} has no result yet`);
@@ -62,6 +62,22 @@ export function toChatHistory(conversation: Conversation): ChatHistoryItem[] {
   if (!continuing) items.push({ type: "model", response: [] });
   return items;
 }
+
+/**
+ * Whether the template uses node-llama-cpp's own inline call syntax (`||call: name({...})`, what it prompts models whose
+ * template has no function calling, Gemma 3's among them). With it, a call must start a line: right after text on
+ * the same line ("...the answer.||call: "), node-llama-cpp's function-name grammar refuses the name token the model
+ * writes (Gemma 3 270M's " off" of offload_lora, at probability 1.0) and a call of another function comes out; after
+ * a newline the call is parsed as written. So the rendered history puts text that a call follows on a line of its
+ * own, and models trained on it (npm run train:gemma) learn to write that newline.
+ */
+export function usesInlineCalls(wrapper: ChatWrapper): boolean {
+  const prefix = wrapper.settings.functions.call.prefix;
+  return typeof prefix === "string" && prefix.startsWith("||call:");
+}
+
+/** Text that a call follows, on a line of its own (usesInlineCalls). */
+export const onItsOwnLine = (text: string) => (text.endsWith("\n") ? text : `${text}\n`);
 
 /**
  * A view of `inner` that always documents `documented` in the prompt, whatever subset the grammar
@@ -86,7 +102,7 @@ export function renderConversation(
   chatWrapper: ChatWrapper,
   conversation: Conversation,
 ): RenderedConversation {
-  const history = toChatHistory(conversation);
+  const history = toChatHistory(conversation, usesInlineCalls(chatWrapper));
   const wrapper = documentingWrapper(chatWrapper, toChatModelFunctions(conversation.functions));
   const { contextText } = wrapper.generateContextState({ chatHistory: history });
   return { history, wrapper, tokens: contextText.tokenize(model.tokenizer) };
