@@ -1,15 +1,15 @@
-import { spawn } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import { createHash } from "node:crypto";
-import { readFileSync, writeFileSync } from "node:fs";
+import { readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { readGgufHeader } from "../../src/gguf/index.js";
 import { importPeft } from "../../src/library/peft/index.js";
-import { DEFAULT_MANIFEST } from "../../src/paths.js";
+import { DEFAULT_MANIFEST, PACKAGE_ROOT } from "../../src/paths.js";
 import { ORACLE_WORKFLOW } from "../pipeline/OracleDriver.js";
 import { heldOutFile, windowsFile, type TrainingRun } from "../pipeline/run.js";
 import { checkImport } from "./checkImport.js";
-import { PYTHON_SOURCES } from "./library.js";
+import { GEMMA_STAGE_BUDGETS, PYTHON_SOURCES } from "./library.js";
 import { pipelinePython } from "./venv.js";
 
 /**
@@ -58,11 +58,31 @@ export async function trainAdapters(run: TrainingRun, model: string): Promise<vo
   writeFileSync(trainerRecord(run), `${JSON.stringify({ seconds, results }, null, 2)}\n`);
 }
 
+/** The paper's static merges of the three adapters (`weact-mcp merge`, its defaults), for policies static:<method>. */
+function writeStaticMerges(run: TrainingRun): void {
+  for (const method of ["linear", "ties", "dare-ties"]) {
+    const out = join(run.out, `static-${method}.gguf`);
+    // the manifest was just written without it: merge refuses to overwrite a file it does not list
+    rmSync(out, { force: true });
+    execFileSync(
+      process.execPath,
+      [join(PACKAGE_ROOT, "dist", "src", "cli", "main.js"), "merge", "--config", join(run.out, "config.json")].concat([
+        "--method",
+        method,
+        "--out",
+        out,
+      ]),
+      { stdio: ["ignore", "inherit", "inherit"] },
+    );
+  }
+}
+
 /**
  * The import step: each PEFT folder enters the library through the TypeScript importer (what `import-peft` runs),
  * the manifest gets the default library's entries for the stages (the capability texts the oracle's sessions
  * showed, so the adapters see at serve time the activation and release texts they trained on), and training.json
- * records the command, the data's hash, the recipe, the trainer's results and the importer's cross-check.
+ * records the command, the data's hash, the recipe, the trainer's results and the importer's cross-check; the three
+ * static merges are made from the imported adapters.
  */
 export async function importAdapters(run: TrainingRun, model: string): Promise<void> {
   const trained = JSON.parse(readFileSync(trainerRecord(run), "utf8")) as {
@@ -85,8 +105,13 @@ export async function importAdapters(run: TrainingRun, model: string): Promise<v
   const defaults = JSON.parse(readFileSync(DEFAULT_MANIFEST, "utf8")) as { adapters: { alias: string }[] };
   const adapters = defaults.adapters
     .filter((a) => (ORACLE_WORKFLOW as readonly string[]).includes(a.alias))
-    .map((a) => ({ ...a, file: `${a.alias}.gguf` }));
+    .map((a) => ({
+      ...a,
+      file: `${a.alias}.gguf`,
+      ...(GEMMA_STAGE_BUDGETS[a.alias] ? { budget: GEMMA_STAGE_BUDGETS[a.alias] } : {}),
+    }));
   writeFileSync(run.library.manifest, `${JSON.stringify({ adapters }, null, 2)}\n`);
+  writeStaticMerges(run);
   const data = createHash("sha256");
   for (const alias of ORACLE_WORKFLOW) {
     data.update(readFileSync(windowsFile(run, alias)));
