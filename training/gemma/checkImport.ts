@@ -10,7 +10,7 @@ import { LOAD_LORA } from "../../src/sessions/modelFunctions.js";
 import { modelFunctions } from "../../src/sessions/modelFunctions.js";
 import { ORACLE_WORKFLOW } from "../pipeline/OracleDriver.js";
 import type { TrainingRun } from "../pipeline/run.js";
-import { baseConfigDir, peftDir } from "./train.js";
+import { baseConfigDir, peftDir } from "./paths.js";
 import { pipelinePython } from "./venv.js";
 
 /** How many held-out prompts each adapter is compared on, and the largest log-prob difference allowed. */

@@ -10,6 +10,7 @@ import { ORACLE_WORKFLOW } from "../pipeline/OracleDriver.js";
 import { heldOutFile, windowsFile, type TrainingRun } from "../pipeline/run.js";
 import { checkImport } from "./checkImport.js";
 import { GEMMA_STAGE_BUDGETS, PYTHON_SOURCES } from "./library.js";
+import { peftDir, trainerRecord } from "./paths.js";
 import { pipelinePython } from "./venv.js";
 
 /**
@@ -19,12 +20,6 @@ import { pipelinePython } from "./venv.js";
  * than several over fewer.
  */
 export const RECIPE = { rank: 8, alpha: 16, lr: 1e-3, epochs: 1, batch: 4, warmup: 5 } as const;
-
-/** The PEFT folders the train step writes, and the base config.json convert_lora_to_gguf.py reads. */
-export const peftDir = (run: TrainingRun, capability: string) => join(run.work, "peft", capability);
-export const baseConfigDir = (run: TrainingRun) => join(run.work, "peft", "base");
-/** The train step's record: each capability's result line from train_lora.py, and the step's seconds. */
-const trainerRecord = (run: TrainingRun) => join(run.work, "peft", "results.json");
 
 interface CapabilityResult {
   capability: string;
