@@ -5,7 +5,8 @@ import { startExportServices } from "../../src/app/services.js";
 import { resolveConfig } from "../../src/config/config.js";
 import type { Conversation } from "../../src/engine/index.js";
 import { readTaskFile } from "../../src/harness/eval/TaskFile.js";
-import { PACKAGE_ROOT } from "../../src/paths.js";
+import { PACKAGE_ROOT, PROMPTS_DIR } from "../../src/paths.js";
+import { PromptLibrary } from "../../src/prompts/PromptLibrary.js";
 import { LOAD_LORA } from "../../src/sessions/modelFunctions.js";
 import { modelFunctions } from "../../src/sessions/modelFunctions.js";
 import { ORACLE_WORKFLOW } from "../pipeline/OracleDriver.js";
@@ -73,7 +74,7 @@ export async function checkImport(run: TrainingRun): Promise<ImportCheck> {
     for (const alias of ORACLE_WORKFLOW)
       await engine.addAdapter({ alias: `${alias}-llama-cpp`, filePath: theirs(alias), scale: 1 });
     const functions = modelFunctions(runtime.library, toolbox.modelFunctions());
-    const system = readFileSync(join(PACKAGE_ROOT, "prompts", "system.md"), "utf8");
+    const system = PromptLibrary.load(PROMPTS_DIR).render("system") ?? "";
     const tasks = readTaskFile(run.library.evalTasks).slice(0, PROMPTS);
     const session = await engine.openSession();
     const report: ImportCheck = {

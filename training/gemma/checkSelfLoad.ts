@@ -14,11 +14,13 @@ import { readTaskFile } from "../../src/harness/eval/TaskFile.js";
 import { runTask } from "../../src/harness/runTask.js";
 import { createLogger } from "../../src/log.js";
 import { PROMPTS_DIR } from "../../src/paths.js";
+import { PromptLibrary } from "../../src/prompts/PromptLibrary.js";
 import { ORACLE_WORKFLOW } from "../pipeline/OracleDriver.js";
 import { GEMMA_DIR, PYTHON_SOURCES } from "./library.js";
 
 const logger = createLogger(process.env.WEACT_LOG_LEVEL ?? "warn");
-const plain = readFileSync(join(PROMPTS_DIR, "system.md"), "utf8").replace(/^<!--.*-->\n/, "");
+// the system prompt a session gets by default, as the server renders it
+const plain = PromptLibrary.load(PROMPTS_DIR).render("system") ?? "";
 const PROMPTS = {
   plain,
   "worked examples": `${plain.trimEnd()}\n${readFileSync(join(PYTHON_SOURCES, "self-load-examples.md"), "utf8")}`,

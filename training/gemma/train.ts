@@ -5,9 +5,10 @@ import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { readGgufHeader } from "../../src/gguf/index.js";
 import { importPeft } from "../../src/library/peft/index.js";
-import { DEFAULT_MANIFEST, PACKAGE_ROOT } from "../../src/paths.js";
+import { PACKAGE_ROOT } from "../../src/paths.js";
 import { ORACLE_WORKFLOW } from "../pipeline/OracleDriver.js";
 import { heldOutFile, windowsFile, type TrainingRun } from "../pipeline/run.js";
+import { writeLibraryManifest } from "../pipeline/train.js";
 import { checkImport } from "./checkImport.js";
 import { GEMMA_STAGE_BUDGETS, PYTHON_SOURCES } from "./library.js";
 import { peftDir, trainerRecord } from "./paths.js";
@@ -97,15 +98,7 @@ export async function importAdapters(run: TrainingRun, model: string): Promise<v
     });
     imported[alias] = { rank: result.rank, alpha: result.alpha, tensors: result.tensors, sha256: result.sha256 };
   }
-  const defaults = JSON.parse(readFileSync(DEFAULT_MANIFEST, "utf8")) as { adapters: { alias: string }[] };
-  const adapters = defaults.adapters
-    .filter((a) => (ORACLE_WORKFLOW as readonly string[]).includes(a.alias))
-    .map((a) => ({
-      ...a,
-      file: `${a.alias}.gguf`,
-      ...(GEMMA_STAGE_BUDGETS[a.alias] ? { budget: GEMMA_STAGE_BUDGETS[a.alias] } : {}),
-    }));
-  writeFileSync(run.library.manifest, `${JSON.stringify({ adapters }, null, 2)}\n`);
+  writeLibraryManifest(run, GEMMA_STAGE_BUDGETS);
   writeStaticMerges(run);
   const data = createHash("sha256");
   for (const alias of ORACLE_WORKFLOW) {

@@ -129,15 +129,18 @@ export function train(run: TrainingRun): void {
 }
 
 /**
- * The trained library's manifest: the default library's entries (the same capability texts the oracle's sessions
- * showed), on the trained files.
+ * A trained library's manifest: the default library's entries (the same capability texts the oracle's sessions
+ * showed), on the trained files, with a stage budget for the aliases `budgets` names.
  */
-function writeLibraryManifest(run: TrainingRun): void {
+export function writeLibraryManifest(
+  run: TrainingRun,
+  budgets: Readonly<Record<string, Record<string, number>>> = {},
+): void {
   const defaults = JSON.parse(readFileSync(DEFAULT_MANIFEST, "utf8")) as {
     adapters: { alias: string; file: string }[];
   };
   const adapters = defaults.adapters
     .filter((a) => (ORACLE_WORKFLOW as readonly string[]).includes(a.alias))
-    .map((a) => ({ ...a, file: `${a.alias}.gguf` }));
+    .map((a) => ({ ...a, file: `${a.alias}.gguf`, ...(budgets[a.alias] ? { budget: budgets[a.alias] } : {}) }));
   writeFileSync(run.library.manifest, `${JSON.stringify({ adapters }, null, 2)}\n`);
 }
