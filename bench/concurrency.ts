@@ -6,12 +6,28 @@ import { startLlamaServer } from "../testkit/llamaServerProcess.js";
 import type { DemoWeights } from "../src/demo/generate.js";
 import { fmt, quantile } from "./stats.js";
 
-/** Uniform turns: no calls left to answer, no early end of turn. */
-const TURN = { max_tokens: 16, token_bias: { "<tool_call>": -100, "<|im_end|>": -100, "<|endoftext|>": -100 } };
+/** One uniform turn: 16 tokens, no call started, no early end of turn (the model's own tokens for these, by text). */
+export interface UniformTurn {
+  max_tokens: number;
+  token_bias: Record<string, number>;
+}
+/** The demo model's (Qwen chat template). */
+const TURN: UniformTurn = {
+  max_tokens: 16,
+  token_bias: { "<tool_call>": -100, "<|im_end|>": -100, "<|endoftext|>": -100 },
+};
 const ADAPTERS = ["plan", "search", "write"] as const;
 /** Enough slots for the largest run, one client holding them all. */
-const SLOTS = 16;
-const CONTEXT = 4096;
+export const SLOTS = 16;
+export const CONTEXT = 4096;
+/** The server's session limits for the largest run, one client holding them all. */
+export const SESSION_LIMITS = {
+  maxSessions: SLOTS * 2,
+  maxSessionsPerClient: SLOTS * 2,
+  maxSlotsPerClient: SLOTS,
+  maxQueuedPerClient: SLOTS * 2,
+  maxQueuedGenerations: SLOTS * 4,
+};
 /** A 16-session run queues calls behind each other for longer than the SDK's default 60 s. */
 const LONG = { timeout: 600_000 };
 
@@ -26,12 +42,38 @@ export interface ConcurrencyRow extends Record<string, string | number> {
   switchP50Ms: string;
 }
 
+/** A row from the measured turn and switch latencies (ms) of a run that took `wallS` seconds. */
+export function concurrencyRow(
+  backend: string,
+  sessions: number,
+  turns: readonly number[],
+  switches: readonly number[],
+  wallS: number,
+): ConcurrencyRow {
+  return {
+    backend,
+    sessions,
+    turns: turns.length,
+    wallS: fmt(wallS),
+    turnsPerS: fmt(turns.length / wallS),
+    turnP50Ms: fmt(quantile([...turns], 0.5)),
+    turnP95Ms: fmt(quantile([...turns], 0.95)),
+    switchP50Ms: fmt(quantile([...switches], 0.5)),
+  };
+}
+
 /**
  * N client-driven sessions at once over MCP (Streamable HTTP), each its own client: load an adapter, a turn under it,
  * release it, a turn on the base, for `rounds` rounds over plan/search/write. Turn latency is the generate call's
  * round trip; turns per second count every session's turns over the run's wall time.
  */
-async function drive(url: string, backend: string, sessions: number, rounds: number): Promise<ConcurrencyRow> {
+export async function drive(
+  url: string,
+  backend: string,
+  sessions: number,
+  rounds: number,
+  turn: UniformTurn = TURN,
+): Promise<ConcurrencyRow> {
   const clients = await Promise.all(Array.from({ length: sessions }, () => connectClient("http", { url })));
   try {
     const ids = await Promise.all(
@@ -58,24 +100,14 @@ async function drive(url: string, backend: string, sessions: number, rounds: num
           await timed(switches, () =>
             callTool(client, "load_lora", { session_id, adapter: ADAPTERS[(i + round) % ADAPTERS.length] }, LONG),
           );
-          await timed(turns, () => callTool(client, "generate", { session_id, ...TURN }, LONG));
+          await timed(turns, () => callTool(client, "generate", { session_id, ...turn }, LONG));
           await timed(switches, () => callTool(client, "offload_lora", { session_id }, LONG));
-          await timed(turns, () => callTool(client, "generate", { session_id, ...TURN }, LONG));
+          await timed(turns, () => callTool(client, "generate", { session_id, ...turn }, LONG));
         }
         await callTool(client, "close_session", { session_id });
       }),
     );
-    const wall = (performance.now() - started) / 1000;
-    return {
-      backend,
-      sessions,
-      turns: turns.length,
-      wallS: fmt(wall),
-      turnsPerS: fmt(turns.length / wall),
-      turnP50Ms: fmt(quantile(turns, 0.5)),
-      turnP95Ms: fmt(quantile(turns, 0.95)),
-      switchP50Ms: fmt(quantile(switches, 0.5)),
-    };
+    return concurrencyRow(backend, sessions, turns, switches, (performance.now() - started) / 1000);
   } finally {
     await Promise.all(clients.map((c) => c.close()));
   }
@@ -93,13 +125,7 @@ export async function concurrencyComparison(
   rounds: number,
   threads = availableParallelism(),
 ): Promise<{ rows: ConcurrencyRow[]; ratios: Record<string, string>[] }> {
-  const limits = {
-    maxSessions: SLOTS * 2,
-    maxSessionsPerClient: SLOTS * 2,
-    maxSlotsPerClient: SLOTS,
-    maxQueuedPerClient: SLOTS * 2,
-    maxQueuedGenerations: SLOTS * 4,
-  };
+  const limits = SESSION_LIMITS;
   const write = (name: string, config: unknown) => {
     const path = join(dir, name);
     writeFileSync(path, JSON.stringify(config));

@@ -1,6 +1,6 @@
 /**
  * npm run bench [-- --big] [-- --model NAME|PATH [--adapters a=PATH,b=PATH]] [-- --scenario
- * trajectory|prefix|concurrency] [--json]
+ * trajectory|prefix|concurrency|remote-concurrency [--rounds N]] [--json]
  * Every figure is measured side by side in this one run and printed as a ratio to its baseline.
  */
 import { parseArgs } from "node:util";
@@ -25,6 +25,7 @@ import { availableParallelism, tmpdir } from "node:os";
 import { join } from "node:path";
 import { fmt, table } from "./stats.js";
 import { concurrencyComparison } from "./concurrency.js";
+import { remoteConcurrency } from "./remoteConcurrency.js";
 
 const { values } = parseArgs({
   options: {
@@ -34,10 +35,13 @@ const { values } = parseArgs({
     reps: { type: "string", default: "7" },
     /**
      * Only one scenario: `trajectory` (what the caller waits for on the replayed soft trajectory with tool
-     * latencies), `prefix` (shared prefix restore vs prefill) or `concurrency` (1/4/16 sessions, local vs
-     * llama-server).
+     * latencies), `prefix` (shared prefix restore vs prefill), `concurrency` (1/4/16 sessions, local vs
+     * llama-server) or `remote-concurrency` (1/4/16 sessions on Gemma 3 270M: local, llama-server, vLLM through
+     * weact-mcp and vLLM directly).
      */
     scenario: { type: "string" },
+    /** The remote-concurrency scenario's rounds (each session: load, turn, release, turn, per round). */
+    rounds: { type: "string", default: "1" },
     /** With --scenario: one JSON line per result instead of tables. */
     json: { type: "boolean", default: false },
     /** The trajectory scenario's rounds (each configuration once per round, per tool mode). */
@@ -274,8 +278,24 @@ async function concurrencyBench() {
   process.stdout.write(table(rows) + "\n" + table(ratios) + "\n");
 }
 
+/** The remote engines side by side on the real model: `--scenario remote-concurrency`. */
+async function remoteConcurrencyBench() {
+  const each = threads ?? availableParallelism();
+  section(
+    `concurrent client-driven sessions switching adapters on Gemma 3 270M with the shipped library (load, turn, release, turn; 16 tokens a turn): local, llama-server and vLLM through weact-mcp, and vLLM driven directly with the same requests; ${each} thread(s) each (--threads N)`,
+  );
+  const { rows, overhead } = await remoteConcurrency(
+    mkdtempSync(join(tmpdir(), "weact-bench-")),
+    [1, 4, 16],
+    Number(values.rounds),
+    each,
+  );
+  process.stdout.write(table(rows) + "\n" + table(overhead) + "\n");
+}
+
 async function main() {
   if (values.scenario === "concurrency") return concurrencyBench();
+  if (values.scenario === "remote-concurrency") return remoteConcurrencyBench();
   if (values.scenario) return scenarioOnly(values.scenario);
   if (values.model) return modelBench();
   section("search index library, on the shipped corpus (the measurement behind choosing MiniSearch)");
@@ -338,7 +358,7 @@ async function scenarioOnly(scenario: string) {
     if (scenario === "trajectory" && values.model) await modelTrajectory(label, model, adapters, sizes);
     else if (scenario === "trajectory") await trajectoryLines(model, adapters, sizes, label, values.json!);
     else if (scenario === "prefix") await prefixScenario(model, adapters, sizes, label, values.json!);
-    else throw new Error(`--scenario ${scenario}: unknown; use trajectory, prefix or concurrency`);
+    else throw new Error(`--scenario ${scenario}: unknown; use trajectory, prefix, concurrency or remote-concurrency`);
   }
 }
 

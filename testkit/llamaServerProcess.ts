@@ -1,9 +1,8 @@
-import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync } from "node:fs";
-import { createServer } from "node:net";
 import { join, resolve } from "node:path";
 import { PACKAGE_ROOT } from "../src/paths.js";
 import { PROGRESS_EVERY_MS, runWithProgress } from "./buildProgress.js";
+import { freePort, spawnEngine, type EngineProcess } from "./engineProcess.js";
 
 /**
  * Starts and stops a llama-server (llama.cpp's HTTP server) for the tests and the benchmarks: the real engine
@@ -30,21 +29,8 @@ export interface LlamaServerOptions {
   startTimeoutMs?: number;
 }
 
-export interface LlamaServer {
-  readonly url: string;
-  readonly port: number;
-  readonly pid: number;
-  /** The exact arguments it was started with (what a README command must say). */
-  readonly args: readonly string[];
-  /** Its stderr so far (llama.cpp logs there). */
-  log(): string;
-  /** SIGSTOP: the process stays, answers nothing (a slow or hung engine). */
-  pause(): void;
-  /** SIGCONT after pause. */
-  resume(): void;
-  /** SIGTERM, waits for the exit. */
-  stop(): Promise<void>;
-}
+/** A running llama-server. */
+export type LlamaServer = EngineProcess;
 
 /**
  * The flags that make llama-server safe for weact-mcp's remote backend: no host-memory prompt cache (it restores
@@ -69,20 +55,6 @@ export async function llamaServerBinary(): Promise<string> {
   if (!existsSync(bin))
     throw new Error(`scripts/llama-cpp-build.sh printed no folder holding llama-server (got ${bin})`);
   return bin;
-}
-
-/** A free TCP port on 127.0.0.1. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      server.close(() =>
-        typeof address === "object" && address ? resolve(address.port) : reject(new Error("no port")),
-      );
-    });
-  });
 }
 
 export function llamaServerArgs(opts: LlamaServerOptions, port: number): string[] {
@@ -115,53 +87,23 @@ export async function startLlamaServer(opts: LlamaServerOptions): Promise<LlamaS
   const bin = await llamaServerBinary();
   const port = opts.port || (await freePort());
   const args = llamaServerArgs(opts, port);
-  const child: ChildProcess = spawn(bin, args, { stdio: ["ignore", "ignore", "pipe"] });
-  let log = "";
-  child.stderr!.on("data", (d: Buffer) => {
-    log = (log + d.toString()).slice(-200_000);
+  const server = await spawnEngine({
+    label: "llama-server",
+    command: bin,
+    args,
+    port,
+    healthPath: "/health",
+    startTimeoutMs: opts.startTimeoutMs ?? 60_000,
   });
-  const url = `http://127.0.0.1:${port}`;
-  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
-  const deadline = Date.now() + (opts.startTimeoutMs ?? 60_000);
-  for (;;) {
-    if (child.exitCode !== null || child.signalCode !== null)
-      throw new Error(
-        `llama-server exited (${child.exitCode ?? child.signalCode}) before it was ready:\n${log.slice(-4000)}`,
-      );
-    const healthy = await fetch(`${url}/health`, { signal: AbortSignal.timeout(1000) })
-      .then((r) => r.ok)
-      .catch(() => false);
-    if (healthy) break;
-    if (Date.now() > deadline) {
-      child.kill("SIGKILL");
-      throw new Error(
-        `llama-server did not answer /health within ${opts.startTimeoutMs ?? 60_000} ms:\n${log.slice(-4000)}`,
-      );
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  const url = server.url;
   // a request's `lora` ids are indexes into this list: every file loaded, in the order given, or ids name other weights
   const loaded = (await (await fetch(`${url}/lora-adapters`)).json()) as { id: number; path: string }[];
   const expected = (opts.adapters ?? []).map((a) => resolve(a));
   if (loaded.length !== expected.length || loaded.some((l, i) => l.id !== i || resolve(l.path) !== expected[i])) {
-    child.kill("SIGKILL");
+    await server.stop();
     throw new Error(
       `llama-server loaded LoRA adapters [${loaded.map((l) => `${l.id}: ${l.path}`).join(", ")}], not [${expected.join(", ")}] in that order`,
     );
   }
-  return {
-    url,
-    port,
-    pid: child.pid!,
-    args,
-    log: () => log,
-    pause: () => void child.kill("SIGSTOP"),
-    resume: () => void child.kill("SIGCONT"),
-    stop: async () => {
-      if (child.exitCode !== null || child.signalCode !== null) return;
-      child.kill("SIGCONT"); // a paused process would never handle the SIGTERM
-      child.kill("SIGTERM");
-      await exited;
-    },
-  };
+  return server;
 }

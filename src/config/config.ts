@@ -1,5 +1,6 @@
 import { existsSync, readFileSync } from "node:fs";
-import { dirname, resolve } from "node:path";
+import { homedir } from "node:os";
+import { dirname, join, resolve } from "node:path";
 import { z } from "zod";
 import { SoftLimitsSchema, StageBudgetSchema } from "../budgets/budgets.js";
 import { describeIssues } from "../library/manifest.js";
@@ -416,6 +417,10 @@ export function resolveConfig(input: unknown, source: string, baseDir: string): 
   };
 }
 
+const LOOPBACK_HOSTS = new Set(["127.0.0.1", "localhost", "[::1]"]);
+/** Where PEFT folders go for an engine on this machine (a loopback engine.remote.url) when adapterDir is not set. */
+export const LOOPBACK_ADAPTER_DIR = join(homedir(), ".cache", "weact-mcp", "remote-adapters");
+
 /** engine.remote is complete for its flavor; its local paths resolve against the config file's folder. */
 export function checkRemoteEngine(config: Config, source: string, baseDir: string): void {
   const { backend, remote } = config.engine;
@@ -425,9 +430,12 @@ export function checkRemoteEngine(config: Config, source: string, baseDir: strin
       'engine.remote: required when engine.backend is "remote" (url and flavor at least; or --engine-url and --engine-flavor)',
     ]);
   if (remote.flavor !== "llama-server" && !remote.adapterDir) {
-    throw new ConfigError(source, [
-      `engine.remote.adapterDir: required for ${remote.flavor}, which loads PEFT folders: a folder both this server and the engine can read (README "Remote engines")`,
-    ]);
+    // an engine on this machine reads this machine's files; the folders are content-addressed, so servers may share one
+    if (LOOPBACK_HOSTS.has(new URL(remote.url).hostname)) remote.adapterDir = LOOPBACK_ADAPTER_DIR;
+    else
+      throw new ConfigError(source, [
+        `engine.remote.adapterDir: required for ${remote.flavor} off this machine, which loads PEFT folders: a folder both this server and the engine can read (README "Remote engines")`,
+      ]);
   }
   if (remote.localAdapterDir) remote.localAdapterDir = resolve(baseDir, remote.localAdapterDir);
   else if (remote.adapterDir) remote.adapterDir = resolve(baseDir, remote.adapterDir);

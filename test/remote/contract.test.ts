@@ -184,13 +184,14 @@ describe("vLLM (fixtures of its OpenAI-compatible server)", () => {
       )
       .on("POST /v1/load_lora_adapter", () => ok(VLLM.responses.load_ok))
       .on("POST /v1/unload_lora_adapter", () => ok(VLLM.responses.unload_ok))
-      .on("POST /v1/completions", (b) =>
-        ok(
-          (b.structured_outputs as { grammar: string }).grammar.includes("text-0")
-            ? VLLM.responses.completion
-            : VLLM.responses.prefill,
-        ),
-      );
+      .on("POST /v1/completions", (b) => {
+        // a turn has the function-calling grammar; a distribution request has none (vLLM's log-probs would be the
+        // grammar's)
+        const grammar = (b.structured_outputs as { grammar: string } | undefined)?.grammar;
+        return ok(
+          grammar === undefined || grammar.includes("text-0") ? VLLM.responses.completion : VLLM.responses.prefill,
+        );
+      });
   };
 
   it("loads each version as a PEFT folder under its versioned name (alias, content hash, scale), a scaled copy for scale != 1", async () => {
@@ -231,8 +232,14 @@ describe("vLLM (fixtures of its OpenAI-compatible server)", () => {
     const report = await session.switchWeights("plan", conv);
     expect(report).toMatchObject({ to: "plan", strategy: "reuse", rebuild: { tokens: 299, reused: 0 } });
     const turn = await session.generate(conv, { maxTokens: 32, topLogprobs: 2 });
-    const sent = fake.sent("POST /v1/completions").at(-1)!;
+    const completions = fake.sent("POST /v1/completions");
+    const sent = completions.find((b) => b.structured_outputs && b.max_tokens === 32)!;
     expectDocumentedShape(sent, VLLM.requests.completions!);
+    // each generated token's log-probs again by teacher forcing, without a grammar: the model's own distribution
+    const forced = completions.slice(completions.indexOf(sent) + 1);
+    expect(forced.map((b) => [b.structured_outputs, (b.prompt as number[]).length])).toEqual(
+      [0, 1, 2].map((i) => [undefined, engine.renderTokens(conv).length + i]),
+    );
     expect(sent.model).toBe(name);
     expect(sent.prompt).toEqual(engine.renderTokens(conv));
     expect((sent.structured_outputs as { grammar: string }).grammar).toMatch(

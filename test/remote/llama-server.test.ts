@@ -1,7 +1,8 @@
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LocalChatCodec } from "../../src/engines/local/index.js";
-import { freePort, startLlamaServer, type LlamaServer } from "../../testkit/llamaServerProcess.js";
+import { freePort } from "../../testkit/engineProcess.js";
+import { startLlamaServer, type LlamaServer } from "../../testkit/llamaServerProcess.js";
 import type { Conversation, LogProbs } from "../../src/engine/index.js";
 import { RemoteEngine } from "../../src/engines/remote/index.js";
 import { openCrossingSession } from "../../src/engines/remote/testing.js";

@@ -1,7 +1,7 @@
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { ConfigError, loadConfigFile, resolveConfig } from "../../src/config/config.js";
+import { ConfigError, LOOPBACK_ADAPTER_DIR, loadConfigFile, resolveConfig } from "../../src/config/config.js";
 import { loadManifest, ManifestError, parseManifest } from "../../src/library/manifest.js";
 import { DEFAULT_MANIFEST, TRAINED_MANIFEST, TRAINED_MODEL } from "../../src/paths.js";
 import { tempDir } from "../helpers/files.js";
@@ -108,6 +108,10 @@ describe("engine.remote", () => {
     expect(
       remote({ url: "http://gpu:8000", flavor: "sglang", adapterDir: "/srv/a", localAdapterDir: "mnt" }).engine.remote,
     ).toMatchObject({ adapterDir: "/srv/a", localAdapterDir: join(dir, "mnt") });
+    // an engine on this machine reads this machine's files: a cache folder unless one is given
+    expect(remote({ url: "http://127.0.0.1:8000", flavor: "vllm" }).engine.remote!.adapterDir).toBe(
+      LOOPBACK_ADAPTER_DIR,
+    );
   });
 
   const invalid: [string, () => unknown, RegExp][] = [
@@ -134,9 +138,9 @@ describe("engine.remote", () => {
       /engine\.remote\.adapterSha256\.\/srv\/plan\.gguf: a sha256 in hex/,
     ],
     [
-      "vLLM without an adapter folder",
+      "vLLM on another machine without an adapter folder",
       () => remote({ url: "http://gpu:8000", flavor: "vllm" }),
-      /engine\.remote\.adapterDir: required for vllm, which loads PEFT folders/,
+      /engine\.remote\.adapterDir: required for vllm off this machine, which loads PEFT folders/,
     ],
     [
       "an API key variable that is not set",

@@ -1,10 +1,31 @@
-import { ModelFileError, UnsupportedFeatureError } from "../../../engine/index.js";
+import { ModelFileError, UnsupportedFeatureError, type Conversation } from "../../../engine/index.js";
 import type { EngineHttp } from "../client/EngineHttp.js";
 import type { EngineFacts, Flavor } from "../flavors/Flavor.js";
 import type { RemoteEngineOptions } from "../options.js";
 
-/** Checked against the engine's own tokenizer at connect: plain words, digits, punctuation, and the call syntax. */
-const TOKENIZER_PROBE = 'Which river flows through Paris? 777 km, 2 seas; naïve café: "quoted" {json: [1, 2]}\n';
+/**
+ * Checked against the engine's own tokenizer at connect, as the chat template renders it: turn markers, plain words,
+ * digits, punctuation, non-ASCII letters, and the model's own syntax of a function call and its result (Gemma's
+ * `||call:` / `||result:`, Qwen's `<tool_call>`, ...), which the engine sees in every prompt after a weight action.
+ */
+const TOKENIZER_PROBE: Conversation = {
+  turns: [
+    { role: "system", text: "You are a research agent." },
+    { role: "user", text: 'Which river flows through Paris? 777 km, 2 seas; naïve café: "quoted" {json: [1, 2]}' },
+    {
+      role: "assistant",
+      text: "Let me plan first.",
+      calls: [{ name: "load_lora", arguments: { adapter: "plan" }, result: "Loaded plan: écrire «le plan»." }],
+    },
+    { role: "assistant", text: "Plan: search, then write.\n\tDone." },
+  ],
+  functions: {
+    load_lora: {
+      description: "Activate a capability adapter.",
+      parameters: { type: "object", properties: { adapter: { enum: ["plan", "search", "write"] } } },
+    },
+  },
+};
 
 /**
  * What the engine says about itself, once it is known to serve a model the local tokenizer fits (the same
@@ -32,12 +53,14 @@ export async function checkServedModel(
       `its vocabulary has ${codec.vocabularySize} tokens but ${http.label} serves a model with ${facts.vocabularySize}: point model.path at the GGUF of the model the engine serves`,
     );
   }
-  const theirs = await flavor.tokenize(http, TOKENIZER_PROBE);
-  const ours = codec.tokenize(TOKENIZER_PROBE, true);
+  const probe = codec.detokenize(codec.renderTokens(TOKENIZER_PROBE), true);
+  const theirs = await flavor.tokenize(http, probe);
+  const ours = codec.tokenize(probe, true);
   if (theirs && theirs.join(",") !== ours.join(",")) {
+    const at = ours.findIndex((t, i) => t !== theirs[i]);
     throw new ModelFileError(
       gguf,
-      `it tokenizes text differently from ${http.label} (${ours.length} tokens here, ${theirs.length} there): point model.path at the GGUF of the model the engine serves`,
+      `it tokenizes text differently from ${http.label} (${ours.length} tokens here, ${theirs.length} there; first difference at token ${at < 0 ? ours.length : at}, after ${JSON.stringify(codec.detokenize(ours.slice(Math.max(0, at - 8), Math.max(0, at)), true))}): point model.path at the GGUF of the model the engine serves`,
     );
   }
   return facts;

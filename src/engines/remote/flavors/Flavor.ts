@@ -14,6 +14,13 @@ export interface FlavorFeatures {
   adapterSets: boolean;
   /** Next-token log-probs: the whole vocabulary, or only the top ones the engine allows (vLLM's --max-logprobs). */
   logProbs: "full" | "top";
+  /**
+   * The log-probs it reports under a grammar are the grammar's: the tokens it forbids masked out and the rest
+   * renormalized (vLLM applies xgrammar's bitmask to the logits its "raw" log-probs come from). Then a distribution is
+   * asked for without a grammar, and a turn's log-probs are recomputed by teacher forcing, so they are the model's own
+   * as the local engine reports them.
+   */
+  grammarMasksLogprobs: boolean;
   /** What a switch does with the engine's cache (see Engine.cacheStrategy). */
   cacheStrategy: CacheStrategy;
   /**
@@ -35,6 +42,7 @@ export const PEFT_ENGINE_FEATURES = {
   adapterForm: "peft",
   adapterSets: false,
   logProbs: "top",
+  grammarMasksLogprobs: false,
   cacheStrategy: "reuse",
   slots: false,
 } as const satisfies Partial<FlavorFeatures>;

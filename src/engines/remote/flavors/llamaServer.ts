@@ -89,6 +89,8 @@ export class LlamaServerFlavor implements Flavor {
     adapterForm: "gguf",
     adapterSets: true,
     logProbs: "full",
+    // its n_probs are the sampler's input, before the grammar
+    grammarMasksLogprobs: false,
     cacheStrategy: "rebuild",
     slots: true,
     contextLimit:

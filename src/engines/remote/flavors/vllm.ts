@@ -54,9 +54,11 @@ export class VllmFlavor implements Flavor {
   readonly title = "vLLM";
   readonly features: FlavorFeatures = {
     ...PEFT_ENGINE_FEATURES,
+    // measured on vLLM 0.32: a token's log-prob under the turn grammar differs from the distribution's by up to 0.009
+    grammarMasksLogprobs: true,
     contextLimit: "serve a longer --max-model-len, then raise model.contextSize",
   };
-  private base = "";
+  protected base = "";
 
   async inspect(http: EngineHttp, model: string | undefined): Promise<EngineFacts> {
     const served = await servedBaseModel(http, model);

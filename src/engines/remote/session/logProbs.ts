@@ -6,7 +6,11 @@ import type { SessionCache } from "./SessionCache.js";
 
 type TopLogprobs = GeneratedLogprob["top"];
 
-/** The distribution after `tokens` (whose prefix the engine holds): one sampled character, the top `maxLogprobs`. */
+/**
+ * The distribution after `tokens` (whose prefix the engine holds): the top `maxLogprobs`, with one sampled complete
+ * character (no token that ends inside a character, which llama-server drops from its answer) unless a grammar
+ * would mask the log-probs themselves.
+ */
 export async function distributionAfter(
   host: RemoteEngineServices,
   cache: SessionCache,
@@ -18,7 +22,7 @@ export async function distributionAfter(
     maxTokens: 1,
     temperature: 0,
     topLogprobs: host.maxLogprobs,
-    grammar: ONE_CHARACTER,
+    ...(host.flavor.features.grammarMasksLogprobs ? {} : { grammar: ONE_CHARACTER }),
     reuse: cache.reusable(versions, tokens),
   });
   const first = result.logprobs?.[0];
@@ -28,8 +32,9 @@ export async function distributionAfter(
 
 /**
  * Per generated token, the log-probs the engine sampled it from. Where the engine left tokens out (llama-server
- * drops those that end inside a character) or the token was forced, they are recomputed by teacher forcing: one
- * request per position, each evaluating one new token as generation did, so the figures are the same.
+ * drops those that end inside a character), the token was forced, or the engine's figures are the grammar's
+ * (grammarMasksLogprobs), they are recomputed by teacher forcing: one request per position, each evaluating one new
+ * token as generation did, so the figures are the model's own.
  */
 export async function generatedLogprobs(
   host: RemoteEngineServices,
@@ -48,9 +53,10 @@ export async function generatedLogprobs(
     logprob,
     top: top.slice(0, k).map((t) => ({ ...t, text: text(t.token) })),
   });
-  if (!forced.length && r.logprobs && r.logprobs.length === r.generated)
+  const { grammarMasksLogprobs, logProbs } = host.flavor.features;
+  if (!forced.length && !grammarMasksLogprobs && r.logprobs && r.logprobs.length === r.generated)
     return r.logprobs.map((l) => entry(l.token, l.logprob, l.top));
-  if (!r.tokens || host.flavor.features.logProbs !== "full")
+  if (!r.tokens || (logProbs !== "full" && !grammarMasksLogprobs))
     return (r.logprobs ?? []).map((l) => entry(l.token, l.logprob, l.top));
   const all = [...forced, ...r.tokens];
   const out: TokenLogprob[] = [];

@@ -14,25 +14,37 @@ import type { CallSyntax, JsonSchemaObject } from "../../../engine/index.js";
  */
 export const ONE_CHARACTER = "root ::= [\\x09\\x0a\\x20-\\x7e]+";
 
-/** A GBNF string literal. */
+const HEX_DIGIT = /[0-9A-Fa-f]/;
+
+/**
+ * A GBNF string literal. A hex digit right after an escape is escaped too: xgrammar (vLLM, SGLang) reads `\x`
+ * greedily, so "\x01a" would be the one character U+01A there, where llama.cpp reads two.
+ */
 export function gbnfLiteral(value: string): string {
   let out = '"';
+  let afterEscape = false;
   for (const ch of value) {
     const code = ch.codePointAt(0)!;
-    if (ch === '"' || ch === "\\") out += `\\${ch}`;
+    const hexEscape: boolean =
+      !'"\\\n\r\t'.includes(ch) && (code < 0x20 || code === 0x7f || (afterEscape && HEX_DIGIT.test(ch)));
+    if (hexEscape) out += `\\x${code.toString(16).padStart(2, "0")}`;
+    else if (ch === '"' || ch === "\\") out += `\\${ch}`;
     else if (ch === "\n") out += "\\n";
     else if (ch === "\r") out += "\\r";
     else if (ch === "\t") out += "\\t";
-    else if (code < 0x20 || code === 0x7f) out += `\\x${code.toString(16).padStart(2, "0")}`;
     else out += ch;
+    afterEscape = hexEscape;
   }
   return `${out}"`;
 }
 
-/** One character inside a GBNF character class. */
+/**
+ * One character inside a GBNF character class: letters past F and the space as they are, everything else escaped, so
+ * no hex digit ever follows an escape (xgrammar reads `\x60bd` as one character, llama.cpp as `\x60` then "bd").
+ */
 function classChar(ch: string): string {
   const code = ch.codePointAt(0)!;
-  if (/[A-Za-z0-9 ]/.test(ch)) return ch;
+  if (/[G-Zg-z ]/.test(ch)) return ch;
   if (code < 0x80) return `\\x${code.toString(16).padStart(2, "0")}`;
   return code <= 0xffff ? `\\u${code.toString(16).padStart(4, "0")}` : `\\U${code.toString(16).padStart(8, "0")}`;
 }
