@@ -202,12 +202,19 @@ describe("vLLM (fixtures of its OpenAI-compatible server)", () => {
     expectDocumentedShape(fake.sent("POST /tokenize")[0]!, VLLM.requests.tokenize!);
     await engine.addAdapter({ alias: "plan", filePath: demo.adapters.plan!, scale: 1 });
     await engine.addAdapter({ alias: "search", filePath: demo.adapters.search!, scale: 0.5 });
-    const loads = fake.sent("POST /v1/load_lora_adapter");
-    for (const load of loads) expectDocumentedShape(load, VLLM.requests.load_lora_adapter!);
-    expect(loads.map((l) => l.lora_name)).toEqual([
+    const all = fake.sent("POST /v1/load_lora_adapter");
+    for (const load of all) expectDocumentedShape(load, VLLM.requests.load_lora_adapter!);
+    // the base's stand-in (baseAsZeroAdapter): the first adapter scaled by 0, loaded once
+    expect(all.map((l) => l.lora_name)).toEqual([
       expect.stringMatching(/^plan-[0-9a-f]{12}-s1$/),
+      expect.stringMatching(/^base-[0-9a-f]{12}-s0$/),
       expect.stringMatching(/^search-[0-9a-f]{12}-s0\.5$/),
     ]);
+    const standIn = JSON.parse(
+      readFileSync(join(localFolder(all[1]!.lora_path as string), "adapter_config.json"), "utf8"),
+    ) as { lora_alpha: number };
+    expect(standIn.lora_alpha).toBe(0);
+    const loads = [all[0]!, all[2]!];
     for (const load of loads) expect(load.lora_path).toBe(`${ENGINE_ADAPTER_DIR}/${load.lora_name as string}`);
     await expectPeftFormOf(localFolder(loads[0]!.lora_path as string), demo.adapters.plan!, 1);
     await expectPeftFormOf(localFolder(loads[1]!.lora_path as string), demo.adapters.search!, 0.5);
@@ -289,7 +296,8 @@ describe("vLLM (fixtures of its OpenAI-compatible server)", () => {
     fake.next("POST /v1/completions", { status: 404, body: VLLM.responses.model_missing });
     const turn = await session.generate(conv, { maxTokens: 8 });
     expect(turn.calls[0]?.name).toBe("load_lora");
-    expect(fake.sent("POST /v1/load_lora_adapter")).toHaveLength(2);
+    // write and the base's stand-in, then both again
+    expect(fake.sent("POST /v1/load_lora_adapter")).toHaveLength(4);
 
     // a version another run loaded already is the same bytes under the same name: accepted
     fake.next("POST /v1/load_lora_adapter", { status: 400, body: VLLM.responses.load_already });
@@ -298,7 +306,10 @@ describe("vLLM (fixtures of its OpenAI-compatible server)", () => {
       filePath: demo.adapters["write-v2"]!,
       scale: 1,
     });
-    const [oldName, , newName] = fake.sent("POST /v1/load_lora_adapter").map((l) => l.lora_name);
+    const [oldName, , newName] = fake
+      .sent("POST /v1/load_lora_adapter")
+      .map((l) => l.lora_name as string)
+      .filter((name) => name.startsWith("write-"));
     expect(newName).not.toBe(oldName);
     expect(current.sha256).not.toBe(previous.sha256);
     // the session still holds the old version: nothing unloaded until it lets go

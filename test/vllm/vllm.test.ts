@@ -215,6 +215,8 @@ describeEngineConformance<RemoteEngine>("remote (vLLM, Gemma 3 270M)", {
   adapters: FILES,
   openStaleSession: (engine) => openStaleVllmSession(engine, server.model),
   tolerance: TOLERANCE,
+  // vLLM caches whole blocks (128 tokens on its CPU build): up to 127 tokens of a cached prefix are evaluated again
+  decodeFloor: 127,
 });
 
 describe("a refreshed adapter on vLLM: the same-name bug (#42125), and the versioned names that avoid it", () => {
@@ -344,7 +346,7 @@ describe("the contract fixtures (test/fixtures/remote/vllm.json) against what th
   const sameMessage = (real: string, documented: string, names: Record<string, string>) =>
     Object.entries(names).reduce((text, [ours, theirs]) => text.replaceAll(ours, theirs), real) === documented;
 
-  it("load, load again, unload, a missing adapter, a missing route: the documented answers, word for word", async () => {
+  it("load, load again, unload, unload again, a missing adapter, a missing route: the documented answers, word for word", async () => {
     const name = `contract-${randomUUID().slice(0, 8)}`;
     const outDir = join(tempDir(), name);
     await exportPeft({ adapter: readGgufHeader(FILES.plan), base: readGgufHeader(gguf), outDir, scale: 1 });
@@ -365,6 +367,12 @@ describe("the contract fixtures (test/fixtures/remote/vllm.json) against what th
     expectFixtureShape(models, r.models, "models");
     const unload = await post<string>("/v1/unload_lora_adapter", { lora_name: name });
     expect(sameMessage(unload.body, r.unload_ok as string, names)).toBe(true);
+    const unloadAgain = await post<{ error: { message: string } }>("/v1/unload_lora_adapter", { lora_name: name });
+    expect(unloadAgain.status).toBe(404);
+    expectFixtureShape(unloadAgain.body, r.unload_missing, "unload_missing");
+    expect(
+      sameMessage(unloadAgain.body.error.message, (r.unload_missing as typeof unloadAgain.body).error.message, names),
+    ).toBe(true);
     const missing = await post<{ error: { message: string } }>("/v1/completions", {
       model: name,
       prompt: [2, 100],
@@ -372,8 +380,12 @@ describe("the contract fixtures (test/fixtures/remote/vllm.json) against what th
     });
     expect(missing.status).toBe(404);
     expectFixtureShape(missing.body, r.model_missing, "model_missing");
-    // the flavor tells a lost adapter by these words (vLLM 0.32 adds "Valid aliases: ..." after them)
-    expect(missing.body.error.message).toContain(`The model \`${name}\` does not exist.`);
+    expect(
+      sameMessage(missing.body.error.message, (r.model_missing as typeof missing.body).error.message, {
+        [name]: "sql-lora",
+        [server.model]: "Qwen/Qwen3-0.6B",
+      }),
+    ).toBe(true);
     const route = await post<unknown>("/v1/no_such_route", {});
     expect(route.status).toBe(404);
     expect(route.body).toEqual(r.load_route_missing);
@@ -478,7 +490,7 @@ describe("the MCP surface over vLLM: a spawned server with --engine-url ... --en
   it("loads adapters at runtime: register_adapter and refresh_adapter reach vLLM without a restart", async () => {
     const { registered } = await call<{ registered: { alias: string } }>(c.client, "register_adapter", {
       alias: "merged",
-      file: join(GEMMA, "static-ties.gguf"),
+      file: "static-ties.gguf",
       description: "Plan, search and write merged by TIES.",
     });
     expect(registered.alias).toBe("merged");
@@ -489,7 +501,7 @@ describe("the MCP surface over vLLM: a spawned server with --engine-url ... --en
     const refreshed = await call<{ previous: { sha256: string }; current: { sha256: string } }>(
       c.client,
       "refresh_adapter",
-      { alias: "merged", file: join(GEMMA, "static-dare-ties.gguf") },
+      { alias: "merged", file: "static-dare-ties.gguf" },
     );
     expect(refreshed.current.sha256).not.toBe(refreshed.previous.sha256);
   });
@@ -565,7 +577,7 @@ describe('the harness over vLLM, served as README "Remote engines" says', () => 
  */
 describe("greedy runs on the local engine and on vLLM", () => {
   const all = readTaskFile(join(GEMMA, "eval-tasks.jsonl"));
-  const tasks = [...all.filter((t) => !t.group).slice(0, 4), ...all.filter((t) => t.group).slice(0, 4)];
+  const tasks = [...all.filter((t) => !t.group).slice(0, 3), ...all.filter((t) => t.group).slice(0, 3)];
   const servers: Record<"local" | "vLLM", Connected | undefined> = { local: undefined, vLLM: undefined };
   beforeAll(async () => {
     // the shipped library's own settings on both: the local engine with every core, vLLM as README says
@@ -586,45 +598,49 @@ describe("greedy runs on the local engine and on vLLM", () => {
     return { answer: r.answer, finish: r.finish, actions, ms: r.time.wallMs };
   }
 
-  it("reports the share of identical answers and of identical weight-action sequences", async () => {
-    const rows: Record<string, string | number>[] = [];
-    for (const policy of ["hard", "soft"])
-      for (const task of tasks) {
-        const local = await run(servers.local!, task.task, policy);
-        const vllm = await run(servers.vLLM!, task.task, policy);
-        expect(local.finish).not.toBe("error");
-        expect(vllm.finish).not.toBe("error");
-        rows.push({
-          policy,
-          task: task.id,
-          expected: task.answer,
-          local: local.answer,
-          vLLM: vllm.answer,
-          sameAnswer: local.answer === vllm.answer ? 1 : 0,
-          sameActions: local.actions.join(" ") === vllm.actions.join(" ") ? 1 : 0,
-          // the writer's release is the model's own on vLLM and the budget's locally (node-llama-cpp misreads a
-          // parameterless call after text): the sequences compared without who released the last stage
-          sameActionsButLastRelease:
-            local.actions.slice(0, -1).join(" ") === vllm.actions.slice(0, -1).join(" ") ? 1 : 0,
-          localActions: local.actions.join(" "),
-          vLLMActions: vllm.actions.join(" "),
-          localS: (local.ms / 1000).toFixed(1),
-          vLLMS: (vllm.ms / 1000).toFixed(1),
-        });
-      }
-    console.table(rows);
-    const share = (policy: string, key: string) => {
-      const of = rows.filter((r) => r.policy === policy);
-      return `${of.filter((r) => r[key] === 1).length}/${of.length}`;
-    };
-    for (const policy of ["hard", "soft"])
-      console.log(
-        `local vs vLLM, ${policy}: identical answers ${share(policy, "sameAnswer")}, identical weight-action sequences ${share(policy, "sameActions")} (${share(policy, "sameActionsButLastRelease")} but the writer's release)`,
+  it(
+    "reports the share of identical answers and of identical weight-action sequences",
+    { timeout: 45 * 60_000 },
+    async () => {
+      const rows: Record<string, string | number>[] = [];
+      for (const policy of ["hard", "soft"])
+        for (const task of tasks) {
+          const local = await run(servers.local!, task.task, policy);
+          const vllm = await run(servers.vLLM!, task.task, policy);
+          expect(local.finish).not.toBe("error");
+          expect(vllm.finish).not.toBe("error");
+          rows.push({
+            policy,
+            task: task.id,
+            expected: task.answer,
+            local: local.answer,
+            vLLM: vllm.answer,
+            sameAnswer: local.answer === vllm.answer ? 1 : 0,
+            sameActions: local.actions.join(" ") === vllm.actions.join(" ") ? 1 : 0,
+            // the writer's release is the model's own on vLLM and the budget's locally (node-llama-cpp misreads a
+            // parameterless call after text): the sequences compared without who released the last stage
+            sameActionsButLastRelease:
+              local.actions.slice(0, -1).join(" ") === vllm.actions.slice(0, -1).join(" ") ? 1 : 0,
+            localActions: local.actions.join(" "),
+            vLLMActions: vllm.actions.join(" "),
+            localS: (local.ms / 1000).toFixed(1),
+            vLLMS: (vllm.ms / 1000).toFixed(1),
+          });
+        }
+      console.table(rows);
+      const share = (policy: string, key: string) => {
+        const of = rows.filter((r) => r.policy === policy);
+        return `${of.filter((r) => r[key] === 1).length}/${of.length}`;
+      };
+      for (const policy of ["hard", "soft"])
+        console.log(
+          `local vs vLLM, ${policy}: identical answers ${share(policy, "sameAnswer")}, identical weight-action sequences ${share(policy, "sameActions")} (${share(policy, "sameActionsButLastRelease")} but the writer's release)`,
+        );
+      expect(rows).toHaveLength(2 * tasks.length);
+      // the same weights: a greedy hard run reaches the same answer on both engines for most tasks
+      expect(rows.filter((r) => r.policy === "hard" && r.sameAnswer === 1).length).toBeGreaterThanOrEqual(
+        tasks.length / 2,
       );
-    expect(rows).toHaveLength(2 * tasks.length);
-    // the same weights: a greedy hard run reaches the same answer on both engines for most tasks
-    expect(rows.filter((r) => r.policy === "hard" && r.sameAnswer === 1).length).toBeGreaterThanOrEqual(
-      tasks.length / 2,
-    );
-  });
+    },
+  );
 });

@@ -156,6 +156,7 @@ export class RemoteEngine implements Engine {
   async addAdapter(spec: AdapterSpec): Promise<AdapterInfo> {
     if (this.current.has(spec.alias)) throw new DuplicateAdapterError(spec.alias);
     const held = await this.registered.register(spec);
+    await this.registered.ensureBaseStandIn(spec);
     this.current.set(spec.alias, held.info.version);
     this.opts.logger.info(
       { alias: spec.alias, sha256: held.info.sha256, scale: spec.scale, engine: handleOf(held) },

@@ -53,6 +53,8 @@ export class RegisteredVersions {
    */
   private stale = false;
   private verifying: Promise<void> | undefined;
+  /** What requests on the base name where the flavor wants one (baseAsZeroAdapter): no version of the library. */
+  private baseStandIn: RegisteredVersion | undefined;
 
   constructor(private readonly opts: RegisteredVersionsOptions) {}
 
@@ -97,6 +99,18 @@ export class RegisteredVersions {
     return held;
   }
 
+  /**
+   * Where the flavor runs the base through an adapter scaled by 0 (baseAsZeroAdapter), registers one from `spec` (an
+   * adapter of the library) once: its delta is exactly zero, so the base's figures are unchanged.
+   */
+  async ensureBaseStandIn(spec: AdapterSpec): Promise<void> {
+    if (!this.opts.flavor.features.baseAsZeroAdapter || this.baseStandIn) return;
+    const held = await this.register({ ...spec, alias: "base", scale: 0, peftDir: undefined });
+    // not a version of the library: never collected, mapped again with the others after a restart
+    this.held.delete(held.info.id);
+    this.baseStandIn = held;
+  }
+
   /** Unregisters the versions `inUse` says nothing holds. */
   async unregisterUnused(inUse: (version: AdapterVersion) => boolean): Promise<void> {
     for (const [id, held] of this.held) {
@@ -116,8 +130,10 @@ export class RegisteredVersions {
   async unregisterAll(): Promise<void> {
     const { flavor, http, logger } = this.opts;
     if (!flavor.features.runtimeAdapterLoading) return;
+    const all = [...this.held, ...(this.baseStandIn ? [["base", this.baseStandIn] as const] : [])];
+    this.baseStandIn = undefined;
     await Promise.all(
-      [...this.held].map(async ([id, held]) => {
+      all.map(async ([id, held]) => {
         if (held.engine instanceof EngineError) return;
         await flavor
           .unregister(http, held.engine)
@@ -155,7 +171,7 @@ export class RegisteredVersions {
       try {
         const restarted = await flavor.reset(http, this.opts.freeSlot());
         if (restarted || this.stale) this.opts.cachesLost();
-        for (const held of this.held.values()) {
+        for (const held of [...this.held.values(), ...(this.baseStandIn ? [this.baseStandIn] : [])]) {
           held.engine = await flavor.register(http, held.prepared).catch((err: unknown) => {
             if (
               !(err instanceof EngineError) ||
@@ -176,8 +192,12 @@ export class RegisteredVersions {
     return this.verifying;
   }
 
-  /** The engine's names of `versions` now, or the error of one it does not serve. */
+  /** The engine's names of `versions` now (the base's stand-in for none, where there is one), or the error of one it does not serve. */
   engineAdapters(versions: readonly AdapterVersion[]): EngineAdapter[] {
+    if (!versions.length && this.baseStandIn) {
+      if (this.baseStandIn.engine instanceof EngineError) throw this.baseStandIn.engine;
+      return [this.baseStandIn.engine];
+    }
     return versions.map((v) => {
       const engine = this.held.get(v.toString())!.engine;
       if (engine instanceof EngineError) throw engine;

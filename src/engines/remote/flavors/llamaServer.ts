@@ -91,6 +91,7 @@ export class LlamaServerFlavor implements Flavor {
     logProbs: "full",
     // its n_probs are the sampler's input, before the grammar
     grammarMasksLogprobs: false,
+    baseAsZeroAdapter: false,
     cacheStrategy: "rebuild",
     slots: true,
     contextLimit:

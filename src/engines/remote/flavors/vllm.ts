@@ -56,6 +56,7 @@ export class VllmFlavor implements Flavor {
     ...PEFT_ENGINE_FEATURES,
     // measured on vLLM 0.32: a token's log-prob under the turn grammar differs from the distribution's by up to 0.009
     grammarMasksLogprobs: true,
+    baseAsZeroAdapter: true,
     contextLimit: "serve a longer --max-model-len, then raise model.contextSize",
   };
   protected base = "";
