@@ -3,7 +3,10 @@ import { availableParallelism } from "node:os";
 import { join } from "node:path";
 import { callTool, connectClient, spawnHttpServer } from "../testkit/mcpClient.js";
 import { startLlamaServer } from "../testkit/llamaServerProcess.js";
+import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { DemoWeights } from "../src/demo/generate.js";
+import type { CacheStats, DecodeRoundStats } from "../src/engine/index.js";
+import { PACKAGE_ROOT } from "../src/paths.js";
 import { fmt, quantile } from "./stats.js";
 
 /** One uniform turn: 16 tokens, no call started, no early end of turn (the model's own tokens for these, by text). */
@@ -40,6 +43,16 @@ export interface ConcurrencyRow extends Record<string, string | number> {
   turnP50Ms: string;
   turnP95Ms: string;
   switchP50Ms: string;
+  /** KV lanes the engine spilled to make room, per turn ("-": a serving engine's own business). */
+  spillsPerTurn: string;
+  /** Decodes per decode round: above 1, sessions decoded in one batch ("-": a serving engine's own business). */
+  decodesPerRound: string;
+}
+
+/** What the engine's KV cache resource (weact://cache) says of its spills and decode rounds. */
+interface EngineCounts {
+  spilled: number;
+  rounds?: DecodeRoundStats;
 }
 
 /** A row from the measured turn and switch latencies (ms) of a run that took `wallS` seconds. */
@@ -49,7 +62,9 @@ export function concurrencyRow(
   turns: readonly number[],
   switches: readonly number[],
   wallS: number,
+  counts?: { before: EngineCounts; after: EngineCounts },
 ): ConcurrencyRow {
+  const rounds = counts?.after.rounds && counts.before.rounds;
   return {
     backend,
     sessions,
@@ -59,13 +74,25 @@ export function concurrencyRow(
     turnP50Ms: fmt(quantile([...turns], 0.5)),
     turnP95Ms: fmt(quantile([...turns], 0.95)),
     switchP50Ms: fmt(quantile([...switches], 0.5)),
+    spillsPerTurn: counts?.after.rounds ? fmt((counts.after.spilled - counts.before.spilled) / turns.length) : "-",
+    decodesPerRound:
+      rounds && counts.after.rounds
+        ? fmt((counts.after.rounds.decodes - rounds.decodes) / Math.max(1, counts.after.rounds.rounds - rounds.rounds))
+        : "-",
   };
+}
+
+async function engineCounts(client: Client): Promise<EngineCounts> {
+  const result = await client.readResource({ uri: "weact://cache" });
+  const stats = JSON.parse((result.contents[0] as { text: string }).text) as CacheStats;
+  return { spilled: stats.evictions.spilled, rounds: stats.decodeRounds };
 }
 
 /**
  * N client-driven sessions at once over MCP (Streamable HTTP), each its own client: load an adapter, a turn under it,
  * release it, a turn on the base, for `rounds` rounds over plan/search/write. Turn latency is the generate call's
- * round trip; turns per second count every session's turns over the run's wall time.
+ * round trip; turns per second count every session's turns over the run's wall time; spills and decode rounds are the
+ * engine's own figures over the run (weact://cache).
  */
 export async function drive(
   url: string,
@@ -92,6 +119,7 @@ export async function drive(
       into.push(performance.now() - started);
       return r;
     };
+    const before = await engineCounts(clients[0]!.client);
     const started = performance.now();
     await Promise.all(
       clients.map(async ({ client }, i) => {
@@ -104,53 +132,119 @@ export async function drive(
           await timed(switches, () => callTool(client, "offload_lora", { session_id }, LONG));
           await timed(turns, () => callTool(client, "generate", { session_id, ...turn }, LONG));
         }
-        await callTool(client, "close_session", { session_id });
       }),
     );
-    return concurrencyRow(backend, sessions, turns, switches, (performance.now() - started) / 1000);
+    const wallS = (performance.now() - started) / 1000;
+    const after = await engineCounts(clients[0]!.client);
+    await Promise.all(
+      clients.map(({ client }, i) => callTool(client, "close_session", { session_id: ids[i]!.session_id })),
+    );
+    return concurrencyRow(backend, sessions, turns, switches, wallS, { before, after });
   } finally {
     await Promise.all(clients.map((c) => c.close()));
   }
 }
 
+/** A model the concurrency run serves: its file, its plan/search/write adapters, how a weact config names them. */
+export interface ConcurrencyTarget {
+  label: string;
+  /** The GGUF llama-server loads. */
+  model: string;
+  /** plan, search and write, in that order (llama-server's adapter files). */
+  adapters: readonly string[];
+  /** What a weact config says of the model and its library (the local engine's and the remote backend's codec). */
+  config: { model: Record<string, unknown>; adapters?: Record<string, unknown> };
+  turn: UniformTurn;
+}
+
+/** The random demo model and its demo library. */
+export function demoTarget(demo: DemoWeights): ConcurrencyTarget {
+  return {
+    label: "demo (random)",
+    model: demo.model,
+    adapters: ADAPTERS.map((a) => demo.adapters[a]!),
+    config: { model: { demo: "random" } },
+    turn: TURN,
+  };
+}
+
+/** Gemma 3's own tokens: its end of turn, its end of text, and the first token of the `||call:` trigger. */
+export const GEMMA_TURN: UniformTurn = {
+  max_tokens: 16,
+  token_bias: { "<end_of_turn>": -100, "<eos>": -100, "||": -100 },
+};
+export const GEMMA_LIBRARY = join(PACKAGE_ROOT, "models", "gemma3");
+
+/** Gemma 3 270M (the file at `model`) and the shipped library trained for it (models/gemma3). */
+export function gemmaTarget(model: string): ConcurrencyTarget {
+  return {
+    label: "Gemma 3 270M",
+    model,
+    adapters: ADAPTERS.map((a) => join(GEMMA_LIBRARY, `${a}.gguf`)),
+    config: { model: { path: model }, adapters: { manifest: join(GEMMA_LIBRARY, "manifest.json") } },
+    turn: GEMMA_TURN,
+  };
+}
+
 /**
- * The same client-driven load on the local backend (llama.cpp in the server's process: one evaluation per context
- * at a time) and on the remote backend over a llama-server (which batches the slots' requests), each with all the
- * machine's cores (or `threads`), side by side in one run.
+ * The local engine's sizes in these runs: 4 contexts of 16 sequences, one context per weight set (the lane pool makes
+ * each home to one) with room for every session's lanes, so sessions under one set decode in one batch.
+ */
+export const localEngineModel = (threads: number) => ({
+  gpu: false,
+  threads,
+  maxContexts: 4,
+  sequencesPerContext: 16,
+});
+
+/** A local engine configuration in the run: its label and what it adds to the model's config (e.g. a binding). */
+export interface LocalVariant {
+  label: string;
+  model?: Record<string, unknown>;
+}
+
+/**
+ * The same client-driven load on the local engine (each of `locals`) and on the remote backend over a llama-server
+ * (which batches the slots' requests), the same model and threads, side by side in one run (`localEngineModel`).
  */
 export async function concurrencyComparison(
-  demo: DemoWeights,
+  target: ConcurrencyTarget,
   dir: string,
   sessionCounts: readonly number[],
   rounds: number,
   threads = availableParallelism(),
-): Promise<{ rows: ConcurrencyRow[]; ratios: Record<string, string>[] }> {
+  locals: readonly LocalVariant[] = [{ label: "local" }],
+): Promise<{ rows: ConcurrencyRow[]; targets: Record<string, string>[] }> {
   const limits = SESSION_LIMITS;
-  const write = (name: string, config: unknown) => {
+  const write = (name: string, config: { model?: Record<string, unknown>; engine?: unknown }) => {
     const path = join(dir, name);
-    writeFileSync(path, JSON.stringify(config));
+    writeFileSync(
+      path,
+      JSON.stringify({
+        model: { contextSize: CONTEXT, ...target.config.model, ...config.model },
+        ...(target.config.adapters ? { adapters: target.config.adapters } : {}),
+        sessions: limits,
+        ...(config.engine ? { engine: config.engine } : {}),
+      }),
+    );
     return path;
   };
   const rows: ConcurrencyRow[] = [];
   const run = async (backend: string, config: string) => {
     const http = await spawnHttpServer(["--config", config]);
     try {
-      for (const n of sessionCounts) rows.push(await drive(http.url, backend, n, rounds));
+      for (const n of sessionCounts) rows.push(await drive(http.url, backend, n, rounds, target.turn));
     } finally {
       await http.stop();
     }
   };
-  // the local engine: 4 contexts of 4 sequences hold 16 sessions; a context evaluates one session's batch at a time
-  await run(
-    "local",
-    write("local.json", {
-      model: { gpu: false, demo: "random", threads, contextSize: CONTEXT, maxContexts: 4, sequencesPerContext: 4 },
-      sessions: limits,
-    }),
-  );
+  for (const [i, local] of locals.entries()) {
+    const model = { ...localEngineModel(threads), ...local.model };
+    await run(local.label, write(`local-${i}.json`, { model }));
+  }
   const llama = await startLlamaServer({
-    model: demo.model,
-    adapters: ADAPTERS.map((a) => demo.adapters[a]!),
+    model: target.model,
+    adapters: target.adapters,
     threads,
     slots: SLOTS,
     contextPerSlot: CONTEXT,
@@ -159,22 +253,46 @@ export async function concurrencyComparison(
     await run(
       "llama-server",
       write("remote.json", {
-        model: { contextSize: CONTEXT },
-        sessions: limits,
         engine: { backend: "remote", remote: { url: llama.url, flavor: "llama-server", maxInFlight: SLOTS } },
       }),
     );
   } finally {
     await llama.stop();
   }
-  const ratios = sessionCounts.map((n) => {
-    const local = rows.find((r) => r.backend === "local" && r.sessions === n)!;
-    const remote = rows.find((r) => r.backend === "llama-server" && r.sessions === n)!;
-    return {
-      sessions: String(n),
-      "turnsPerS llama-server/local": fmt(Number(remote.turnsPerS) / Number(local.turnsPerS)),
-      "turnP95 llama-server/local": fmt(Number(remote.turnP95Ms) / Number(local.turnP95Ms)),
-    };
-  });
-  return { rows, ratios };
+  return { rows, targets: locals.map((l) => targetCheck(rows, l.label, sessionCounts)) };
+}
+
+/**
+ * #39's targets for one local configuration: turns/s at the most sessions at least its own at 1 session and at least
+ * llama-server's at each count above 1; p95 turn latency at the most sessions at most 3x its p50.
+ */
+function targetCheck(
+  rows: readonly ConcurrencyRow[],
+  local: string,
+  counts: readonly number[],
+): Record<string, string> {
+  const at = (backend: string, n: number) => rows.find((r) => r.backend === backend && r.sessions === n)!;
+  const most = Math.max(...counts);
+  const top = at(local, most);
+  const verdict = (ok: boolean, text: string) => `${ok ? "met" : "MISSED"}: ${text}`;
+  const out: Record<string, string> = {
+    backend: local,
+    [`${most} vs 1 session`]: verdict(
+      Number(top.turnsPerS) >= Number(at(local, 1).turnsPerS),
+      `${top.turnsPerS} vs ${at(local, 1).turnsPerS} turns/s`,
+    ),
+  };
+  for (const n of counts.filter((c) => c > 1)) {
+    const mine = at(local, n);
+    const theirs = at("llama-server", n);
+    out[`vs llama-server at ${n}`] = verdict(
+      Number(mine.turnsPerS) >= Number(theirs.turnsPerS),
+      `${mine.turnsPerS} vs ${theirs.turnsPerS} turns/s`,
+    );
+  }
+  out[`p95 <= 3 x p50 at ${most}`] = verdict(
+    Number(top.turnP95Ms) <= 3 * Number(top.turnP50Ms),
+    `${top.turnP95Ms} vs ${top.turnP50Ms} ms`,
+  );
+  return out;
 }

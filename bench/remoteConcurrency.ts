@@ -2,7 +2,6 @@ import { randomUUID } from "node:crypto";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fetchModel } from "../src/models/index.js";
-import { PACKAGE_ROOT } from "../src/paths.js";
 import { createLogger } from "../src/log.js";
 import { spawnHttpServer } from "../testkit/mcpClient.js";
 import { startLlamaServer } from "../testkit/llamaServerProcess.js";
@@ -12,16 +11,14 @@ import {
   CONTEXT,
   concurrencyRow,
   drive,
+  GEMMA_LIBRARY,
+  GEMMA_TURN,
+  localEngineModel,
   SESSION_LIMITS,
   SLOTS,
   type ConcurrencyRow,
-  type UniformTurn,
 } from "./concurrency.js";
 import { fmt } from "./stats.js";
-
-const GEMMA = join(PACKAGE_ROOT, "models", "gemma3");
-/** Gemma 3's own tokens: its end of turn, its end of text, and the first token of the `||call:` trigger. */
-const GEMMA_TURN: UniformTurn = { max_tokens: 16, token_bias: { "<end_of_turn>": -100, "<eos>": -100, "||": -100 } };
 
 /**
  * Replays the completions a weact-mcp server sent a vLLM, straight to it: each session's requests (by the session's
@@ -74,8 +71,8 @@ export async function remoteConcurrency(
   threads: number,
 ): Promise<{ rows: ConcurrencyRow[]; overhead: Record<string, string>[] }> {
   const model = await fetchModel("gemma-3-270m", { logger: createLogger("warn") });
-  const manifest = join(GEMMA, "manifest.json");
-  const adapters = ["plan", "search", "write"].map((a) => join(GEMMA, `${a}.gguf`));
+  const manifest = join(GEMMA_LIBRARY, "manifest.json");
+  const adapters = ["plan", "search", "write"].map((a) => join(GEMMA_LIBRARY, `${a}.gguf`));
   const rows: ConcurrencyRow[] = [];
   const write = (name: string, config: Record<string, unknown>) => {
     const path = join(dir, name);
@@ -99,12 +96,9 @@ export async function remoteConcurrency(
     }
   };
 
-  await serve(
-    write("local.json", { model: { gpu: false, threads, maxContexts: 4, sequencesPerContext: 4 } }),
-    async (url) => {
-      for (const n of sessionCounts) rows.push(await drive(url, "local", n, rounds, GEMMA_TURN));
-    },
-  );
+  await serve(write("local.json", { model: localEngineModel(threads) }), async (url) => {
+    for (const n of sessionCounts) rows.push(await drive(url, "local", n, rounds, GEMMA_TURN));
+  });
 
   const llama = await startLlamaServer({ model, adapters, threads, slots: SLOTS, contextPerSlot: CONTEXT });
   try {

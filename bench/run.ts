@@ -24,7 +24,7 @@ import { writeFileSync, mkdtempSync } from "node:fs";
 import { availableParallelism, tmpdir } from "node:os";
 import { join } from "node:path";
 import { fmt, table } from "./stats.js";
-import { concurrencyComparison } from "./concurrency.js";
+import { concurrencyComparison, demoTarget, gemmaTarget } from "./concurrency.js";
 import { remoteConcurrency } from "./remoteConcurrency.js";
 
 const { values } = parseArgs({
@@ -36,12 +36,15 @@ const { values } = parseArgs({
     /**
      * Only one scenario: `trajectory` (what the caller waits for on the replayed soft trajectory with tool
      * latencies), `prefix` (shared prefix restore vs prefill), `concurrency` (1/4/16 sessions, local vs
-     * llama-server) or `remote-concurrency` (1/4/16 sessions on Gemma 3 270M: local, llama-server, vLLM through
+     * llama-server, on the demo model or with `--model gemma-3-270m` on Gemma 3 270M) or `remote-concurrency` (1/4/16 sessions on Gemma 3 270M: local, llama-server, vLLM through
      * weact-mcp and vLLM directly).
      */
     scenario: { type: "string" },
-    /** The remote-concurrency scenario's rounds (each session: load, turn, release, turn, per round). */
-    rounds: { type: "string", default: "1" },
+    /**
+     * The concurrency scenarios' rounds (each session: load, turn, release, turn, per round); default 3 on the demo
+     * model, 1 on Gemma 3 270M.
+     */
+    rounds: { type: "string" },
     /** With --scenario: one JSON line per result instead of tables. */
     json: { type: "boolean", default: false },
     /** The trajectory scenario's rounds (each configuration once per round, per tool mode). */
@@ -263,19 +266,25 @@ async function trajectoryLines(
   );
 }
 
+/** `--scenario concurrency [--model gemma-3-270m]`: the local engine and llama-server side by side, with #39's targets. */
 async function concurrencyBench() {
   const each = threads ?? availableParallelism();
+  if (values.model && values.model !== "gemma-3-270m")
+    throw new Error(`--scenario concurrency --model ${values.model}: only gemma-3-270m (its shipped library) is known`);
+  const target = values.model
+    ? gemmaTarget(await fetchModel(values.model, { logger }))
+    : demoTarget(ensureDemoWeights(logger));
   section(
-    `concurrent client-driven sessions switching adapters (load, turn, release, turn; 16 tokens a turn): local backend vs llama-server backend, ${each} thread(s) each (--threads N)`,
+    `concurrent client-driven sessions switching adapters on ${target.label} (load, turn, release, turn; 16 tokens a turn): local backend vs llama-server backend, ${each} thread(s) each (--threads N)`,
   );
-  const { rows, ratios } = await concurrencyComparison(
-    ensureDemoWeights(logger),
+  const { rows, targets } = await concurrencyComparison(
+    target,
     mkdtempSync(join(tmpdir(), "weact-bench-")),
     [1, 4, 16],
-    3,
+    Number(values.rounds ?? (values.model ? 1 : 3)),
     each,
   );
-  process.stdout.write(table(rows) + "\n" + table(ratios) + "\n");
+  process.stdout.write(table(rows) + "\n" + table(targets) + "\n");
 }
 
 /** The remote engines side by side on the real model: `--scenario remote-concurrency`. */
@@ -287,14 +296,14 @@ async function remoteConcurrencyBench() {
   const { rows, overhead } = await remoteConcurrency(
     mkdtempSync(join(tmpdir(), "weact-bench-")),
     [1, 4, 16],
-    Number(values.rounds),
+    Number(values.rounds ?? 1),
     each,
   );
   process.stdout.write(table(rows) + "\n" + table(overhead) + "\n");
 }
 
 async function main() {
-  if (values.scenario === "concurrency") return concurrencyBench();
+  if (values.scenario === "concurrency") return concurrencyBench(); // before --model: it names the model the run serves
   if (values.scenario === "remote-concurrency") return remoteConcurrencyBench();
   if (values.scenario) return scenarioOnly(values.scenario);
   if (values.model) return modelBench();

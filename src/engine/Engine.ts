@@ -26,6 +26,18 @@ export interface CacheStats {
    * scope.
    */
   sharedPrefixes: { enabled: boolean; entries: number; bytes: number; hits: number; saved: number };
+  /**
+   * The engine's decode rounds (one context and weight set at a time): rounds run, the decodes they let through (more
+   * than rounds: sessions decoded in one batch), and rounds that had to change a context's weights first. Absent where
+   * a serving engine schedules its own decodes.
+   */
+  decodeRounds?: DecodeRoundStats;
+}
+
+export interface DecodeRoundStats {
+  rounds: number;
+  decodes: number;
+  weightChanges: number;
 }
 
 export interface OpenSessionOptions {

@@ -22,6 +22,8 @@ export interface EngineCapacity {
   sessions: number;
   /** Independent evaluation contexts the sessions are spread over. */
   contexts: number;
+  /** Model calls worth letting through at once: more would only wait inside the engine. */
+  concurrentCalls: number;
   /** Tokens one session's context window holds. */
   contextSize: number;
 }

@@ -3,7 +3,7 @@
  * the model. Types, the identity values and the errors; no backend. `src/engines/local/` implements it on llama.cpp
  * (through node-llama-cpp); the composition root (src/runtime) is the one place that picks a backend.
  */
-export type { Engine, CacheStats, OpenSessionOptions } from "./Engine.js";
+export type { Engine, CacheStats, DecodeRoundStats, OpenSessionOptions } from "./Engine.js";
 export type { BackgroundWork, EngineSession, LaneState, PrefillReport } from "./EngineSession.js";
 export type { EngineCapabilities, EngineCapacity } from "./capabilities.js";
 export type { CallSyntax, ChatCodec } from "./ChatCodec.js";

@@ -182,10 +182,8 @@ export interface GenerateResult {
   /** Tokens of the session's context window still free after this turn. */
   contextRemaining: number;
   timings: {
-    /** Waiting for the context lock (other sessions' work). */
+    /** Waiting for the session's cache (the engine's other work on it). */
     queueMs: number;
-    /** Applying this session's adapter set to the shared context. */
-    adapterSetMs: number;
     prefillMs: number;
     decodeMs: number;
     logprobsMs: number;

@@ -103,7 +103,7 @@ export class SessionService {
     this.queue = new WorkQueue({
       maxPending: config.maxQueuedGenerations,
       maxPendingPerClient: config.maxQueuedPerClient,
-      concurrency: capacity.contexts,
+      concurrency: capacity.concurrentCalls,
     });
     this.registry = new SessionRegistry(config, capacity.sessions, logger);
     this.weights = new WeightSwitch(this.registry, runtime.library, this.queue, stageBudget, logger);

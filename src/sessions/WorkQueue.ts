@@ -5,7 +5,7 @@ export interface WorkQueueLimits {
   maxPending: number;
   /** Model calls one client may have waiting or running. */
   maxPendingPerClient: number;
-  /** Model calls let through to the engine at once (one per context: more would only queue on its lock). */
+  /** Model calls let through to the engine at once (the engine's `capacity.concurrentCalls`). */
   concurrency: number;
 }
 

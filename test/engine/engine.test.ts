@@ -106,7 +106,7 @@ describe("engine on the demo model", () => {
       });
       expect(result).toMatchObject({ finishReason: "cancelled", text: "", calls: [] });
       expect(result.tokens).toMatchObject({ evaluated: 0, generated: 0 });
-      expect(result.timings).toMatchObject({ adapterSetMs: 0, prefillMs: 0, decodeMs: 0 });
+      expect(result.timings).toMatchObject({ prefillMs: 0, decodeMs: 0 });
     } finally {
       await session.close();
     }

@@ -231,8 +231,9 @@ describe("Gemma 3 270M: cuts behind the sliding window (window-sized cache)", ()
       const blind = await steps(planted);
       console.log("gemma window cache: max |delta log-prob| per step", JSON.stringify({ exact, blind }));
       for (const d of exact) expect(d).toBeLessThanOrEqual(TOLERANCE);
-      // the reference refuses to cut where the planted session did: its cache is not one a correct evaluation has
-      expect(blind.some((d) => d instanceof ReplayPastWindowError)).toBe(true);
+      // the reference refuses to cut where the planted session did (its cache is not one a correct evaluation has), or
+      // evaluating as the planted session's decodes say gives other log-probs
+      expect(blind.some((d) => d instanceof ReplayPastWindowError || d > 1e-2)).toBe(true);
     } finally {
       await session.close();
       await planted.close();

@@ -43,11 +43,17 @@ export interface ConformanceOptions<E extends Engine = Engine> {
    * suite then proves its correctness check fails on a broken backend.
    */
   openStaleSession?(engine: E): Promise<EngineSession>;
+  /**
+   * An engine like `makeEngine`'s (first strategy) with a planted bug that decodes a session's tokens under another
+   * session's weights when they decode at the same time, when the backend can make one: the interleaved case must
+   * fail on it.
+   */
+  makeCrossWeightsEngine?(strategy: CacheStrategy, adapters: Readonly<Record<string, string>>): Promise<E>;
   /** Largest |log-prob difference| accepted as the same cache (default 1e-4). */
   tolerance?: number;
   /**
-   * For sessions switching at the same moment: an engine that batches concurrent requests into one decode computes
-   * them with other float rounding than a request alone (default: `tolerance`).
+   * For sessions evaluated at the same moment: an engine that batches concurrent requests into one decode computes
+   * them with other float rounding than a request alone, which the reference replays (default: `tolerance`).
    */
   concurrentTolerance?: number;
   /**
@@ -61,6 +67,19 @@ export interface ConformanceOptions<E extends Engine = Engine> {
    */
   decodeFloor?: number;
 }
+
+/**
+ * Four sessions interleaved (their switches, turns and log-probs at the same moments), each its own route: at every
+ * step two of them share weights (an engine that batches may decode them together) and the others stand elsewhere.
+ */
+const INTERLEAVED: (string | null)[][] = [
+  [null, "plan", null, "write"],
+  [null, null, "search", "write"],
+  ["search", "plan", "search", null],
+  ["write", "search", null, null],
+];
+/** A short turn; whatever it holds, the next prompt continues the cache from what it shares with it. */
+const SHORT_TURN = { maxTokens: 8 };
 
 /** base -> plan -> base -> search -> base -> search -> base -> write, with history appended between switches. */
 const SCRIPT: (string | null)[] = ["plan", null, "search", null, "search", null, "write", null];
@@ -259,6 +278,73 @@ export function describeEngineConformance<E extends Engine>(name: string, opts: 
       beforeAll(() => {
         engine = engines.get(strategies[0]!)!;
       });
+
+      /**
+       * Runs the four INTERLEAVED routes on `on` at once: every step, all switch together, all generate a turn together
+       * (decoded batched where the engine batches), then all read their next-token log-probs together; each session's
+       * against its reference (its own weights, its own cache's decodes replayed alone). The worst difference per step.
+       */
+      const interleaved = async (on: E): Promise<number[]> => {
+        const sessions: EngineSession[] = [];
+        const worst: number[] = [];
+        try {
+          for (const _ of INTERLEAVED) sessions.push(await on.openSession());
+          let convs = sessions.map((_, i) => trajectory(1 + i));
+          for (let step = 0; step < 4; step++) {
+            const weights = INTERLEAVED.map((route) => route[step]!);
+            await Promise.all(sessions.map((s, i) => s.switchWeights(weights[i]!, convs[i]!)));
+            const turns = await Promise.all(sessions.map((s, i) => s.generate(convs[i]!, SHORT_TURN)));
+            convs = convs.map((c, i) => ({
+              ...c,
+              turns: [
+                ...c.turns,
+                { role: "assistant" as const, text: turns[i]!.text },
+                { role: "user" as const, text: `Step ${step + 1}: go on.` },
+              ],
+            }));
+            const got = await Promise.all(sessions.map((s, i) => s.nextTokenLogProbs(convs[i]!)));
+            const diffs: number[] = [];
+            for (const [i, s] of sessions.entries())
+              diffs.push(maxAbsDiff(await opts.reference(on, s, weightsOf(weights[i]!), convs[i]!), got[i]!));
+            worst.push(Math.max(...diffs));
+          }
+        } finally {
+          await Promise.all(sessions.map((s) => s.close()));
+        }
+        return worst;
+      };
+
+      if (opts.scope !== "switches") describeInterleaved();
+      function describeInterleaved() {
+        it("four sessions over three weight sets at a time, interleaved (switches, turns and log-probs at the same moments): each one's next-token log-probs after every step are its own weights' reference's", async () => {
+          const before = engine.cacheStats().decodeRounds;
+          const worst = await interleaved(engine);
+          console.log(`${name}: interleaved sessions, max |delta log-prob| vs reference per step`, worst.join(" "));
+          for (const d of worst) expect(d).toBeLessThanOrEqual(opts.concurrentTolerance ?? tolerance);
+          const after = engine.cacheStats().decodeRounds;
+          if (before && after) {
+            const rounds = after.rounds - before.rounds;
+            const decodes = after.decodes - before.decodes;
+            console.log(
+              `${name}: ${decodes} decodes in ${rounds} rounds, ${after.weightChanges - before.weightChanges} weight changes`,
+            );
+            expect(decodes).toBeGreaterThan(rounds); // some rounds decoded several sessions together
+          }
+        });
+
+        if (opts.makeCrossWeightsEngine) {
+          it("the interleaved check can fail: a planted engine that decodes sessions together under one session's weights does NOT match the reference", async () => {
+            const planted = await opts.makeCrossWeightsEngine!(strategies[0]!, files);
+            try {
+              const worst = await interleaved(planted);
+              console.log(`${name}: planted cross-weights rounds, max |delta log-prob| per step`, worst.join(" "));
+              expect(Math.max(...worst)).toBeGreaterThan(1e-2);
+            } finally {
+              await planted.dispose();
+            }
+          });
+        }
+      }
 
       if (opts.openStaleSession) {
         it("the correctness check can fail: a planted stale-cache switch does NOT match the reference", async () => {

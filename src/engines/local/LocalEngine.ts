@@ -31,8 +31,9 @@ import { LanePool } from "./cache/LanePool.js";
 import { prefixKeyOf, PrefixStore } from "./cache/PrefixStore.js";
 import { SpillStore } from "./cache/SpillStore.js";
 import { renderConversation } from "./chat/render.js";
-import { EngineContext } from "./context/EngineContext.js";
-import { WorkLog, type LockHold } from "./context/WorkLog.js";
+import { EngineContext, weightSetKey } from "./context/EngineContext.js";
+import { DecodeRounds, type SameRound } from "./context/DecodeRounds.js";
+import { WorkLog, type DecodeHold } from "./context/WorkLog.js";
 import { assertLlamaInternals, switchContextWeights } from "./llama/internals.js";
 import { MIN_DECODE_TOKENS } from "./session/laneSync.js";
 import { LocalEngineSession } from "./session/LocalEngineSession.js";
@@ -81,8 +82,10 @@ export class LocalEngine implements Engine {
   private readonly strategy: SwitchStrategy;
   private readonly prefixes: PrefixStore | undefined;
   private readonly work: BackgroundScheduler;
-  /** Every hold of every context's lock, with timestamps: what a caller waited for. */
+  /** Every decode's wait for its round and its run, with timestamps: what a caller waited for. */
   private readonly workLog = new WorkLog();
+  /** Every decode of every context, in rounds of one context and weight set. */
+  private readonly rounds: DecodeRounds;
   readonly capabilities: EngineCapabilities = {
     logProbs: true,
     runtimeAdapterLoading: true,
@@ -105,7 +108,9 @@ export class LocalEngine implements Engine {
     spill: SpillStore | undefined,
     cache: Required<Omit<CacheOptions, "spillDir">>,
     private readonly logger: EngineLogger,
+    sameRound: SameRound | undefined,
   ) {
+    this.rounds = new DecodeRounds(this.workLog, sameRound);
     this.strategy = switchStrategy(cacheStrategy);
     const reuse = cacheStrategy === "reuse";
     this.prefixes = reuse && cache.sharedPrefixes && spill ? new PrefixStore(spill, logger) : undefined;
@@ -121,6 +126,8 @@ export class LocalEngine implements Engine {
     this.capacity = {
       sessions: opts.maxContexts * opts.sequencesPerContext,
       contexts: opts.maxContexts,
+      // every session's call may run: sessions under one weight set decode in one batch (context/DecodeRounds.ts)
+      concurrentCalls: opts.maxContexts * opts.sequencesPerContext,
       contextSize: opts.contextSize,
     };
     this.pool = new LanePool({
@@ -128,13 +135,13 @@ export class LocalEngine implements Engine {
       sequencesPerContext: opts.sequencesPerContext,
       spill,
       logger,
-      createContext: async () => {
+      createContext: async (home) => {
         const context = await this.llamaModel.createContext({
           ...this.contextOptions(),
           sequences: this.opts.sequencesPerContext,
         });
         assertLlamaInternals(this.llamaModel, context);
-        return new EngineContext(context, this.workLog, this.pool.contexts.length);
+        return new EngineContext(context, this.pool.contexts.length, home, this.rounds, (v) => this.resident.weight(v));
       },
     });
     this.host = {
@@ -156,8 +163,11 @@ export class LocalEngine implements Engine {
     };
   }
 
-  /** Validates the model file (llama.cpp aborts the process on some bad metadata), then loads it once. */
-  static async load(options: LocalEngineOptions): Promise<LocalEngine> {
+  /**
+   * Validates the model file (llama.cpp aborts the process on some bad metadata), then loads it once. `planted`
+   * (@internal): tests plant careless decode rounds through testing.ts, to prove the rule matters.
+   */
+  static async load(options: LocalEngineOptions, planted: { sameRound?: SameRound } = {}): Promise<LocalEngine> {
     const { llama, llamaModel, header, info, threads, errors } = await loadModel(options);
     const cache = { ...DEFAULT_CACHE, ...options.cache };
     const engine = new LocalEngine(
@@ -179,6 +189,7 @@ export class LocalEngine implements Engine {
         : undefined,
       cache,
       options.logger,
+      planted.sameRound,
     );
     options.logger.info(
       {
@@ -261,39 +272,36 @@ export class LocalEngine implements Engine {
    * weights were refreshed or removed) are dropped first.
    */
   collect(): Promise<void> {
-    // most calls (every switch makes one) find nothing to free: skip taking every context lock then
+    // most calls (every switch makes one) find nothing to free: skip stopping every decode then
     if (this.resident.list().every((v) => this.isCurrent(v.version))) return this.collecting;
     this.collecting = this.collecting
-      .then(() =>
-        // Every context lock is held while deciding and freeing: no evaluation can apply a version in between.
-        this.withAllContextLocks(async () => {
-          if (this.disposed) return;
-          for (const session of this.sessions.values()) await session.dropUnreachableLanes();
-          // asked again for each version, after the awaits: a refresh back to the same bytes makes a version current
-          // again
-          const holds = (versions: readonly AdapterVersion[], version: AdapterVersion) =>
-            versions.some((v) => v.equals(version));
-          const inUse = (version: AdapterVersion) =>
-            this.isCurrent(version) ||
-            this.pinned.has(version) ||
-            [...this.sessions.values()].some((s) => holds(s.activeVersions, version)) ||
-            this.pool.idleLanes().some((l) => holds(l.versions, version));
-          for (const { version } of this.resident.list()) {
-            if (inUse(version)) continue;
-            for (const context of this.pool.contexts) await context.detach(version);
-            if (inUse(version)) continue; // detached only: the next evaluation applies it again
-            await this.resident.free(version);
-            this.logger.info({ version: version.toString() }, "adapter version freed");
-          }
-        }),
-      )
+      .then(async () => {
+        for (const session of this.sessions.values()) await session.dropUnreachableLanes();
+        // no decode runs while deciding and freeing: none can apply a version in between
+        await this.rounds.exclusive(() => this.freeUnused());
+      })
       .catch((err) => this.logger.error({ err: (err as Error).message }, "freeing unused adapters failed"));
     return this.collecting;
   }
 
-  private withAllContextLocks<T>(fn: () => Promise<T>, i = 0): Promise<T> {
-    const context = this.pool.contexts[i];
-    return context ? context.lock.run(() => this.withAllContextLocks(fn, i + 1)) : fn();
+  /** Frees the resident versions nothing uses. Inside `DecodeRounds.exclusive`. */
+  private async freeUnused(): Promise<void> {
+    if (this.disposed) return;
+    // asked again for each version, after the awaits: a refresh back to the same bytes makes a version current again
+    const holds = (versions: readonly AdapterVersion[], version: AdapterVersion) =>
+      versions.some((v) => v.equals(version));
+    const inUse = (version: AdapterVersion) =>
+      this.isCurrent(version) ||
+      this.pinned.has(version) ||
+      [...this.sessions.values()].some((s) => holds(s.activeVersions, version)) ||
+      this.pool.idleLanes().some((l) => holds(l.versions, version));
+    for (const { version } of this.resident.list()) {
+      if (inUse(version)) continue;
+      for (const context of this.pool.contexts) await context.detach(version);
+      if (inUse(version)) continue; // detached only: the next round applies it again
+      await this.resident.free(version);
+      this.logger.info({ version: version.toString() }, "adapter version freed");
+    }
   }
 
   /** Versions a switch or a reference context is using; collect leaves them alone. */
@@ -324,7 +332,9 @@ export class LocalEngine implements Engine {
   ): Promise<LocalEngineSession> {
     const { adapters = [], ...given } = options;
     for (const a of adapters) this.versionOf(a); // fail fast on an unknown alias
-    const slot = await this.work.foreground(() => this.pool.acquire());
+    const slot = await this.work.foreground(() =>
+      this.pool.acquire(weightSetKey(adapters.map((a) => this.versionOf(a)))),
+    );
     // resolved and registered together, after the await: a refresh in between cannot hand out a freed version
     const versions = adapters.map((a) => this.versionOf(a));
     const id = this.nextSessionId++;
@@ -353,14 +363,15 @@ export class LocalEngine implements Engine {
       evaluatedTokens: { foreground: this.work.foregroundTokens, background: tokens },
       background: { enabled: this.work.enabled, batches, ms: Math.round(ms), yields, lanesStarted },
       sharedPrefixes: this.prefixes?.stats() ?? { enabled: false, entries: 0, bytes: 0, hits: 0, saved: 0 },
+      decodeRounds: this.rounds.stats,
     };
   }
 
   /**
-   * @internal Every recent hold of a context lock (callers' and background work's), with timestamps: tests and the
-   * bench check waits with it.
+   * @internal Every recent decode (callers' and background work's) with its wait for its round, timestamped: tests and
+   * the bench check waits with it.
    */
-  lockHolds(): readonly LockHold[] {
+  decodeHolds(): readonly DecodeHold[] {
     return this.workLog.list();
   }
 

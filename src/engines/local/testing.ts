@@ -11,7 +11,8 @@ import { replayedNextTokenLogProbs } from "./reference/replay.js";
 import { invocationStart } from "./adapters/invocation.js";
 import { LaneKey } from "./cache/LaneKey.js";
 import { prefixKeyOf } from "./cache/PrefixStore.js";
-import type { LocalEngine } from "./LocalEngine.js";
+import { LocalEngine } from "./LocalEngine.js";
+import type { LocalEngineOptions } from "./options.js";
 import type { LocalEngineSession } from "./session/LocalEngineSession.js";
 import type { SwitchStrategy } from "./session/SwitchStrategy.js";
 
@@ -49,6 +50,15 @@ export function openPrefixKeyedWithoutVersionsSession(
     prefixKeyOf: (scope, _weights, tokens) => prefixKeyOf(scope, LaneKey.of(engine.model.sha256, []), tokens),
     ...(promptScope !== undefined ? { promptScope } : {}),
   });
+}
+
+/**
+ * An engine whose decode rounds go by context alone: decodes of sessions under other weights join a running round of
+ * their context and are decoded under its weights (each session alone is still right: a round applies its first
+ * decode's weights).
+ */
+export function loadWeightBlindRoundsEngine(options: LocalEngineOptions): Promise<LocalEngine> {
+  return LocalEngine.load(options, { sameRound: (a, b) => a.context === b.context });
 }
 
 /** A session that applies an activated LoRA one token after its invocation point. */
@@ -103,9 +113,11 @@ export function referenceNextTokenLogProbs(
  */
 export { PlainReference, type PlainAdapter, type PlainReferenceOptions } from "./reference/PlainReference.js";
 export type { CacheReplay } from "./cache/DecodeLog.js";
-export type { LockHold } from "./context/WorkLog.js";
+export type { DecodeHold } from "./context/WorkLog.js";
 export { invocationStart } from "./adapters/invocation.js";
 export { MIN_DECODE_TOKENS } from "./session/laneSync.js";
 export { ReplayPastWindowError } from "./reference/replay.js";
 export { LaneKey } from "./cache/LaneKey.js";
 export { argumentsBound, BEYOND_ANY_CONTEXT } from "./chat/callBound.js";
+export { DecodeRounds, type DecodeGroup } from "./context/DecodeRounds.js";
+export { WorkLog } from "./context/WorkLog.js";

@@ -1,15 +1,17 @@
 import type { LlamaContextSequence, Token } from "../llama/nodeLlamaCpp.js";
 import type { AdapterVersion } from "../../../engine/index.js";
 import type { EngineContext } from "../context/EngineContext.js";
-import { onSequenceDecode } from "../llama/internals.js";
+import { gateSequenceDecodes } from "../llama/internals.js";
 import { DecodeLog, type CacheReplay } from "./DecodeLog.js";
 import type { LaneKey } from "./LaneKey.js";
+import type { SlotLock } from "./SlotLock.js";
 import type { SpilledState } from "./SpillStore.js";
 
-/** A sequence of a shared context, with the context whose lock guards it. */
+/** A sequence of a shared context, with the lock its lane operations take. */
 export interface Slot {
   readonly context: EngineContext;
   readonly sequence: LlamaContextSequence;
+  readonly lock: SlotLock;
 }
 
 /**
@@ -34,12 +36,19 @@ export class Lane {
    * in its foreground nor pushes out their spilled caches.
    */
   speculative = false;
+  /**
+   * The weights the lane's next decodes run under: its own, or the base before an activated LoRA's invocation point
+   * (laneSync sets them before it evaluates); each decode waits for their round in its context.
+   */
+  decodeWeights: readonly AdapterVersion[];
 
   constructor(
     readonly owner: number,
     public key: LaneKey,
     public versions: readonly AdapterVersion[],
-  ) {}
+  ) {
+    this.decodeWeights = versions;
+  }
 
   get slot(): Slot | undefined {
     return this.live;
@@ -50,11 +59,17 @@ export class Lane {
     return !this.live && !this.spilled;
   }
 
-  /** Gives the lane a sequence; every decode on it is logged from now on. */
+  /**
+   * Gives the lane a sequence; from now on every decode on it is logged and runs in a round of the lane's decode
+   * weights.
+   */
   attach(slot: Slot): void {
     this.live = slot;
     this.log.clear();
-    onSequenceDecode(slot.sequence, (start, tokens) => this.log.record(start, tokens));
+    gateSequenceDecodes(slot.sequence, (start, tokens) => {
+      this.log.record(start, tokens);
+      return slot.context.decodeRound(this.decodeWeights, slot.lock.inBackground);
+    });
   }
 
   /** Takes the sequence away (to dispose or hand to another lane). */

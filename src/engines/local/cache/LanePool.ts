@@ -4,12 +4,14 @@ import { EngineCapacityError } from "../../../engine/index.js";
 import { EngineContext } from "../context/EngineContext.js";
 import { Mutex } from "../../../mutex.js";
 import type { Lane, Slot } from "./Lane.js";
+import { SlotLock } from "./SlotLock.js";
 import type { SpilledState, SpillStore } from "./SpillStore.js";
 
 export interface LanePoolOptions {
   maxContexts: number;
   sequencesPerContext: number;
-  createContext: () => Promise<EngineContext>;
+  /** A new context, home to the lanes of `home` (a weight set's key). */
+  createContext: (home: string) => Promise<EngineContext>;
   /** Where idle lanes go when their sequence is needed; without it they are dropped. */
   spill: SpillStore | undefined;
   logger: EngineLogger;
@@ -23,7 +25,9 @@ export type PoolStats = Pick<
 /**
  * The sequences of every context, handed to lanes. A lane that is a session's active one keeps its sequence;
  * an idle lane (its session moved to other weights) keeps its sequence only until somebody needs one: then
- * the least recently used idle lane is spilled to disk or dropped.
+ * the least recently used idle lane is spilled to disk or dropped. Lanes go where their batches run: each context is
+ * home to the weight set it was created for, so sessions under one set decode together in its rounds and the context
+ * keeps its weights applied from round to round.
  */
 export class LanePool {
   readonly contexts: EngineContext[] = [];
@@ -38,30 +42,49 @@ export class LanePool {
   }
 
   /**
-   * A fresh sequence: a free one, else the least recently used idle lane's, else a new context's. Idle
-   * lanes only ever use sequences that exist anyway: keeping a cache never makes the engine allocate a
-   * context (and its KV memory) that `rebuild` would not.
+   * A fresh sequence for a lane under `weights` (a weight set's key): a free one in the context home to them, else a
+   * new context home to them while there may be more, else a free one anywhere, else the least recently used idle
+   * lane's. Idle lanes only ever use sequences that exist anyway: keeping a cache never makes the engine allocate a
+   * context (and its KV memory).
    */
-  acquire(): Promise<Slot> {
+  acquire(weights: string): Promise<Slot> {
     return this.allocating.run(async () => {
       for (;;) {
-        const free = this.contexts.find((c) => c.sequencesLeft > 0);
-        if (free) return { context: free, sequence: free.createSequence() };
+        const free = this.free(weights);
+        if (free?.home === weights) return newSlot(free);
+        const homeless = !this.contexts.some((c) => c.home === weights);
+        if (this.contexts.length < this.opts.maxContexts && (homeless || !free)) {
+          const created = await this.opts.createContext(weights);
+          this.contexts.push(created);
+          return newSlot(created);
+        }
+        if (free) return newSlot(free);
         const victim = this.leastRecentlyUsed();
-        if (victim) await this.evict(victim);
-        else if (this.contexts.length < this.opts.maxContexts) this.contexts.push(await this.opts.createContext());
-        else throw new EngineCapacityError(this.opts.maxContexts * this.opts.sequencesPerContext);
+        if (!victim) throw new EngineCapacityError(this.opts.maxContexts * this.opts.sequencesPerContext);
+        await this.evict(victim);
       }
     });
   }
 
   /**
-   * A free sequence of a context that exists, or undefined: no idle lane is evicted and no context created for
-   * it (evaluation ahead of time must never push out a cache somebody left, nor allocate memory).
+   * A free sequence of a context that exists (home to `weights` if one has one free), or undefined: no idle lane is
+   * evicted and no context created for it (evaluation ahead of time must never push out a cache somebody left, nor
+   * allocate memory).
    */
-  acquireFree(): Slot | undefined {
-    const free = this.contexts.find((c) => c.sequencesLeft > 0);
-    return free && { context: free, sequence: free.createSequence() };
+  acquireFree(weights: string): Slot | undefined {
+    const free = this.free(weights);
+    return free && newSlot(free);
+  }
+
+  /** The context with a free sequence: home to `weights` if one is, else the one with the most free. */
+  private free(weights: string): EngineContext | undefined {
+    let best: EngineContext | undefined;
+    for (const c of this.contexts) {
+      if (c.sequencesLeft === 0) continue;
+      if (c.home === weights) return c;
+      if (!best || c.sequencesLeft > best.sequencesLeft) best = c;
+    }
+    return best;
   }
 
   /** The lane is in use (active in its session): it keeps its sequence. */
@@ -78,7 +101,7 @@ export class LanePool {
 
   /**
    * Saves the lane's cache to the spill store if there is one (it stays reusable from there), then takes
-   * its sequence away and returns it, still holding the lane's KV. Caller holds the lane's context lock.
+   * its sequence away and returns it, still holding the lane's KV. Caller holds the lane's sequence lock.
    */
   async takeSequence(lane: Lane): Promise<Slot | undefined> {
     this.idle.delete(lane);
@@ -104,7 +127,7 @@ export class LanePool {
   /**
    * Loads the lane's spilled state into the (empty) sequence it now has; false when it has none. An
    * unreadable state leaves the sequence empty: it costs a rebuild, never a wrong cache. Caller holds the
-   * lane's context lock.
+   * lane's sequence lock.
    */
   async restore(lane: Lane): Promise<boolean> {
     const state = this.unspill(lane);
@@ -130,7 +153,7 @@ export class LanePool {
   }
 
   /**
-   * Frees everything the lane holds (its session closed, or its weights left the library). Caller holds its context
+   * Frees everything the lane holds (its session closed, or its weights left the library). Caller holds its sequence
    * lock if live.
    */
   async drop(lane: Lane): Promise<void> {
@@ -167,7 +190,7 @@ export class LanePool {
     for (const speculative of [true, false]) {
       for (const lane of this.idle.rkeys()) {
         if (lane.speculative !== speculative) continue;
-        if (!lane.slot?.context.lock.depth) return lane;
+        if (!lane.slot?.lock.depth) return lane;
         oldest ??= lane;
       }
       if (oldest) return oldest;
@@ -178,7 +201,7 @@ export class LanePool {
   private async evict(lane: Lane): Promise<void> {
     const slot = lane.slot;
     if (!slot) return void this.idle.delete(lane);
-    const evicted = await slot.context.lock.run(async () => {
+    const evicted = await slot.lock.run(async () => {
       // re-checked under the lock: its session may have made it active again, or dropped it, meanwhile
       if (!this.idle.has(lane) || lane.slot !== slot) return false;
       await this.takeSequence(lane);
@@ -193,3 +216,9 @@ export class LanePool {
     this.opts.spill?.dispose();
   }
 }
+
+const newSlot = (context: EngineContext): Slot => ({
+  context,
+  sequence: context.createSequence(),
+  lock: new SlotLock(),
+});

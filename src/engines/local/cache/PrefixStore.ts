@@ -52,7 +52,7 @@ export class PrefixStore {
   /**
    * Loads the prefix saved under `key` into an empty sequence; its decodes when it did (the cache now holds
    * them), undefined when there is none (or its file was pushed out meanwhile: the sequence is left empty).
-   * Caller holds the context lock.
+   * Caller holds the sequence's lock.
    */
   async restore(key: string, sequence: LlamaContextSequence): Promise<readonly Decode[] | undefined> {
     const state = this.entries.get(key);
@@ -69,7 +69,7 @@ export class PrefixStore {
   }
 
   /**
-   * Saves the sequence (holding exactly the prefix, computed by `decodes`) under `key`. Caller holds the context lock.
+   * Saves the sequence (holding exactly the prefix, computed by `decodes`) under `key`. Caller holds the sequence's lock.
    */
   async save(key: string, sequence: LlamaContextSequence, decodes: readonly Decode[]): Promise<void> {
     if (this.entries.has(key)) return;

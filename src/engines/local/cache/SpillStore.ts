@@ -52,7 +52,7 @@ export class SpillStore {
   /**
    * Saves the sequence's state; undefined when it cannot fit the budget at all. Older states are dropped
    * to make room (their owners hear it through `dropped`); a shared prefix (`prefix`) only pushes out other
-   * prefixes, and is not kept when that is not enough. Caller holds the context lock.
+   * prefixes, and is not kept when that is not enough. Caller holds the sequence's lock.
    */
   async save(
     sequence: LlamaContextSequence,
@@ -90,7 +90,7 @@ export class SpillStore {
     return state;
   }
 
-  /** Loads a state into an empty sequence and forgets it (the sequence holds it now). Caller holds the context lock. */
+  /** Loads a state into an empty sequence and forgets it (the sequence holds it now). Caller holds the sequence's lock. */
   async restore(state: SpilledState, sequence: LlamaContextSequence): Promise<void> {
     // out of the LRU and the budget before the await: a save meanwhile can neither delete it nor count it
     if (this.entries.delete(state.file)) this.bytes -= state.bytes;
@@ -103,7 +103,7 @@ export class SpillStore {
 
   /**
    * Loads a state into an empty sequence and keeps it (a shared prompt prefix: one state, many lanes), now the
-   * most recently used. False when the budget pushed it out meanwhile. Caller holds the context lock.
+   * most recently used. False when the budget pushed it out meanwhile. Caller holds the sequence's lock.
    */
   async copyInto(state: SpilledState, sequence: LlamaContextSequence): Promise<boolean> {
     const entry = this.entries.get(state.file);

@@ -1,26 +1,30 @@
 import type { LlamaContext, LlamaContextSequence } from "../llama/nodeLlamaCpp.js";
 import type { AdapterVersion } from "../../../engine/index.js";
 import { switchContextWeights, type AdapterWeight } from "../llama/internals.js";
-import { TimedLock, type WorkLog } from "./WorkLog.js";
+import type { DecodeRounds } from "./DecodeRounds.js";
+
+/** Names a weight set exactly: its versions (content hashes and scales) in order; "base" for none. */
+export const weightSetKey = (versions: readonly AdapterVersion[]): string => versions.map(String).join("+") || "base";
 
 /**
- * One llama.cpp context shared by several sessions, one sequence each. llama.cpp applies the adapter set
- * per context, and node-llama-cpp decodes the pending evaluations of all sequences together under
- * whatever set is active, so every evaluation runs under `lock` after `switchWeights` for its session.
+ * One llama.cpp context: its sequences belong to sessions' lanes, each decode of one of them under the lane's own
+ * weights. llama.cpp applies the adapter set per context and node-llama-cpp decodes the pending evaluations of all
+ * sequences together under whatever set is applied, so every decode waits for its round in the engine's
+ * `DecodeRounds` (one context and weight set at a time), which applies the set here first.
  */
 export class EngineContext {
-  readonly lock: TimedLock;
   private appliedKey: string | undefined;
   /** The adapter versions in the applied set (an adapter is freed only after every context dropped it). */
   private appliedVersions: readonly AdapterVersion[] = [];
 
   constructor(
     readonly context: LlamaContext,
-    log: WorkLog,
-    id: number,
-  ) {
-    this.lock = new TimedLock(log, id);
-  }
+    readonly id: number,
+    /** The weight set (its key) whose lanes this context was created for: the lane pool places them here. */
+    readonly home: string,
+    private readonly rounds: DecodeRounds,
+    private readonly weightOf: (version: AdapterVersion) => AdapterWeight,
+  ) {}
 
   get sequencesLeft(): number {
     return this.context.sequencesLeft;
@@ -30,21 +34,35 @@ export class EngineContext {
     return this.context.getSequence();
   }
 
-  /**
-   * The hop where a session's weights reach llama.cpp: applies the adapter set of `versions` (each with its
-   * file and scale in `weights`) unless it is the active one. Call only while holding `lock`.
-   */
-  async switchWeights(versions: readonly AdapterVersion[], weights: readonly AdapterWeight[]): Promise<void> {
-    const key = versions.map(String).join("+") || "base";
-    if (this.appliedKey === key) return;
-    await switchContextWeights(this.context, weights);
-    this.appliedKey = key;
-    this.appliedVersions = versions;
+  get batchSize(): number {
+    return this.context.batchSize;
   }
 
   /**
-   * Drops `version` from the applied set (the base weights apply until the next evaluation sets its own).
-   * Call only while holding `lock`.
+   * Waits for a round of `versions` in this context (the set applied, nothing else decoding) for one decode; returns
+   * the function that ends the decode's part in it. `background`: evaluation ahead of time (recorded apart).
+   */
+  decodeRound(versions: readonly AdapterVersion[], background: boolean): Promise<() => void> {
+    const weights = weightSetKey(versions);
+    return this.rounds.enter({ context: this.id, weights, apply: () => this.apply(weights, versions) }, background);
+  }
+
+  /** The hop where a session's weights reach llama.cpp; only between rounds. True when the set changed. */
+  private async apply(key: string, versions: readonly AdapterVersion[]): Promise<boolean> {
+    if (this.appliedKey === key) return false;
+    this.appliedKey = undefined; // a failed switch leaves the set unknown: the next round applies its own again
+    await switchContextWeights(
+      this.context,
+      versions.map((v) => this.weightOf(v)),
+    );
+    this.appliedKey = key;
+    this.appliedVersions = versions;
+    return true;
+  }
+
+  /**
+   * Drops `version` from the applied set (the next round applies its own). Call only inside `DecodeRounds.exclusive`:
+   * llama.cpp must not be decoding with it.
    */
   async detach(version: AdapterVersion): Promise<void> {
     if (!this.appliedVersions.some((v) => v.equals(version))) return;

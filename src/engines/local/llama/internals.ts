@@ -60,27 +60,36 @@ export async function switchContextWeights(context: LlamaContext, weights: reado
   await (context as unknown as ContextInternals)._setLoras(weights);
 }
 
-type DecodeListener = (start: number, tokens: readonly Token[]) => void;
+/**
+ * Runs before every decode of a sequence, with its start position and tokens: waits until the decode may run and
+ * returns what to call once it has run.
+ */
+export type DecodeGate = (start: number, tokens: readonly Token[]) => Promise<() => void>;
 interface SequenceInternals {
   _decodeTokens(tokens: Token[], ...rest: unknown[]): Promise<unknown>;
 }
-const decodeListeners = new WeakMap<LlamaContextSequence, DecodeListener>();
+const decodeGates = new WeakMap<LlamaContextSequence, DecodeGate>();
 
 /**
- * Calls `listener` with the start position and tokens of every decode the sequence makes, whichever
- * public method caused it (prefill, generation, controlled evaluation); replaces the previous listener.
- * Every decode of node-llama-cpp 3.21.1's sequences passes through `_decodeTokens`.
+ * Puts `gate` in front of every decode the sequence makes, whichever public method caused it (prefill, generation,
+ * controlled evaluation, node-llama-cpp's own re-evaluation after a cut); replaces the previous gate. Every decode of
+ * node-llama-cpp 3.21.1's sequences passes through `_decodeTokens`, which queues the tokens for the context's next
+ * batch: a decode the gate holds back is in no batch, and the weights it needs can be applied before it is let go.
  */
-export function onSequenceDecode(sequence: LlamaContextSequence, listener: DecodeListener): void {
+export function gateSequenceDecodes(sequence: LlamaContextSequence, gate: DecodeGate): void {
   const internals = sequence as unknown as SequenceInternals;
   if (typeof internals._decodeTokens !== "function")
     throw new LlamaInternalsMissingError("LlamaContextSequence._decodeTokens");
-  if (!decodeListeners.has(sequence)) {
+  if (!decodeGates.has(sequence)) {
     const decode = internals._decodeTokens.bind(sequence);
-    internals._decodeTokens = (tokens, ...rest) => {
-      decodeListeners.get(sequence)?.(sequence.nextTokenIndex, tokens);
-      return decode(tokens, ...rest);
+    internals._decodeTokens = async (tokens, ...rest) => {
+      const done = await decodeGates.get(sequence)?.(sequence.nextTokenIndex, tokens);
+      try {
+        return await decode(tokens, ...rest);
+      } finally {
+        done?.();
+      }
     };
   }
-  decodeListeners.set(sequence, listener);
+  decodeGates.set(sequence, gate);
 }

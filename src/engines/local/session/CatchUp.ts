@@ -4,6 +4,7 @@ import { commonPrefixLength } from "../../../engine/index.js";
 import type { Mutex } from "../../../mutex.js";
 import type { BackgroundSource } from "../background/BackgroundScheduler.js";
 import { Lane } from "../cache/Lane.js";
+import { weightSetKey } from "../context/EngineContext.js";
 import { settledTokens } from "../chat/render.js";
 import type { LocalEngineServices } from "./LocalEngineServices.js";
 import { extendLane, now } from "./laneSync.js";
@@ -79,7 +80,7 @@ export class CatchUp implements BackgroundSource {
         else if (lane && !lane.slot) continue;
         if (lane && !lane.empty && commonPrefixLength(lane.tokens, frontier) === frontier.length) continue;
         if (!lane || lane.empty) {
-          const free = this.services.pool.acquireFree();
+          const free = this.services.pool.acquireFree(weightSetKey(versions));
           if (!free) continue;
           lane = new Lane(this.lanes.sessionId, key, versions);
           lane.speculative = true;
@@ -117,7 +118,7 @@ export class CatchUp implements BackgroundSource {
   private async extend(lane: Lane, active: Lane, frontier: readonly Token[]): Promise<boolean> {
     const slot = lane.slot!;
     const work = this.services.work;
-    return slot.context.lock.runBackground(async () => {
+    return slot.lock.runBackground(async () => {
       if (work.mustYield) {
         work.totals.yields++;
         return false;

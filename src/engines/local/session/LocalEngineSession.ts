@@ -17,6 +17,7 @@ import { aliasesOf, ContextOverflowError, EngineCapacityError } from "../../../e
 import { Mutex } from "../../../mutex.js";
 import type { CacheReplay } from "../cache/DecodeLog.js";
 import { Lane } from "../cache/Lane.js";
+import { weightSetKey } from "../context/EngineContext.js";
 import type { LaneKey } from "../cache/LaneKey.js";
 import { renderConversation } from "../chat/render.js";
 import { CatchUp } from "./CatchUp.js";
@@ -29,7 +30,7 @@ import { SessionLanes } from "./SessionLanes.js";
 import type { SessionRules } from "./SessionRules.js";
 import type { SwitchPlan } from "./SwitchStrategy.js";
 
-/** What carrying out a switch plan cost: the sync, the wait for the context lock, and which plan ran. */
+/** What carrying out a switch plan cost: the sync, the wait for the sequence lock, and which plan ran. */
 interface SwitchOutcome {
   sync: Synced;
   queueMs: number;
@@ -40,9 +41,10 @@ interface SwitchOutcome {
  * One conversation on the local engine: its history's KV cache, held in lanes (`SessionLanes`: one per weight
  * set under `reuse`, a single one rebuilt on each switch under `rebuild`), and its active weights. The weight
  * switch is carried out here: the engine's `SwitchStrategy` decides what happens to the caches, and this session
- * applies the decision. Every evaluation holds its lane's context lock and first switches the context to the
- * lane's weights (laneSync), so sessions on different adapters can share a context without ever decoding under
- * each other's weights. Generation is in generate.ts, evaluation ahead of time in `CatchUp`.
+ * applies the decision. Every evaluation holds its lane's sequence lock and sets the lane's decode weights (laneSync);
+ * each decode then waits for a round of those weights in its context (`DecodeRounds`), so sessions under the same
+ * weights decode in one batch and sessions on different adapters share a context without ever decoding under each
+ * other's weights. Generation is in generate.ts, evaluation ahead of time in `CatchUp`.
  */
 export class LocalEngineSession implements EngineSession {
   /** Switches, close and background steps, one at a time: lanes are created, parked and dropped only under it. */
@@ -81,12 +83,10 @@ export class LocalEngineSession implements EngineSession {
     return this.lanes.cacheReplay();
   }
 
-  /**
-   * Drops the lanes no switch can reach any more (their weights were refreshed or removed). Caller holds every context
-   * lock.
-   */
+  /** Drops the lanes no switch can reach any more (their weights were refreshed or removed). */
   dropUnreachableLanes(): Promise<void> {
-    return this.lanes.dropUnreachable();
+    // between switches: a switch (or a step ahead of time) never finds a lane half dropped
+    return this.switching.run(() => this.lanes.dropUnreachable());
   }
 
   laneStates(): LaneState[] {
@@ -178,7 +178,7 @@ export class LocalEngineSession implements EngineSession {
   ): Promise<SwitchOutcome> {
     const lane = this.lanes.active;
     const slot = this.lanes.liveSlot();
-    return slot.context.lock.run(async () => {
+    return slot.lock.run(async () => {
       const queueMs = now() - queued;
       const before = { key: lane.key, versions: lane.versions, activatedFrom: lane.activatedFrom };
       lane.key = key;
@@ -227,10 +227,10 @@ export class LocalEngineSession implements EngineSession {
       const fresh = live
         ? undefined
         : await services.pool
-            .acquire()
+            .acquire(weightSetKey(lane.versions))
             .catch((err) => (err instanceof EngineCapacityError ? undefined : Promise.reject(err)));
       const slot = live ?? fresh ?? lanes.liveSlot();
-      const result = await slot.context.lock.run(async () => {
+      const result = await slot.lock.run(async () => {
         const queueMs = now() - queued;
         if (live && lane.slot !== live) return undefined; // evicted while we waited for the lock: go round again
         try {
@@ -280,7 +280,7 @@ export class LocalEngineSession implements EngineSession {
   private async deactivate(): Promise<void> {
     const lane = this.lanes.active;
     const slot = this.lanes.liveSlot();
-    await slot.context.lock.run(async () => {
+    await slot.lock.run(async () => {
       // a cut past the sliding window leaves the lane empty: its next sync evaluates it again
       await cutSequence(slot.sequence, lane.activatedFrom!, this.lanes.rules.cutFloor);
       this.lanes.byKey.delete(lane.key.toString());
@@ -338,7 +338,7 @@ export class LocalEngineSession implements EngineSession {
   }
 
   /**
-   * Runs `fn` under the context lock with this session's weights applied and the prompt (all but its last token)
+   * Runs `fn` under the sequence lock with this session's weights set and the prompt (all but its last token)
    * cached.
    */
   private async synced<T>(

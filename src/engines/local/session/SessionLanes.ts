@@ -108,14 +108,15 @@ export class SessionLanes {
 
   /**
    * Drops the lanes no switch can reach any more: a lane is reachable while resolving its aliases now gives
-   * its key again (a refreshed or removed adapter changes or loses it). Caller holds every context lock.
+   * its key again (a refreshed or removed adapter changes or loses it). Each is dropped under its sequence lock (an
+   * eviction may be at it).
    */
   async dropUnreachable(): Promise<void> {
     for (const [key, lane] of this.byKey) {
       if (lane === this.current) continue;
       const versions = this.resolveAll(lane.versions.map((v) => v.alias));
       if (versions && this.rules.keyOf(versions).equals(lane.key)) continue;
-      await this.services.pool.drop(lane);
+      await this.drop(lane);
       this.byKey.delete(key);
     }
   }
@@ -163,13 +164,13 @@ export class SessionLanes {
     return renderConversation(this.services.model, this.services.chatWrapper, conversation).tokens;
   }
 
-  /** Runs `fn` on the active lane under its context lock (re-read under the lock: a switch may have moved it). */
+  /** Runs `fn` on the active lane under its sequence lock (re-read under the lock: a switch may have moved it). */
   async withActive<T>(fn: (lane: Lane, sequence: LlamaContextSequence) => Promise<T>): Promise<T> {
     for (;;) {
       const lane = this.current;
       const slot = this.liveSlot();
       let ran = false;
-      const result = await slot.context.lock.run(async () => {
+      const result = await slot.lock.run(async () => {
         if (this.current !== lane || lane.slot !== slot) return undefined;
         ran = true;
         return fn(lane, slot.sequence);
@@ -199,12 +200,14 @@ export class SessionLanes {
     this.closed = true;
   }
 
-  /** Gives every lane's sequence or spilled state back to the pool, each live one under its context's lock. */
+  /** Gives every lane's sequence or spilled state back to the pool, each live one under its sequence lock. */
   async dropAll(): Promise<void> {
-    for (const lane of this.byKey.values()) {
-      const slot = lane.slot;
-      if (slot) await slot.context.lock.run(() => this.services.pool.drop(lane));
-      else await this.services.pool.drop(lane);
-    }
+    for (const lane of this.byKey.values()) await this.drop(lane);
+  }
+
+  private async drop(lane: Lane): Promise<void> {
+    const slot = lane.slot;
+    if (slot) await slot.lock.run(() => this.services.pool.drop(lane));
+    else await this.services.pool.drop(lane);
   }
 }

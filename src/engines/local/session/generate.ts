@@ -10,12 +10,12 @@ import type { Lane } from "../cache/Lane.js";
 import { generationBias } from "../chat/bias.js";
 import { steerCall } from "../chat/steering.js";
 import { toChatModelFunctions, type RenderedConversation } from "../chat/render.js";
-import { switchLaneWeights, now, syncLane, tailWeights, weightsLabel, type SyncPlan } from "./laneSync.js";
+import { now, syncLane, weightsLabel, type SyncPlan } from "./laneSync.js";
 import { teacherForcedLogprobs } from "./logProbs.js";
 import type { LocalEngineServices } from "./LocalEngineServices.js";
 
 /**
- * Where a turn runs: the session's active lane, its sequence (its context lock held), its window, how its prompt is
+ * Where a turn runs: the session's active lane, its sequence (its lock held), its window, how its prompt is
  * synced.
  */
 export interface TurnTarget {
@@ -27,7 +27,7 @@ export interface TurnTarget {
 
 /**
  * One assistant turn on the lane: apply its weights, reuse the longest cached prefix of the prompt, decode
- * with node-llama-cpp's LlamaChat (function calls returned, not executed). Caller holds the context lock.
+ * with node-llama-cpp's LlamaChat (function calls returned, not executed). Caller holds the sequence lock.
  */
 export async function generateTurn(
   host: LocalEngineServices,
@@ -58,7 +58,7 @@ export async function generateTurn(
   // the caller gave up while this call waited for the context: no weights to apply, nothing to evaluate for it
   if (options.signal?.aborted) {
     const tokenCounts = { prompt: tokens.length, cached: 0, evaluated: 0, generated: 0 };
-    const timings = { queueMs, adapterSetMs: 0, prefillMs: 0, decodeMs: 0, logprobsMs: 0, totalMs: 0 };
+    const timings = { queueMs, prefillMs: 0, decodeMs: 0, logprobsMs: 0, totalMs: 0 };
     return {
       text: "",
       calls: [],
@@ -69,10 +69,7 @@ export async function generateTurn(
       contextRemaining: contextSize - tokens.length,
     };
   }
-  const adapterSetStart = now();
-  await switchLaneWeights(host, lane, tailWeights(lane));
-  const adapterSetMs = now() - adapterSetStart;
-  // leaves the weights of the prompt's tail applied: the turn is generated under them
+  // leaves the lane's decode weights those of the prompt's tail: the turn is generated under them
   const prefill = await syncLane(host, lane, tokens, plan);
   const decodeStart = now();
   const model = host.model;
@@ -141,7 +138,7 @@ export async function generateTurn(
       generated: generatedTokens.length,
     },
     contextRemaining: contextSize - tokens.length - generatedTokens.length,
-    timings: { queueMs, adapterSetMs, prefillMs: prefill.ms, decodeMs, logprobsMs, totalMs: now() - started },
+    timings: { queueMs, prefillMs: prefill.ms, decodeMs, logprobsMs, totalMs: now() - started },
     ...(logprobs ? { logprobs } : {}),
   };
 }

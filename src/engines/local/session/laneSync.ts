@@ -54,21 +54,6 @@ export interface PrefixPlan extends PromptPrefix {
 }
 
 /**
- * Applies `versions` (the base for []) to the lane's context: the step where weights reach llama.cpp. Caller holds the
- * lock.
- */
-export async function switchLaneWeights(
-  host: Pick<LocalEngineServices, "weightOf">,
-  lane: Lane,
-  versions: readonly AdapterVersion[],
-): Promise<void> {
-  await lane.slot!.context.switchWeights(
-    versions,
-    versions.map((v) => host.weightOf(v)),
-  );
-}
-
-/**
  * The weights the lane's next tokens are computed under: its own, or the base for an activated LoRA whose invocation is
  * absent.
  */
@@ -108,12 +93,16 @@ async function evaluateRange(
     let from = start;
     if (decoded === 0 && stop - from > 1 && stop - from < MIN_DECODE_TOKENS && from > floor)
       from = Math.min(from, Math.max(floor, stop - MIN_DECODE_TOKENS, cutFloor(sequence)));
-    // node-llama-cpp decodes a batch at a time; after a cache, a remainder shorter than MIN_DECODE_TOKENS would be
-    // a decode of its own, dear per token (above: 528 tokens appended at 5k took 175 ms as 512 + 16, 120 ms as
-    // 264 + 264), so such an append goes in even pieces. A prompt from the start keeps node-llama-cpp's batching.
+    // One batch per decode: a decode holds its round until all of it is decoded, and other sessions' decodes wait for
+    // the round to end. After a cache, a remainder shorter than MIN_DECODE_TOKENS would be a decode of its own, dear
+    // per token (above: 528 tokens appended at 5k took 175 ms as 512 + 16, 120 ms as 264 + 264), so such an append
+    // goes in even pieces; a prompt from the start goes in whole batches, as node-llama-cpp would split it.
     const n = stop - from;
-    if (from > 0 && n > batch && n % batch > 0 && n % batch < MIN_DECODE_TOKENS)
-      stop = from + Math.ceil(n / Math.ceil(n / batch));
+    if (n > batch)
+      stop =
+        from > 0 && n % batch > 0 && n % batch < MIN_DECODE_TOKENS
+          ? from + Math.ceil(n / Math.ceil(n / batch))
+          : from + batch;
     await cutSequence(sequence, from, cutFloor);
     await sequence.evaluateWithoutGeneratingNewTokens(target.slice(from, stop));
     decoded += stop - from;
@@ -165,7 +154,7 @@ export async function syncLane(
   const spilled =
     sequence.nextTokenIndex === 0 && (await host.pool.restore(lane)) ? sequence.nextTokenIndex : undefined;
   if (!tokens.length) {
-    await switchLaneWeights(host, lane, tailWeights(lane));
+    lane.decodeWeights = tailWeights(lane);
     return {
       reused: sequence.nextTokenIndex,
       evaluated: 0,
@@ -190,10 +179,10 @@ export async function syncLane(
   keep = Math.max(keep, shared);
   let evaluated = 0;
   if (keep < baseEnd) {
-    await switchLaneWeights(host, lane, []);
+    lane.decodeWeights = [];
     evaluated += await evaluateRange(host, lane, target, keep, baseEnd, 0, plan.prefix, cutFloor);
   }
-  await switchLaneWeights(host, lane, tailWeights(lane));
+  lane.decodeWeights = tailWeights(lane);
   if (from < target.length)
     evaluated += await evaluateRange(
       host,
@@ -236,7 +225,7 @@ export async function extendLane(
   if (lcp >= frontier.length) return undefined;
   const kept = await cutSequence(sequence, lcp, cutFloor);
   if (kept === 0 && (await restorePrefix(host, lane, frontier, plan.prefix, frontier.length)) > 0) return 0;
-  await switchLaneWeights(host, lane, weights);
+  lane.decodeWeights = weights;
   // no prefix is saved from here: a save (a state file written) would hold the context past one decode batch
   return evaluateRange(host, lane, frontier, kept, Math.min(frontier.length, kept + maxTokens), 0, undefined, cutFloor);
 }

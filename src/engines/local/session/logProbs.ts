@@ -11,7 +11,7 @@ export function toLogProbs(probabilities: Map<Token, number> | undefined): Map<T
 
 /**
  * The full next-token distribution after `tokens`, whose all-but-last are cached: evaluates the last one,
- * then erases it again so the cache stays the prompt's. Caller holds the lock with weights applied.
+ * then erases it again so the cache stays the prompt's. Caller holds the sequence lock, its decode weights set.
  */
 export async function nextTokenAfter(sequence: LlamaContextSequence, tokens: readonly Token[]): Promise<LogProbs> {
   const [result] = await sequence.controlledEvaluate([[tokens.at(-1)!, { generateNext: { probabilities: true } }]]);

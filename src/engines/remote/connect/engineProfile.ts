@@ -30,7 +30,9 @@ export function engineProfile(
   const sessions = Math.min(opts.sessions ?? facts.slots ?? DEFAULT_SESSIONS, facts.slots ?? Infinity);
   const capacity = {
     sessions,
-    contexts: Math.max(1, Math.min(opts.maxInFlight, sessions)),
+    // the engine's own scheduler batches the requests in flight; its contexts are its business
+    contexts: 1,
+    concurrentCalls: Math.max(1, Math.min(opts.maxInFlight, sessions)),
     contextSize: Math.min(opts.contextSize ?? facts.contextSize, facts.contextSize),
   };
   return {

@@ -50,7 +50,7 @@ export async function generateTurn(
     adapter,
     tokens: { prompt: tokens.length, cached: 0, evaluated: 0, generated: 0 },
     contextRemaining: contextSize - tokens.length,
-    timings: { queueMs, adapterSetMs: 0, prefillMs, decodeMs: 0, logprobsMs: 0, totalMs: performance.now() - started },
+    timings: { queueMs, prefillMs, decodeMs: 0, logprobsMs: 0, totalMs: performance.now() - started },
   });
   if (options.signal?.aborted) return cancelled();
 
@@ -134,7 +134,6 @@ export async function generateTurn(
       contextRemaining: contextSize - tokens.length - generated,
       timings: {
         queueMs,
-        adapterSetMs: 0,
         prefillMs: prefill?.ms ?? 0,
         decodeMs,
         logprobsMs,
