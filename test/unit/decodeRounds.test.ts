@@ -3,9 +3,10 @@ import { DecodeRounds, WorkLog, type DecodeGroup } from "../../src/engines/local
 
 /** A group whose weights are applied by recording them (and failing when told to). */
 function groups(applied: string[]) {
-  return (context: number, weights: string, fail = false): DecodeGroup => ({
+  return (context: number, weights: string, fail = false, sequence = 0): DecodeGroup => ({
     context,
     weights,
+    sequence,
     apply: () => {
       applied.push(`${context}:${weights}`);
       return fail ? Promise.reject(new Error(`cannot apply ${weights}`)) : Promise.resolve(true);
@@ -42,6 +43,19 @@ describe("decode rounds (one context and weight set at a time)", () => {
     (await a3)();
     expect(applied).toEqual(["0:plan", "0:write", "0:plan"]);
     expect(rounds.stats).toEqual({ rounds: 3, decodes: 5, weightChanges: 3 });
+  });
+
+  it("a round lets its decodes through in sequence order (llama.cpp batches consecutive sequence ids in one piece)", async () => {
+    const group = groups([]);
+    const rounds = new DecodeRounds(new WorkLog());
+    const order: number[] = [];
+    const running = await rounds.enter(group(0, "base"));
+    const waiting = [5, 1, 3].map((sequence) =>
+      rounds.enter(group(1, "plan", false, sequence)).then((leave) => (order.push(sequence), leave)),
+    );
+    running();
+    for (const leave of await Promise.all(waiting)) leave();
+    expect(order).toEqual([1, 3, 5]);
   });
 
   it("a round whose weights cannot be applied refuses its decodes and hands the round on", async () => {

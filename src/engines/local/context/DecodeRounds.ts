@@ -9,6 +9,12 @@ export interface DecodeGroup {
   readonly context: number;
   /** Names the weight set exactly (adapter versions and scales). */
   readonly weights: string;
+  /**
+   * The decode's sequence id: a round lets its decodes through in this order, because llama.cpp decodes tokens of
+   * several sequences in one piece only when their ids follow each other in the batch (its split over per-sequence
+   * caches); otherwise each goes in a piece of its own.
+   */
+  readonly sequence: number;
   apply(): Promise<boolean>;
 }
 
@@ -108,6 +114,7 @@ export class DecodeRounds {
       if (this.sameGroup(this.waiting[i]!.group, next.group)) round.push(...this.waiting.splice(i, 1));
       else i++;
     }
+    round.sort((a, b) => a.group.sequence - b.group.sequence);
     this.start(
       round.map((w) => w.group),
       round,
@@ -143,4 +150,4 @@ export class DecodeRounds {
 }
 
 /** The group of an exclusive hold: in no context, sharing its round with nothing. */
-const EXCLUSIVE: DecodeGroup = { context: -1, weights: "", apply: () => Promise.resolve(false) };
+const EXCLUSIVE: DecodeGroup = { context: -1, weights: "", sequence: -1, apply: () => Promise.resolve(false) };

@@ -1,6 +1,6 @@
 import type { LlamaContext, LlamaContextSequence } from "../llama/nodeLlamaCpp.js";
 import type { AdapterVersion } from "../../../engine/index.js";
-import { switchContextWeights, type AdapterWeight } from "../llama/internals.js";
+import { lowestFreeSequence, sequenceIdOf, switchContextWeights, type AdapterWeight } from "../llama/internals.js";
 import type { DecodeRounds } from "./DecodeRounds.js";
 
 /** Names a weight set exactly: its versions (content hashes and scales) in order; "base" for none. */
@@ -30,8 +30,9 @@ export class EngineContext {
     return this.context.sequencesLeft;
   }
 
+  /** A free sequence, the lowest-numbered: lanes packed at low ids decode in fewer pieces (see DecodeGroup.sequence). */
   createSequence(): LlamaContextSequence {
-    return this.context.getSequence();
+    return lowestFreeSequence(this.context);
   }
 
   get batchSize(): number {
@@ -39,12 +40,18 @@ export class EngineContext {
   }
 
   /**
-   * Waits for a round of `versions` in this context (the set applied, nothing else decoding) for one decode; returns
-   * the function that ends the decode's part in it. `background`: evaluation ahead of time (recorded apart).
+   * Waits for a round of `versions` in this context (the set applied, nothing else decoding) for one decode of
+   * `sequence`; returns the function that ends the decode's part in it. `background`: evaluation ahead of time
+   * (recorded apart).
    */
-  decodeRound(versions: readonly AdapterVersion[], background: boolean): Promise<() => void> {
+  decodeRound(
+    versions: readonly AdapterVersion[],
+    sequence: LlamaContextSequence,
+    background: boolean,
+  ): Promise<() => void> {
     const weights = weightSetKey(versions);
-    return this.rounds.enter({ context: this.id, weights, apply: () => this.apply(weights, versions) }, background);
+    const apply = () => this.apply(weights, versions);
+    return this.rounds.enter({ context: this.id, weights, sequence: sequenceIdOf(sequence), apply }, background);
   }
 
   /** The hop where a session's weights reach llama.cpp; only between rounds. True when the set changed. */

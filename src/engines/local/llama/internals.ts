@@ -55,6 +55,25 @@ export async function freeResidentLora(model: LlamaModel, filePath: string): Pro
   await lora.dispose();
 }
 
+/**
+ * A sequence of `context` with the lowest id free: node-llama-cpp 3.21.1 hands out freed ids first come, first served
+ * (`_unusedSequenceIds`, all below the ids it never gave), so they are sorted first. llama.cpp decodes the tokens of
+ * sequences whose ids follow each other in one piece; lanes packed at low ids do so more often.
+ */
+export function lowestFreeSequence(context: LlamaContext): LlamaContextSequence {
+  const free = (context as unknown as { _unusedSequenceIds?: unknown })._unusedSequenceIds;
+  if (!Array.isArray(free)) throw new LlamaInternalsMissingError("LlamaContext._unusedSequenceIds");
+  (free as number[]).sort((a, b) => a - b);
+  return context.getSequence();
+}
+
+/** The sequence's id in llama.cpp (node-llama-cpp 3.21.1 keeps it private). */
+export function sequenceIdOf(sequence: LlamaContextSequence): number {
+  const id = (sequence as unknown as { _sequenceId?: unknown })._sequenceId;
+  if (typeof id !== "number") throw new LlamaInternalsMissingError("LlamaContextSequence._sequenceId");
+  return id;
+}
+
 /** Replaces the context's active adapter set; `[]` returns to the base weights. No file I/O for resident adapters. */
 export async function switchContextWeights(context: LlamaContext, weights: readonly AdapterWeight[]): Promise<void> {
   await (context as unknown as ContextInternals)._setLoras(weights);
