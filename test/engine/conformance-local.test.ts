@@ -2,12 +2,17 @@ import { afterAll, beforeAll } from "vitest";
 import { LocalEngine, type LocalEngineSession } from "../../src/engines/local/index.js";
 import { MIN_DECODE_TOKENS, openStaleSession, PlainReference } from "../../src/engines/local/testing.js";
 import { describeEngineConformance } from "../helpers/conformance.js";
-import { demo, quietLogger, TEST_THREADS } from "../helpers/engine.js";
+import { demo, quietLogger, TEST_BINDING, TEST_THREADS } from "../helpers/engine.js";
 
 const CONTEXT_SIZE = 4096;
 let reference: PlainReference;
 beforeAll(async () => {
-  reference = await PlainReference.load({ modelPath: demo.model, threads: TEST_THREADS, contextSize: CONTEXT_SIZE });
+  reference = await PlainReference.load({
+    modelPath: demo.model,
+    threads: TEST_THREADS,
+    contextSize: CONTEXT_SIZE,
+    binding: TEST_BINDING,
+  });
 });
 afterAll(async () => reference?.dispose());
 
@@ -18,6 +23,7 @@ describeEngineConformance<LocalEngine>("local (node-llama-cpp)", {
       modelPath: demo.model,
       gpu: false,
       threads: TEST_THREADS,
+      binding: TEST_BINDING,
       contextSize: CONTEXT_SIZE,
       sequencesPerContext: 4,
       maxContexts: 2,

@@ -109,3 +109,10 @@ export { MIN_DECODE_TOKENS } from "./session/laneSync.js";
 export { ReplayPastWindowError } from "./reference/replay.js";
 export { LaneKey } from "./cache/LaneKey.js";
 export { argumentsBound, BEYOND_ANY_CONTEXT } from "./chat/callBound.js";
+export {
+  BINDING_BUILD_COMMAND,
+  BindingUnavailableError,
+  bundleHead,
+  cpuSignature,
+  sourceBindingDir,
+} from "./llama/binding.js";
