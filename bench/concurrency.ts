@@ -124,6 +124,8 @@ export async function concurrencyComparison(
   sessionCounts: readonly number[],
   rounds: number,
   threads = availableParallelism(),
+  /** The local backend's model.binding (default: the config's default). */
+  binding?: "prebuilt" | "source" | "auto",
 ): Promise<{ rows: ConcurrencyRow[]; ratios: Record<string, string>[] }> {
   const limits = SESSION_LIMITS;
   const write = (name: string, config: unknown) => {
@@ -144,7 +146,15 @@ export async function concurrencyComparison(
   await run(
     "local",
     write("local.json", {
-      model: { gpu: false, demo: "random", threads, contextSize: CONTEXT, maxContexts: 4, sequencesPerContext: 4 },
+      model: {
+        gpu: false,
+        demo: "random",
+        threads,
+        contextSize: CONTEXT,
+        maxContexts: 4,
+        sequencesPerContext: 4,
+        ...(binding ? { binding } : {}),
+      },
       sessions: limits,
     }),
   );

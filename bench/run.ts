@@ -1,6 +1,6 @@
 /**
  * npm run bench [-- --big] [-- --model NAME|PATH [--adapters a=PATH,b=PATH]] [-- --scenario
- * trajectory|prefix|concurrency|remote-concurrency [--rounds N]] [--json]
+ * trajectory|prefix|concurrency|remote-concurrency|binding [--rounds N]] [--json]
  * Every figure is measured side by side in this one run and printed as a ratio to its baseline.
  */
 import { parseArgs } from "node:util";
@@ -26,6 +26,8 @@ import { join } from "node:path";
 import { fmt, table } from "./stats.js";
 import { concurrencyComparison } from "./concurrency.js";
 import { remoteConcurrency } from "./remoteConcurrency.js";
+import { bindingComparison } from "./binding.js";
+import { sourceBinding } from "../testkit/bindingBuild.js";
 
 const { values } = parseArgs({
   options: {
@@ -37,17 +39,26 @@ const { values } = parseArgs({
      * Only one scenario: `trajectory` (what the caller waits for on the replayed soft trajectory with tool
      * latencies), `prefix` (shared prefix restore vs prefill), `concurrency` (1/4/16 sessions, local vs
      * llama-server) or `remote-concurrency` (1/4/16 sessions on Gemma 3 270M: local, llama-server, vLLM through
-     * weact-mcp and vLLM directly).
+     * weact-mcp and vLLM directly) or `binding` (prefill and decode tokens/s with node-llama-cpp's prebuilt binding vs
+     * the source build, on the demo model and Gemma 3 270M).
      */
     scenario: { type: "string" },
-    /** The remote-concurrency scenario's rounds (each session: load, turn, release, turn, per round). */
-    rounds: { type: "string", default: "1" },
+    /**
+     * The remote-concurrency scenario's rounds (each session: load, turn, release, turn, per round); the binding
+     * scenario's (each binding once per round, default 3).
+     */
+    rounds: { type: "string" },
     /** With --scenario: one JSON line per result instead of tables. */
     json: { type: "boolean", default: false },
     /** The trajectory scenario's rounds (each configuration once per round, per tool mode). */
     "trajectory-reps": { type: "string", default: "2" },
     /** The trajectory scenario's tool modes: sleep (tools as sleeps), cpu (run_code a real computation). */
     tools: { type: "string", default: "sleep,cpu" },
+    /**
+     * The concurrency scenario's local backend: model.binding prebuilt, source (scripts/node-llama-cpp-build.sh) or
+     * auto; default the config's.
+     */
+    binding: { type: "string" },
     /** Evaluation threads of every engine in the run (llama-server's too); default: the machine's cores. */
     threads: { type: "string" },
   },
@@ -263,10 +274,16 @@ async function trajectoryLines(
   );
 }
 
+function localBinding(): "prebuilt" | "source" | "auto" | undefined {
+  const b = values.binding;
+  if (b === undefined || b === "prebuilt" || b === "source" || b === "auto") return b;
+  throw new Error(`--binding ${b}: use prebuilt, source or auto`);
+}
+
 async function concurrencyBench() {
   const each = threads ?? availableParallelism();
   section(
-    `concurrent client-driven sessions switching adapters (load, turn, release, turn; 16 tokens a turn): local backend vs llama-server backend, ${each} thread(s) each (--threads N)`,
+    `concurrent client-driven sessions switching adapters (load, turn, release, turn; 16 tokens a turn): local backend${values.binding ? ` (model.binding ${values.binding})` : ""} vs llama-server backend, ${each} thread(s) each (--threads N)`,
   );
   const { rows, ratios } = await concurrencyComparison(
     ensureDemoWeights(logger),
@@ -274,6 +291,7 @@ async function concurrencyBench() {
     [1, 4, 16],
     3,
     each,
+    localBinding(),
   );
   process.stdout.write(table(rows) + "\n" + table(ratios) + "\n");
 }
@@ -287,15 +305,46 @@ async function remoteConcurrencyBench() {
   const { rows, overhead } = await remoteConcurrency(
     mkdtempSync(join(tmpdir(), "weact-bench-")),
     [1, 4, 16],
-    Number(values.rounds),
+    Number(values.rounds ?? 1),
     each,
   );
   process.stdout.write(table(rows) + "\n" + table(overhead) + "\n");
 }
 
+/**
+ * `--scenario binding`: node-llama-cpp's prebuilt binding vs the one built here for this CPU with OpenMP
+ * (scripts/node-llama-cpp-build.sh, built first when missing), each in processes of its own, on the demo model and
+ * Gemma 3 270M (fetched once), at the machine's cores.
+ */
+async function bindingBench() {
+  const each = threads ?? availableParallelism();
+  const folder = await sourceBinding();
+  const rounds = Number(values.rounds ?? 3);
+  const demo = ensureDemoWeights(logger);
+  const gemma = await configuredModel("gemma-3-270m");
+  section(
+    `llama.cpp's speed with node-llama-cpp's prebuilt binding vs the source build (${folder}), ${each} thread(s), one process per binding and round, medians of ${rounds} rounds; prefill: one evaluation of the prompt per sequence; decode: one token per sequence per decode, greedy`,
+  );
+  const { rows, ratios } = await bindingComparison(
+    [
+      { label: "demo (random)", path: demo.model },
+      { label: "gemma-3-270m", path: gemma.modelPath },
+    ],
+    each,
+    rounds,
+  );
+  if (values.json) {
+    for (const row of [...rows, ...ratios])
+      process.stdout.write(JSON.stringify({ scenario: "binding", ...row }) + "\n");
+    return;
+  }
+  process.stdout.write(table(rows) + "\n" + table(ratios) + "\n");
+}
+
 async function main() {
   if (values.scenario === "concurrency") return concurrencyBench();
   if (values.scenario === "remote-concurrency") return remoteConcurrencyBench();
+  if (values.scenario === "binding") return bindingBench();
   if (values.scenario) return scenarioOnly(values.scenario);
   if (values.model) return modelBench();
   section("search index library, on the shipped corpus (the measurement behind choosing MiniSearch)");
@@ -358,7 +407,10 @@ async function scenarioOnly(scenario: string) {
     if (scenario === "trajectory" && values.model) await modelTrajectory(label, model, adapters, sizes);
     else if (scenario === "trajectory") await trajectoryLines(model, adapters, sizes, label, values.json!);
     else if (scenario === "prefix") await prefixScenario(model, adapters, sizes, label, values.json!);
-    else throw new Error(`--scenario ${scenario}: unknown; use trajectory, prefix, concurrency or remote-concurrency`);
+    else
+      throw new Error(
+        `--scenario ${scenario}: unknown; use trajectory, prefix, concurrency, remote-concurrency or binding`,
+      );
   }
 }
 
