@@ -19,11 +19,14 @@ export const BINDING_BUILD_COMMAND = "npm run build:llama-native";
 /** The CMake options the build adds to node-llama-cpp's own (its key covers them). */
 export const SOURCE_BINDING_OPTIONS = "GGML_NATIVE=ON GGML_OPENMP=ON";
 
-/** The source binding was asked for (model.binding "source") and cannot be used. */
+/**
+ * The source binding was asked for (model.binding "source") and cannot be used; or, under "auto", it failed after
+ * its libraries were loaded, when the prebuilt binding can no longer load in this process.
+ */
 export class BindingUnavailableError extends Error {
-  constructor(reason: string) {
+  constructor(reason: string, setting: BindingSetting = "source") {
     super(
-      `model.binding is "source", but ${reason}. Build it once with \`${BINDING_BUILD_COMMAND}\` ` +
+      `model.binding is "${setting}", but ${reason}. Build it once with \`${BINDING_BUILD_COMMAND}\` ` +
         `(scripts/node-llama-cpp-build.sh; about 25 minutes on 2 cores), or set model.binding to "auto" or "prebuilt"`,
     );
     this.name = "BindingUnavailableError";

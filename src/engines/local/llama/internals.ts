@@ -113,6 +113,14 @@ interface LlamaStatics {
   _create(options: LlamaCreateOptions): Promise<Llama>;
 }
 
+/** The binding's module did not load (a missing library, another CPU): nothing of it is in the process. */
+export class BindingModuleError extends Error {
+  constructor(file: string, cause: Error) {
+    super(`${file} does not load: ${cause.message}`);
+    this.name = "BindingModuleError";
+  }
+}
+
 export interface BindingFolderOptions {
   logLevel: LlamaLogLevel;
   logger: (level: LlamaLogLevel, message: string) => void;
@@ -127,16 +135,22 @@ export interface BindingFolderOptions {
  * CPU only. Throws when the module cannot be loaded (a missing library, another CPU).
  */
 export async function loadLlamaFromBindingFolder(folder: string, options: BindingFolderOptions): Promise<Llama> {
-  const statics = Llama as unknown as Partial<LlamaStatics>;
-  if (typeof statics._create !== "function") throw new LlamaInternalsMissingError("Llama._create");
   const bindingPath = join(folder, "llama-addon.node");
-  const buildMetadata: unknown = JSON.parse(readFileSync(join(folder, "_nlcBuildMetadata.json"), "utf8"));
+  const statics = Llama as unknown as Partial<LlamaStatics>;
+  let buildMetadata: unknown;
+  let bindings: unknown;
   // a fresh instance of the module for each Llama, as loadBindingModule loads it (each has its own logger)
   const require = createRequire(import.meta.url);
+  try {
+    if (typeof statics._create !== "function") throw new LlamaInternalsMissingError("Llama._create");
+    buildMetadata = JSON.parse(readFileSync(join(folder, "_nlcBuildMetadata.json"), "utf8"));
+    delete require.cache[bindingPath];
+    bindings = require(bindingPath);
+  } catch (err) {
+    throw new BindingModuleError(bindingPath, err as Error);
+  }
   delete require.cache[bindingPath];
-  const bindings: unknown = require(bindingPath);
-  delete require.cache[bindingPath];
-  return statics._create({
+  return statics._create!({
     bindings,
     bindingPath,
     buildType: "localBuild",

@@ -8,7 +8,7 @@ import {
   sourceBindingFile,
   type BindingSetting,
 } from "./binding.js";
-import { loadLlamaFromBindingFolder } from "./internals.js";
+import { BindingModuleError, loadLlamaFromBindingFolder } from "./internals.js";
 
 export type GpuSetting = "auto" | "cuda" | "vulkan" | "metal" | false;
 
@@ -87,8 +87,13 @@ export async function loadLlama(opts: LoadLlamaOptions): Promise<{ llama: Llama;
       processBinding = "source";
       return { llama, binding: { kind: "source", folder: source } };
     } catch (err) {
-      if (opts.binding === "source")
-        throw new BindingUnavailableError(`the build in ${source} does not load: ${(err as Error).message}`);
+      // once its libraries are in the process, the prebuilt binding would be handed them: no fallback then
+      if (!(err instanceof BindingModuleError)) processBinding = "source";
+      if (opts.binding === "source" || !(err instanceof BindingModuleError))
+        throw new BindingUnavailableError(
+          `the build in ${source} does not start: ${(err as Error).message}`,
+          opts.binding,
+        );
       opts.log?.warn(
         { component: "llama.cpp", binding: source, err: (err as Error).message },
         "the source-built node-llama-cpp binding does not load; using the prebuilt one",
@@ -120,8 +125,6 @@ async function sourceBindingChoice(opts: LoadLlamaOptions): Promise<string | und
     opts.log?.info({ component: "llama.cpp" }, `model.binding "auto": ${reason}; using the prebuilt binding`);
     return undefined;
   };
-  if (processBinding === "prebuilt")
-    return refuse("this process already loaded the prebuilt binding (one process loads one binding)");
   // the source build is CPU-only: a GPU the prebuilt binaries would use wins
   const gpus =
     opts.gpu === false ? [] : opts.gpu === "auto" ? (await getLlamaGpuTypes("supported")).filter(Boolean) : [opts.gpu];
@@ -131,6 +134,8 @@ async function sourceBindingChoice(opts: LoadLlamaOptions): Promise<string | und
     return refuse(
       `this machine has no source-built node-llama-cpp binding (${dir}; \`${BINDING_BUILD_COMMAND}\` builds it)`,
     );
+  if (processBinding === "prebuilt")
+    return refuse("this process already loaded the prebuilt binding (one process loads one binding)");
   return dir;
 }
 
