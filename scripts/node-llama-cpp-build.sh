@@ -65,9 +65,10 @@ if [ -n "$dir_only" ]; then
   exit 0
 fi
 
-for tool in cmake g++ make; do
-  command -v "$tool" >/dev/null 2>&1 || { echo "$tool is required to build node-llama-cpp's binding (apt-get install cmake g++ make)" >&2; exit 1; }
+for tool in cmake g++; do
+  command -v "$tool" >/dev/null 2>&1 || { echo "$tool is required to build node-llama-cpp's binding (apt-get install cmake g++)" >&2; exit 1; }
 done
+command -v ninja >/dev/null 2>&1 || command -v make >/dev/null 2>&1 || { echo "make or ninja is required to build node-llama-cpp's binding (apt-get install make)" >&2; exit 1; }
 mkdir -p "$cache"
 exec 9>"$cache/$key.lock"
 flock 9
