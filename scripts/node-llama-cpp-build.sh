@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Builds node-llama-cpp's native binding (llama-addon.node and its ggml/llama libraries) from the llama.cpp it ships
 # (node_modules/node-llama-cpp/llama/gitRelease.bundle) for this machine's CPU (GGML_NATIVE=ON) with OpenMP
-# (GGML_OPENMP=ON), once per machine: node-llama-cpp's prebuilt CPU binary (portable CPU variants, ggml's own thread
-# pool) is about 1.7x slower per token than llama-server built from the same llama.cpp with OpenMP (issue #39). The
-# engine loads it with model.binding "source" or "auto" (src/engines/local/llama/binding.ts); the prebuilt binary
-# stays the fallback that always works.
+# (GGML_OPENMP=ON), once per machine, as an alternative to node-llama-cpp's prebuilt CPU binary (portable CPU
+# variants, ggml's own thread pool; issue #39). The engine loads it with model.binding "source" or "auto"
+# (src/engines/local/llama/runtime.ts); the prebuilt binary stays the fallback that always works. Which is faster
+# depends on the model: `npm run bench -- --scenario binding` measures both (docs/configuration.md, "The native
+# binding").
 #
 #   scripts/node-llama-cpp-build.sh          build when missing; print the binding's folder
 #   scripts/node-llama-cpp-build.sh --dir    build nothing: print the folder the build has (or would have)
@@ -76,7 +77,7 @@ flock 9
 if [ ! -f "$dir/llama-addon.node" ]; then
   jobs="$(nproc 2>/dev/null || echo 2)"
   started="$(date +%s)"
-  echo "node-llama-cpp-build: building node-llama-cpp $version's binding from llama.cpp ${commit:0:12} ($options) in $dir (about 25 minutes on 2 cores, once per machine)" >&2
+  echo "node-llama-cpp-build: building node-llama-cpp $version's binding from llama.cpp ${commit:0:12} ($options) in $dir (about 7 minutes on 2 cores, once per machine)" >&2
   rm -rf "$dir".building-* # what an interrupted build left (the lock is held: no build of this key is running)
   building="$dir.building-$$"
   trap 'rm -rf "$building"' EXIT

@@ -27,7 +27,7 @@ export class BindingUnavailableError extends Error {
   constructor(reason: string, setting: BindingSetting = "source") {
     super(
       `model.binding is "${setting}", but ${reason}. Build it once with \`${BINDING_BUILD_COMMAND}\` ` +
-        `(scripts/node-llama-cpp-build.sh; about 25 minutes on 2 cores), or set model.binding to "auto" or "prebuilt"`,
+        `(scripts/node-llama-cpp-build.sh; about 7 minutes on 2 cores), or set model.binding to "prebuilt"`,
     );
     this.name = "BindingUnavailableError";
   }
