@@ -1,6 +1,6 @@
 /**
  * npm run bench [-- --big] [-- --model NAME|PATH [--adapters a=PATH,b=PATH]] [-- --scenario
- * trajectory|prefix|concurrency|remote-concurrency [--rounds N]] [--json]
+ * trajectory|prefix|concurrency|remote-concurrency|binding [--rounds N]] [--json]
  * Every figure is measured side by side in this one run and printed as a ratio to its baseline.
  */
 import { parseArgs } from "node:util";
@@ -26,6 +26,8 @@ import { join } from "node:path";
 import { fmt, table } from "./stats.js";
 import { concurrencyComparison, demoTarget, gemmaTarget } from "./concurrency.js";
 import { remoteConcurrency } from "./remoteConcurrency.js";
+import { bindingComparison } from "./binding.js";
+import { sourceBinding } from "../testkit/bindingBuild.js";
 
 const { values } = parseArgs({
   options: {
@@ -36,13 +38,15 @@ const { values } = parseArgs({
     /**
      * Only one scenario: `trajectory` (what the caller waits for on the replayed soft trajectory with tool
      * latencies), `prefix` (shared prefix restore vs prefill), `concurrency` (1/4/16 sessions, local vs
-     * llama-server, on the demo model or with `--model gemma-3-270m` on Gemma 3 270M) or `remote-concurrency` (1/4/16 sessions on Gemma 3 270M: local, llama-server, vLLM through
-     * weact-mcp and vLLM directly).
+     * llama-server, on the demo model or with `--model gemma-3-270m` on Gemma 3 270M; the local engine on the prebuilt
+     * and the source-built binding) or `remote-concurrency` (1/4/16 sessions on Gemma 3 270M: local, llama-server, vLLM
+     * through weact-mcp and vLLM directly) or `binding` (prefill and decode tokens/s with node-llama-cpp's prebuilt
+     * binding vs the source build, on the demo model and Gemma 3 270M).
      */
     scenario: { type: "string" },
     /**
-     * The concurrency scenarios' rounds (each session: load, turn, release, turn, per round); default 3 on the demo
-     * model, 1 on Gemma 3 270M.
+     * The concurrency scenarios' rounds (each session: load, turn, release, turn, per round; default 3 on the demo
+     * model, 1 on Gemma 3 270M); the binding scenario's (each binding once per round, default 3).
      */
     rounds: { type: "string" },
     /** With --scenario: one JSON line per result instead of tables. */
@@ -274,8 +278,9 @@ async function concurrencyBench() {
   const target = values.model
     ? gemmaTarget(await fetchModel(values.model, { logger }))
     : demoTarget(ensureDemoWeights(logger));
+  await sourceBinding(); // built first when missing (about 7 minutes once): both bindings side by side in one run
   section(
-    `concurrent client-driven sessions switching adapters on ${target.label} (load, turn, release, turn; 16 tokens a turn): local backend vs llama-server backend, ${each} thread(s) each (--threads N)`,
+    `concurrent client-driven sessions switching adapters on ${target.label} (load, turn, release, turn; 16 tokens a turn): local backend (node-llama-cpp's prebuilt and source-built binding) vs llama-server backend, ${each} thread(s) each (--threads N)`,
   );
   const { rows, targets } = await concurrencyComparison(
     target,
@@ -283,6 +288,10 @@ async function concurrencyBench() {
     [1, 4, 16],
     Number(values.rounds ?? (values.model ? 1 : 3)),
     each,
+    [
+      { label: "local (prebuilt)", model: { binding: "prebuilt" } },
+      { label: "local (source)", model: { binding: "source" } },
+    ],
   );
   process.stdout.write(table(rows) + "\n" + table(targets) + "\n");
 }
@@ -302,9 +311,40 @@ async function remoteConcurrencyBench() {
   process.stdout.write(table(rows) + "\n" + table(overhead) + "\n");
 }
 
+/**
+ * `--scenario binding`: node-llama-cpp's prebuilt binding vs the one built here for this CPU with OpenMP
+ * (scripts/node-llama-cpp-build.sh, built first when missing), each in processes of its own, on the demo model and
+ * Gemma 3 270M (fetched once), at the machine's cores.
+ */
+async function bindingBench() {
+  const each = threads ?? availableParallelism();
+  const folder = await sourceBinding();
+  const rounds = Number(values.rounds ?? 3);
+  const demo = ensureDemoWeights(logger);
+  const gemma = await configuredModel("gemma-3-270m");
+  section(
+    `llama.cpp's speed with node-llama-cpp's prebuilt binding vs the source build (${folder}), ${each} thread(s), one process per binding and round, medians of ${rounds} rounds; prefill: one evaluation of the prompt per sequence; decode: one token per sequence per decode, greedy`,
+  );
+  const { rows, ratios } = await bindingComparison(
+    [
+      { label: "demo (random)", path: demo.model },
+      { label: "gemma-3-270m", path: gemma.modelPath },
+    ],
+    each,
+    rounds,
+  );
+  if (values.json) {
+    for (const row of [...rows, ...ratios])
+      process.stdout.write(JSON.stringify({ scenario: "binding", ...row }) + "\n");
+    return;
+  }
+  process.stdout.write(table(rows) + "\n" + table(ratios) + "\n");
+}
+
 async function main() {
   if (values.scenario === "concurrency") return concurrencyBench(); // before --model: it names the model the run serves
   if (values.scenario === "remote-concurrency") return remoteConcurrencyBench();
+  if (values.scenario === "binding") return bindingBench();
   if (values.scenario) return scenarioOnly(values.scenario);
   if (values.model) return modelBench();
   section("search index library, on the shipped corpus (the measurement behind choosing MiniSearch)");
@@ -367,7 +407,10 @@ async function scenarioOnly(scenario: string) {
     if (scenario === "trajectory" && values.model) await modelTrajectory(label, model, adapters, sizes);
     else if (scenario === "trajectory") await trajectoryLines(model, adapters, sizes, label, values.json!);
     else if (scenario === "prefix") await prefixScenario(model, adapters, sizes, label, values.json!);
-    else throw new Error(`--scenario ${scenario}: unknown; use trajectory, prefix, concurrency or remote-concurrency`);
+    else
+      throw new Error(
+        `--scenario ${scenario}: unknown; use trajectory, prefix, concurrency, remote-concurrency or binding`,
+      );
   }
 }
 

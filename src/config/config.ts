@@ -23,6 +23,9 @@ const GpuSchema = z.union([z.enum(["auto", "cuda", "vulkan", "metal"]), z.litera
  */
 export const REMOTE_FLAVORS = ["llama-server", "vllm", "sglang"] as const;
 
+/** node-llama-cpp's native bindings model.binding may name (the local engine's type must accept each). */
+export const BINDINGS = ["prebuilt", "source", "auto"] as const;
+
 /** A serving engine in another process (docs/remote-engines.md). */
 export const RemoteEngineConfigSchema = z
   .object({
@@ -100,6 +103,12 @@ export const ConfigSchema = z
         gpu: GpuSchema.default("auto"),
         gpuLayers: z.union([z.number().int().nonnegative(), z.enum(["auto", "max"])]).default("auto"),
         threads: z.number().int().positive().optional(),
+        /**
+         * node-llama-cpp's native binding for the local engine: "prebuilt" (shipped in its npm packages), "source" (built
+         * on this machine for its CPU with OpenMP by `npm run build:llama-native`; an error when missing) or "auto" (the
+         * source build when present and loadable, else the prebuilt).
+         */
+        binding: z.enum(BINDINGS).default("prebuilt"),
         contextSize: z
           .number()
           .int()

@@ -47,6 +47,7 @@ export async function loadEngine(config: ResolvedConfig, logger: Logger): Promis
     gpu: config.model.gpu,
     gpuLayers: config.model.gpuLayers,
     threads: config.model.threads,
+    binding: config.model.binding,
     contextSize: config.model.contextSize,
     sequencesPerContext: config.model.sequencesPerContext,
     maxContexts: config.model.maxContexts,

@@ -5,7 +5,7 @@ import { openInvocationOffByOneSession, PlainReference } from "../../src/engines
 import { DEMO_INVOCATION } from "../../src/demo/generate.js";
 import { scriptedTrajectory } from "../../src/demo/trajectory.js";
 import { ALORA_INVOCATION_KEY, readGgufHeader } from "../../src/gguf/index.js";
-import { demo, demoEngine, maxAbsDiff, TEST_THREADS } from "../helpers/engine.js";
+import { demo, demoEngine, maxAbsDiff, TEST_BINDING, TEST_THREADS } from "../helpers/engine.js";
 
 /**
  * Activated LoRA: the adapter applies from the start of the last occurrence of its invocation sequence in the
@@ -18,7 +18,12 @@ const TOLERANCE = 1e-4;
 let reference: PlainReference;
 const engines: LocalEngine[] = [];
 beforeAll(async () => {
-  reference = await PlainReference.load({ modelPath: demo.model, threads: TEST_THREADS, contextSize: 4096 });
+  reference = await PlainReference.load({
+    modelPath: demo.model,
+    threads: TEST_THREADS,
+    contextSize: 4096,
+    binding: TEST_BINDING,
+  });
 });
 afterAll(async () => {
   for (const e of engines) await e.dispose();

@@ -9,14 +9,19 @@ import {
   PlainReference,
 } from "../../src/engines/local/testing.js";
 import { describeEngineConformance, maxAbsDiff } from "../helpers/conformance.js";
-import { demo, quietLogger, TEST_THREADS } from "../helpers/engine.js";
+import { demo, quietLogger, TEST_BINDING, TEST_THREADS } from "../helpers/engine.js";
 
 const CONTEXT_SIZE = 4096;
 /** For sessions decoded in one batch: about three times the measured batch-split noise floor (below). */
 const BATCHED_TOLERANCE = 1e-2;
 let reference: PlainReference;
 beforeAll(async () => {
-  reference = await PlainReference.load({ modelPath: demo.model, threads: TEST_THREADS, contextSize: CONTEXT_SIZE });
+  reference = await PlainReference.load({
+    modelPath: demo.model,
+    threads: TEST_THREADS,
+    contextSize: CONTEXT_SIZE,
+    binding: TEST_BINDING,
+  });
 });
 afterAll(async () => reference?.dispose());
 
@@ -25,6 +30,7 @@ const options = (strategy: CacheStrategy) => ({
   modelPath: demo.model,
   gpu: false as const,
   threads: TEST_THREADS,
+  binding: TEST_BINDING,
   contextSize: CONTEXT_SIZE,
   sequencesPerContext: 4,
   maxContexts: 2,

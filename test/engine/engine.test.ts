@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { LlamaContext, LlamaContextSequence, LlamaModel } from "node-llama-cpp";
+import { Llama, LlamaContext, LlamaContextSequence, LlamaModel } from "node-llama-cpp";
 import type { LocalEngine } from "../../src/engines/local/index.js";
 import { SteeredCallError, type Conversation } from "../../src/engine/index.js";
 import { conversation, demoEngine, demo, maxAbsDiff } from "../helpers/engine.js";
@@ -22,6 +22,7 @@ describe("engine on the demo model", () => {
     expect(typeof (LlamaContextSequence.prototype as unknown as Record<string, unknown>)._decodeTokens).toBe(
       "function",
     );
+    expect(typeof (Llama as unknown as Record<string, unknown>)._create).toBe("function");
   });
 
   it("resolves the Qwen chat wrapper from the embedded Qwen3 template", () => {

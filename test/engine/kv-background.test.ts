@@ -3,7 +3,7 @@ import type { LocalEngine, LocalEngineSession } from "../../src/engines/local/in
 import type { Conversation } from "../../src/engine/index.js";
 import { openWrongBackgroundWeightsSession, PlainReference, type DecodeHold } from "../../src/engines/local/testing.js";
 import { scriptedTrajectory } from "../../src/demo/trajectory.js";
-import { demo, demoEngine, maxAbsDiff, TEST_THREADS } from "../helpers/engine.js";
+import { demo, demoEngine, maxAbsDiff, TEST_BINDING, TEST_THREADS } from "../helpers/engine.js";
 
 /**
  * Lanes caught up ahead of time: while no caller's evaluation runs, the engine extends the lanes a session said
@@ -18,7 +18,12 @@ const BATCH = 64;
 let reference: PlainReference;
 let engine: LocalEngine;
 beforeAll(async () => {
-  reference = await PlainReference.load({ modelPath: demo.model, threads: TEST_THREADS, contextSize: 4096 });
+  reference = await PlainReference.load({
+    modelPath: demo.model,
+    threads: TEST_THREADS,
+    contextSize: 4096,
+    binding: TEST_BINDING,
+  });
   engine = await demoEngine({ maxContexts: 1, cache: { strategy: "reuse", background: true, backgroundDecodeMs: 1 } });
 });
 afterAll(async () => {

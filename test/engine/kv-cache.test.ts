@@ -3,7 +3,7 @@ import type { LocalEngine, LocalEngineSession } from "../../src/engines/local/in
 import type { Conversation } from "../../src/engine/index.js";
 import { openAliasKeyedSession, PlainReference } from "../../src/engines/local/testing.js";
 import { scriptedTrajectory } from "../../src/demo/trajectory.js";
-import { demo, demoEngine, maxAbsDiff, TEST_THREADS } from "../helpers/engine.js";
+import { demo, demoEngine, maxAbsDiff, TEST_BINDING, TEST_THREADS } from "../helpers/engine.js";
 
 /**
  * Correctness means: the next-token log-probs that a plain node-llama-cpp context computes over the same tokens,
@@ -15,7 +15,12 @@ const trajectory = (steps: number) => scriptedTrajectory(steps);
 
 let reference: PlainReference;
 beforeAll(async () => {
-  reference = await PlainReference.load({ modelPath: demo.model, threads: TEST_THREADS, contextSize: 4096 });
+  reference = await PlainReference.load({
+    modelPath: demo.model,
+    threads: TEST_THREADS,
+    contextSize: 4096,
+    binding: TEST_BINDING,
+  });
 });
 afterAll(async () => reference?.dispose());
 

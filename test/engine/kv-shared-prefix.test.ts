@@ -3,7 +3,7 @@ import type { LocalEngine, LocalEngineSession } from "../../src/engines/local/in
 import type { Conversation } from "../../src/engine/index.js";
 import { openPrefixKeyedWithoutVersionsSession, PlainReference } from "../../src/engines/local/testing.js";
 import { scriptedTrajectory } from "../../src/demo/trajectory.js";
-import { demo, demoEngine, maxAbsDiff, TEST_THREADS } from "../helpers/engine.js";
+import { demo, demoEngine, maxAbsDiff, TEST_BINDING, TEST_THREADS } from "../helpers/engine.js";
 
 /** Correctness: a plain context from the files replaying the cache's decodes (see kv-cache.test.ts). */
 const TOLERANCE = 1e-4;
@@ -11,7 +11,12 @@ const TOLERANCE = 1e-4;
 let reference: PlainReference;
 let engine: LocalEngine;
 beforeAll(async () => {
-  reference = await PlainReference.load({ modelPath: demo.model, threads: TEST_THREADS, contextSize: 4096 });
+  reference = await PlainReference.load({
+    modelPath: demo.model,
+    threads: TEST_THREADS,
+    contextSize: 4096,
+    binding: TEST_BINDING,
+  });
   engine = await demoEngine({ cache: { strategy: "reuse", background: false } });
 });
 afterAll(async () => {

@@ -1,4 +1,4 @@
-import { LocalEngine, type CacheOptions } from "../../src/engines/local/index.js";
+import { LocalEngine, type BindingSetting, type CacheOptions } from "../../src/engines/local/index.js";
 import type { Conversation } from "../../src/engine/index.js";
 import { demoWeightPaths } from "../../src/demo/generate.js";
 import { WEIGHT_FUNCTIONS } from "../../src/demo/trajectory.js";
@@ -8,6 +8,16 @@ import { PACKAGE_ROOT } from "../../src/paths.js";
 export const demo = demoWeightPaths(PACKAGE_ROOT);
 /** One llama.cpp thread per test process: vitest runs two files at once on the two cores CI has. */
 export const TEST_THREADS = 1;
+/**
+ * node-llama-cpp's binding the engine suites run on: "prebuilt" in `npm test`; `npm run check:binding` runs them on the
+ * source build (WEACT_TEST_BINDING=source). Engines and references of one process share it: a process loads one binding.
+ */
+export const TEST_BINDING: BindingSetting = testBinding(process.env.WEACT_TEST_BINDING);
+function testBinding(value: string | undefined): BindingSetting {
+  if (value === undefined || value === "") return "prebuilt";
+  if (value === "prebuilt" || value === "source" || value === "auto") return value;
+  throw new Error(`WEACT_TEST_BINDING=${value}: use prebuilt, source or auto`);
+}
 export const quietLogger = () => createLogger(process.env.WEACT_LOG_LEVEL ?? "warn");
 
 /** The real engine on the demo model, CPU only, with the default library resident. */
@@ -24,6 +34,7 @@ export async function demoEngine(
     modelPath: demo.model,
     gpu: false,
     threads: TEST_THREADS,
+    binding: TEST_BINDING,
     contextSize: 4096,
     sequencesPerContext: opts.sequencesPerContext ?? 4,
     maxContexts: opts.maxContexts,

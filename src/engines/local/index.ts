@@ -7,6 +7,7 @@ export { LocalEngine } from "./LocalEngine.js";
 export type { LocalEngineSession } from "./session/LocalEngineSession.js";
 export type { CacheOptions, LocalEngineOptions } from "./options.js";
 export type { GpuSetting } from "./llama/runtime.js";
+export type { BindingSetting } from "./llama/binding.js";
 /** What doctor checks before a model serves: whether its chat template parses calls, and the probe's own view. */
 export { functionCallProblem } from "./chat/functionCalls.js";
 export { probeModelDetailsInChild } from "./model/probe.js";
@@ -14,3 +15,5 @@ export { probeModelDetailsInChild } from "./model/probe.js";
 export { LocalChatCodec } from "./model/LocalChatCodec.js";
 /** A model file from Hugging Face through node-llama-cpp's downloader (src/models fetches the catalog's models). */
 export { downloadHfFile, type HfDownload } from "./llama/download.js";
+/** llama.cpp's raw prefill and decode speed with one binding (npm run bench -- --scenario binding). */
+export { measureLlamaSpeed, type SpeedFigures, type SpeedOptions } from "./llama/speed.js";

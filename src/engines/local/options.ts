@@ -1,4 +1,5 @@
 import type { CacheStrategy, EngineLogger } from "../../engine/index.js";
+import type { BindingSetting } from "./llama/binding.js";
 import type { GpuSetting } from "./llama/runtime.js";
 
 /** How the local engine (node-llama-cpp in this process) loads its base model. */
@@ -10,6 +11,12 @@ export interface LocalEngineOptions {
   gpuLayers?: number | "auto" | "max";
   /** Evaluation threads; defaults to the machine's cores. */
   threads?: number;
+  /**
+   * node-llama-cpp's native binding (default "prebuilt"): "source" loads the one scripts/node-llama-cpp-build.sh built
+   * for this machine's CPU with OpenMP (an error when there is none), "auto" that one when present and loadable, else
+   * the prebuilt one.
+   */
+  binding?: BindingSetting;
   /** Tokens of context per session (per sequence). */
   contextSize?: number;
   /**

@@ -121,3 +121,10 @@ export { LaneKey } from "./cache/LaneKey.js";
 export { argumentsBound, BEYOND_ANY_CONTEXT } from "./chat/callBound.js";
 export { DecodeRounds, type DecodeGroup } from "./context/DecodeRounds.js";
 export { WorkLog } from "./context/WorkLog.js";
+export {
+  BINDING_BUILD_COMMAND,
+  BindingUnavailableError,
+  bundleHead,
+  cpuSignature,
+  sourceBindingDir,
+} from "./llama/binding.js";

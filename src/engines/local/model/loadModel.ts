@@ -45,7 +45,12 @@ export async function loadModel(options: LocalEngineOptions, { vocabOnly = false
     if (!probe.ok) throw new ModelFileError(options.modelPath, probe.reason);
   }
 
-  const { llama, threads, errors } = await startLlama({ gpu: options.gpu ?? "auto", threads: options.threads, logger });
+  const { llama, threads, errors } = await startLlama({
+    gpu: options.gpu ?? "auto",
+    threads: options.threads,
+    binding: options.binding,
+    logger,
+  });
   let llamaModel: LlamaModel;
   const mark = errors.mark();
   try {

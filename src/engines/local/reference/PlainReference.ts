@@ -1,4 +1,6 @@
-import { getLlama, LlamaLogLevel, type Llama, type LlamaModel, type Token } from "../llama/nodeLlamaCpp.js";
+import { LlamaLogLevel, type Llama, type LlamaModel, type Token } from "../llama/nodeLlamaCpp.js";
+import type { BindingSetting } from "../llama/binding.js";
+import { loadLlama } from "../llama/runtime.js";
 import type { CacheReplay } from "../cache/DecodeLog.js";
 import { replayedNextTokenLogProbs } from "./replay.js";
 
@@ -16,6 +18,8 @@ export interface PlainReferenceOptions {
   batchSize?: number;
   /** As the engine's `swaFullCache` (default false): a full and a window-sized SWA cache round differently. */
   swaFullCache?: boolean;
+  /** As the engine's `binding` (default "prebuilt"): one process loads one binding, and their numerics differ. */
+  binding?: BindingSetting;
 }
 
 /**
@@ -33,17 +37,15 @@ export class PlainReference {
   ) {}
 
   static async load(options: PlainReferenceOptions): Promise<PlainReference> {
-    const llama = await getLlama({
+    const { llama } = await loadLlama({
+      binding: options.binding ?? "prebuilt",
       gpu: false,
-      build: "never",
-      skipDownload: true,
-      progressLogs: false,
       maxThreads: 0, // every context runs with exactly `threads`, as the engine's do
       logLevel: LlamaLogLevel.error,
       logger: (_level, message) => void process.stderr.write(message.endsWith("\n") ? message : `${message}\n`),
     });
     const model = await llama.loadModel({ modelPath: options.modelPath, gpuLayers: 0 });
-    return new PlainReference(llama, model, { batchSize: 512, swaFullCache: false, ...options });
+    return new PlainReference(llama, model, { batchSize: 512, swaFullCache: false, binding: "prebuilt", ...options });
   }
 
   tokenize(text: string): Token[] {

@@ -1,0 +1,10 @@
+/**
+ * llama.cpp's raw speed with one node-llama-cpp binding, in a process of its own (a process loads one binding); prints
+ * its figures as one JSON line.
+ * node dist/bench/bindingSpeed.js prebuilt|source MODEL THREADS
+ */
+import { measureLlamaSpeed, type BindingSetting } from "../src/engines/local/index.js";
+
+const [binding, modelPath, threads] = process.argv.slice(2) as [BindingSetting, string, string];
+const figures = await measureLlamaSpeed({ modelPath, binding, threads: Number(threads) });
+process.stdout.write(JSON.stringify(figures) + "\n");
