@@ -20,13 +20,13 @@ describe("decode rounds (one context and weight set at a time)", () => {
   it("decodes of one group share a round; another group waits for it to end, then gets the next round whole", async () => {
     const applied: string[] = [];
     const group = groups(applied);
-    const rounds = new DecodeRounds(new WorkLog());
+    const rounds = new DecodeRounds(new WorkLog(), 512);
     const order: string[] = [];
-    const a1 = await rounds.enter(group(0, "plan"));
-    const a2 = await rounds.enter(group(0, "plan")); // joins: nobody else waits
-    const b = rounds.enter(group(0, "write")).then((leave) => (order.push("write"), leave));
-    const a3 = rounds.enter(group(0, "plan")).then((leave) => (order.push("plan again"), leave)); // behind write
-    const b2 = rounds.enter(group(0, "write")).then((leave) => (order.push("write 2"), leave));
+    const a1 = await rounds.enter(group(0, "plan"), 1);
+    const a2 = await rounds.enter(group(0, "plan"), 1); // joins: nobody else waits
+    const b = rounds.enter(group(0, "write"), 1).then((leave) => (order.push("write"), leave));
+    const a3 = rounds.enter(group(0, "plan"), 1).then((leave) => (order.push("plan again"), leave)); // behind write
+    const b2 = rounds.enter(group(0, "write"), 1).then((leave) => (order.push("write 2"), leave));
     await tick();
     expect(order).toEqual([]);
     a1();
@@ -47,24 +47,45 @@ describe("decode rounds (one context and weight set at a time)", () => {
 
   it("a round lets its decodes through in sequence order (llama.cpp batches consecutive sequence ids in one piece)", async () => {
     const group = groups([]);
-    const rounds = new DecodeRounds(new WorkLog());
+    const rounds = new DecodeRounds(new WorkLog(), 512);
     const order: number[] = [];
-    const running = await rounds.enter(group(0, "base"));
+    const running = await rounds.enter(group(0, "base"), 1);
     const waiting = [5, 1, 3].map((sequence) =>
-      rounds.enter(group(1, "plan", false, sequence)).then((leave) => (order.push(sequence), leave)),
+      rounds.enter(group(1, "plan", false, sequence), 1).then((leave) => (order.push(sequence), leave)),
     );
     running();
     for (const leave of await Promise.all(waiting)) leave();
     expect(order).toEqual([1, 3, 5]);
   });
 
+  it("a round holds about one batch (the shortest decodes first, one past it at most); the rest waits behind the other groups", async () => {
+    const group = groups([]);
+    const rounds = new DecodeRounds(new WorkLog(), 512);
+    const order: string[] = [];
+    const running = await rounds.enter(group(0, "base"), 1);
+    const enter = (weights: string, tokens: number, sequence: number) =>
+      rounds
+        .enter(group(0, weights, false, sequence), tokens)
+        .then((leave) => (order.push(`${weights}:${sequence}`), leave));
+    const plan = [enter("plan", 512, 0), enter("plan", 300, 1), enter("plan", 1, 2), enter("plan", 400, 3)];
+    const write = enter("write", 1, 4);
+    running();
+    // 1 + 300 fit, 400 goes past the batch (the one allowed), 512 waits; let through in sequence order
+    const first = await Promise.all([plan[1]!, plan[2]!, plan[3]!]);
+    expect(order).toEqual(["plan:1", "plan:2", "plan:3"]);
+    for (const leave of first) leave();
+    (await write)();
+    (await plan[0]!)();
+    expect(order).toEqual(["plan:1", "plan:2", "plan:3", "write:4", "plan:0"]); // write's batch before plan's second
+  });
+
   it("a round whose weights cannot be applied refuses its decodes and hands the round on", async () => {
     const applied: string[] = [];
     const group = groups(applied);
-    const rounds = new DecodeRounds(new WorkLog());
-    const first = await rounds.enter(group(0, "base"));
-    const failing = rounds.enter(group(1, "plan", true));
-    const next = rounds.enter(group(1, "search"));
+    const rounds = new DecodeRounds(new WorkLog(), 512);
+    const first = await rounds.enter(group(0, "base"), 1);
+    const failing = rounds.enter(group(1, "plan", true), 1);
+    const next = rounds.enter(group(1, "search"), 1);
     first();
     await expect(failing).rejects.toThrow("cannot apply plan");
     const leave = await next;
@@ -74,15 +95,15 @@ describe("decode rounds (one context and weight set at a time)", () => {
 
   it("an exclusive hold waits for the decodes in flight and lets none start until it is done", async () => {
     const group = groups([]);
-    const rounds = new DecodeRounds(new WorkLog());
+    const rounds = new DecodeRounds(new WorkLog(), 512);
     const events: string[] = [];
-    const decoding = await rounds.enter(group(0, "plan"));
+    const decoding = await rounds.enter(group(0, "plan"), 1);
     const exclusive = rounds.exclusive(async () => {
       events.push("exclusive");
       await tick();
       events.push("exclusive done");
     });
-    const later = rounds.enter(group(0, "plan")).then((leave) => (events.push("decode"), leave));
+    const later = rounds.enter(group(0, "plan"), 1).then((leave) => (events.push("decode"), leave));
     await tick();
     expect(events).toEqual([]);
     decoding();
@@ -93,10 +114,10 @@ describe("decode rounds (one context and weight set at a time)", () => {
 
   it("records each decode's wait and run, marked as a caller's or as work ahead of time", async () => {
     const log = new WorkLog();
-    const rounds = new DecodeRounds(log);
+    const rounds = new DecodeRounds(log, 512);
     const group = groups([]);
-    (await rounds.enter(group(0, "plan"), true))();
-    (await rounds.enter(group(1, "base")))();
+    (await rounds.enter(group(0, "plan"), 1, true))();
+    (await rounds.enter(group(1, "base"), 1))();
     expect(log.list().map((h) => [h.context, h.background])).toEqual([
       [0, true],
       [1, false],

@@ -110,7 +110,8 @@ export class LocalEngine implements Engine {
     private readonly logger: EngineLogger,
     sameRound: SameRound | undefined,
   ) {
-    this.rounds = new DecodeRounds(this.workLog, sameRound);
+    // a round holds what one of node-llama-cpp's batches holds (it makes them at least one token per sequence)
+    this.rounds = new DecodeRounds(this.workLog, Math.max(opts.batchSize, opts.sequencesPerContext), sameRound);
     this.strategy = switchStrategy(cacheStrategy);
     const reuse = cacheStrategy === "reuse";
     this.prefixes = reuse && cache.sharedPrefixes && spill ? new PrefixStore(spill, logger) : undefined;

@@ -68,7 +68,7 @@ export class Lane {
     this.log.clear();
     gateSequenceDecodes(slot.sequence, (start, tokens) => {
       this.log.record(start, tokens);
-      return slot.context.decodeRound(this.decodeWeights, slot.sequence, slot.lock.inBackground);
+      return slot.context.decodeRound(this.decodeWeights, slot.sequence, tokens.length, slot.lock.inBackground);
     });
   }
 

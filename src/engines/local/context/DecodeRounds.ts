@@ -26,31 +26,40 @@ export const sameContextAndWeights: SameRound = (a, b) => a.context === b.contex
 
 interface Waiter {
   readonly group: DecodeGroup;
+  readonly tokens: number;
   readonly admit: () => void;
   readonly refuse: (err: unknown) => void;
 }
 
 /**
- * The engine's one schedule of native decodes, taken in rounds. A round belongs to one group (a context and the
- * weight set applied in it): every decode of that group waiting when the round starts is let through together, so
- * node-llama-cpp puts their tokens in one batch, and the round ends when they have all been decoded. The next round
- * goes to the group whose decode has waited longest; a decode arriving for the running group while another group
- * waits joins the next round of its group, so every group waiting gets one round before any group gets two. Weights
- * change only between rounds, when nothing is being decoded: pending evaluations of a context decode together under
- * whatever set is applied, so a decode can never run under another group's weights. One round at a time across
- * contexts too: contexts running together on the CPU's cores would each get half of them and spin-wait on the rest.
+ * The engine's one schedule of native decodes, taken in rounds of one batch. A round belongs to one group (a context
+ * and the weight set applied in it): the decodes of that group waiting when it starts are let through together, in
+ * sequence order, about as many as one batch holds (`batchTokens`: the shortest first, one decode past it at most), so
+ * node-llama-cpp decodes their tokens in one batch; the round ends when they have all been decoded. The next round goes to the group whose decode
+ * has waited longest; what a round could not hold waits behind the groups already waiting, and a decode arriving for
+ * the running group while another group waits joins its next round, so every group waiting gets one batch before any
+ * group gets two. Weights change only between rounds, when nothing is being decoded: pending evaluations of a context
+ * decode together under whatever set is applied, so a decode can never run under another group's weights. One round
+ * at a time across contexts too: contexts running together on the CPU's cores would each get half of them and
+ * spin-wait on the rest.
  */
 export class DecodeRounds {
   private running: DecodeGroup | undefined;
   /** Resolves once the running group's weights are applied. */
   private ready: Promise<void> = Promise.resolve();
   private holders = 0;
+  /** Tokens the running round has let through. */
+  private roundTokens = 0;
   private readonly waiting: Waiter[] = [];
   private readonly counts: DecodeRoundStats = { rounds: 0, decodes: 0, weightChanges: 0 };
 
-  /** `log` gets every decode's wait and run, marked as a caller's or as evaluation ahead of time. */
+  /**
+   * `log` gets every decode's wait and run, marked as a caller's or as evaluation ahead of time; `batchTokens`: the
+   * tokens one batch holds.
+   */
   constructor(
     private readonly log: WorkLog,
+    private readonly batchTokens: number,
     private readonly sameGroup: SameRound = sameContextAndWeights,
   ) {}
 
@@ -60,13 +69,13 @@ export class DecodeRounds {
   }
 
   /**
-   * Waits for `group`'s round (its weights applied in its context) and returns the function that ends this decode's
-   * part in it. Rejects when the weights could not be applied; the round then goes to the next group.
-   * `background`: evaluation ahead of time, recorded apart so a caller's wait for it can be checked.
+   * Waits for a round of `group` (its weights applied in its context) for a decode of `tokens` tokens and returns the
+   * function that ends the decode's part in it. Rejects when the weights could not be applied; the round then goes to
+   * the next group. `background`: evaluation ahead of time, recorded apart so a caller's wait for it can be checked.
    */
-  async enter(group: DecodeGroup, background = false): Promise<() => void> {
+  async enter(group: DecodeGroup, tokens: number, background = false): Promise<() => void> {
     const queuedAt = performance.now();
-    await this.admit(group);
+    await this.admit(group, tokens);
     const startedAt = performance.now();
     this.counts.decodes++;
     let left = false;
@@ -80,7 +89,7 @@ export class DecodeRounds {
 
   /** Runs `fn` in a round of its own: no decode in flight anywhere (detaching an adapter, freeing its memory). */
   async exclusive<T>(fn: () => Promise<T>): Promise<T> {
-    await this.admit(EXCLUSIVE);
+    await this.admit(EXCLUSIVE, 0);
     try {
       return await fn();
     } finally {
@@ -89,13 +98,19 @@ export class DecodeRounds {
   }
 
   /** Resolves once `group` holds a part in the running round (its weights applied). */
-  private async admit(group: DecodeGroup): Promise<void> {
-    const joins = this.running && this.sameGroup(this.running, group) && this.waiting.length === 0;
+  private async admit(group: DecodeGroup, tokens: number): Promise<void> {
+    const joins =
+      this.running &&
+      this.sameGroup(this.running, group) &&
+      this.waiting.length === 0 &&
+      this.roundTokens + tokens <= this.batchTokens;
     if (!joins && this.running) {
-      return new Promise<void>((admit, refuse) => this.waiting.push({ group, admit, refuse }));
+      return new Promise<void>((admit, refuse) => this.waiting.push({ group, tokens, admit, refuse }));
     }
-    if (joins) this.holders++;
-    else this.start([group]);
+    if (joins) {
+      this.holders++;
+      this.roundTokens += tokens;
+    } else this.start([{ group, tokens }]);
     try {
       await this.ready;
     } catch (err) {
@@ -109,26 +124,37 @@ export class DecodeRounds {
     this.running = undefined;
     const next = this.waiting[0];
     if (!next) return;
+    const mine = this.waiting.filter((w) => this.sameGroup(w.group, next.group));
+    // the shortest first (generation's one-token decodes), then the longer ones (prompt pieces) while the batch holds
+    // them, and one beyond it: every round moves every waiting turn and at least one prompt forward (node-llama-cpp
+    // then decodes the overflow in a second, short batch)
     const round: Waiter[] = [];
-    for (let i = 0; i < this.waiting.length;) {
-      if (this.sameGroup(this.waiting[i]!.group, next.group)) round.push(...this.waiting.splice(i, 1));
-      else i++;
+    let tokens = 0;
+    let overflowed = false;
+    for (const w of [...mine].sort((a, b) => a.tokens - b.tokens || a.group.sequence - b.group.sequence)) {
+      const fits = tokens + w.tokens <= this.batchTokens;
+      if (!fits && overflowed) continue;
+      overflowed ||= !fits;
+      round.push(w);
+      tokens += w.tokens;
     }
     round.sort((a, b) => a.group.sequence - b.group.sequence);
-    this.start(
-      round.map((w) => w.group),
-      round,
-    );
+    // what the batch could not hold goes behind every other group waiting
+    const left = mine.filter((w) => !round.includes(w));
+    const others = this.waiting.filter((w) => !mine.includes(w));
+    this.waiting.splice(0, this.waiting.length, ...others, ...left);
+    this.start(round, round);
   }
 
   /**
-   * Starts a round of one group's decodes (one part per entry of `groups`); `waiters` are let in once its weights are
+   * Starts a round of one group's decodes (`parts`: each decode's tokens); `waiters` are let in once its weights are
    * applied.
    */
-  private start(groups: readonly DecodeGroup[], waiters: readonly Waiter[] = []): void {
-    const group = groups[0]!;
+  private start(parts: readonly { group: DecodeGroup; tokens: number }[], waiters: readonly Waiter[] = []): void {
+    const group = parts[0]!.group;
     this.running = group;
-    this.holders = groups.length;
+    this.holders = parts.length;
+    this.roundTokens = parts.reduce((sum, p) => sum + p.tokens, 0);
     if (group !== EXCLUSIVE) this.counts.rounds++;
     const applied = group.apply();
     this.ready = applied.then(() => undefined);

@@ -40,18 +40,23 @@ export class EngineContext {
   }
 
   /**
-   * Waits for a round of `versions` in this context (the set applied, nothing else decoding) for one decode of
-   * `sequence`; returns the function that ends the decode's part in it. `background`: evaluation ahead of time
-   * (recorded apart).
+   * Waits for a round of `versions` in this context (the set applied, nothing else decoding) for a decode of `tokens`
+   * tokens of `sequence`; returns the function that ends the decode's part in it. `background`: evaluation ahead of
+   * time (recorded apart).
    */
   decodeRound(
     versions: readonly AdapterVersion[],
     sequence: LlamaContextSequence,
+    tokens: number,
     background: boolean,
   ): Promise<() => void> {
     const weights = weightSetKey(versions);
     const apply = () => this.apply(weights, versions);
-    return this.rounds.enter({ context: this.id, weights, sequence: sequenceIdOf(sequence), apply }, background);
+    return this.rounds.enter(
+      { context: this.id, weights, sequence: sequenceIdOf(sequence), apply },
+      tokens,
+      background,
+    );
   }
 
   /** The hop where a session's weights reach llama.cpp; only between rounds. True when the set changed. */
