@@ -25,6 +25,10 @@ function recordingLogger(): EngineLogger & { lines: { level: string; obj: object
   return { lines, debug: at("debug"), info: at("info"), warn: at("warn"), error: at("error") };
 }
 
+/** The demo engine on `binding`, logging into `logger`. */
+const load = (binding: "source" | "auto", logger = recordingLogger()) =>
+  LocalEngine.load({ modelPath: demo.model, gpu: false, threads: TEST_THREADS, binding, logger });
+
 describe("model.binding with a build that does not load", () => {
   let dir: string;
   beforeAll(() => {
@@ -36,26 +40,14 @@ describe("model.binding with a build that does not load", () => {
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
   it('"source" refuses to start, saying why', async () => {
-    const err = await LocalEngine.load({
-      modelPath: demo.model,
-      gpu: false,
-      threads: TEST_THREADS,
-      binding: "source",
-      logger: recordingLogger(),
-    }).catch((e: unknown) => e);
+    const err = await load("source").catch((e: unknown) => e);
     expect(err).toBeInstanceOf(BindingUnavailableError);
     expect((err as Error).message).toMatch(/llama-addon\.node does not load/);
   });
 
   it('"auto" warns and serves on the prebuilt binding', async () => {
     const logger = recordingLogger();
-    const engine = await LocalEngine.load({
-      modelPath: demo.model,
-      gpu: false,
-      threads: TEST_THREADS,
-      binding: "auto",
-      logger,
-    });
+    const engine = await load("auto", logger);
     try {
       expect(logger.lines.some((l) => l.level === "warn" && /does not load/.test(l.msg ?? ""))).toBe(true);
       expect(logger.lines.find((l) => l.msg === "llama.cpp runtime ready")?.obj).toMatchObject({ binding: "prebuilt" });
@@ -67,13 +59,7 @@ describe("model.binding with a build that does not load", () => {
 
 describe("model.binding without a source build", () => {
   it('"source" refuses to start, naming the key and the command that builds it', async () => {
-    const err = await LocalEngine.load({
-      modelPath: demo.model,
-      gpu: false,
-      threads: TEST_THREADS,
-      binding: "source",
-      logger: recordingLogger(),
-    }).catch((e: unknown) => e);
+    const err = await load("source").catch((e: unknown) => e);
     expect(err).toBeInstanceOf(BindingUnavailableError);
     expect((err as Error).message).toMatch(/model\.binding is "source"/);
     expect((err as Error).message).toContain(BINDING_BUILD_COMMAND);
@@ -82,13 +68,7 @@ describe("model.binding without a source build", () => {
 
   it('"auto" serves on the prebuilt binding and says why', async () => {
     const logger = recordingLogger();
-    const engine = await LocalEngine.load({
-      modelPath: demo.model,
-      gpu: false,
-      threads: TEST_THREADS,
-      binding: "auto",
-      logger,
-    });
+    const engine = await load("auto", logger);
     try {
       const fallback = logger.lines.find((l) => l.level === "info" && /model\.binding "auto"/.test(l.msg ?? ""));
       expect(fallback?.msg).toContain(BINDING_BUILD_COMMAND);
