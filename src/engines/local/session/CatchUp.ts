@@ -114,7 +114,7 @@ export class CatchUp implements BackgroundSource {
     }
   }
 
-  /** One decode extending `lane` towards `frontier` under its context's lock, unless a caller arrived meanwhile. */
+  /** One decode extending `lane` towards `frontier` under its sequence lock, unless a caller arrived meanwhile. */
   private async extend(lane: Lane, active: Lane, frontier: readonly Token[]): Promise<boolean> {
     const slot = lane.slot!;
     const work = this.services.work;
