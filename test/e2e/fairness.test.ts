@@ -57,10 +57,13 @@ describe("WorkQueue (the scheduling logic alone)", () => {
   });
 });
 
-// one context of 4 sequences: 4 session slots, one model call at a time
-describeFairShares("one local engine", (tokenFile, sessions) =>
-  startHttpServer(
-    ["--token-file", tokenFile],
-    testConfig({ model: { maxContexts: 1, sequencesPerContext: 4 }, sessions }),
-  ),
+// one context of 4 sequences: 4 session slots, every session's call decoded in the same rounds
+describeFairShares(
+  "one local engine",
+  (tokenFile, sessions) =>
+    startHttpServer(
+      ["--token-file", tokenFile],
+      testConfig({ model: { maxContexts: 1, sequencesPerContext: 4 }, sessions }),
+    ),
+  { batches: true },
 );

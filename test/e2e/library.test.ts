@@ -19,6 +19,12 @@ writeGguf(join(lib, "write-big.gguf"), bigWrite.metadata, bigWrite.tensors);
 let c: Connected;
 let reference: LocalEngine;
 let listChanged = 0;
+/**
+ * The same weights, computed in a session's sequence (which other sessions used before it, its cells laid out by that
+ * history) and in the reference's fresh context: within the demo model's batch-split noise floor (1.6e-3 to 3.0e-3,
+ * measured by test/engine/conformance-local.test.ts; 5.4e-4 here), far below what other weights move (> 0.1, below).
+ */
+const SAME_WEIGHTS = 1e-2;
 
 interface Listing {
   adapters: { alias: string; sha256: string; resident: boolean }[];
@@ -105,7 +111,7 @@ describe("adapter library on a running server", () => {
     const oldTokens = await promptTokens(running);
     const oldLp = await firstLogprob(running);
     const oldWant = await referenceNextTokenLogProbs(reference, "write", oldTokens);
-    expect(Math.abs(oldLp.logprob - oldWant.get(oldLp.token)!)).toBeLessThanOrEqual(1e-4);
+    expect(Math.abs(oldLp.logprob - oldWant.get(oldLp.token)!)).toBeLessThanOrEqual(SAME_WEIGHTS);
 
     // a new load gets the new bytes, with a KV cache built under them (never the old one's)
     const { session_id: fresh } = await call<{ session_id: string }>(c.client, "create_session", {
@@ -115,7 +121,7 @@ describe("adapter library on a running server", () => {
     const newTokens = await promptTokens(fresh);
     const newLp = await firstLogprob(fresh);
     const newWant = await referenceNextTokenLogProbs(reference, "write-big", newTokens);
-    expect(Math.abs(newLp.logprob - newWant.get(newLp.token)!)).toBeLessThanOrEqual(1e-4);
+    expect(Math.abs(newLp.logprob - newWant.get(newLp.token)!)).toBeLessThanOrEqual(SAME_WEIGHTS);
     expect(maxAbsDiff(newWant, await referenceNextTokenLogProbs(reference, "write", newTokens))).toBeGreaterThan(0.1);
 
     // once the last user of the old version releases it, it is freed

@@ -7,7 +7,7 @@ import type { WorkLog } from "./WorkLog.js";
  */
 export interface DecodeGroup {
   readonly context: number;
-  /** Names the weight set exactly (adapter versions and scales). */
+  /** Names the weight set exactly (adapter versions and scales), and work ahead of time apart from callers'. */
   readonly weights: string;
   /**
    * The decode's sequence id: a round lets its decodes through in this order, because llama.cpp decodes tokens of

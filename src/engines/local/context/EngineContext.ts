@@ -52,11 +52,14 @@ export class EngineContext {
   ): Promise<() => void> {
     const weights = weightSetKey(versions);
     const apply = () => this.apply(weights, versions);
-    return this.rounds.enter(
-      { context: this.id, weights, sequence: sequenceIdOf(sequence), apply },
-      tokens,
-      background,
-    );
+    // work ahead of time rounds apart: it never shares a caller's batch, so it never changes a caller's numerics
+    const group = {
+      context: this.id,
+      weights: background ? `${weights} ahead` : weights,
+      sequence: sequenceIdOf(sequence),
+      apply,
+    };
+    return this.rounds.enter(group, tokens, background);
   }
 
   /** The hop where a session's weights reach llama.cpp; only between rounds. True when the set changed. */
