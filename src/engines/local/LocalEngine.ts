@@ -124,11 +124,12 @@ export class LocalEngine implements Engine {
       afterTurnMs: BACKGROUND_AFTER_TURN_MS,
       logger,
     });
+    const sequences = opts.maxContexts * opts.sequencesPerContext;
     this.capacity = {
-      sessions: opts.maxContexts * opts.sequencesPerContext,
+      sessions: sequences,
       contexts: opts.maxContexts,
       // every session's call may run: sessions under one weight set decode in one batch (context/DecodeRounds.ts)
-      concurrentCalls: opts.maxContexts * opts.sequencesPerContext,
+      concurrentCalls: sequences,
       contextSize: opts.contextSize,
     };
     this.pool = new LanePool({
@@ -152,7 +153,6 @@ export class LocalEngine implements Engine {
       prefixes: this.prefixes,
       work: this.work,
       resolve: (alias) => this.versionOf(alias),
-      weightOf: (version) => resident.weight(version),
       invocationOf: (version) => resident.get(version).invocationTokens,
       pin: (versions) => this.pin(versions),
       unpin: (versions) => this.unpin(versions),
@@ -332,10 +332,8 @@ export class LocalEngine implements Engine {
     options: { adapters?: readonly string[] } & Partial<SessionRules>,
   ): Promise<LocalEngineSession> {
     const { adapters = [], ...given } = options;
-    for (const a of adapters) this.versionOf(a); // fail fast on an unknown alias
-    const slot = await this.work.foreground(() =>
-      this.pool.acquire(weightSetKey(adapters.map((a) => this.versionOf(a)))),
-    );
+    const home = weightSetKey(adapters.map((a) => this.versionOf(a))); // fails fast on an unknown alias
+    const slot = await this.work.foreground(() => this.pool.acquire(home));
     // resolved and registered together, after the await: a refresh in between cannot hand out a freed version
     const versions = adapters.map((a) => this.versionOf(a));
     const id = this.nextSessionId++;

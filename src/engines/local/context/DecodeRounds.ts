@@ -3,7 +3,8 @@ import type { WorkLog } from "./WorkLog.js";
 
 /**
  * What a decode needs to run: the context it runs in and the weight set applied there while it does. Decodes of one
- * group share llama.cpp batches; `apply` switches the context to the group's weights (a no-op when they are applied).
+ * group share llama.cpp batches; `apply` switches the context to the group's weights and says whether it had to (false
+ * when they were applied already).
  */
 export interface DecodeGroup {
   readonly context: number;
@@ -35,10 +36,10 @@ interface Waiter {
  * The engine's one schedule of native decodes, taken in rounds of one batch. A round belongs to one group (a context
  * and the weight set applied in it): the decodes of that group waiting when it starts are let through together, in
  * sequence order, about as many as one batch holds (`batchTokens`: the shortest first, one decode past it at most), so
- * node-llama-cpp decodes their tokens in one batch; the round ends when they have all been decoded. The next round goes to the group whose decode
- * has waited longest; what a round could not hold waits behind the groups already waiting, and a decode arriving for
- * the running group while another group waits joins its next round, so every group waiting gets one batch before any
- * group gets two. Weights change only between rounds, when nothing is being decoded: pending evaluations of a context
+ * node-llama-cpp decodes their tokens in one batch; the round ends when they have all been decoded. The next round
+ * goes to the group whose decode has waited longest; what a round could not hold waits behind the groups already
+ * waiting, and a decode arriving for the running group while another group waits joins its next round, so every group
+ * waiting gets one batch before any group gets two. Weights change only between rounds, when nothing is being decoded: pending evaluations of a context
  * decode together under whatever set is applied, so a decode can never run under another group's weights. One round
  * at a time across contexts too: contexts running together on the CPU's cores would each get half of them and
  * spin-wait on the rest.

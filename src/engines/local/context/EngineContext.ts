@@ -35,10 +35,6 @@ export class EngineContext {
     return lowestFreeSequence(this.context);
   }
 
-  get batchSize(): number {
-    return this.context.batchSize;
-  }
-
   /**
    * Waits for a round of `versions` in this context (the set applied, nothing else decoding) for a decode of `tokens`
    * tokens of `sequence`; returns the function that ends the decode's part in it. `background`: evaluation ahead of

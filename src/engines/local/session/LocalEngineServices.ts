@@ -3,7 +3,6 @@ import type { AdapterVersion } from "../../../engine/index.js";
 import type { BackgroundScheduler } from "../background/BackgroundScheduler.js";
 import type { LanePool } from "../cache/LanePool.js";
 import type { PrefixStore } from "../cache/PrefixStore.js";
-import type { AdapterWeight } from "../llama/internals.js";
 
 /** What a session needs from its engine. */
 export interface LocalEngineServices {
@@ -16,7 +15,6 @@ export interface LocalEngineServices {
   readonly work: BackgroundScheduler;
   /** The current version of an alias; throws UnknownAdapterError for an alias not in the library. */
   resolve(alias: string): AdapterVersion;
-  weightOf(version: AdapterVersion): AdapterWeight;
   /** An activated LoRA's invocation sequence; undefined for an ordinary adapter. */
   invocationOf(version: AdapterVersion): readonly number[] | undefined;
   /** Keeps versions from being freed while a switch to them is under way. */

@@ -19,7 +19,7 @@ export interface Synced {
   ms: number;
 }
 
-type LaneHost = Pick<LocalEngineServices, "pool" | "weightOf" | "prefixes" | "work">;
+type LaneHost = Pick<LocalEngineServices, "pool" | "prefixes" | "work">;
 
 /**
  * Decodes of 2 to 63 tokens after a long cache cost up to ten times more per token than one of 64 on ggml's CPU
