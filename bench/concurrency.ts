@@ -64,7 +64,10 @@ export function concurrencyRow(
   wallS: number,
   counts?: { before: EngineCounts; after: EngineCounts },
 ): ConcurrencyRow {
-  const rounds = counts?.after.rounds && counts.before.rounds;
+  // only an engine with decode rounds (the local one) reports its spills and rounds here
+  const before = counts?.before.rounds;
+  const after = counts?.after.rounds;
+  const local = counts && before && after ? { counts, before, after } : undefined;
   return {
     backend,
     sessions,
@@ -74,11 +77,10 @@ export function concurrencyRow(
     turnP50Ms: fmt(quantile([...turns], 0.5)),
     turnP95Ms: fmt(quantile([...turns], 0.95)),
     switchP50Ms: fmt(quantile([...switches], 0.5)),
-    spillsPerTurn: counts?.after.rounds ? fmt((counts.after.spilled - counts.before.spilled) / turns.length) : "-",
-    decodesPerRound:
-      rounds && counts.after.rounds
-        ? fmt((counts.after.rounds.decodes - rounds.decodes) / Math.max(1, counts.after.rounds.rounds - rounds.rounds))
-        : "-",
+    spillsPerTurn: local ? fmt((local.counts.after.spilled - local.counts.before.spilled) / turns.length) : "-",
+    decodesPerRound: local
+      ? fmt((local.after.decodes - local.before.decodes) / Math.max(1, local.after.rounds - local.before.rounds))
+      : "-",
   };
 }
 
