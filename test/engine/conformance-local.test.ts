@@ -9,11 +9,9 @@ import {
   PlainReference,
 } from "../../src/engines/local/testing.js";
 import { describeEngineConformance, maxAbsDiff } from "../helpers/conformance.js";
-import { demo, quietLogger, TEST_BINDING, TEST_THREADS } from "../helpers/engine.js";
+import { demo, DEMO_BATCH_SPLIT_TOLERANCE, quietLogger, TEST_BINDING, TEST_THREADS } from "../helpers/engine.js";
 
 const CONTEXT_SIZE = 4096;
-/** For sessions decoded in one batch: about three times the measured batch-split noise floor (below). */
-const BATCHED_TOLERANCE = 1e-2;
 let reference: PlainReference;
 beforeAll(async () => {
   reference = await PlainReference.load({
@@ -62,7 +60,7 @@ describeEngineConformance<LocalEngine>("local (node-llama-cpp)", {
   },
   openStaleSession,
   decodeFloor: MIN_DECODE_TOKENS,
-  concurrentTolerance: BATCHED_TOLERANCE,
+  concurrentTolerance: DEMO_BATCH_SPLIT_TOLERANCE,
 });
 
 /**
@@ -88,7 +86,7 @@ it("the batch-split noise floor on the demo model stays under half the interleav
         floors.push(maxAbsDiff(whole, await reference.nextTokenLogProbs([], tokens, { decodes, length })));
     }
     console.log("batch-split noise floor (max |delta log-prob|):", floors.map((f) => f.toExponential(1)).join(" "));
-    expect(Math.max(...floors)).toBeLessThanOrEqual(BATCHED_TOLERANCE / 2);
+    expect(Math.max(...floors)).toBeLessThanOrEqual(DEMO_BATCH_SPLIT_TOLERANCE / 2);
   } finally {
     await engine.dispose();
   }
