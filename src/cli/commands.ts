@@ -127,8 +127,17 @@ export async function evalCommand(
       "hard",
       "soft",
     ];
+    const model = services.runtime.engine.model;
     const report = await runEval(services.harness, tasks, list, {
       tasksFile: file,
+      weights: {
+        base: { file: model.filePath, sha256: model.sha256 },
+        adapters: library
+          .list()
+          .flatMap((a) =>
+            a.info ? [{ alias: a.entry.alias, file: a.info.filePath, sha256: a.info.sha256, scale: a.info.scale }] : [],
+          ),
+      },
       seed: opts.seed,
       onRun: (task, policy, r) =>
         process.stderr.write(

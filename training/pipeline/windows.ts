@@ -2,7 +2,7 @@ import type { SeededRandom } from "../../src/demo/random.js";
 import type { TokenId } from "../../src/engine/index.js";
 import { BASE_CAPABILITY } from "../../src/library/manifest.js";
 import type { Fact } from "./facts.js";
-import { ORACLE_WORKFLOW } from "./OracleDriver.js";
+import { CODE, ORACLE_WORKFLOW } from "./OracleDriver.js";
 import { copySamples, recallSamples } from "./recall.js";
 import { heldOutFile, windowsFile, type TrainingRun } from "./run.js";
 import { writeSamples, type TokenSample } from "./samples.js";
@@ -42,7 +42,7 @@ export function writeWindows(run: TrainingRun, samples: Record<string, TokenSamp
     if (capability === "recall") return copy;
     if (capability === BASE_CAPABILITY)
       return [...split(samples.recall!).training.slice(0, RECALL_REPLAYED), ...copy.slice(0, COPY_REPLAYED)];
-    return (ORACLE_WORKFLOW as readonly string[]).includes(capability) ? copy.slice(0, COPY_PER_ADAPTER) : [];
+    return [...ORACLE_WORKFLOW, CODE].includes(capability) ? copy.slice(0, COPY_PER_ADAPTER) : [];
   };
   for (const [capability, list] of Object.entries(samples)) {
     const { training, held } = split(list);
