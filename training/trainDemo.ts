@@ -41,6 +41,8 @@ Usage:
                  library instead of replacing the alias's own (a refresh to swap in with refresh_adapter)
   --computation N  with --step continue: computation trajectories (hard runs through the code stage) (default ${DEFAULTS.computation})
   --cite         with --step continue: the oracle's writer quotes the evidence sentence it answered from
+  --traces DIR   with --step continue: render the trajectories an earlier continue step recorded in DIR (same
+                 --tasks, --computation and --cite) instead of recording them
   --seed N       everything random is drawn from it: the run is deterministic (default ${DEFAULTS.seed})
   --tasks N      oracle trajectories to record (default ${DEFAULTS.tasks})
   --merges N     BPE merges the vocabulary learns (default ${DEFAULTS.merges})
@@ -62,6 +64,7 @@ const { values } = parseArgs({
     train: { type: "string" },
     computation: { type: "string", default: DEFAULTS.computation },
     cite: { type: "boolean", default: false },
+    traces: { type: "string" },
     help: { type: "boolean", short: "h" },
   },
 });
@@ -96,6 +99,7 @@ async function main(): Promise<void> {
       train: values.train.split(",").map((s) => s.trim()),
       computation: Number(values.computation),
       cite: values.cite!,
+      ...(values.traces ? { traces: resolve(values.traces) } : {}),
     });
     return;
   }

@@ -1,11 +1,11 @@
-import { copyFileSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { copyFileSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { writeGguf, gguf, GgmlType, tensorByteSize } from "../../src/gguf/index.js";
 import { DEMO_DIMS, qwen3LoraFile, qwen3ModelFile, type Qwen3Dims } from "../../src/demo/qwen3.js";
 import { buildVocabulary } from "../../src/demo/vocabulary.js";
 import { demoWeightPaths } from "../../src/demo/generate.js";
-import { DEFAULT_MANIFEST, PACKAGE_ROOT } from "../../src/paths.js";
+import { DEFAULT_MANIFEST, PACKAGE_ROOT, TRAINED_DIR } from "../../src/paths.js";
 
 export function tempDir(prefix = "weact-test-"): string {
   return mkdtempSync(join(tmpdir(), prefix));
@@ -73,4 +73,15 @@ export function tempLibrary(): { dir: string; manifest: string; file: (alias: st
   const manifest = join(dir, "manifest.json");
   writeFileSync(manifest, readFileSync(DEFAULT_MANIFEST, "utf8").replaceAll('"demo/', '"'));
   return { dir, manifest, file: (alias) => join(dir, `${alias}.gguf`) };
+}
+
+/**
+ * A private copy of the shipped trained library (models/trained: its GGUFs, its manifest, the code capability's
+ * entry), so a server may write beside its manifest and admin calls never touch the repository.
+ */
+export function trainedLibraryCopy(): { dir: string; manifest: string } {
+  const dir = tempDir("weact-trained-");
+  for (const f of readdirSync(TRAINED_DIR).filter((f) => f.endsWith(".gguf") || f.endsWith(".json")))
+    copyFileSync(join(TRAINED_DIR, f), join(dir, f));
+  return { dir, manifest: join(dir, "manifest.json") };
 }

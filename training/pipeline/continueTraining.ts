@@ -37,6 +37,11 @@ export interface Continuation {
   computation: number;
   /** The oracle's writer quotes the evidence sentence it answered from (the write++ refresh). */
   cite: boolean;
+  /**
+   * Trajectories an earlier continue step recorded with the same --tasks, --computation and --cite (recording does not
+   * depend on the library's weights: the oracle writes every turn), rendered instead of recording them again.
+   */
+  traces?: string;
 }
 
 interface Target {
@@ -79,11 +84,12 @@ export async function continueTraining(run: TrainingRun, c: Continuation): Promi
   const recording = workManifest(run, "recording", withCode, (alias) =>
     join(PACKAGE_ROOT, "adapters", "demo", `${alias}.gguf`),
   );
-  const traceDir = join(work, "continue-traces");
-  await recordTrajectories(run, tasks, facts, new SeededRandom(run.seed + 4), traceDir, {
-    manifest: recording,
-    style: { cite: c.cite },
-  });
+  const traceDir = c.traces ?? join(work, "continue-traces");
+  if (!c.traces)
+    await recordTrajectories(run, tasks, facts, new SeededRandom(run.seed + 4), traceDir, {
+      manifest: recording,
+      style: { cite: c.cite },
+    });
   const rendering = workManifest(run, "rendering", withCode, (alias) =>
     join(run.out, entries.find((e) => e.alias === alias)?.file ?? entries[0]!.file),
   );
