@@ -104,13 +104,16 @@ export async function continueTraining(run: TrainingRun, c: Continuation): Promi
     },
     targets.map((t) => t.capability),
   );
-  writeWindows(run, samples);
+  // as many windows replayed as the stage has samples: enough to keep reading and copying, few enough that a
+  // continuation takes minutes
+  const stageSamples = Math.max(...targets.map((t) => samples[t.capability]?.length ?? 0));
+  writeWindows(run, samples, { recall: stageSamples, copy: stageSamples, perAdapter: stageSamples });
   const { fit, score } = trainerCommands(run);
   const report: Record<string, unknown> = {};
   for (const t of targets) {
     // the base moves at a third of its first rate: the resident adapters were trained on it as it was
     const lr = (TRAINING[t.capability]?.lr ?? TRAINING.write!.lr) / (t.capability === BASE_CAPABILITY ? 3 : 1);
-    const hp = { lr, epochs: t.from ? 1 : 2 };
+    const hp = { lr, epochs: t.capability === BASE_CAPABILITY ? 1 : 2 };
     const next = join(work, `${t.capability}-continued.gguf`);
     const model =
       t.capability === BASE_CAPABILITY
