@@ -21,6 +21,7 @@ const DEFAULTS = {
   threads: "2",
   out: TRAINED_DIR,
   computation: "0",
+  epochs: "2",
 };
 
 const HELP = `train-demo: make the demo library that learned (base model, plan/search/write adapters, manifest, task files)
@@ -41,6 +42,8 @@ Usage:
                  library instead of replacing the alias's own (a refresh to swap in with refresh_adapter)
   --computation N  with --step continue: computation trajectories (hard runs through the code stage) (default ${DEFAULTS.computation})
   --cite         with --step continue: the oracle's writer quotes the evidence sentence it answered from
+  --epochs N     with --step continue: passes over an adapter's windows (default ${DEFAULTS.epochs}; the base takes one)
+  --init ALIAS   with --step continue: a new capability starts from ALIAS's weights instead of B = 0
   --traces DIR   with --step continue: render the trajectories an earlier continue step recorded in DIR (same
                  --tasks, --computation and --cite) instead of recording them
   --seed N       everything random is drawn from it: the run is deterministic (default ${DEFAULTS.seed})
@@ -65,6 +68,8 @@ const { values } = parseArgs({
     computation: { type: "string", default: DEFAULTS.computation },
     cite: { type: "boolean", default: false },
     traces: { type: "string" },
+    init: { type: "string" },
+    epochs: { type: "string", default: DEFAULTS.epochs },
     help: { type: "boolean", short: "h" },
   },
 });
@@ -85,7 +90,7 @@ async function main(): Promise<void> {
     work: join(out, "work"),
     command:
       values.step === "continue"
-        ? `npm run train-demo -- --step continue --train ${values.train} --seed ${values.seed} --tasks ${values.tasks} --computation ${values.computation}${values.cite ? " --cite" : ""} --threads ${values.threads}`
+        ? `npm run train-demo -- --step continue --train ${values.train} --seed ${values.seed} --tasks ${values.tasks} --computation ${values.computation}${values.cite ? " --cite" : ""} --epochs ${values.epochs}${values.init ? ` --init ${values.init}` : ""}${values.traces ? ` --traces ${values.traces}` : ""} --threads ${values.threads}`
         : `npm run train-demo -- --seed ${values.seed} --tasks ${values.tasks} --merges ${values.merges} --threads ${values.threads}`,
     logger: createLogger(process.env.WEACT_LOG_LEVEL ?? "warn"),
   };
@@ -99,6 +104,8 @@ async function main(): Promise<void> {
       train: values.train.split(",").map((s) => s.trim()),
       computation: Number(values.computation),
       cite: values.cite!,
+      epochs: Number(values.epochs),
+      ...(values.init ? { init: values.init } : {}),
       ...(values.traces ? { traces: resolve(values.traces) } : {}),
     });
     return;

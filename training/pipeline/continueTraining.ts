@@ -42,6 +42,13 @@ export interface Continuation {
    * depend on the library's weights: the oracle writes every turn), rendered instead of recording them again.
    */
   traces?: string;
+  /** Passes over an adapter's windows (the base takes one). */
+  epochs: number;
+  /**
+   * An alias of the library whose weights a new capability starts from instead of B = 0 (warm start: its file is only
+   * read); the first run's adapters took 2 passes over 900 trajectories, a continuation has a few dozen.
+   */
+  init?: string;
 }
 
 interface Target {
@@ -70,7 +77,13 @@ export async function continueTraining(run: TrainingRun, c: Continuation): Promi
         `--train ${spec}: "${capability}" is neither the base, an alias of ${library.manifest} nor ${CODE}: name one of ${[BASE_CAPABILITY, ...entries.map((e) => e.alias), CODE].join(", ")}`,
       );
     const own = entry ? join(run.out, entry.file) : join(run.out, CODE_ENTRY.file);
-    return { capability, ...(entry ? { from: own } : {}), out: file ? join(run.out, file) : own };
+    const warm = c.init === undefined ? undefined : entries.find((e) => e.alias === c.init);
+    if (c.init !== undefined && !warm)
+      throw new Error(
+        `--init ${c.init}: not an alias of ${library.manifest} (${entries.map((e) => e.alias).join(", ")})`,
+      );
+    const from = entry ? own : warm && join(run.out, warm.file);
+    return { capability, ...(from ? { from } : {}), out: file ? join(run.out, file) : own };
   });
   const hashesBefore = libraryHashes(run, entries);
   const facts = readFacts(TRAINING_ENTITIES);
@@ -113,7 +126,7 @@ export async function continueTraining(run: TrainingRun, c: Continuation): Promi
   for (const t of targets) {
     // the base moves at a third of its first rate: the resident adapters were trained on it as it was
     const lr = (TRAINING[t.capability]?.lr ?? TRAINING.write!.lr) / (t.capability === BASE_CAPABILITY ? 3 : 1);
-    const hp = { lr, epochs: t.capability === BASE_CAPABILITY ? 1 : 2 };
+    const hp = { lr, epochs: t.capability === BASE_CAPABILITY ? 1 : c.epochs };
     const next = join(work, `${t.capability}-continued.gguf`);
     const model =
       t.capability === BASE_CAPABILITY
