@@ -78,8 +78,12 @@ describe("a client driving the loop by hand", () => {
     const release = turns.find((t) => t.adapter === "write")!.tool_calls[0]!;
     const answer = answerOf(turns)!;
     expect(judge(answer, factAsked(TASK).value)).toMatchObject({ exact: true });
-    // the write stage hands the answer off in its exit call, well formed
-    expect(release).toMatchObject({ name: "offload_lora", arguments: { handoff: answer } });
+    // the write stage releases with a call that parses, a short handoff in its argument (what it holds is the
+    // model's: TRAINING.md gives how often it is the answer)
+    expect(release).toMatchObject({
+      name: "offload_lora",
+      arguments: { handoff: expect.stringMatching(/^\S.{0,60}$/) },
+    });
     expect((await session(session_id)).pending_calls).toEqual([]);
     await call(c.client, "close_session", { session_id });
   });
