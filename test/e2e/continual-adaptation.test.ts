@@ -3,21 +3,22 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { judge } from "../../src/harness/answer.js";
 import { readTaskFile } from "../../src/harness/eval/TaskFile.js";
-import { TRAINED_DIR, trainedLibrary } from "../../src/paths.js";
-import { trainedLibraryCopy } from "../helpers/files.js";
+import { trainedLibrary } from "../../src/paths.js";
+import { CONTINUAL_DIR, trainedLibraryCopy } from "../helpers/files.js";
 import { factAsked } from "../helpers/readme.js";
 import { LONG, readTrace, type Generated, type RunResult, type SessionState } from "../helpers/results.js";
 import { call, connectClient, testConfig, type Connected } from "../helpers/server.js";
 
 /**
- * The paper's modular continual adaptation on a live server with the shipped trained library: a client drives the
+ * The paper's modular continual adaptation on a live server with the trained demo library after its continuation
+ * steps (models/trained-continual, whose model the test's config names): a client drives the
  * loop by hand until the model ends its own turn; the code capability is registered while sessions run; write is
  * refreshed to write++ while a session is mid-stage. Nothing is steered: every turn is the model's.
  */
-const { dir: lib, manifest } = trainedLibraryCopy();
+const { dir: lib, manifest } = trainedLibraryCopy(CONTINUAL_DIR);
 const CODE_ENTRY = JSON.parse(readFileSync(join(lib, "code.entry.json"), "utf8")) as Record<string, unknown>;
 /** The first held-out computation task (a difference of two values the corpus states). */
-const COMPUTATION = readTaskFile(trainedLibrary(TRAINED_DIR).computationTasks)[0]!;
+const COMPUTATION = readTaskFile(trainedLibrary(CONTINUAL_DIR).computationTasks)[0]!;
 const WORKFLOW_WITH_CODE = ["plan", "search", "code", "write"];
 /** A held-out phrasing about an entity training never saw. */
 const TASK = "I would like to learn the country of Wuhan.";
@@ -29,7 +30,7 @@ beforeAll(async () => {
     "stdio",
     undefined,
     {},
-    testConfig({ model: { demo: "trained", contextSize: 8192 }, adapters: { manifest } }),
+    testConfig({ model: { path: join(lib, "weact-demo-trained.gguf"), contextSize: 8192 }, adapters: { manifest } }),
   );
 });
 afterAll(async () => {
