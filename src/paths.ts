@@ -26,6 +26,8 @@ export function trainedLibrary(dir: string) {
     training: join(dir, "training.json"),
     evalTasks: join(dir, "eval-tasks.jsonl"),
     counterfactualTasks: join(dir, "eval-counterfactual.jsonl"),
+    computationTasks: join(dir, "eval-computation.jsonl"),
+    computationCounterfactualTasks: join(dir, "eval-computation-counterfactual.jsonl"),
     counterfactualCorpus: join(dir, "counterfactual-corpus"),
     counterfactualConfig: join(dir, "counterfactual.json"),
   };

@@ -4,26 +4,48 @@
  * windows) and train.ts (weact-train on those windows, then the library's manifest and training.json).
  */
 import { mkdirSync } from "node:fs";
-import { join, relative } from "node:path";
+import { join, relative, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { createLogger } from "../src/log.js";
 import { DEFAULT_CORPUS, PACKAGE_ROOT, TRAINED_DIR, trainedLibrary } from "../src/paths.js";
+import { continueTraining } from "./pipeline/continueTraining.js";
 import { writeTrainingData } from "./pipeline/data.js";
 import type { TrainingRun } from "./pipeline/run.js";
 import { train } from "./pipeline/train.js";
 
-const DEFAULTS = { step: "all", seed: "16", tasks: "900", merges: "1200", threads: "2", out: TRAINED_DIR };
+const DEFAULTS = {
+  step: "all",
+  seed: "16",
+  tasks: "900",
+  merges: "1200",
+  threads: "2",
+  out: TRAINED_DIR,
+  computation: "0",
+  epochs: "2",
+};
 
 const HELP = `train-demo: make the demo library that learned (base model, plan/search/write adapters, manifest, task files)
 
 Usage:
   npm run train-demo -- [--step all|data|samples|train] [--seed N] [--tasks N] [--merges N] [--threads N] [--out DIR]
+  npm run train-demo -- --step continue --train CAPABILITY[=FILE],... [--tasks N] [--computation N] [--cite] ...
 
   --step STEP    all (default): data, then train
                  data: the corpora and task files, the oracle's trajectories, the vocabulary and the
                        trainer's windows (DIR/work)
                  samples: data again from the traces an earlier run recorded in DIR/work/traces
                  train: weact-train on the windows in DIR/work; writes the models, manifest.json and training.json
+                 continue: trains only the capabilities --train names on the library in DIR as it is (every other
+                       file unchanged): fresh oracle trajectories in the library's own tokens, an existing
+                       capability continued from its file, a new one (code) from B = 0; adds to training.json
+  --train LIST   with --step continue: base, an alias of the manifest, or code; ALIAS=FILE writes FILE beside the
+                 library instead of replacing the alias's own (a refresh to swap in with refresh_adapter)
+  --computation N  with --step continue: computation trajectories (hard runs through the code stage) (default ${DEFAULTS.computation})
+  --cite         with --step continue: the oracle's writer quotes the evidence sentence it answered from
+  --epochs N     with --step continue: passes over an adapter's windows (default ${DEFAULTS.epochs}; the base takes one)
+  --init ALIAS   with --step continue: a new capability starts from ALIAS's weights instead of B = 0
+  --traces DIR   with --step continue: render the trajectories an earlier continue step recorded in DIR (same
+                 --tasks, --computation and --cite) instead of recording them
   --seed N       everything random is drawn from it: the run is deterministic (default ${DEFAULTS.seed})
   --tasks N      oracle trajectories to record (default ${DEFAULTS.tasks})
   --merges N     BPE merges the vocabulary learns (default ${DEFAULTS.merges})
@@ -42,6 +64,12 @@ const { values } = parseArgs({
     merges: { type: "string", default: DEFAULTS.merges },
     threads: { type: "string", default: DEFAULTS.threads },
     out: { type: "string", default: DEFAULTS.out },
+    train: { type: "string" },
+    computation: { type: "string", default: DEFAULTS.computation },
+    cite: { type: "boolean", default: false },
+    traces: { type: "string" },
+    init: { type: "string" },
+    epochs: { type: "string", default: DEFAULTS.epochs },
     help: { type: "boolean", short: "h" },
   },
 });
@@ -51,7 +79,7 @@ async function main(): Promise<void> {
     process.stdout.write(HELP);
     return;
   }
-  const out = values.out!;
+  const out = resolve(values.out!);
   const run: TrainingRun = {
     seed: Number(values.seed),
     tasks: Number(values.tasks),
@@ -60,10 +88,28 @@ async function main(): Promise<void> {
     out,
     library: trainedLibrary(out),
     work: join(out, "work"),
-    command: `npm run train-demo -- --seed ${values.seed} --tasks ${values.tasks} --merges ${values.merges} --threads ${values.threads}`,
+    command:
+      values.step === "continue"
+        ? `npm run train-demo -- --step continue --train ${values.train} --seed ${values.seed} --tasks ${values.tasks} --computation ${values.computation}${values.cite ? " --cite" : ""} --epochs ${values.epochs}${values.init ? ` --init ${values.init}` : ""}${values.traces ? ` --traces ${values.traces}` : ""} --threads ${values.threads}`
+        : `npm run train-demo -- --seed ${values.seed} --tasks ${values.tasks} --merges ${values.merges} --threads ${values.threads}`,
     logger: createLogger(process.env.WEACT_LOG_LEVEL ?? "warn"),
   };
   mkdirSync(run.work, { recursive: true });
+  if (values.step === "continue") {
+    if (!values.train)
+      throw new Error(
+        "--step continue needs --train: the capabilities to train, e.g. --train code or --train base,write",
+      );
+    await continueTraining(run, {
+      train: values.train.split(",").map((s) => s.trim()),
+      computation: Number(values.computation),
+      cite: values.cite!,
+      epochs: Number(values.epochs),
+      ...(values.init ? { init: values.init } : {}),
+      ...(values.traces ? { traces: resolve(values.traces) } : {}),
+    });
+    return;
+  }
   const recording = values.step === "data" || values.step === "all";
   if (recording || values.step === "samples") await writeTrainingData(run, { record: recording });
   if (values.step === "train" || values.step === "all") train(run);

@@ -108,12 +108,14 @@ export async function evalCommand(
   config: ResolvedConfig,
   logger: Logger,
   file: string,
-  opts: { policy?: string; out?: string; seed?: number },
+  opts: { policy?: string; workflow?: string; out?: string; seed?: number },
 ) {
   // the file and every flag are checked before the model loads
   const tasks = readTaskFile(file);
-  const chosen = opts.policy === undefined ? undefined : policies(opts.policy, libraryEntries(config));
-  const services = await startServices(config, logger);
+  const entries = libraryEntries(config);
+  const chosen = opts.policy === undefined ? undefined : policies(opts.policy, entries);
+  const stages = opts.workflow === undefined ? config.harness.workflow : workflow(opts.workflow, entries);
+  const services = await startServices({ ...config, harness: { ...config.harness, workflow: stages } }, logger);
   try {
     // the paper's comparison: the base alone, each adapter alone, all of them at once and each static merge the
     // library has, then the two switching policies; each adapter that loaded (an entry the library left out would
@@ -127,8 +129,17 @@ export async function evalCommand(
       "hard",
       "soft",
     ];
+    const model = services.runtime.engine.model;
     const report = await runEval(services.harness, tasks, list, {
       tasksFile: file,
+      weights: {
+        base: { file: model.filePath, sha256: model.sha256 },
+        adapters: library
+          .list()
+          .flatMap((a) =>
+            a.info ? [{ alias: a.entry.alias, file: a.info.filePath, sha256: a.info.sha256, scale: a.info.scale }] : [],
+          ),
+      },
       seed: opts.seed,
       onRun: (task, policy, r) =>
         process.stderr.write(

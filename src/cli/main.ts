@@ -36,10 +36,11 @@ Usage:
             [--adapters PATH]
   weact-mcp run "TASK" [--policy P] [--workflow a,b,c] [--seed N]
                                       solve one task in-process; the answer on stdout
-  weact-mcp eval TASKS.jsonl [--policy hard,soft,static,static:METHOD,base,single:ALIAS] [--out DIR] [--seed N]
+  weact-mcp eval TASKS.jsonl [--policy hard,soft,static,static:METHOD,base,single:ALIAS] [--workflow a,b,c]
+                 [--out DIR] [--seed N]
                                       every task under each policy (default: base, single:<each adapter>,
-                                      static, static:<each merge's method>, hard, soft): table, report.json,
-                                      chart.svg
+                                      static, static:<each merge's method>, hard, soft; --workflow: hard's
+                                      stages): table with the weights' SHA-256, report.json, chart.svg
   weact-mcp import-peft DIR --alias A --description D [--scale S]
                                       convert a PEFT LoRA folder to GGUF and add it to the manifest
   weact-mcp merge --method linear|ties|dare-ties --out F.gguf [--of a,b,c] [--weights w1,w2,...]
@@ -207,7 +208,12 @@ async function main(argv: string[]) {
       if (command === "run")
         await runCommand(configFrom(values), logger, arg, { policy: values.policy, workflow: values.workflow, seed });
       else if (command === "eval")
-        await evalCommand(configFrom(values), logger, arg, { policy: values.policy, out: values.out, seed });
+        await evalCommand(configFrom(values), logger, arg, {
+          policy: values.policy,
+          workflow: values.workflow,
+          out: values.out,
+          seed,
+        });
       else
         await importPeftCommand(configFrom(values), logger, arg, {
           alias: values.alias,

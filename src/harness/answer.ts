@@ -64,3 +64,17 @@ export function grounded(answer: string, sources: readonly string[]): boolean | 
   const read = new Set(sources.flatMap(words));
   return claimed.every((w) => read.has(w));
 }
+
+/**
+ * Whether a text cites the evidence its answer came from: a line "Evidence: <sentence>" whose sentence occurs word
+ * for word in `sources` (what the run read, and what its stages handed off). True when every such line does, false
+ * when one quotes what nothing states, undefined when the text cites nothing.
+ */
+export function cited(text: string, sources: readonly string[]): boolean | undefined {
+  const quotes = text.split(/\r?\n/).flatMap((line) => {
+    const m = /^\s*evidence\s*:\s*(.+)$/i.exec(line);
+    return m ? [m[1]!.trim()] : [];
+  });
+  if (!quotes.length) return undefined;
+  return quotes.every((q) => sources.some((s) => s.includes(q)));
+}

@@ -6,8 +6,9 @@ import type { FunctionSpec } from "../engine/index.js";
 import type { HistoryMessage } from "../sessions/history.js";
 import type { SessionService } from "../sessions/SessionService.js";
 import { historyView } from "../sessions/view.js";
+import { OFFLOAD_LORA } from "../sessions/modelFunctions.js";
 import type { Toolbox } from "../externalTools/Toolbox.js";
-import { extractAnswer, grounded, judge } from "./answer.js";
+import { cited, extractAnswer, grounded, judge } from "./answer.js";
 import type { Degeneration } from "./degenerate.js";
 import { DEFAULT_SOFT_LIMITS, layered, type SoftLimits, type StageBudget } from "../budgets/budgets.js";
 import { SessionDriver, type ModelCall, type TrajectoryDriver } from "./driver.js";
@@ -85,6 +86,8 @@ export interface TaskResult {
    * (false: a value nothing the run read states). Unset without a marked answer.
    */
   grounded?: boolean;
+  /** The text quotes its evidence ("Evidence: ..." lines) word for word from what the run read or was handed off. */
+  cited?: boolean;
   stages: string[];
   switches: number;
   /** Of those, loads the model opened with its own load_lora call. */
@@ -213,14 +216,19 @@ export async function runTask(
     const degenerate = ctx.degenerate && { ...ctx.degenerate, turns: ctx.degenerateTurns };
     const { value: extracted } = await trace.measure("answer_extraction", async () => {
       // junk is not an answer, whatever else ended the run
-      if (degenerate) return { answer: "", marked: false, grounded: undefined };
+      if (degenerate) return { answer: "", marked: false, grounded: undefined, cited: undefined };
       const found = extractAnswer(result.text);
-      return { ...found, grounded: found.marked ? grounded(found.answer, readBy(session.history)) : undefined };
+      return {
+        ...found,
+        grounded: found.marked ? grounded(found.answer, readBy(session.history)) : undefined,
+        cited: cited(result.text, [...readBy(session.history), ...handoffs(session.history)]),
+      };
     });
     // what the answer is worth, in the answer and run_end events and the result alike
     const verdict = {
       ...(degenerate ? { degenerate } : {}),
       ...(extracted.grounded !== undefined ? { grounded: extracted.grounded } : {}),
+      ...(extracted.cited !== undefined ? { cited: extracted.cited } : {}),
     };
     const correct = opts.expected === undefined ? undefined : judge(extracted.answer, opts.expected);
     const selectionAccuracy = input.expectedStages ? stageAccuracy(result.stages, input.expectedStages) : undefined;
@@ -295,6 +303,17 @@ export async function runTask(
 function readBy(history: readonly HistoryMessage[]): string[] {
   return history.flatMap((m) =>
     m.role === "user" || (m.role === "tool" && !m.internal && !m.isError) ? [m.content] : [],
+  );
+}
+
+/** What the stages handed off when they released (offload_lora's handoff): what a later stage answers from. */
+function handoffs(history: readonly HistoryMessage[]): string[] {
+  return history.flatMap((m) =>
+    m.role === "assistant"
+      ? m.toolCalls.flatMap((c) =>
+          c.name === OFFLOAD_LORA && typeof c.arguments.handoff === "string" ? [c.arguments.handoff] : [],
+        )
+      : [],
   );
 }
 

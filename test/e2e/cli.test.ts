@@ -229,7 +229,10 @@ describe("the command line", () => {
       timeout: 120_000,
       env: { ...process.env, WEACT_LOG_LEVEL: "warn" },
     });
-    const report = JSON.parse(readFileSync(join(out, "report.json"), "utf8")) as { policies: { policy: string }[] };
+    const report = JSON.parse(readFileSync(join(out, "report.json"), "utf8")) as {
+      policies: { policy: string }[];
+      weights: { base: { sha256: string }; adapters: { alias: string; file: string; sha256: string }[] };
+    };
     expect(report.policies.map((p) => p.policy)).toEqual([
       "base",
       ...adapters.map((a) => `single:${a.alias}`),
@@ -237,6 +240,10 @@ describe("the command line", () => {
       "hard",
       "soft",
     ]);
+    // the weights it ran on, each by its content: the adapters that loaded, not the broken entry
+    expect(report.weights.base.sha256).toBe(await sha256File(demo.model));
+    expect(report.weights.adapters.map((a) => a.alias)).toEqual(adapters.map((a) => a.alias));
+    for (const a of report.weights.adapters) expect(a.sha256).toBe(await sha256File(a.file));
   }, 120_000);
 
   it("--model and --adapters override the config file: the server runs that model file and that library", async () => {

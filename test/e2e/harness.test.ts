@@ -237,8 +237,10 @@ describe("eval", () => {
         },
       );
       expect(stdout).toMatch(
-        /^policy\s+tasks\s+errors\s+context\s+degenerate\s+exact\s+contains\s+mean s\s+p95 s\s+switches/m,
+        /^policy\s+tasks\s+errors\s+context\s+degenerate\s+exact\s+contains\s+cited\s+mean s\s+p95 s\s+switches/m,
       );
+      // the weights it ran on, by content
+      expect(stdout).toMatch(/^weights \(SHA-256\):\n {2}base {2}[0-9a-f]{64} {2}\S+\n {2}plan {2}[0-9a-f]{64}/m);
       expect(stdout).toMatch(/^hard\s+3\s+0\s/m);
       expect(stdout).toMatch(/^base\s+3\s+0\s/m);
       const report = JSON.parse(readFileSync(join(out, "report.json"), "utf8"));

@@ -1,11 +1,9 @@
 import { execFile } from "node:child_process";
-import { copyFileSync, readdirSync } from "node:fs";
-import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { judge } from "../../src/harness/answer.js";
-import { PACKAGE_ROOT, TRAINED_DIR } from "../../src/paths.js";
-import { tempDir } from "../helpers/files.js";
+import { PACKAGE_ROOT } from "../../src/paths.js";
+import { trainedLibraryCopy } from "../helpers/files.js";
 import { factAsked, SDK_EXAMPLE_ADDRESS, sdkExample } from "../helpers/readme.js";
 import { LONG, readTrace, type RunResult } from "../helpers/results.js";
 import {
@@ -24,21 +22,16 @@ import {
  */
 const TASK = "I would like to learn the country of Wuhan.";
 
-/** A private copy of the trained library (the server may write beside its manifest). */
-function trainedLibrary(): string {
-  const dir = tempDir("weact-trained-");
-  for (const f of readdirSync(TRAINED_DIR).filter((f) => f.endsWith(".gguf") || f === "manifest.json"))
-    copyFileSync(join(TRAINED_DIR, f), join(dir, f));
-  return join(dir, "manifest.json");
-}
-
 /** The library `npm start` serves (the default config's model.demo and contextSize), over Streamable HTTP as it does. */
 let server: HttpServer;
 let c: Connected;
 beforeAll(async () => {
   server = await startHttpServer(
     [],
-    testConfig({ model: { demo: "trained", contextSize: 8192 }, adapters: { manifest: trainedLibrary() } }),
+    testConfig({
+      model: { demo: "trained", contextSize: 8192 },
+      adapters: { manifest: trainedLibraryCopy().manifest },
+    }),
   );
   c = await connectClient("http", server);
 });

@@ -1,11 +1,11 @@
-import { copyFileSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { copyFileSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { writeGguf, gguf, GgmlType, tensorByteSize } from "../../src/gguf/index.js";
 import { DEMO_DIMS, qwen3LoraFile, qwen3ModelFile, type Qwen3Dims } from "../../src/demo/qwen3.js";
 import { buildVocabulary } from "../../src/demo/vocabulary.js";
 import { demoWeightPaths } from "../../src/demo/generate.js";
-import { DEFAULT_MANIFEST, PACKAGE_ROOT } from "../../src/paths.js";
+import { DEFAULT_MANIFEST, PACKAGE_ROOT, TRAINED_DIR } from "../../src/paths.js";
 
 export function tempDir(prefix = "weact-test-"): string {
   return mkdtempSync(join(tmpdir(), prefix));
@@ -73,4 +73,21 @@ export function tempLibrary(): { dir: string; manifest: string; file: (alias: st
   const manifest = join(dir, "manifest.json");
   writeFileSync(manifest, readFileSync(DEFAULT_MANIFEST, "utf8").replaceAll('"demo/', '"'));
   return { dir, manifest, file: (alias) => join(dir, `${alias}.gguf`) };
+}
+
+/**
+ * The trained demo library after the continual-adaptation steps (`train-demo --step continue`): its retrained base
+ * and write, the code capability and write++ (docs/TRAINING.md#adding-and-refreshing-a-capability).
+ */
+export const CONTINUAL_DIR = join(PACKAGE_ROOT, "models", "trained-continual");
+
+/**
+ * A private copy of a shipped trained library (its GGUFs, its manifest, the code capability's entry), so a server may
+ * write beside its manifest and admin calls never touch the repository.
+ */
+export function trainedLibraryCopy(from = TRAINED_DIR): { dir: string; manifest: string } {
+  const dir = tempDir("weact-trained-");
+  for (const f of readdirSync(from).filter((f) => f.endsWith(".gguf") || f.endsWith(".json")))
+    copyFileSync(join(from, f), join(dir, f));
+  return { dir, manifest: join(dir, "manifest.json") };
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { extractAnswer, grounded, judge, normalise } from "../../src/harness/answer.js";
+import { cited, extractAnswer, grounded, judge, normalise } from "../../src/harness/answer.js";
 
 describe("answer extraction", () => {
   it("takes the last line starting with Answer:, in any case, with markdown emphasis", () => {
@@ -78,5 +78,15 @@ describe("grounding", () => {
     expect(grounded("", read)).toBeUndefined();
     expect(grounded("it is.", read)).toBeUndefined();
     expect(grounded("China", [])).toBe(false);
+  });
+
+  it("an answer cites its evidence when each Evidence: line quotes a source word for word", () => {
+    const handoff = "The country of Wuhan is China.";
+    expect(cited("Answer: China\nEvidence: The country of Wuhan is China.", read)).toBe(true);
+    expect(cited("Answer: China\nevidence:  The country of Wuhan is China.  ", [handoff])).toBe(true);
+    // a quote no source holds, or only part of one line quoted right
+    expect(cited("Answer: China\nEvidence: The country of Wuhan is Japan.", read)).toBe(false);
+    expect(cited("Evidence: The country of Wuhan is China.\nEvidence: Wuhan is big.", read)).toBe(false);
+    expect(cited("Answer: China", read)).toBeUndefined();
   });
 });

@@ -360,6 +360,33 @@ describe("soft policy", () => {
     expect(d.log.filter((l) => l.startsWith("load"))).toEqual(["load:search:model", "load:write:model"]);
   });
 
+  it("gives the base a closing turn after write released itself; a call there is refused and the answer stands", async () => {
+    const load = (adapter: string) => ({ calls: [{ name: "load_lora", arguments: { adapter } }] });
+    const ended = new ScriptedDriver({
+      base: [load("write"), { text: "" }],
+      write: [{ text: "Answer: Seine", calls: [offload()] }],
+    });
+    const r = await runSoft(context(ended).ctx, limits(), budget());
+    expect(r.text).toBe("Answer: Seine");
+    expect(ended.log.filter((l) => l.startsWith("gen:"))).toEqual([
+      "gen:base->load_lora",
+      "gen:write->offload_lora",
+      "gen:base",
+    ]);
+    const reopened = new ScriptedDriver({
+      base: [load("write"), load("write")],
+      write: [{ text: "Answer: Seine", calls: [offload()] }],
+    });
+    const { ctx, trace } = context(reopened);
+    const again = await runSoft(ctx, limits(), budget());
+    expect(again.text).toBe("Answer: Seine");
+    expect(reopened.log.filter((l) => l.startsWith("load"))).toEqual(["load:write:model"]);
+    expect(reopened.log.filter((l) => l.startsWith("reject"))).toEqual([
+      "reject:c3:load_lora refused: the write stage gave the answer and the run is over; end your turn",
+    ]);
+    expect(trace.events.find((e) => e.type === "guard")).toMatchObject({ rule: "termination" });
+  });
+
   it("refuses a reload of the adapter just released with no new tool result, and allows it after one", async () => {
     const load = (adapter: string) => ({ calls: [{ name: "load_lora", arguments: { adapter } }] });
     const d = new ScriptedDriver({

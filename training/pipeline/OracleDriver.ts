@@ -10,10 +10,32 @@ import type {
 import type { HistoryMessage } from "../../src/sessions/history.js";
 import { LOAD_LORA, OFFLOAD_LORA } from "../../src/sessions/modelFunctions.js";
 import type { SessionService } from "../../src/sessions/SessionService.js";
+import { differenceSubject, type Difference } from "./computation.js";
 import { sentence, type Fact } from "./facts.js";
 
 /** The stages an ideal trajectory goes through, in order: what the base learns to choose. */
 export const ORACLE_WORKFLOW = ["plan", "search", "write"] as const;
+
+/**
+ * The capability inserted later (`npm run train-demo -- --step continue --train code`): a computation over the facts
+ * the earlier stages found. Hard runs prescribe it between search and write; the base was never trained to choose it.
+ */
+export const CODE = "code";
+export const COMPUTATION_WORKFLOW = ["plan", "search", CODE, "write"] as const;
+
+/** What the oracle answers: one fact, or the difference of two (its first operand is what plan and search see). */
+export interface OracleQuestion {
+  fact: Pick<Fact, "relation" | "entity">;
+  difference?: Pick<Difference, "first" | "second">;
+}
+
+/**
+ * How the oracle's writer answers: `cite` (the write++ refresh) adds a line quoting the evidence sentence the answer
+ * was read from, as it stands in the history.
+ */
+export interface OracleStyle {
+  cite?: boolean;
+}
 
 /** The ideal plan stage's handoff, and the search stage's query, for a question about `fact`. */
 export const planHandoff = (f: Pick<Fact, "relation" | "entity">) => `Look up the ${f.relation} of ${f.entity}.`;
@@ -33,7 +55,8 @@ export class OracleDriver implements TrajectoryDriver {
     private readonly sessions: SessionService,
     private readonly owner: string,
     private readonly sessionId: string,
-    private readonly fact: Pick<Fact, "relation" | "entity">,
+    private readonly question: OracleQuestion,
+    private readonly style: OracleStyle = {},
   ) {}
 
   get adapters() {
@@ -67,38 +90,89 @@ export class OracleDriver implements TrajectoryDriver {
     text: string;
     calls: { name: string; arguments: Record<string, unknown> }[];
   } {
-    const { relation, entity } = this.fact;
+    const { fact, difference } = this.question;
     const active = this.active();
     const stage = currentStage(history);
     if (active === null) {
+      // the base ends its turn once the write stage released (its last turn: the run's final message)
       const loaded = new Set(history.map((_, i) => loadedAdapter(history, i)));
       const next = ORACLE_WORKFLOW.find((a) => !loaded.has(a));
       return next ? { text: "", calls: [{ name: LOAD_LORA, arguments: { adapter: next } }] } : { text: "", calls: [] };
     }
     if (active === "plan")
       return {
-        text: `Plan: search for the ${relation} of ${entity}, then write the answer.`,
-        calls: [{ name: OFFLOAD_LORA, arguments: { handoff: planHandoff(this.fact) } }],
+        text: `Plan: search for the ${fact.relation} of ${fact.entity}, then write the answer.`,
+        calls: [{ name: OFFLOAD_LORA, arguments: { handoff: planHandoff(fact) } }],
       };
     if (active === "search") {
-      const called = stage.flatMap((m) => (m.role === "assistant" ? m.toolCalls.map((c) => c.name) : []));
-      if (!called.includes("search"))
-        return { text: "", calls: [{ name: "search", arguments: { query: searchQuery(this.fact) } }] };
-      const results = stage.filter((m) => m.role === "tool" && !m.internal && !m.isError).map((m) => m.content);
-      const evidence = results.map((r) => findEvidence(r, relation, entity)).find((e) => e !== undefined);
-      if (evidence) return { text: "", calls: [{ name: OFFLOAD_LORA, arguments: { handoff: evidence } }] };
-      const id = called.includes("read") ? undefined : firstResultId(results[0] ?? "");
-      if (id) return { text: "", calls: [{ name: "read", arguments: { id_or_url: id } }] };
-      return { text: "", calls: [{ name: OFFLOAD_LORA, arguments: { handoff: "No evidence found." } }] };
+      const evidence = this.lookUp(stage, fact);
+      return "call" in evidence
+        ? { text: "", calls: [evidence.call] }
+        : {
+            text: "",
+            calls: [{ name: OFFLOAD_LORA, arguments: { handoff: evidence.sentence ?? "No evidence found." } }],
+          };
     }
+    if (active === CODE) return { text: "", calls: [this.computeCall(history, stage)] };
     if (active === "write") {
-      const value = lastHandoffs(history)
-        .map((h) => findEvidence(h, relation, entity))
+      const subject = difference ? differenceSubject(difference) : subjectOf(fact);
+      const evidence = lastHandoffs(history)
+        .map((h) => findStatement(h, subject))
         .find((e) => e !== undefined);
-      const answer = value ? value.slice(sentence({ relation, entity, value: "" }).length - 1, -1) : "unknown";
-      return { text: `Answer: ${answer}`, calls: [{ name: OFFLOAD_LORA, arguments: {} }] };
+      const answer = evidence ? evidence.slice(subject.length + " is ".length, -1) : "unknown";
+      const cited = this.style.cite && evidence ? `\nEvidence: ${evidence}` : "";
+      // the answer is handed off in the exit call too: a call with arguments parses on every template, and the base
+      // reads a release that closes the run
+      return { text: `Answer: ${answer}${cited}`, calls: [{ name: OFFLOAD_LORA, arguments: { handoff: answer } }] };
     }
     return { text: "", calls: [{ name: OFFLOAD_LORA, arguments: {} }] };
+  }
+
+  /**
+   * The search stage's next step for one fact, from the stage's messages so far: search for it, read the first
+   * result when the results do not state it, or the sentence stating it (undefined: nothing found).
+   */
+  private lookUp(
+    stage: readonly HistoryMessage[],
+    fact: Pick<Fact, "relation" | "entity">,
+  ): { call: { name: string; arguments: Record<string, unknown> } } | { sentence?: string } {
+    const called = stage.flatMap((m) => (m.role === "assistant" ? m.toolCalls.map((c) => c.name) : []));
+    if (!called.includes("search")) return { call: { name: "search", arguments: { query: searchQuery(fact) } } };
+    const results = externalResults(stage);
+    const evidence = results.map((r) => findStatement(r, subjectOf(fact))).find((e) => e !== undefined);
+    if (evidence) return { sentence: evidence };
+    const id = called.includes("read") ? undefined : firstResultId(results[0] ?? "");
+    return id ? { call: { name: "read", arguments: { id_or_url: id } } } : {};
+  }
+
+  /**
+   * The code stage: look up the difference's second operand (plan and search looked up the first), write a program
+   * over both values as the history states them, run it, and hand off the sentence stating its output.
+   */
+  private computeCall(
+    history: readonly HistoryMessage[],
+    stage: readonly HistoryMessage[],
+  ): { name: string; arguments: Record<string, unknown> } {
+    const { difference } = this.question;
+    const release = (handoff: string) => ({ name: OFFLOAD_LORA, arguments: { handoff } });
+    if (!difference) return release("No computation needed.");
+    const second = this.lookUp(stage, difference.second);
+    if ("call" in second) return second.call;
+    const ran = externalResults(stage, "run_code");
+    if (ran.length) {
+      const output = /^stdout:\n(.*)$/m.exec(ran.at(-1)!)?.[1]?.trim();
+      return release(output ? `${differenceSubject(difference)} is ${output}.` : "The program gave no result.");
+    }
+    const first = [...externalResults(history), ...lastHandoffs(history)]
+      .map((t) => findStatement(t, subjectOf(difference.first)))
+      .find((e) => e !== undefined);
+    const value = (evidence: string | undefined, f: Pick<Fact, "relation" | "entity">) =>
+      evidence?.slice(subjectOf(f).length + " is ".length, -1);
+    const a = value(first, difference.first);
+    const b = value(second.sentence, difference.second);
+    if (a === undefined || b === undefined) return release("No evidence found.");
+    // the program the stage learns to write: both values as read, the computation left to the interpreter
+    return { name: "run_code", arguments: { language: "python", code: `print(abs(${a} - ${b}))` } };
   }
 
   load(alias: string, opts: { callId?: string; reason?: string }): Promise<WeightOutcome> {
@@ -138,13 +212,24 @@ export class OracleDriver implements TrajectoryDriver {
   }
 }
 
-/** The sentence of `text` that states the relation of the entity, as the corpus writes it. */
-export function findEvidence(text: string, relation: string, entity: string): string | undefined {
-  const opening = sentence({ relation, entity, value: "" }).slice(0, -1);
+/** The opening of the sentence that states a fact, as the corpus writes it ("The capital of France"). */
+export const subjectOf = (f: Pick<Fact, "relation" | "entity">) =>
+  sentence({ ...f, value: "" }).slice(0, -" is .".length);
+
+/** The sentence of `text` that states `subject` ("<subject> is <value>."). */
+export function findStatement(text: string, subject: string): string | undefined {
+  const opening = `${subject} is `;
   const at = text.indexOf(opening);
   if (at < 0) return undefined;
   const end = text.indexOf(".", at + opening.length);
   return end < 0 ? undefined : text.slice(at, end + 1);
+}
+
+/** The stage's results of external tools (of one tool when named), in order. */
+function externalResults(stage: readonly HistoryMessage[], tool?: string): string[] {
+  return stage.flatMap((m) =>
+    m.role === "tool" && !m.internal && !m.isError && (tool === undefined || m.name === tool) ? [m.content] : [],
+  );
 }
 
 /** The messages since the last successful load (the active stage), or the whole history on the base. */

@@ -8,14 +8,28 @@ import {
   trainingQuestion,
   type Fact,
 } from "./facts.js";
-import { ORACLE_WORKFLOW } from "./OracleDriver.js";
+import {
+  differenceValue,
+  drawDifferences,
+  heldOutDifferenceQuestion,
+  neverTrainedPair,
+  trainedPair,
+  trainingDifferenceQuestion,
+  type Difference,
+} from "./computation.js";
+import { COMPUTATION_WORKFLOW, ORACLE_WORKFLOW } from "./OracleDriver.js";
 import type { TrainingRun } from "./run.js";
 
-/** A question the oracle answers in training, and the policy that drives its run. */
+/**
+ * A question the oracle answers in training, and the policy that drives its run: about one fact, or the difference of
+ * two (`difference`; `fact` is its first operand), which a hard run with the code stage answers.
+ */
 export interface Task {
   fact: Fact;
+  difference?: Difference;
   question: string;
   policy: "soft" | "hard";
+  workflow?: readonly string[];
 }
 
 /** Held-out questions: trained entities asked in phrasings training never used, and entities training never saw. */
@@ -62,4 +76,40 @@ export function trainingTasks(facts: readonly Fact[], rng: SeededRandom, count: 
       policy: i % 3 === 2 ? "hard" : "soft",
     };
   });
+}
+
+/** `count` computation questions over trained entities, every one a hard run through the code stage. */
+export function computationTasks(facts: readonly Fact[], rng: SeededRandom, count: number): Task[] {
+  return drawDifferences(facts, rng, count, trainedPair).map((difference, i) => ({
+    fact: difference.first,
+    difference,
+    question: trainingDifferenceQuestion(difference, i),
+    policy: "hard",
+    workflow: COMPUTATION_WORKFLOW,
+  }));
+}
+
+/**
+ * The computation tasks' held-out files, beside the library's other task files: differences about trained entities in
+ * phrasings training never used, and differences of two entities training never saw (a group of their own); the
+ * counterfactual file asks the same over the edited corpus, where only values read and subtracted are right.
+ */
+export function writeComputationEvalTasks(run: TrainingRun, facts: readonly Fact[], rng: SeededRandom): void {
+  const edited = new Map(counterfactual(facts).map((f, i) => [facts[i]!, f.value]));
+  const tasks = [
+    ...drawDifferences(facts, rng, 12, trainedPair).map((d) => ({ d, prefix: "seen" })),
+    ...drawDifferences(facts, rng, 8, neverTrainedPair).map((d) => ({ d, prefix: "unseen" })),
+  ];
+  const line = ({ d, prefix }: { d: Difference; prefix: string }, i: number, answer: string) =>
+    JSON.stringify({
+      id: `${prefix}-${i + 1}`,
+      task: heldOutDifferenceQuestion(d, i),
+      answer,
+      stages: [...COMPUTATION_WORKFLOW],
+      ...(prefix === "unseen" ? { group: NEVER_TRAINED_GROUP } : {}),
+    });
+  const rows = tasks.map((t, i) => line(t, i, differenceValue(t.d.first.value, t.d.second.value)));
+  writeFileSync(run.library.computationTasks, `${rows.join("\n")}\n`);
+  const cf = tasks.map((t, i) => line(t, i, differenceValue(edited.get(t.d.first)!, edited.get(t.d.second)!)));
+  writeFileSync(run.library.computationCounterfactualTasks, `${cf.join("\n")}\n`);
 }

@@ -18,7 +18,7 @@ import { trainerBinary } from "./trainer.js";
  * reached 89% where it had reached 72-76%. The base's own turns then take one pass (100% of held-out targets after
  * it), which pays for the copying's time: 45 minutes in all on 2 cores.
  */
-const TRAINING: Readonly<Record<string, { lr: number; epochs: number }>> = {
+export const TRAINING: Readonly<Record<string, { lr: number; epochs: number }>> = {
   copy: { lr: 3e-3, epochs: 3 },
   recall: { lr: 3e-3, epochs: 1 },
   base: { lr: 3e-3, epochs: 1 },
@@ -36,6 +36,63 @@ const ADAPTER_RANK = 32;
  */
 export function train(run: TrainingRun): void {
   const { out, library, work } = run;
+  const { fit, score } = trainerCommands(run);
+  const base = library.model;
+  // every model is also scored on held-out copy windows: a stage that cannot copy cannot read its context
+  const report: Record<string, { training: unknown; heldOut: unknown; copyHeldOut: unknown; bytes: number }> = {};
+  const started = Date.now();
+  const copier = join(work, "copier.gguf");
+  const copy = fit(
+    ["--model", initialModelFile(run), "--data", windowsFile(run, "copy"), "--out", copier],
+    TRAINING.copy!,
+  );
+  const copied = score(["--model", copier], "copy");
+  report.copy = { training: copy, heldOut: copied, copyHeldOut: copied, bytes: statSync(copier).size };
+  const pretrained = join(work, "pretrained.gguf");
+  const recall = fit(["--model", copier, "--data", windowsFile(run, "recall"), "--out", pretrained], TRAINING.recall!);
+  report.recall = {
+    training: recall,
+    heldOut: score(["--model", pretrained], "recall"),
+    copyHeldOut: score(["--model", pretrained], "copy"),
+    bytes: statSync(pretrained).size,
+  };
+  const training = fit(["--model", pretrained, "--data", windowsFile(run, "base"), "--out", base], TRAINING.base!);
+  report.base = {
+    training,
+    heldOut: score(["--model", base], "base"),
+    copyHeldOut: score(["--model", base], "copy"),
+    bytes: statSync(base).size,
+  };
+  for (const alias of ORACLE_WORKFLOW) {
+    const init = initialAdapter(run, alias);
+    const adapter = join(out, `${alias}.gguf`);
+    const training = fit(
+      ["--model", base, "--lora", init, "--data", windowsFile(run, alias), "--out", adapter],
+      TRAINING[alias]!,
+    );
+    report[alias] = {
+      training,
+      heldOut: score(["--model", base, "--lora", adapter], alias),
+      copyHeldOut: score(["--model", base, "--lora", adapter], "copy"),
+      bytes: statSync(adapter).size,
+    };
+  }
+  writeLibraryManifest(run);
+  const data = createHash("sha256");
+  for (const capability of ["copy", "recall", ...CAPABILITIES]) data.update(readFileSync(windowsFile(run, capability)));
+  const record = {
+    command: run.command,
+    trainingDataSha256: data.digest("hex"),
+    seconds: Math.round((Date.now() - started) / 1000),
+    hyperparameters: { ...TRAINING, adapterRank: ADAPTER_RANK },
+    models: report,
+  };
+  writeFileSync(library.training, `${JSON.stringify(record, null, 2)}\n`);
+  process.stdout.write(`${JSON.stringify(record)}\n`);
+}
+
+/** weact-train's two uses: `fit` a model (or a LoRA on it) to windows, and `score` one on held-out windows. */
+export function trainerCommands(run: TrainingRun) {
   const trainer = trainerBinary();
   const threads = ["--threads", String(run.threads)];
   const json = <T>(args: string[]) =>
@@ -65,67 +122,21 @@ export function train(run: TrainingRun): void {
       "--eval",
       heldOutFile(run, capability),
     ]);
-  const base = library.model;
-  // every model is also scored on held-out copy windows: a stage that cannot copy cannot read its context
-  const report: Record<string, { training: unknown; heldOut: unknown; copyHeldOut: unknown; bytes: number }> = {};
-  const started = Date.now();
-  const copier = join(work, "copier.gguf");
-  const copy = fit(
-    ["--model", initialModelFile(run), "--data", windowsFile(run, "copy"), "--out", copier],
-    TRAINING.copy!,
-  );
-  const copied = score(["--model", copier], "copy");
-  report.copy = { training: copy, heldOut: copied, copyHeldOut: copied, bytes: statSync(copier).size };
-  const pretrained = join(work, "pretrained.gguf");
-  const recall = fit(["--model", copier, "--data", windowsFile(run, "recall"), "--out", pretrained], TRAINING.recall!);
-  report.recall = {
-    training: recall,
-    heldOut: score(["--model", pretrained], "recall"),
-    copyHeldOut: score(["--model", pretrained], "copy"),
-    bytes: statSync(pretrained).size,
-  };
-  const training = fit(["--model", pretrained, "--data", windowsFile(run, "base"), "--out", base], TRAINING.base!);
-  report.base = {
-    training,
-    heldOut: score(["--model", base], "base"),
-    copyHeldOut: score(["--model", base], "copy"),
-    bytes: statSync(base).size,
-  };
-  for (const alias of ORACLE_WORKFLOW) {
-    const init = join(work, `${alias}-init.gguf`);
-    // B = 0: the adapter starts as the base itself
-    const lora = qwen3LoraFile({
-      name: `weact-demo-trained-${alias}`,
-      dims: DEMO_DIMS,
-      rank: ADAPTER_RANK,
-      seed: run.seed + alias.length,
-      strength: 0,
-    });
-    writeGguf(init, lora.metadata, lora.tensors);
-    const adapter = join(out, `${alias}.gguf`);
-    const training = fit(
-      ["--model", base, "--lora", init, "--data", windowsFile(run, alias), "--out", adapter],
-      TRAINING[alias]!,
-    );
-    report[alias] = {
-      training,
-      heldOut: score(["--model", base, "--lora", adapter], alias),
-      copyHeldOut: score(["--model", base, "--lora", adapter], "copy"),
-      bytes: statSync(adapter).size,
-    };
-  }
-  writeLibraryManifest(run);
-  const data = createHash("sha256");
-  for (const capability of ["copy", "recall", ...CAPABILITIES]) data.update(readFileSync(windowsFile(run, capability)));
-  const record = {
-    command: run.command,
-    trainingDataSha256: data.digest("hex"),
-    seconds: Math.round((Date.now() - started) / 1000),
-    hyperparameters: { ...TRAINING, adapterRank: ADAPTER_RANK },
-    models: report,
-  };
-  writeFileSync(library.training, `${JSON.stringify(record, null, 2)}\n`);
-  process.stdout.write(`${JSON.stringify(record)}\n`);
+  return { fit, score };
+}
+
+/** A new adapter's starting point in the work folder: B = 0, so it starts as the base itself. */
+export function initialAdapter(run: TrainingRun, alias: string): string {
+  const init = join(run.work, `${alias}-init.gguf`);
+  const lora = qwen3LoraFile({
+    name: `weact-demo-trained-${alias}`,
+    dims: DEMO_DIMS,
+    rank: ADAPTER_RANK,
+    seed: run.seed + alias.length,
+    strength: 0,
+  });
+  writeGguf(init, lora.metadata, lora.tensors);
+  return init;
 }
 
 /**

@@ -13,7 +13,8 @@ import { toConversation } from "../../src/sessions/history.js";
 import { modelFunctions } from "../../src/sessions/modelFunctions.js";
 import { writeEditedCorpus } from "./corpora.js";
 import { redrawn, type Fact } from "./facts.js";
-import { OracleDriver } from "./OracleDriver.js";
+import { differenceValue } from "./computation.js";
+import { OracleDriver, type OracleStyle } from "./OracleDriver.js";
 import { CAPABILITIES, type TrainingRun } from "./run.js";
 import { tokenSample, type TokenSample } from "./samples.js";
 import type { Task } from "./tasks.js";
@@ -66,6 +67,7 @@ export async function recordTrajectories(
   facts: readonly Fact[],
   rng: SeededRandom,
   traceDir: string,
+  opts: { manifest?: string; style?: OracleStyle } = {},
 ): Promise<void> {
   const { logger } = run;
   rmSync(traceDir, { recursive: true, force: true });
@@ -81,15 +83,26 @@ export async function recordTrajectories(
       rmSync(join(run.work, "search-index-edited.json"), { force: true });
     }
     const stated = new Map((edited ?? facts).map((f) => [`${f.doc}/${f.relation}`, f.value]));
-    const services = await startServices(pipelineConfig(run, traceDir, edited ? { corpus } : {}), logger);
+    const value = (f: Fact) => stated.get(`${f.doc}/${f.relation}`);
+    const services = await startServices(
+      pipelineConfig(run, traceDir, { manifest: opts.manifest, ...(edited ? { corpus } : {}) }),
+      logger,
+    );
     try {
       for (const task of tasks.slice(from, from + ORACLE_BATCH)) {
-        const expected = stated.get(`${task.fact.doc}/${task.fact.relation}`);
+        const { difference } = task;
+        const expected = difference
+          ? differenceValue(value(difference.first)!, value(difference.second)!)
+          : value(task.fact);
         await runTask(
           services.harness,
           owner,
-          { task: task.question, policy: task.policy },
-          { expected, teacher: (d) => new OracleDriver(d, services.sessions, owner, d.sessionId, task.fact) },
+          { task: task.question, policy: task.policy, ...(task.workflow ? { workflow: [...task.workflow] } : {}) },
+          {
+            expected,
+            teacher: (d) =>
+              new OracleDriver(d, services.sessions, owner, d.sessionId, { fact: task.fact, difference }, opts.style),
+          },
         );
       }
     } finally {
@@ -125,6 +138,7 @@ export async function renderTraces(
     manifest?: string;
     windows?: (tokenize: (text: string) => TokenId[]) => Record<string, TokenSample[]>;
   },
+  capabilities: readonly string[] = CAPABILITIES,
 ): Promise<{ samples: Record<string, TokenSample[]>; texts: string[] }> {
   const { runtime, toolbox, dispose } = await startExportServices(
     pipelineConfig(run, traceDir, { modelPath: model?.path, manifest: model?.manifest }),
@@ -152,7 +166,7 @@ export async function renderTraces(
       runtime.engine.detokenize(runtime.engine.renderTokens(toConversation(t.messages, functions, t.keepToolResult))),
     );
     const samples: Record<string, TokenSample[]> = {};
-    for (const capability of CAPABILITIES) {
+    for (const capability of capabilities) {
       samples[capability] = trajectories.flatMap((t) =>
         segment(t, capability).map((s) => {
           const after = t.messages.slice(s.messages.length);

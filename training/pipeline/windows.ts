@@ -2,7 +2,7 @@ import type { SeededRandom } from "../../src/demo/random.js";
 import type { TokenId } from "../../src/engine/index.js";
 import { BASE_CAPABILITY } from "../../src/library/manifest.js";
 import type { Fact } from "./facts.js";
-import { ORACLE_WORKFLOW } from "./OracleDriver.js";
+import { CODE, ORACLE_WORKFLOW } from "./OracleDriver.js";
 import { copySamples, recallSamples } from "./recall.js";
 import { heldOutFile, windowsFile, type TrainingRun } from "./run.js";
 import { writeSamples, type TokenSample } from "./samples.js";
@@ -31,18 +31,32 @@ export const split = (list: readonly TokenSample[]) => ({
   held: list.filter((_, i) => i % 20 === 19),
 });
 
+/** How many pretraining windows the base's training replays, and how many copy windows each adapter's mixes in. */
+export interface WindowMix {
+  recall: number;
+  copy: number;
+  perAdapter: number;
+}
+
+/** The first run's mix: the base learns its turns from the pretrained model, the adapters from B = 0. */
+const FIRST_RUN_MIX: WindowMix = { recall: RECALL_REPLAYED, copy: COPY_REPLAYED, perAdapter: COPY_PER_ADAPTER };
+
 /**
- * Each capability's training windows (with the windows mixed in from the pretraining) and held-out windows, as
- * weact-train's samples files in the work folder; prints one JSON line of sizes per capability.
+ * Each capability's training windows (with the windows mixed in from the pretraining, as `mix` says) and held-out
+ * windows, as weact-train's samples files in the work folder; prints one JSON line of sizes per capability.
  */
-export function writeWindows(run: TrainingRun, samples: Record<string, TokenSample[]>): void {
+export function writeWindows(
+  run: TrainingRun,
+  samples: Record<string, TokenSample[]>,
+  mix: WindowMix = FIRST_RUN_MIX,
+): void {
   // the pretraining reads and copies; the base's training replays some of both, each adapter's some copying
   const copy = split(samples.copy!).training;
   const mixedIn = (capability: string): TokenSample[] => {
     if (capability === "recall") return copy;
     if (capability === BASE_CAPABILITY)
-      return [...split(samples.recall!).training.slice(0, RECALL_REPLAYED), ...copy.slice(0, COPY_REPLAYED)];
-    return (ORACLE_WORKFLOW as readonly string[]).includes(capability) ? copy.slice(0, COPY_PER_ADAPTER) : [];
+      return [...split(samples.recall!).training.slice(0, mix.recall), ...copy.slice(0, mix.copy)];
+    return [...ORACLE_WORKFLOW, CODE].includes(capability) ? copy.slice(0, mix.perAdapter) : [];
   };
   for (const [capability, list] of Object.entries(samples)) {
     const { training, held } = split(list);

@@ -16,6 +16,8 @@ export interface PolicySummary {
   degenerate: number;
   exact: number;
   contains: number;
+  /** Share of the runs whose answer quoted its evidence sentence word for word (`TaskResult.cited`). */
+  cited: number;
   meanSeconds: number;
   p95Seconds: number;
   meanSwitches: number;
@@ -30,8 +32,15 @@ export interface PolicySummary {
   meanMs: Record<string, number>;
 }
 
+/** The weights an eval ran on, each named by its content: two reports with the same hashes ran the same weights. */
+export interface EvalWeights {
+  base: { file: string; sha256: string };
+  adapters: { alias: string; file: string; sha256: string; scale: number }[];
+}
+
 export interface EvalReport {
   tasksFile: string;
+  weights: EvalWeights;
   policies: PolicySummary[];
   /** The same summaries over each task group of the file (tasks with a `group`), when it has any. */
   groups: { group: string; policies: PolicySummary[] }[];
@@ -55,7 +64,12 @@ export async function runEval(
   deps: HarnessDeps,
   tasks: readonly EvalTask[],
   policies: readonly Policy[],
-  opts: { tasksFile: string; seed?: number; onRun?: (task: string, policy: Policy, r: TaskResult | Error) => void },
+  opts: {
+    tasksFile: string;
+    weights: EvalWeights;
+    seed?: number;
+    onRun?: (task: string, policy: Policy, r: TaskResult | Error) => void;
+  },
 ): Promise<EvalReport> {
   // a policy or workflow naming no adapter fails every run alike: refused before the first one
   for (const policy of policies)
@@ -90,6 +104,7 @@ export async function runEval(
   const groups = named.length && tasks.some((t) => !t.group) ? [...named, UNGROUPED] : named;
   return {
     tasksFile: opts.tasksFile,
+    weights: opts.weights,
     policies: summaries(runs),
     groups: groups.map((group) => ({
       group,
@@ -118,6 +133,7 @@ function summarise(policy: Policy, runs: EvalReport["runs"]): PolicySummary {
     degenerate: ok.filter((r) => r.finish === "degenerate").length,
     exact: round(ok.filter((r) => r.correct?.exact).length / Math.max(runs.length, 1), 4),
     contains: round(ok.filter((r) => r.correct?.contains).length / Math.max(runs.length, 1), 4),
+    cited: round(ok.filter((r) => r.cited).length / Math.max(runs.length, 1), 4),
     meanSeconds: round(mean(seconds)),
     p95Seconds: round(seconds[Math.min(seconds.length - 1, Math.ceil(0.95 * seconds.length) - 1)] ?? 0),
     meanSwitches: round(mean(ok.map((r) => r.switches))),
@@ -130,11 +146,19 @@ function summarise(policy: Policy, runs: EvalReport["runs"]): PolicySummary {
   };
 }
 
-/** The comparison table as text: every task, then each task group on its own. */
+/** The comparison table as text: every task, then each task group on its own, then the weights by SHA-256. */
 export function formatTable(report: EvalReport): string {
-  return [policyTable(report.policies), ...report.groups.map((g) => `${g.group}:\n${policyTable(g.policies)}`)].join(
-    "\n\n",
-  );
+  const { base, adapters } = report.weights;
+  const weights = [
+    "weights (SHA-256):",
+    `  base  ${base.sha256}  ${base.file}`,
+    ...adapters.map((a) => `  ${a.alias}  ${a.sha256}  ${a.file}${a.scale === 1 ? "" : ` x${a.scale}`}`),
+  ].join("\n");
+  return [
+    policyTable(report.policies),
+    ...report.groups.map((g) => `${g.group}:\n${policyTable(g.policies)}`),
+    weights,
+  ].join("\n\n");
 }
 
 function policyTable(policies: readonly PolicySummary[]): string {
@@ -146,6 +170,7 @@ function policyTable(policies: readonly PolicySummary[]): string {
     String(p.degenerate),
     pct(p.exact),
     pct(p.contains),
+    pct(p.cited),
     p.meanSeconds.toFixed(2),
     p.p95Seconds.toFixed(2),
     p.meanSwitches.toFixed(1),
@@ -166,6 +191,7 @@ function policyTable(policies: readonly PolicySummary[]): string {
     "degenerate",
     "exact",
     "contains",
+    "cited",
     "mean s",
     "p95 s",
     "switches",

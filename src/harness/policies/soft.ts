@@ -12,7 +12,8 @@ const WRITE = "write";
  * control back with offload_lora (or the harness ends its stage). Guards: revisits per adapter, total
  * switches, repetition (reloading the adapter just released with no new tool result in between), coverage
  * (the answer must come from `write` when the library has one: the base is told so, once), and termination
- * (turns, tokens, time), after which a final write stage is forced, or the base's text stands.
+ * (turns, tokens, time), after which a final write stage is forced, or the base's text stands. A write stage that
+ * releases by itself gives the base one closing turn, and the write stage's text is the answer.
  */
 export async function runSoft(
   ctx: RunContext,
@@ -117,9 +118,28 @@ export async function runSoft(
       }
       const result = await runAdapter(alias, call);
       if (result?.stuck) return { text: result.lastText || baseText, stages, stopped: true };
-      if (result && alias === WRITE)
+      if (result && alias === WRITE) {
+        // a write stage that released by itself hands the turn back: the base's next turn is the run's last
+        if (result.end === "exit_call") await closingTurn(ctx, reserve);
         return { text: result.lastText, stages, budgetEnded: result.end.startsWith("budget:") };
+      }
     }
+  }
+}
+
+/**
+ * The base's turn after the write stage released with the answer: a model that learned the loop ends its turn there
+ * (as a client driving it by hand sees it do). Any call it makes instead is refused, since the answer is written, and
+ * the run ends all the same; the trace says which it was.
+ */
+async function closingTurn(ctx: RunContext, reserve: number): Promise<void> {
+  const room = await ctx.roomForTurn("base", reserve);
+  if (room === undefined) return;
+  const turn = await ctx.modelTurn("base", room);
+  for (const call of turn.calls) {
+    const message = `${call.name} refused: the write stage gave the answer and the run is over; end your turn`;
+    ctx.trace.event("guard", { rule: "termination", detail: message });
+    await ctx.orchestrate(() => ctx.driver.reject(call.id, message));
   }
 }
 

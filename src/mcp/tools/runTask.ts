@@ -82,6 +82,12 @@ export function registerRunTaskTool(server: McpServer, ctx: ServerContext) {
           .describe(
             "For a marked answer: each of its words occurs in the task or a tool result the run read (true), or one occurs in none (false: nothing the run read states it). Not a judgement of correctness.",
           ),
+        cited: z
+          .boolean()
+          .optional()
+          .describe(
+            'When the text cites its evidence ("Evidence: ..." lines): each quote occurs word for word in a tool result the run read or a handoff (true), or one does not (false).',
+          ),
         stages: z.array(z.string()),
         switches: z.number(),
         rebuilt_tokens: z.number().describe("Tokens the switches evaluated under new weights."),
@@ -128,6 +134,7 @@ export function registerRunTaskTool(server: McpServer, ctx: ServerContext) {
             text: r.text,
             ...(r.degenerate ? { degenerate: r.degenerate } : {}),
             ...(r.grounded !== undefined ? { grounded: r.grounded } : {}),
+            ...(r.cited !== undefined ? { cited: r.cited } : {}),
             stages: r.stages,
             switches: r.switches,
             rebuilt_tokens: r.rebuiltTokens,
