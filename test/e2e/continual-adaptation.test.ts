@@ -3,22 +3,22 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { judge } from "../../src/harness/answer.js";
 import { readTaskFile } from "../../src/harness/eval/TaskFile.js";
-import { trainedLibrary } from "../../src/paths.js";
-import { CONTINUAL_DIR, trainedLibraryCopy } from "../helpers/files.js";
+import { TRAINED_DIR, trainedLibrary } from "../../src/paths.js";
+import { trainedLibraryCopy } from "../helpers/files.js";
 import { factAsked } from "../helpers/readme.js";
 import { LONG, readTrace, type Generated, type RunResult, type SessionState } from "../helpers/results.js";
 import { call, connectClient, testConfig, type Connected } from "../helpers/server.js";
 
 /**
- * The paper's modular continual adaptation on a live server with the trained demo library after its continuation
- * steps (models/trained-continual, whose model the test's config names): a client drives the
- * loop by hand until the model ends its own turn; the code capability is registered while sessions run; write is
+ * The paper's modular continual adaptation on a live server with the trained demo library (models/trained: its
+ * manifest's plan, search and write, and beside them the code capability and write++ its continuation steps trained):
+ * a client drives the loop by hand until the model ends its own turn; the code capability is registered while sessions run; write is
  * refreshed to write++ while a session is mid-stage. Nothing is steered: every turn is the model's.
  */
-const { dir: lib, manifest } = trainedLibraryCopy(CONTINUAL_DIR);
+const { dir: lib, manifest } = trainedLibraryCopy();
 const CODE_ENTRY = JSON.parse(readFileSync(join(lib, "code.entry.json"), "utf8")) as Record<string, unknown>;
 /** The first held-out computation task (a difference of two values the corpus states). */
-const COMPUTATION = readTaskFile(trainedLibrary(CONTINUAL_DIR).computationTasks)[0]!;
+const COMPUTATION = readTaskFile(trainedLibrary(TRAINED_DIR).computationTasks)[0]!;
 const WORKFLOW_WITH_CODE = ["plan", "search", "code", "write"];
 /** A held-out phrasing about an entity training never saw. */
 const TASK = "I would like to learn the country of Wuhan.";

@@ -76,18 +76,12 @@ export function tempLibrary(): { dir: string; manifest: string; file: (alias: st
 }
 
 /**
- * The trained demo library after the continual-adaptation steps (`train-demo --step continue`): its retrained base
- * and write, the code capability and write++ (docs/TRAINING.md#adding-and-refreshing-a-capability).
- */
-export const CONTINUAL_DIR = join(PACKAGE_ROOT, "models", "trained-continual");
-
-/**
- * A private copy of a shipped trained library (its GGUFs, its manifest, the code capability's entry), so a server may
+ * A private copy of the trained demo library (its GGUFs, its manifest, the code capability's entry), so a server may
  * write beside its manifest and admin calls never touch the repository.
  */
-export function trainedLibraryCopy(from = TRAINED_DIR): { dir: string; manifest: string } {
+export function trainedLibraryCopy(): { dir: string; manifest: string } {
   const dir = tempDir("weact-trained-");
-  for (const f of readdirSync(from).filter((f) => f.endsWith(".gguf") || f.endsWith(".json")))
-    copyFileSync(join(from, f), join(dir, f));
+  for (const f of readdirSync(TRAINED_DIR).filter((f) => f.endsWith(".gguf") || f.endsWith(".json")))
+    copyFileSync(join(TRAINED_DIR, f), join(dir, f));
   return { dir, manifest: join(dir, "manifest.json") };
 }

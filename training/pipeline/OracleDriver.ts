@@ -120,10 +120,12 @@ export class OracleDriver implements TrajectoryDriver {
         .map((h) => findStatement(h, subject))
         .find((e) => e !== undefined);
       const answer = evidence ? evidence.slice(subject.length + " is ".length, -1) : "unknown";
-      const cited = this.style.cite && evidence ? `\nEvidence: ${evidence}` : "";
+      // write++ quotes its evidence first and reads the answer off it: the answer line stays the text's last, where
+      // the answer is extracted, and is a copy of the words just written
+      const cited = this.style.cite && evidence ? `Evidence: ${evidence}\n` : "";
       // the answer is handed off in the exit call too: a call with arguments parses on every template, and the base
       // reads a release that closes the run
-      return { text: `Answer: ${answer}${cited}`, calls: [{ name: OFFLOAD_LORA, arguments: { handoff: answer } }] };
+      return { text: `${cited}Answer: ${answer}`, calls: [{ name: OFFLOAD_LORA, arguments: { handoff: answer } }] };
     }
     return { text: "", calls: [{ name: OFFLOAD_LORA, arguments: {} }] };
   }

@@ -51,6 +51,9 @@ export interface Continuation {
   init?: string;
 }
 
+/** The code capability's entry beside the library, as `register_adapter` takes it. */
+export const CODE_ENTRY_FILE = "code.entry.json";
+
 interface Target {
   capability: string;
   /** The file it continues from, when the library has one; a new capability starts from B = 0. */
@@ -157,7 +160,7 @@ export async function continueTraining(run: TrainingRun, c: Continuation): Promi
   record.continuations = [...(record.continuations ?? []), step];
   writeFileSync(library.training, `${JSON.stringify(record, null, 2)}\n`);
   if (targets.some((t) => t.capability === CODE))
-    writeFileSync(join(run.out, "code.entry.json"), `${JSON.stringify(CODE_ENTRY, null, 2)}\n`);
+    writeFileSync(join(run.out, CODE_ENTRY_FILE), `${JSON.stringify(CODE_ENTRY, null, 2)}\n`);
   process.stdout.write(`${JSON.stringify(step)}\n`);
 }
 
