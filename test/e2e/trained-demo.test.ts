@@ -103,8 +103,8 @@ describe("the trained demo library chooses its own weights", () => {
     // what the final stage wrote is still there, as text, not as an answer
     expect(r.text.trim()).not.toBe("");
     const events = await readTrace(c.client, r.trace_uri);
-    const turn = events.find((e) => e.type === "model_call")!;
-    expect(turn).toMatchObject({ stage: "1:plan", finish: "length" });
+    // the plan's first turn is the loop, whether the budget cut it or the model stopped after repeating itself
+    expect(events.find((e) => e.type === "model_call")).toMatchObject({ stage: "1:plan" });
     expect(events.find((e) => e.type === "degenerate")).toMatchObject({ rule: "repetition", stage: "1:plan", turn: 1 });
     expect(events.at(-1)).toMatchObject({ type: "run_end", finish: "degenerate" });
   });

@@ -82,10 +82,11 @@ describe("grounding", () => {
 
   it("an answer cites its evidence when each Evidence: line quotes a source word for word", () => {
     const handoff = "The country of Wuhan is China.";
-    expect(cited("Answer: China\nEvidence: The country of Wuhan is China.", read)).toBe(true);
-    expect(cited("Answer: China\nevidence:  The country of Wuhan is China.  ", [handoff])).toBe(true);
+    // write++'s form: the quote, then the answer read off it
+    expect(cited("Evidence: The country of Wuhan is China.\nAnswer: China", read)).toBe(true);
+    expect(cited("evidence:  The country of Wuhan is China.  \nAnswer: China", [handoff])).toBe(true);
     // a quote no source holds, or only part of one line quoted right
-    expect(cited("Answer: China\nEvidence: The country of Wuhan is Japan.", read)).toBe(false);
+    expect(cited("Evidence: The country of Wuhan is Japan.\nAnswer: Japan", read)).toBe(false);
     expect(cited("Evidence: The country of Wuhan is China.\nEvidence: Wuhan is big.", read)).toBe(false);
     expect(cited("Answer: China", read)).toBeUndefined();
   });
