@@ -307,7 +307,7 @@ function readBy(history: readonly HistoryMessage[]): string[] {
 }
 
 /** What the stages handed off when they released (offload_lora's handoff): what a later stage answers from. */
-function handoffs(history: readonly HistoryMessage[]): string[] {
+export function handoffs(history: readonly HistoryMessage[]): string[] {
   return history.flatMap((m) =>
     m.role === "assistant"
       ? m.toolCalls.flatMap((c) =>

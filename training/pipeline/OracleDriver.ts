@@ -7,6 +7,7 @@ import type {
   TrajectoryDriver,
   WeightOutcome,
 } from "../../src/harness/driver.js";
+import { handoffs } from "../../src/harness/runTask.js";
 import type { HistoryMessage } from "../../src/sessions/history.js";
 import { LOAD_LORA, OFFLOAD_LORA } from "../../src/sessions/modelFunctions.js";
 import type { SessionService } from "../../src/sessions/SessionService.js";
@@ -244,17 +245,7 @@ function currentStage(history: readonly HistoryMessage[]): readonly HistoryMessa
 }
 
 /** Handoffs of the releases so far, the latest first. */
-function lastHandoffs(history: readonly HistoryMessage[]): string[] {
-  return history
-    .flatMap((m) =>
-      m.role === "assistant"
-        ? m.toolCalls
-            .filter((c) => c.name === OFFLOAD_LORA && typeof c.arguments.handoff === "string")
-            .map((c) => String(c.arguments.handoff))
-        : [],
-    )
-    .reverse();
-}
+const lastHandoffs = (history: readonly HistoryMessage[]) => handoffs(history).reverse();
 
 /** The id of the first result in a search tool's text ("1. [id] title: snippet"). */
 function firstResultId(results: string): string | undefined {
