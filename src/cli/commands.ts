@@ -227,7 +227,7 @@ export async function exportCommand(config: ResolvedConfig, logger: Logger, inpu
     runExport(command, {
       traceDir,
       countTokens: (text) => services.runtime.engine.tokenize(text).length,
-      functions: modelFunctions(services.runtime.library, services.toolbox.modelFunctions()),
+      functionsOf: (t) => modelFunctions(services.runtime.library, services.toolbox.modelFunctions(), t.capabilities),
     });
   } finally {
     await services.dispose();

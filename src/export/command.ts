@@ -6,6 +6,7 @@ import { parseFilter, selects, type TrajectoryFilter } from "./filter.js";
 import { ExportFormatSchema } from "./formats.js";
 import { readTraces } from "./readTraces.js";
 import { datasetStats, formatStats, type TokenCounter } from "./stats.js";
+import type { Trajectory } from "./trajectory.js";
 
 /** `weact-mcp export` flags. Without --stats it writes one capability's dataset; with it, prints the stats table. */
 const ExportCommandSchema = z
@@ -37,7 +38,7 @@ export interface ExportDeps {
   /** Where the harness writes traces (the default of --from). */
   traceDir: string;
   countTokens: TokenCounter;
-  functions?: ModelFunctions;
+  functionsOf?: (t: Trajectory) => ModelFunctions;
 }
 
 interface Output {
@@ -72,7 +73,7 @@ export function runExport(
     format: command.format,
     out: command.out ?? `${capability}.${command.format}.jsonl`,
     countTokens: deps.countTokens,
-    functions: deps.functions,
+    functionsOf: deps.functionsOf,
   });
   for (const p of summary.problems) err.write(`${formatProblem(p)}\n`);
   out.write(`${formatSummary(summary)}\n`);

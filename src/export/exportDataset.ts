@@ -6,6 +6,7 @@ import { CONVERTERS, type ModelFunctions } from "./convert.js";
 import { describeFilter, selects, type TrajectoryFilter } from "./filter.js";
 import { LINE_SCHEMAS, type ExportFormat } from "./formats.js";
 import { readTraces, type TraceProblem } from "./readTraces.js";
+import type { Trajectory } from "./trajectory.js";
 import { segment, type StageExit, type StageSample } from "./segment.js";
 import { tokenStats, type TokenCounter, type TokenStats } from "./stats.js";
 
@@ -18,8 +19,8 @@ export interface ExportOptions {
   /** The JSONL file to write. */
   out: string;
   countTokens: TokenCounter;
-  /** The functions the model was offered, written as each line's `tools`. */
-  functions?: ModelFunctions;
+  /** The functions a trajectory's model was offered, written as each of its lines' `tools`. */
+  functionsOf?: (t: Trajectory) => ModelFunctions;
 }
 
 export interface ExportSummary {
@@ -48,9 +49,10 @@ export function exportDataset(options: ExportOptions): ExportSummary {
   const lines: string[] = [];
   const kept: StageSample[] = [];
   let duplicates = 0;
-  for (const sample of selected.flatMap((t) => segment(t, options.capability))) {
+  const samples = selected.flatMap((t) => segment(t, options.capability).map((sample) => ({ sample, t })));
+  for (const { sample, t } of samples) {
     let added = false;
-    for (const line of CONVERTERS[options.format](sample, options.functions)) {
+    for (const line of CONVERTERS[options.format](sample, options.functionsOf?.(t))) {
       const text = checkedLine(options.format, line, sample);
       const hash = createHash("sha256").update(text).digest("hex");
       if (seen.has(hash)) duplicates++;

@@ -108,6 +108,7 @@ function readTraceFile(file: string): { trajectory?: Trajectory; problems: Trace
     file,
     ...(answer?.correct ? { correct: answer.correct } : {}),
     keepToolResult: history.keepToolResult,
+    ...(history.capabilities ? { capabilities: history.capabilities } : {}),
     messages: history.messages.map(fromView),
   };
   return { trajectory, problems };

@@ -40,6 +40,8 @@ export const AnswerEventSchema = z.object({
 export const HistoryEventSchema = z.object({
   type: z.literal("history"),
   keepToolResult: z.number().int().nonnegative(),
+  /** The capabilities the prompt's load_lora docs listed, when not every one of the library (a hard run's). */
+  capabilities: z.array(z.string()).optional(),
   messages: z.array(ViewMessageSchema),
 });
 
@@ -51,6 +53,8 @@ export interface Trajectory {
   correct?: { exact: boolean; contains: boolean };
   /** The run's keep_tool_result: how many external results the model read verbatim. */
   keepToolResult: number;
+  /** The capabilities the prompt listed, when not every one of the library. */
+  capabilities?: string[];
   /** The full history (no result elided), in the server's own message type. */
   messages: HistoryMessage[];
 }

@@ -119,10 +119,21 @@ export async function runTask(
   const trace = new Trace(traceId, traceFile);
   const policy = input.policy;
   const fixed = fixedAdapters(policy, deps.library);
+  const workflow = input.workflow ?? deps.config.workflow;
+  // a hard run's model reads only the capabilities its workflow loads (in library order, as the prompt lists them):
+  // adding one to the library leaves it unchanged
+  const capabilities =
+    policy === "hard"
+      ? deps.library
+          .capabilities()
+          .map((a) => a.entry.alias)
+          .filter((a) => workflow.includes(a))
+      : undefined;
   const { value: session } = await trace.measure("orchestration", () =>
     deps.sessions.create(owner, {
       task: input.task,
       fixedAdapters: fixed,
+      ...(capabilities ? { capabilities } : {}),
       clientTools: opts.clientTools,
       system: opts.conversation?.system,
       history: opts.conversation,
@@ -136,7 +147,7 @@ export async function runTask(
     owner,
     task: input.task,
     policy,
-    workflow: input.workflow ?? deps.config.workflow,
+    workflow,
     seed: input.seed,
     fixedAdapters: fixed,
     ...(opts.teacher ? { teacher: true } : {}),
@@ -197,11 +208,19 @@ export async function runTask(
     signal: opts.signal ?? new AbortController().signal,
     onProgress: opts.onProgress,
   });
+  // what an export renders the run's samples from: the whole history, and the capabilities its prompt listed
+  const traceHistory = () =>
+    trace.event("history", {
+      sessionId: session.id,
+      keepToolResult: session.settings.keepToolResults,
+      ...(capabilities ? { capabilities } : {}),
+      messages: historyView(session, { elide: false }),
+    });
   const budgetFor = (alias: string): StageBudget => layered(deps.stageBudget(alias), input.budgets);
   const limits: SoftLimits = layered(DEFAULT_SOFT_LIMITS, input.soft, deps.config.soft);
   try {
     let result: PolicyResult;
-    if (policy === "hard") result = await runHard(ctx, input.workflow ?? deps.config.workflow, budgetFor);
+    if (policy === "hard") result = await runHard(ctx, workflow, budgetFor);
     else if (policy === "soft") result = await runSoft(ctx, limits, budgetFor);
     else result = await runFixed(ctx, limits, policy);
     const finish: Finish = ctx.windowEnded
@@ -242,13 +261,7 @@ export async function runTask(
       ...(correct ? { correct } : {}),
       ...(selectionAccuracy !== undefined ? { selectionAccuracy } : {}),
     });
-    await trace.measure("orchestration", async () =>
-      trace.event("history", {
-        sessionId: session.id,
-        keepToolResult: session.settings.keepToolResults,
-        messages: historyView(session, { elide: false }),
-      }),
-    );
+    await trace.measure("orchestration", async () => traceHistory());
     const time = trace.end();
     trace.event("run_end", {
       finish,
@@ -279,11 +292,7 @@ export async function runTask(
       ...(correct ? { correct } : {}),
     };
   } catch (err) {
-    trace.event("history", {
-      sessionId: session.id,
-      keepToolResult: session.settings.keepToolResults,
-      messages: historyView(session, { elide: false }),
-    });
+    traceHistory();
     // whatever the last step reported, a run whose signal fired was cancelled (e.g. by a shutdown)
     const cancelled = (err as Error).name === "RunCancelledError" || Boolean(opts.signal?.aborted);
     trace.event("run_end", {

@@ -32,6 +32,11 @@ export interface CreateSessionInput {
    */
   fixedAdapters?: string[];
   /**
+   * The capabilities the load_lora docs list (default: every one of the library). A hard run lists its workflow's:
+   * a capability added to the library then leaves the prompts of the workflows that do not use it unchanged.
+   */
+  capabilities?: readonly string[];
+  /**
    * Functions the client declares and executes itself (an OpenAI request's `tools`): documented and callable
    * beside the server's tools; their calls are answered with `answerClientCalls`.
    */
@@ -141,7 +146,10 @@ export class SessionService {
       throw new LimitError(
         `tools: ${clashing.join(", ")} is a function of this server; name the client's tools differently`,
       );
-    const functions = { ...(fixed ? external : modelFunctions(this.runtime.library, external)), ...clientTools };
+    const functions = {
+      ...(fixed ? external : modelFunctions(this.runtime.library, external, input.capabilities)),
+      ...clientTools,
+    };
     const system = input.system ?? this.defaultSystem;
     const session = await this.registry.add(owner, async () => {
       const engineSession: EngineSession = await this.runtime.engine.openSession({

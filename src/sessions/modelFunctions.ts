@@ -9,13 +9,14 @@ export const WEIGHT_ACTIONS = new Set([LOAD_LORA, OFFLOAD_LORA]);
  * The functions the local model reads in its prompt: the weight actions plus the session's external tools.
  * Both weight actions are always documented (the prompt prefix, and its KV cache, then survive switches);
  * the paper's state rule decides which one the model may call: load only from the base, offload only
- * the active adapter.
+ * the active adapter. `documented` narrows the capabilities listed (a hard run's workflow), in library order.
  */
 export function modelFunctions(
   library: AdapterLibrary,
   external: Readonly<Record<string, FunctionSpec>>,
+  documented?: readonly string[],
 ): Record<string, FunctionSpec> {
-  const adapters = library.capabilities();
+  const adapters = library.capabilities().filter((a) => !documented || documented.includes(a.entry.alias));
   const catalogue = adapters.map((a) => `- ${a.entry.alias}: ${a.entry.description}`).join("\n");
   return {
     [LOAD_LORA]: {

@@ -137,8 +137,12 @@ describe("continual adaptation on a live server", () => {
       LONG,
     );
     expect(withCode.stages).toEqual(WORKFLOW_WITH_CODE);
-    const turns = (await readTrace(c.client, withCode.trace_uri)).filter((e) => e.type === "model_call");
-    expect(turns.filter((e) => e.adapter === "code").length).toBeGreaterThan(0);
+    const trace = await readTrace(c.client, withCode.trace_uri);
+    expect(trace.filter((e) => e.type === "model_call" && e.adapter === "code").length).toBeGreaterThan(0);
+    // its prompt listed the four capabilities it loads, in library order
+    expect(trace.find((e) => e.type === "history")).toMatchObject({
+      capabilities: ["plan", "search", "write", "code"],
+    });
     const after = await hashes();
     expect(after).toEqual({ ...before, code: expect.stringMatching(/^[0-9a-f]{64}$/) });
   });
@@ -180,6 +184,10 @@ describe("continual adaptation on a live server", () => {
     // a whole run on the new writer cites the sentence it answered from
     const run = await call<RunResult & { cited?: boolean }>(c.client, "run_task", { task: TASK, policy: "hard" }, LONG);
     expect(run).toMatchObject({ cited: true });
+    // with code in the library, a run of the first workflow still lists only the three it was trained with
+    expect((await readTrace(c.client, run.trace_uri)).find((e) => e.type === "history")).toMatchObject({
+      capabilities: ["plan", "search", "write"],
+    });
     expect(judge(run.answer, factAsked(TASK).value)).toMatchObject({ contains: true });
   });
 });

@@ -181,7 +181,7 @@ function exportTo(format: ExportFormat, capability: string, from: string | strin
     format,
     out,
     countTokens: countBytes,
-    functions: FUNCTIONS,
+    functionsOf: () => FUNCTIONS,
   });
   return { summary, out, lines: readLines(out) };
 }
@@ -231,6 +231,12 @@ describe("segmentation of real runs", () => {
       (m) => m.role === "assistant" && m.toolCalls.some((c) => c.name === "load_lora"),
     );
     expect(softLoad).toMatchObject({ author: "model", adapter: null });
+  });
+
+  it("records the capabilities a hard run's prompt listed (its workflow's); a soft run lists every one and records none", () => {
+    // what the export renders a hard run's lines with, whatever the library holds when it exports them
+    expect(hard.trajectory.capabilities).toEqual(CAPABILITIES);
+    expect(soft.trajectory.capabilities).toBeUndefined();
   });
 
   it("gives the base one sample per trajectory: its own turns are the targets, the adapters' stages between them context", () => {

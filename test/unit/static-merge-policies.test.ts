@@ -86,6 +86,17 @@ describe("static merges as policies", () => {
     );
   });
 
+  it("a hard run's prompt lists its workflow's capabilities only, in library order, with their descriptions", async () => {
+    const lib = await library(capabilities());
+    const loadLora = modelFunctions(lib, {}, ["write", "plan"])[LOAD_LORA]!;
+    expect(loadLora.parameters).toMatchObject({ properties: { adapter: { enum: ["plan", "write"] } } });
+    expect(loadLora.description).toMatch(/- plan: .*\n- write: /);
+    expect(loadLora.description).not.toMatch(/- search: /);
+    expect(modelFunctions(lib, {})[LOAD_LORA]!.parameters).toMatchObject({
+      properties: { adapter: { enum: ["plan", "search", "write"] } },
+    });
+  });
+
   it("the OpenAI door lists a static:<method> model per loaded merge, and the policy schema takes the three", async () => {
     const lib = await library([...capabilities(), entry("static-ties", merge("ties"))]);
     expect(modelNames(lib)).toEqual([

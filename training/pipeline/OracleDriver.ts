@@ -24,15 +24,25 @@ export const ORACLE_WORKFLOW = ["plan", "search", "write"] as const;
 export const CODE = "code";
 export const COMPUTATION_WORKFLOW = ["plan", "search", CODE, "write"] as const;
 
+/**
+ * A slip the oracle makes upstream of the code stage on purpose, as the frozen plan and search do on computation
+ * questions (measured: plan named the second operand in 5 of 20, search released without searching in 10 of 20):
+ * the code stage then learns to look up whatever value the history does not state, not only the second operand.
+ * `swapped`: plan hands off the second operand, which search then looks up; `unsearched`: search releases at once
+ * with the statement's opening and no value.
+ */
+export type UpstreamSlip = "swapped" | "unsearched";
+
 /** What the oracle answers: one fact, or the difference of two (its first operand is what plan and search see). */
 export interface OracleQuestion {
   fact: Pick<Fact, "relation" | "entity">;
   difference?: Pick<Difference, "first" | "second">;
+  slip?: UpstreamSlip;
 }
 
 /**
- * How the oracle's writer answers: `cite` (the write++ refresh) adds a line quoting the evidence sentence the answer
- * was read from, as it stands in the history.
+ * How the oracle's writer answers: `cite` (the write++ refresh) adds a line after the answer quoting the evidence
+ * sentence it was read from, as it stands in the history.
  */
 export interface OracleStyle {
   cite?: boolean;
@@ -91,7 +101,9 @@ export class OracleDriver implements TrajectoryDriver {
     text: string;
     calls: { name: string; arguments: Record<string, unknown> }[];
   } {
-    const { fact, difference } = this.question;
+    const { fact, difference, slip } = this.question;
+    // what plan hands off and search looks up
+    const planned = difference && slip === "swapped" ? difference.second : fact;
     const active = this.active();
     const stage = currentStage(history);
     if (active === null) {
@@ -102,11 +114,13 @@ export class OracleDriver implements TrajectoryDriver {
     }
     if (active === "plan")
       return {
-        text: `Plan: search for the ${fact.relation} of ${fact.entity}, then write the answer.`,
-        calls: [{ name: OFFLOAD_LORA, arguments: { handoff: planHandoff(fact) } }],
+        text: `Plan: search for the ${planned.relation} of ${planned.entity}, then write the answer.`,
+        calls: [{ name: OFFLOAD_LORA, arguments: { handoff: planHandoff(planned) } }],
       };
     if (active === "search") {
-      const evidence = this.lookUp(stage, fact);
+      if (difference && slip === "unsearched")
+        return { text: "", calls: [{ name: OFFLOAD_LORA, arguments: { handoff: subjectOf(planned) } }] };
+      const evidence = this.lookUp(stage, planned);
       return "call" in evidence
         ? { text: "", calls: [evidence.call] }
         : {
@@ -121,36 +135,42 @@ export class OracleDriver implements TrajectoryDriver {
         .map((h) => findStatement(h, subject))
         .find((e) => e !== undefined);
       const answer = evidence ? evidence.slice(subject.length + " is ".length, -1) : "unknown";
-      // write++ quotes its evidence first and reads the answer off it: the answer line stays the text's last, where
-      // the answer is extracted, and is a copy of the words just written
-      const cited = this.style.cite && evidence ? `Evidence: ${evidence}\n` : "";
+      // write++ answers as write does, then quotes its evidence: the answer line comes where the writer it continues
+      // already puts it (measured: quoting first, the refreshed writer released after the quote and dropped the answer)
+      const cited = this.style.cite && evidence ? `\nEvidence: ${evidence}` : "";
       // the answer is handed off in the exit call too: a call with arguments parses on every template, and the base
       // reads a release that closes the run
-      return { text: `${cited}Answer: ${answer}`, calls: [{ name: OFFLOAD_LORA, arguments: { handoff: answer } }] };
+      return { text: `Answer: ${answer}${cited}`, calls: [{ name: OFFLOAD_LORA, arguments: { handoff: answer } }] };
     }
     return { text: "", calls: [{ name: OFFLOAD_LORA, arguments: {} }] };
   }
 
   /**
-   * The search stage's next step for one fact, from the stage's messages so far: search for it, read the first
-   * result when the results do not state it, or the sentence stating it (undefined: nothing found).
+   * The next step of looking up one fact within a stage, from the stage's messages so far: search for it, read the
+   * first result of that search when the results do not state it, or the sentence stating it (undefined: nothing
+   * found).
    */
   private lookUp(
     stage: readonly HistoryMessage[],
     fact: Pick<Fact, "relation" | "entity">,
   ): { call: { name: string; arguments: Record<string, unknown> } } | { sentence?: string } {
-    const called = stage.flatMap((m) => (m.role === "assistant" ? m.toolCalls.map((c) => c.name) : []));
-    if (!called.includes("search")) return { call: { name: "search", arguments: { query: searchQuery(fact) } } };
-    const results = externalResults(stage);
-    const evidence = results.map((r) => findStatement(r, subjectOf(fact))).find((e) => e !== undefined);
+    const calls = stage.flatMap((m) => (m.role === "assistant" ? m.toolCalls : []));
+    const search = calls.find((c) => c.name === "search" && c.arguments.query === searchQuery(fact));
+    if (!search) return { call: { name: "search", arguments: { query: searchQuery(fact) } } };
+    const evidence = externalResults(stage)
+      .map((r) => findStatement(r, subjectOf(fact)))
+      .find((e) => e !== undefined);
     if (evidence) return { sentence: evidence };
-    const id = called.includes("read") ? undefined : firstResultId(results[0] ?? "");
-    return id ? { call: { name: "read", arguments: { id_or_url: id } } } : {};
+    const results = stage.find((m) => m.role === "tool" && m.callId === search.id)?.content ?? "";
+    const id = firstResultId(results);
+    const read = calls.some((c) => c.name === "read" && c.arguments.id_or_url === id);
+    return id && !read ? { call: { name: "read", arguments: { id_or_url: id } } } : {};
   }
 
   /**
-   * The code stage: look up the difference's second operand (plan and search looked up the first), write a program
-   * over both values as the history states them, run it, and hand off the sentence stating its output.
+   * The code stage: look up each operand the history does not state yet (plan and search looked up one, unless they
+   * slipped), write a program over both values as the history states them, run it, and hand off the sentence stating
+   * its output.
    */
   private computeCall(
     history: readonly HistoryMessage[],
@@ -159,23 +179,23 @@ export class OracleDriver implements TrajectoryDriver {
     const { difference } = this.question;
     const release = (handoff: string) => ({ name: OFFLOAD_LORA, arguments: { handoff } });
     if (!difference) return release("No computation needed.");
-    const second = this.lookUp(stage, difference.second);
-    if ("call" in second) return second.call;
     const ran = externalResults(stage, "run_code");
     if (ran.length) {
       const output = /^stdout:\n(.*)$/m.exec(ran.at(-1)!)?.[1]?.trim();
       return release(output ? `${differenceSubject(difference)} is ${output}.` : "The program gave no result.");
     }
-    const first = [...externalResults(history), ...lastHandoffs(history)]
-      .map((t) => findStatement(t, subjectOf(difference.first)))
-      .find((e) => e !== undefined);
-    const value = (evidence: string | undefined, f: Pick<Fact, "relation" | "entity">) =>
-      evidence?.slice(subjectOf(f).length + " is ".length, -1);
-    const a = value(first, difference.first);
-    const b = value(second.sentence, difference.second);
-    if (a === undefined || b === undefined) return release("No evidence found.");
+    const values: string[] = [];
+    for (const operand of [difference.first, difference.second]) {
+      const stated = [...externalResults(history), ...lastHandoffs(history)]
+        .map((t) => findStatement(t, subjectOf(operand)))
+        .find((e) => e !== undefined);
+      const found = stated === undefined ? this.lookUp(stage, operand) : { sentence: stated };
+      if ("call" in found) return found.call;
+      if (found.sentence === undefined) return release("No evidence found.");
+      values.push(found.sentence.slice(subjectOf(operand).length + " is ".length, -1));
+    }
     // the program the stage learns to write: both values as read, the computation left to the interpreter
-    return { name: "run_code", arguments: { language: "python", code: `print(abs(${a} - ${b}))` } };
+    return { name: "run_code", arguments: { language: "python", code: `print(abs(${values[0]} - ${values[1]}))` } };
   }
 
   load(alias: string, opts: { callId?: string; reason?: string }): Promise<WeightOutcome> {

@@ -1,10 +1,11 @@
 import { createHash } from "node:crypto";
 import { copyFileSync, mkdirSync, renameSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { ensureDemoWeights } from "../../src/demo/ensure.js";
 import { SeededRandom } from "../../src/demo/random.js";
 import { readGgufHeader } from "../../src/gguf/index.js";
 import { BASE_CAPABILITY } from "../../src/library/manifest.js";
-import { DEFAULT_MANIFEST, PACKAGE_ROOT } from "../../src/paths.js";
+import { DEFAULT_MANIFEST } from "../../src/paths.js";
 import { readFacts } from "./facts.js";
 import { CODE } from "./OracleDriver.js";
 import { TRAINING_ENTITIES } from "./paths.js";
@@ -93,13 +94,19 @@ export async function continueTraining(run: TrainingRun, c: Continuation): Promi
   // streams of their own: the first run's data and held-out files stay as they were
   writeComputationEvalTasks(run, facts, new SeededRandom(run.seed + 3));
   const rng = new SeededRandom(run.seed + 2);
-  const tasks = [...trainingTasks(facts, rng, run.tasks), ...computationTasks(facts, rng, c.computation)];
+  // the slips that teach the code stage to look up what upstream missed would teach plan and search to miss it
+  const slips = targets.some((t) => t.capability === CODE);
+  const upstream = targets.filter((t) => slips && (t.capability === "plan" || t.capability === "search"));
+  if (upstream.length)
+    throw new Error(
+      `--train: train ${CODE} in a step of its own, not with ${upstream.map((t) => t.capability).join(", ")}: its trajectories make plan and search slip on purpose`,
+    );
+  const tasks = [...trainingTasks(facts, rng, run.tasks), ...computationTasks(facts, rng, c.computation, { slips })];
   const withCode = c.computation > 0;
   // the sessions that record list code only when its stage is recorded: the base and the writer's own trajectories
   // then show the prompt they were first trained with
-  const recording = workManifest(run, "recording", withCode, (alias) =>
-    join(PACKAGE_ROOT, "adapters", "demo", `${alias}.gguf`),
-  );
+  const demo = ensureDemoWeights(run.logger);
+  const recording = workManifest(run, "recording", withCode, (alias) => demo.adapters[alias]!);
   const traceDir = c.traces ?? join(work, "continue-traces");
   if (!c.traces)
     await recordTrajectories(run, tasks, facts, new SeededRandom(run.seed + 4), traceDir, {

@@ -17,7 +17,7 @@ import {
   trainingDifferenceQuestion,
   type Difference,
 } from "./computation.js";
-import { COMPUTATION_WORKFLOW, ORACLE_WORKFLOW } from "./OracleDriver.js";
+import { COMPUTATION_WORKFLOW, ORACLE_WORKFLOW, type UpstreamSlip } from "./OracleDriver.js";
 import type { TrainingRun } from "./run.js";
 
 /**
@@ -27,6 +27,8 @@ import type { TrainingRun } from "./run.js";
 export interface Task {
   fact: Fact;
   difference?: Difference;
+  /** The oracle's deliberate slip upstream of the code stage, on a computation question. */
+  slip?: UpstreamSlip;
   question: string;
   policy: "soft" | "hard";
   workflow?: readonly string[];
@@ -78,15 +80,29 @@ export function trainingTasks(facts: readonly Fact[], rng: SeededRandom, count: 
   });
 }
 
-/** `count` computation questions over trained entities, every one a hard run through the code stage. */
-export function computationTasks(facts: readonly Fact[], rng: SeededRandom, count: number): Task[] {
-  return drawDifferences(facts, rng, count, trainedPair).map((difference, i) => ({
-    fact: difference.first,
-    difference,
-    question: trainingDifferenceQuestion(difference, i),
-    policy: "hard",
-    workflow: COMPUTATION_WORKFLOW,
-  }));
+/**
+ * `count` computation questions over trained entities, every one a hard run through the code stage; with `slips` (the
+ * code stage is trained on them), a quarter with plan's slip and a quarter with search's (UpstreamSlip), in turn.
+ */
+export function computationTasks(
+  facts: readonly Fact[],
+  rng: SeededRandom,
+  count: number,
+  opts: { slips: boolean },
+): Task[] {
+  // a slip on one phrasing and one on the other (the phrasings alternate)
+  const slips = ["swapped", undefined, undefined, "unsearched"] as const;
+  return drawDifferences(facts, rng, count, trainedPair).map((difference, i) => {
+    const slip = opts.slips ? slips[i % slips.length] : undefined;
+    return {
+      fact: difference.first,
+      difference,
+      ...(slip ? { slip } : {}),
+      question: trainingDifferenceQuestion(difference, i),
+      policy: "hard" as const,
+      workflow: COMPUTATION_WORKFLOW,
+    };
+  });
 }
 
 /**

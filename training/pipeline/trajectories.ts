@@ -90,7 +90,7 @@ export async function recordTrajectories(
     );
     try {
       for (const task of tasks.slice(from, from + ORACLE_BATCH)) {
-        const { difference } = task;
+        const { difference, slip } = task;
         const expected = difference
           ? differenceValue(value(difference.first)!, value(difference.second)!)
           : value(task.fact);
@@ -101,7 +101,14 @@ export async function recordTrajectories(
           {
             expected,
             teacher: (d) =>
-              new OracleDriver(d, services.sessions, owner, d.sessionId, { fact: task.fact, difference }, opts.style),
+              new OracleDriver(
+                d,
+                services.sessions,
+                owner,
+                d.sessionId,
+                { fact: task.fact, difference, slip },
+                opts.style,
+              ),
           },
         );
       }
@@ -145,7 +152,9 @@ export async function renderTraces(
     run.logger,
   );
   try {
-    const functions = modelFunctions(runtime.library, toolbox.modelFunctions());
+    // each trajectory's prompt as its session showed it (a hard run lists only its workflow's capabilities)
+    const functionsOf = (t: { capabilities?: readonly string[] }) =>
+      modelFunctions(runtime.library, toolbox.modelFunctions(), t.capabilities);
     const renderer = {
       renderTokens: (c: Conversation) => runtime.engine.renderTokens(c),
       endOfTurn: model?.endOfTurn ?? buildVocabulary().idOf("<|im_end|>"),
@@ -163,7 +172,9 @@ export async function renderTraces(
         `${elided.length} oracle traces had a tool result elided for room (${elided[0]!.file}): raise model.contextSize in training/pipeline/trajectories.ts's pipelineConfig`,
       );
     const texts = trajectories.map((t) =>
-      runtime.engine.detokenize(runtime.engine.renderTokens(toConversation(t.messages, functions, t.keepToolResult))),
+      runtime.engine.detokenize(
+        runtime.engine.renderTokens(toConversation(t.messages, functionsOf(t), t.keepToolResult)),
+      ),
     );
     const samples: Record<string, TokenSample[]> = {};
     for (const capability of capabilities) {
@@ -171,7 +182,7 @@ export async function renderTraces(
         segment(t, capability).map((s) => {
           const after = t.messages.slice(s.messages.length);
           const stop = after.findIndex((m) => m.role !== "tool");
-          return tokenSample(s, functions, renderer, stop < 0 ? after : after.slice(0, stop));
+          return tokenSample(s, functionsOf(t), renderer, stop < 0 ? after : after.slice(0, stop));
         }),
       );
     }
