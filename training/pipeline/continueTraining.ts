@@ -89,11 +89,6 @@ export async function continueTraining(run: TrainingRun, c: Continuation): Promi
     const from = entry ? own : warm && join(run.out, warm.file);
     return { capability, ...(from ? { from } : {}), out: file ? join(run.out, file) : own };
   });
-  const hashesBefore = libraryHashes(run, entries);
-  const facts = readFacts(TRAINING_ENTITIES);
-  // streams of their own: the first run's data and held-out files stay as they were
-  writeComputationEvalTasks(run, facts, new SeededRandom(run.seed + 3));
-  const rng = new SeededRandom(run.seed + 2);
   // the slips that teach the code stage to look up what upstream missed would teach plan and search to miss it
   const slips = targets.some((t) => t.capability === CODE);
   const upstream = targets.filter((t) => slips && (t.capability === "plan" || t.capability === "search"));
@@ -101,6 +96,11 @@ export async function continueTraining(run: TrainingRun, c: Continuation): Promi
     throw new Error(
       `--train: train ${CODE} in a step of its own, not with ${upstream.map((t) => t.capability).join(", ")}: its trajectories make plan and search slip on purpose`,
     );
+  const hashesBefore = libraryHashes(run, entries);
+  const facts = readFacts(TRAINING_ENTITIES);
+  // streams of their own: the first run's data and held-out files stay as they were
+  writeComputationEvalTasks(run, facts, new SeededRandom(run.seed + 3));
+  const rng = new SeededRandom(run.seed + 2);
   const tasks = [...trainingTasks(facts, rng, run.tasks), ...computationTasks(facts, rng, c.computation, { slips })];
   const withCode = c.computation > 0;
   // the sessions that record list code only when its stage is recorded: the base and the writer's own trajectories
