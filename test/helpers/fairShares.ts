@@ -70,7 +70,9 @@ export function describeFairShares(
       const flood = mine.map(async (session_id) => {
         while (!stop) {
           try {
-            await call(alice, "generate", { session_id, ...TURN });
+            // 64 tokens: an 8-token turn of hers could end, and her next one start, in the few milliseconds his
+            // call took to reach the queue (measured on a fast machine: 2 of hers ended during his turn)
+            await call(alice, "generate", { session_id, ...TURN, max_tokens: 64 });
             done.push(performance.now());
           } catch (err) {
             busy.push((err as Error).message);
