@@ -64,7 +64,8 @@ const { values } = parseArgs({
     merges: { type: "string", default: DEFAULTS.merges },
     threads: { type: "string", default: DEFAULTS.threads },
     out: { type: "string", default: DEFAULTS.out },
-    train: { type: "string" },
+    // repeatable: each --train adds to the list (a second one must not silently replace the first)
+    train: { type: "string", multiple: true },
     computation: { type: "string", default: DEFAULTS.computation },
     cite: { type: "boolean", default: false },
     traces: { type: "string" },
@@ -90,18 +91,18 @@ async function main(): Promise<void> {
     work: join(out, "work"),
     command:
       values.step === "continue"
-        ? `npm run train-demo -- --step continue --train ${values.train} --seed ${values.seed} --tasks ${values.tasks} --computation ${values.computation}${values.cite ? " --cite" : ""} --epochs ${values.epochs}${values.init ? ` --init ${values.init}` : ""}${values.traces ? ` --traces ${values.traces}` : ""} --threads ${values.threads}`
+        ? `npm run train-demo -- --step continue --train ${values.train?.join(",")} --seed ${values.seed} --tasks ${values.tasks} --computation ${values.computation}${values.cite ? " --cite" : ""} --epochs ${values.epochs}${values.init ? ` --init ${values.init}` : ""}${values.traces ? ` --traces ${values.traces}` : ""} --threads ${values.threads}`
         : `npm run train-demo -- --seed ${values.seed} --tasks ${values.tasks} --merges ${values.merges} --threads ${values.threads}`,
     logger: createLogger(process.env.WEACT_LOG_LEVEL ?? "warn"),
   };
   mkdirSync(run.work, { recursive: true });
   if (values.step === "continue") {
-    if (!values.train)
+    if (!values.train?.length)
       throw new Error(
         "--step continue needs --train: the capabilities to train, e.g. --train code or --train base,write",
       );
     await continueTraining(run, {
-      train: values.train.split(",").map((s) => s.trim()),
+      train: values.train.flatMap((t) => t.split(",")).map((s) => s.trim()),
       computation: Number(values.computation),
       cite: values.cite!,
       epochs: Number(values.epochs),
