@@ -1,7 +1,7 @@
 import { execFile } from "node:child_process";
-import { cpSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { basename, join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { promisify } from "node:util";
 import type { EvalReport, PolicySummary } from "../src/harness/eval/runEval.js";
@@ -11,11 +11,13 @@ import { CODE_ENTRY_FILE } from "./pipeline/continueTraining.js";
 import { COMPUTATION_WORKFLOW } from "./pipeline/OracleDriver.js";
 
 /**
- * `npm run check:continual`: the paper's modular continual adaptation measured on the trained demo library, exactly as
+ * `npm run check:continual [-- --library models/gemma3 --policies hard --held-out 12 --computation 10]`: the paper's
+ * modular continual adaptation measured on a library (the trained demo's by default), exactly as
  * README "Adding and refreshing a capability" does it: each step an admin call on a live server of a copy of the
- * library (register_adapter code, refresh_adapter write -> write++, then the plan refresh the frozen plan's failure on
- * computation questions calls for), which writes the manifest back; then `weact-mcp eval` of the folder as the call
- * left it, on the original held-out tasks (hard, soft) and the computation tasks (hard; through code once it is in).
+ * library (register_adapter code, refresh_adapter write -> write++, then, when the library has a plan-plus.gguf, the
+ * plan refresh the frozen plan's failure on computation questions calls for), which writes the manifest back; then
+ * `weact-mcp eval` of the folder as the call left it, on the original held-out tasks (--policies: hard, soft) and the
+ * computation tasks (hard; through code once it is in), all of each file or the first N of each group of it.
  * The "before" state is evaluated a second time at another thread count, whose different float sums are the
  * run-to-run noise a change must exceed. Prints a Markdown table: accuracy per state and task set, the tasks whose
  * outcome changed against "before", and the SHA-256 of every weight file each eval ran on.
@@ -26,6 +28,9 @@ const { values } = parseArgs({
     binding: { type: "string", default: "prebuilt" },
     jobs: { type: "string", default: "2" },
     library: { type: "string", default: TRAINED_DIR },
+    policies: { type: "string", default: "hard,soft" },
+    "held-out": { type: "string" },
+    computation: { type: "string" },
   },
 });
 const source = resolve(values.library!);
@@ -40,16 +45,44 @@ interface State {
   workflow: readonly string[];
 }
 
-/** A copy of `from` (or of the library) as a server config names it, with this run's threads and binding. */
+/**
+ * A copy of `from` (or of the library) with its config (its model, its harness limits) on this run's threads and
+ * binding, on the CPU.
+ */
 function folder(name: string, from = source, threadCount = threads): string {
   const dir = join(work, name);
-  // a train-demo --out folder's work files are not the library's
+  // a training --out folder's work files are not the library's
   cpSync(from, dir, { recursive: true, filter: (f) => !f.startsWith(join(from, "work")) });
-  const model = { path: "weact-demo-trained.gguf", gpu: false, threads: threadCount, binding: values.binding };
-  const config = { model, adapters: { manifest: "manifest.json" }, harness: { traceDir: join(dir, "traces") } };
+  const own = JSON.parse(readFileSync(join(from, "config.json"), "utf8")) as {
+    model: Record<string, unknown>;
+    harness?: Record<string, unknown>;
+  };
+  const config = {
+    ...own,
+    model: { ...own.model, gpu: false, threads: threadCount, binding: values.binding },
+    harness: { ...own.harness, traceDir: join(dir, "traces") },
+  };
   writeFileSync(join(dir, "config.json"), JSON.stringify(config, null, 2));
   return dir;
 }
+
+/**
+ * The first `count` tasks of a task file (all without a count), the held-out files' two groups (ids "seen-N",
+ * "unseen-N") taken half each: a smaller run that still shows both.
+ */
+function taskSubset(file: string, count: string | undefined): string {
+  if (count === undefined) return file;
+  const rows = readFileSync(file, "utf8").split("\n").filter(Boolean);
+  const group = (row: string) => (JSON.parse(row) as { id: string }).id.replace(/-\d+$/, "");
+  const groups = [...new Set(rows.map(group))];
+  const per = Math.ceil(Number(count) / groups.length);
+  const kept = groups.flatMap((g) => rows.filter((r) => group(r) === g).slice(0, per));
+  const out = join(work, basename(file));
+  writeFileSync(out, `${kept.join("\n")}\n`);
+  return out;
+}
+const heldOutTasks = taskSubset(files.evalTasks, values["held-out"]);
+const computationTasks = taskSubset(files.computationTasks, values.computation);
 
 /** The admin calls of one step, on a live stdio server of `dir` (no token over stdio): they write its manifest. */
 async function admin(dir: string, calls: [string, Record<string, unknown>][]): Promise<void> {
@@ -67,9 +100,13 @@ const code: State = { name: "code inserted", dir: folder("code", before.dir), wo
 await admin(code.dir, [["register_adapter", JSON.parse(readFileSync(join(source, CODE_ENTRY_FILE), "utf8"))]]);
 const writePlus: State = { ...code, name: "write refreshed to write++", dir: folder("write-plus", code.dir) };
 await admin(writePlus.dir, [["refresh_adapter", { alias: "write", file: "write-plus.gguf" }]]);
-const planPlus: State = { ...writePlus, name: "plan refreshed to plan++", dir: folder("plan-plus", writePlus.dir) };
-await admin(planPlus.dir, [["refresh_adapter", { alias: "plan", file: "plan-plus.gguf" }]]);
-const states = [before, noise, code, writePlus, planPlus];
+const states = [before, noise, code, writePlus];
+// the plan refresh, for a library whose frozen plan cannot route computation questions (the trained demo's)
+if (existsSync(join(source, "plan-plus.gguf"))) {
+  const planPlus: State = { ...writePlus, name: "plan refreshed to plan++", dir: folder("plan-plus", writePlus.dir) };
+  await admin(planPlus.dir, [["refresh_adapter", { alias: "plan", file: "plan-plus.gguf" }]]);
+  states.push(planPlus);
+}
 
 interface Job {
   state: State;
@@ -86,8 +123,8 @@ async function evaluate(job: Job): Promise<void> {
   const out = join(state.dir, `eval-${set}`);
   const args =
     set === "held-out"
-      ? [files.evalTasks, "--policy", "hard,soft"]
-      : [files.computationTasks, "--policy", "hard", "--workflow", state.workflow.join(",")];
+      ? [heldOutTasks, "--policy", values.policies!]
+      : [computationTasks, "--policy", "hard", "--workflow", state.workflow.join(",")];
   const started = Date.now();
   await promisify(execFile)(process.execPath, [MAIN, "eval", ...args, "--library", state.dir, "--out", out], {
     maxBuffer: 64 * 1024 * 1024,

@@ -10,17 +10,19 @@ import { parseArgs } from "node:util";
 import { createLogger } from "../src/log.js";
 import { fetchModel } from "../src/models/index.js";
 import { PACKAGE_ROOT, trainedLibrary } from "../src/paths.js";
+import { continueGemma } from "./gemma/continue.js";
 import { writeGemmaData } from "./gemma/data.js";
 import { GEMMA_DIR, GEMMA_MODEL } from "./gemma/library.js";
 import { importAdapters, trainAdapters } from "./gemma/train.js";
 import type { TrainingRun } from "./pipeline/run.js";
 
-const DEFAULTS = { step: "all", seed: "16", tasks: "168", threads: "2", out: GEMMA_DIR };
+const DEFAULTS = { step: "all", seed: "16", tasks: "168", computation: "60", threads: "2", out: GEMMA_DIR };
 
 const HELP = `train:gemma: train plan/search/write LoRAs for Gemma 3 270M with PEFT and ship them as a library
 
 Usage:
-  npm run train:gemma -- [--step all|data|samples|train|import] [--seed N] [--tasks N] [--threads N] [--out DIR]
+  npm run train:gemma -- [--step all|data|samples|train|import|continue] [--seed N] [--tasks N] [--computation N]
+                         [--threads N] [--out DIR]
 
   --step STEP    all (default): data, train, import
                  data: the task files, the oracle's trajectories, each stage's samples (DIR/work)
@@ -28,8 +30,13 @@ Usage:
                  train: train_lora.py (PEFT) on the samples: PEFT folders in DIR/work/peft, then import
                  import: the PEFT folders into the library (GGUF LoRAs), manifest.json, training.json, and
                        the cross-check against llama.cpp's convert_lora_to_gguf.py (next-token log-probs)
+                 continue: on the library as it is (nothing of it changes), one recording of --tasks fact and
+                       --computation difference questions trains a new capability, code (DIR/code.gguf and the
+                       register_adapter entry DIR/code.entry.json), and the writer that cites its evidence
+                       (DIR/write-plus.gguf, for refresh_adapter); work in DIR/work/continue
   --seed N       everything random is drawn from it: the run is deterministic (default ${DEFAULTS.seed})
-  --tasks N      oracle trajectories to record (default ${DEFAULTS.tasks})
+  --tasks N      oracle trajectories to record (default ${DEFAULTS.tasks}); continue: its fact questions
+  --computation N  continue: its computation questions (default ${DEFAULTS.computation})
   --threads N    CPU threads of the pipeline's sessions and of torch (default ${DEFAULTS.threads})
   --out DIR      the library's folder (default ${relative(PACKAGE_ROOT, DEFAULTS.out)})
   -h, --help     this text
@@ -43,6 +50,7 @@ const { values } = parseArgs({
     step: { type: "string", default: DEFAULTS.step },
     seed: { type: "string", default: DEFAULTS.seed },
     tasks: { type: "string", default: DEFAULTS.tasks },
+    computation: { type: "string", default: DEFAULTS.computation },
     threads: { type: "string", default: DEFAULTS.threads },
     out: { type: "string", default: DEFAULTS.out },
     help: { type: "boolean", short: "h" },
@@ -55,8 +63,8 @@ async function main(): Promise<void> {
     return;
   }
   const step = values.step!;
-  if (!["all", "data", "samples", "train", "import"].includes(step))
-    throw new Error(`--step: "${step}" is not one of all, data, samples, train, import`);
+  if (!["all", "data", "samples", "train", "import", "continue"].includes(step))
+    throw new Error(`--step: "${step}" is not one of all, data, samples, train, import, continue`);
   const out = values.out!;
   const logger = createLogger(process.env.WEACT_LOG_LEVEL ?? "warn");
   const run: TrainingRun = {
@@ -66,12 +74,19 @@ async function main(): Promise<void> {
     threads: Number(values.threads),
     out,
     library: trainedLibrary(out),
-    work: join(out, "work"),
-    command: `npm run train:gemma -- --seed ${values.seed} --tasks ${values.tasks} --threads ${values.threads}`,
+    work: step === "continue" ? join(out, "work", "continue") : join(out, "work"),
+    command:
+      step === "continue"
+        ? `npm run train:gemma -- --step continue --seed ${values.seed} --tasks ${values.tasks} --computation ${values.computation} --threads ${values.threads}`
+        : `npm run train:gemma -- --seed ${values.seed} --tasks ${values.tasks} --threads ${values.threads}`,
     logger,
   };
   mkdirSync(run.work, { recursive: true });
   const model = await fetchModel(GEMMA_MODEL, { logger });
+  if (step === "continue") {
+    await continueGemma(run, model, Number(values.computation));
+    return;
+  }
   if (step === "all" || step === "data" || step === "samples")
     await writeGemmaData(run, model, { record: step !== "samples" });
   if (step === "all" || step === "train") await trainAdapters(run, model);

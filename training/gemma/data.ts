@@ -7,14 +7,14 @@ import { readFacts } from "../pipeline/facts.js";
 import { ORACLE_WORKFLOW } from "../pipeline/OracleDriver.js";
 import { TRAINING_ENTITIES } from "../pipeline/paths.js";
 import { heldOutFile, windowsFile, type TrainingRun } from "../pipeline/run.js";
-import { writeSamples } from "../pipeline/samples.js";
+import { writeSamples, type TokenSample } from "../pipeline/samples.js";
 import { trainingTasks, writeEvalTasks } from "../pipeline/tasks.js";
 import { recordTrajectories, renderTraces } from "../pipeline/trajectories.js";
 import { split } from "../pipeline/windows.js";
 import { GEMMA_HARNESS, GEMMA_MODEL, GEMMA_TEST_MANIFEST } from "./library.js";
 
 /** Gemma's end-of-turn token: the last token of every turn the model writes (its GGUF names no EOT id). */
-function endOfTurnToken(model: string): number {
+export function endOfTurnToken(model: string): number {
   const tokens = readGgufHeader(model).metadata.get("tokenizer.ggml.tokens");
   const at = tokens && typeof tokens === "object" && "items" in tokens ? tokens.items.indexOf("<end_of_turn>") : -1;
   if (at < 0) throw new Error(`${model}: the vocabulary has no <end_of_turn> token: not a Gemma chat model`);
@@ -36,14 +36,29 @@ export async function writeGemmaData(run: TrainingRun, model: string, { record }
   writeConfigs(run);
   const traceDir = join(run.work, "traces");
   if (record) await recordTrajectories(run, tasks, facts, new SeededRandom(run.seed + 1), traceDir);
-  const { samples } = await renderTraces(run, traceDir, {
-    path: model,
-    endOfTurn: endOfTurnToken(model),
-    // node-llama-cpp's Gemma wrapper writes each result inside the model's turn: a call's target ends at its ")"
-    resultOpening: "\n||result:",
-    manifest: GEMMA_TEST_MANIFEST,
-  });
-  for (const capability of ORACLE_WORKFLOW) {
+  const { samples } = await renderTraces(run, traceDir, gemmaRendering(model, GEMMA_TEST_MANIFEST));
+  writeStageSamples(run, samples, ORACLE_WORKFLOW);
+}
+
+/**
+ * How the server renders a Gemma 3 session, for renderTraces: Gemma's tokenizer and chat wrapper, the functions of
+ * `manifest` (a Gemma-shaped library with the aliases and texts the traces were recorded with).
+ */
+export const gemmaRendering = (model: string, manifest: string) => ({
+  path: model,
+  endOfTurn: endOfTurnToken(model),
+  // node-llama-cpp's Gemma wrapper writes each result inside the model's turn: a call's target ends at its ")"
+  resultOpening: "\n||result:",
+  manifest,
+});
+
+/** Each capability's samples as train_lora.py reads them (WTS1, every 20th held out), and a line of their sizes. */
+export function writeStageSamples(
+  run: TrainingRun,
+  samples: Record<string, TokenSample[]>,
+  capabilities: readonly string[],
+): void {
+  for (const capability of capabilities) {
     const list = samples[capability] ?? [];
     const { training, held } = split(list);
     writeSamples(windowsFile(run, capability), training);

@@ -12,10 +12,10 @@ export const GEMMA_MODEL = "gemma-3-270m";
 export const GEMMA_HARNESS = { maxTokensPerTurn: 128, soft: { turns: 12, tokens: 1024, seconds: 60 } };
 
 /**
- * Stage budgets of the library's manifest. The write stage gets one turn: its adapter writes the answer and then
- * `offload_lora({})`, which node-llama-cpp 3.21.1 does not parse as written after text in its inline call syntax (the
- * model writes " off" at probability 1.0 and a call of run_code or search comes out; the plan and search adapters'
- * calls, which carry arguments, parse): after that one turn the harness releases the stage, with the answer written.
+ * Stage budgets of the library's manifest. The write stage gets one turn: its adapter writes the answer and releases
+ * in it. (The budget dates from before the engine's inlineCallView, when node-llama-cpp 3.21.1 turned that release
+ * into a call of another function and the harness had to end the stage; it still bounds a writer that does not
+ * release.)
  */
 export const GEMMA_STAGE_BUDGETS: Readonly<Record<string, { turns: number }>> = { write: { turns: 1 } };
 

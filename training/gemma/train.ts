@@ -31,13 +31,17 @@ interface CapabilityResult {
  * The train step: train_lora.py in the pipeline's virtual environment (one PEFT LoRA per stage, the base frozen),
  * its progress lines passed on to stderr; each capability's result line goes to the trainer's record.
  */
-export async function trainAdapters(run: TrainingRun, model: string): Promise<void> {
+export async function trainAdapters(
+  run: TrainingRun,
+  model: string,
+  capabilities: readonly string[] = ORACLE_WORKFLOW,
+): Promise<void> {
   const started = Date.now();
   const python = pipelinePython(run.logger);
   const args = [
     join(PYTHON_SOURCES, "train_lora.py"),
     ...["--model", model, "--work", run.work, "--out", join(run.work, "peft")],
-    ...["--seed", String(run.seed), "--threads", String(run.threads)],
+    ...["--seed", String(run.seed), "--threads", String(run.threads), "--capabilities", capabilities.join(",")],
     ...["--rank", String(RECIPE.rank), "--alpha", String(RECIPE.alpha), "--lr", String(RECIPE.lr)],
     ...["--epochs", String(RECIPE.epochs), "--batch", String(RECIPE.batch), "--warmup", String(RECIPE.warmup)],
   ];
@@ -73,6 +77,24 @@ function writeStaticMerges(run: TrainingRun): void {
   }
 }
 
+/** A PEFT folder of the train step as a GGUF LoRA in the library's folder (`file`), through the TypeScript importer. */
+export async function importAdapter(
+  run: TrainingRun,
+  base: ReturnType<typeof readGgufHeader>,
+  capability: string,
+  file: string,
+): Promise<{ rank: number; alpha: number; tensors: number; sha256: string }> {
+  const result = await importPeft({
+    dir: peftDir(run, capability),
+    base,
+    alias: capability,
+    name: `weact-gemma3-${file.replace(/\.gguf$/, "")}`,
+    outFile: join(run.out, file),
+    overwrite: true,
+  });
+  return { rank: result.rank, alpha: result.alpha, tensors: result.tensors, sha256: result.sha256 };
+}
+
 /**
  * The import step: each PEFT folder enters the library through the TypeScript importer (what `import-peft` runs),
  * the manifest gets the default library's entries for the stages (the capability texts the oracle's sessions
@@ -87,17 +109,7 @@ export async function importAdapters(run: TrainingRun, model: string): Promise<v
   };
   const base = readGgufHeader(model);
   const imported: Record<string, unknown> = {};
-  for (const alias of ORACLE_WORKFLOW) {
-    const result = await importPeft({
-      dir: peftDir(run, alias),
-      base,
-      alias,
-      name: `weact-gemma3-${alias}`,
-      outFile: join(run.out, `${alias}.gguf`),
-      overwrite: true,
-    });
-    imported[alias] = { rank: result.rank, alpha: result.alpha, tensors: result.tensors, sha256: result.sha256 };
-  }
+  for (const alias of ORACLE_WORKFLOW) imported[alias] = await importAdapter(run, base, alias, `${alias}.gguf`);
   writeLibraryManifest(run, GEMMA_STAGE_BUDGETS);
   writeStaticMerges(run);
   const data = createHash("sha256");

@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import { copyFileSync, mkdirSync, renameSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import { ensureDemoWeights } from "../../src/demo/ensure.js";
 import { SeededRandom } from "../../src/demo/random.js";
 import { readGgufHeader } from "../../src/gguf/index.js";
@@ -176,17 +176,23 @@ interface Entry {
   file: string;
 }
 
-const readManifest = (path: string) => (JSON.parse(readFileSync(path, "utf8")) as { adapters: Entry[] }).adapters;
+export const readManifest = (path: string) =>
+  (JSON.parse(readFileSync(path, "utf8")) as { adapters: Entry[] }).adapters;
 
 const relativeToOut = (run: TrainingRun, path: string) =>
   path.startsWith(run.out) ? path.slice(run.out.length + 1) : path;
 
-/** The SHA-256 of the library's base and of every file its manifest lists. */
-function libraryHashes(run: TrainingRun, entries: readonly Entry[]): Record<string, string> {
-  const files = [run.library.model, ...entries.map((e) => join(run.out, e.file))];
-  return Object.fromEntries(
-    files.map((f) => [relativeToOut(run, f), createHash("sha256").update(readFileSync(f)).digest("hex")]),
-  );
+/** The SHA-256 of the library's base (`model`: the demo library's own, unless named) and of every file its manifest lists. */
+export function libraryHashes(
+  run: TrainingRun,
+  entries: readonly Entry[],
+  model = run.library.model,
+): Record<string, string> {
+  const hash = (f: string) => createHash("sha256").update(readFileSync(f)).digest("hex");
+  return Object.fromEntries([
+    [basename(model), hash(model)],
+    ...entries.map((e) => [e.file, hash(join(run.out, e.file))]),
+  ]);
 }
 
 /**
@@ -194,7 +200,12 @@ function libraryHashes(run: TrainingRun, entries: readonly Entry[]): Record<stri
  * showed), with the code entry when `withCode`, on copies of the files `fileOf` names (the random demo adapters to
  * record on, the library's own to render with: only their shapes matter, the oracle writes every turn).
  */
-function workManifest(run: TrainingRun, name: string, withCode: boolean, fileOf: (alias: string) => string): string {
+export function workManifest(
+  run: TrainingRun,
+  name: string,
+  withCode: boolean,
+  fileOf: (alias: string) => string,
+): string {
   const dir = join(run.work, name);
   rmSync(dir, { recursive: true, force: true });
   mkdirSync(dir, { recursive: true });

@@ -52,7 +52,8 @@ export function toChatHistory(conversation: Conversation, inlineCalls = false): 
         description: conversation.functions[call.name]?.description,
         params: call.arguments,
         result: call.result,
-        ...(call.raw !== undefined ? { rawCall: call.raw as ChatModelFunctionCall["rawCall"] } : {}),
+        // an inline call is replayed as documented: its raw form is the generation view's (inlineCallView)
+        ...(call.raw !== undefined && !inlineCalls ? { rawCall: call.raw as ChatModelFunctionCall["rawCall"] } : {}),
         ...(i === 0 ? { startsNewChunk: true } : {}),
       };
       response.response.push(item);
@@ -65,18 +66,41 @@ export function toChatHistory(conversation: Conversation, inlineCalls = false): 
 
 /**
  * Whether the template uses node-llama-cpp's own inline call syntax (`||call: name({...})`, what it prompts models whose
- * template has no function calling, Gemma 3's among them). With it, a call must start a line: right after text on
- * the same line ("...the answer.||call: "), node-llama-cpp's function-name grammar refuses the name token the model
- * writes (Gemma 3 270M's " off" of offload_lora, at probability 1.0) and a call of another function comes out; after
- * a newline the call is parsed as written. So the rendered history puts text that a call follows on a line of its
- * own, and models trained on it (npm run train:gemma) learn to write that newline.
+ * template has no function calling, Gemma 3's among them).
  */
 export function usesInlineCalls(wrapper: ChatWrapper): boolean {
   const prefix = wrapper.settings.functions.call.prefix;
   return typeof prefix === "string" && prefix.startsWith("||call:");
 }
 
-/** Text that a call follows, on a line of its own (usesInlineCalls). */
+/**
+ * A view of an inline-call wrapper (usesInlineCalls) that generates calls as the model writes them. node-llama-cpp
+ * 3.21.1 detects a call at `||call:`, then puts its canonical prefix `||call: ` into the context, the trailing space
+ * as a token of its own, before the function-name grammar runs: a model that writes the name with its leading space
+ * (Gemma 3's " off" of offload_lora) reads a lone space it was never shown there, and the name that comes out is
+ * another function's (measured on Gemma 3 270M, plain node-llama-cpp too: the code adapter put 1.0 on " off" after a
+ * run_code result, and a call of search came out; the model's own text was the right call). The view's prefix is
+ * `||call:`, so nothing is put in, and the name grammar's optional space takes the model's; every call is still
+ * rendered as documented (`||call: name(...)`), by the wrapper's own generateFunctionCall.
+ */
+function inlineCallView(inner: ChatWrapper): ChatWrapper {
+  const view = Object.create(inner) as ChatWrapper;
+  const { functions } = inner.settings;
+  Object.defineProperty(view, "settings", {
+    value: {
+      ...inner.settings,
+      functions: { ...functions, call: { ...functions.call, prefix: "||call:", optionalPrefixSpace: true } },
+    },
+  });
+  view.generateFunctionCall = (name, params) => inner.generateFunctionCall(name, params);
+  return view;
+}
+
+/**
+ * Text that a call follows, on a line of its own (usesInlineCalls): how the Gemma 3 library's adapters learned to write
+ * it, when a call right after text on the same line came out as another function's (inlineCallView's case) and one
+ * starting a line happened to parse.
+ */
 export const onItsOwnLine = (text: string) => (text.endsWith("\n") ? text : `${text}\n`);
 
 /**
@@ -102,8 +126,12 @@ export function renderConversation(
   chatWrapper: ChatWrapper,
   conversation: Conversation,
 ): RenderedConversation {
-  const history = toChatHistory(conversation, usesInlineCalls(chatWrapper));
-  const wrapper = documentingWrapper(chatWrapper, toChatModelFunctions(conversation.functions));
+  const inline = usesInlineCalls(chatWrapper);
+  const history = toChatHistory(conversation, inline);
+  const wrapper = documentingWrapper(
+    inline ? inlineCallView(chatWrapper) : chatWrapper,
+    toChatModelFunctions(conversation.functions),
+  );
   const { contextText } = wrapper.generateContextState({ chatHistory: history });
   return { history, wrapper, tokens: contextText.tokenize(model.tokenizer) };
 }
