@@ -1,7 +1,6 @@
 import { writeFileSync } from "node:fs";
 import { join, relative } from "node:path";
 import { SeededRandom } from "../../src/demo/random.js";
-import { readGgufHeader } from "../../src/gguf/index.js";
 import { TRAINED_DIR, trainedLibrary } from "../../src/paths.js";
 import { readFacts } from "../pipeline/facts.js";
 import { ORACLE_WORKFLOW } from "../pipeline/OracleDriver.js";
@@ -10,16 +9,12 @@ import { heldOutFile, windowsFile, type TrainingRun } from "../pipeline/run.js";
 import { writeSamples, type TokenSample } from "../pipeline/samples.js";
 import { trainingTasks, writeEvalTasks } from "../pipeline/tasks.js";
 import { recordTrajectories, renderTraces } from "../pipeline/trajectories.js";
+import { vocabularyId } from "../pipeline/vocabulary.js";
 import { split } from "../pipeline/windows.js";
 import { GEMMA_HARNESS, GEMMA_MODEL, GEMMA_TEST_MANIFEST } from "./library.js";
 
 /** Gemma's end-of-turn token: the last token of every turn the model writes (its GGUF names no EOT id). */
-export function endOfTurnToken(model: string): number {
-  const tokens = readGgufHeader(model).metadata.get("tokenizer.ggml.tokens");
-  const at = tokens && typeof tokens === "object" && "items" in tokens ? tokens.items.indexOf("<end_of_turn>") : -1;
-  if (at < 0) throw new Error(`${model}: the vocabulary has no <end_of_turn> token: not a Gemma chat model`);
-  return at;
-}
+const endOfTurnToken = (model: string) => vocabularyId(model, "<end_of_turn>", "not a Gemma chat model");
 
 /**
  * The data step of the Gemma library: the held-out task files (the trained demo's: the same facts, seed and

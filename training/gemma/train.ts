@@ -3,7 +3,7 @@ import { createHash } from "node:crypto";
 import { readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
-import { readGgufHeader } from "../../src/gguf/index.js";
+import { readGgufHeader, type GgufFile } from "../../src/gguf/index.js";
 import { importPeft } from "../../src/library/peft/index.js";
 import { PACKAGE_ROOT } from "../../src/paths.js";
 import { ORACLE_WORKFLOW } from "../pipeline/OracleDriver.js";
@@ -80,7 +80,7 @@ function writeStaticMerges(run: TrainingRun): void {
 /** A PEFT folder of the train step as a GGUF LoRA in the library's folder (`file`), through the TypeScript importer. */
 export async function importAdapter(
   run: TrainingRun,
-  base: ReturnType<typeof readGgufHeader>,
+  base: GgufFile,
   capability: string,
   file: string,
 ): Promise<{ rank: number; alpha: number; tensors: number; sha256: string }> {

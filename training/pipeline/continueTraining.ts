@@ -3,7 +3,6 @@ import { copyFileSync, mkdirSync, renameSync, readFileSync, rmSync, statSync, wr
 import { basename, join } from "node:path";
 import { ensureDemoWeights } from "../../src/demo/ensure.js";
 import { SeededRandom } from "../../src/demo/random.js";
-import { readGgufHeader } from "../../src/gguf/index.js";
 import { BASE_CAPABILITY } from "../../src/library/manifest.js";
 import { DEFAULT_MANIFEST } from "../../src/paths.js";
 import { readFacts } from "./facts.js";
@@ -13,6 +12,7 @@ import { windowsFile, type TrainingRun } from "./run.js";
 import { computationTasks, trainingTasks, writeComputationEvalTasks } from "./tasks.js";
 import { initialAdapter, TRAINING, trainerCommands } from "./train.js";
 import { recordTrajectories, renderTraces } from "./trajectories.js";
+import { vocabularyId } from "./vocabulary.js";
 import { pretrainingWindows, writeWindows } from "./windows.js";
 
 /**
@@ -219,9 +219,5 @@ export function workManifest(
 }
 
 /** The chat template's end-of-turn token in the library's own vocabulary. */
-function endOfTurnToken(model: string): number {
-  const tokens = readGgufHeader(model).metadata.get("tokenizer.ggml.tokens");
-  const id = tokens && typeof tokens === "object" && "items" in tokens ? tokens.items.indexOf("<|im_end|>") : -1;
-  if (id < 0) throw new Error(`${model} has no <|im_end|> token: --step continue trains a library train-demo made`);
-  return id;
-}
+const endOfTurnToken = (model: string) =>
+  vocabularyId(model, "<|im_end|>", "--step continue trains a library train-demo made");

@@ -1,4 +1,4 @@
-import { writeGguf, GgmlType } from "../../src/gguf/index.js";
+import { readGgufHeader, writeGguf, GgmlType } from "../../src/gguf/index.js";
 import { DEMO_DIMS, qwen3ModelFile } from "../../src/demo/qwen3.js";
 import { buildVocabulary, SPECIAL_TOKENS, type DemoVocabulary } from "../../src/demo/vocabulary.js";
 import { learnMerges } from "./bpe.js";
@@ -29,4 +29,15 @@ export function writeInitialModel(run: TrainingRun, texts: readonly string[]): {
   const path = initialModelFile(run);
   writeGguf(path, init.metadata, init.tensors);
   return { path, vocab };
+}
+
+/**
+ * The id of `token` in the vocabulary of the GGUF at `model` (a chat template's end-of-turn token, which some GGUFs
+ * do not name by id); `unlike` says what a model without it is not, for the error.
+ */
+export function vocabularyId(model: string, token: string, unlike: string): number {
+  const tokens = readGgufHeader(model).metadata.get("tokenizer.ggml.tokens");
+  const id = tokens && typeof tokens === "object" && "items" in tokens ? tokens.items.indexOf(token) : -1;
+  if (id < 0) throw new Error(`${model}: the vocabulary has no ${token} token: ${unlike}`);
+  return id;
 }
