@@ -5,11 +5,17 @@ import { defineConfig } from "eslint/config";
 import globals from "globals";
 import tseslint from "typescript-eslint";
 
-/** node-llama-cpp is the local engine's business: only src/engines/local/llama/ calls it. */
+/**
+ * node-llama-cpp is llama.cpp in this process: the local engine serves with it (src/engines/local/), and
+ * src/llamaCpp/ starts it, loads a model and renders with its chat wrappers for whoever else needs that (the
+ * engine, the reference, the remote engine's chat codec). Three single files outside them use one public piece each:
+ * src/modelProbe/callSyntax.ts (a chat wrapper's call syntax), src/modelFiles/sources/hfDownload.ts (the downloader)
+ * and bench/llamaSpeed.ts (llama.cpp's raw speed).
+ */
 const LLAMA_CPP = {
   regex: "^node-llama-cpp(/.*)?$",
   message:
-    "node-llama-cpp is imported only inside src/engines/local/llama/ (the engine seam); go through src/engines/local/index.ts",
+    "node-llama-cpp is imported only in src/engines/local/ (serving) and src/llamaCpp/ (starting llama.cpp, loading a model, rendering, the chat codec); use what src/llamaCpp/ exports",
 };
 /** Code outside the local engine reaches it through its entry point only. */
 const LOCAL_ENGINE_INTERNALS = {
@@ -23,8 +29,8 @@ const REMOTE_ENGINE_INTERNALS = {
 };
 /** Tests may also use the test-only surface (the replayed reference, planted bugs). */
 const LOCAL_ENGINE_INTERNALS_FOR_TESTS = {
-  regex: "^\\.\\.?/(.*/)?engines/local/(?!(index|testing)\\.js$).+",
-  message: "tests reach the local engine through src/engines/local/index.ts or src/engines/local/testing.ts",
+  regex: "^\\.\\.?/(.*/)?engines/local/(?!(index|localTesting)\\.js$).+",
+  message: "tests reach the local engine through src/engines/local/index.ts or src/engines/local/localTesting.ts",
 };
 /** The GGUF module is used through its entry point (reader, writer, validation behind one surface). */
 const GGUF_INTERNALS = {
@@ -33,12 +39,12 @@ const GGUF_INTERNALS = {
 };
 /** What an engine may use of src/ besides the interface: nothing of the layers above it. */
 const ABOVE_ENGINES =
-  "app|budgets|cli|config|demo|export|externalTools|harness|http|mcp|openai|prompts|runtime|sessions|status|transports";
+  "budgets|cli|composition|config|demo|export|externalTools|harness|http|mcp|modelFiles|openai|prompts|sessions|status|transports";
 /** The local engine implements the interface: from src/ it may use only the interface, the gguf module and the lock. */
 const LOCAL_ENGINE_OUTWARD = {
   regex: `^(\\.\\./)+((${ABOVE_ENGINES}|library|remote)/|engine/(?!index\\.js$)|(log|paths|portableSchema)\\.js$)`,
   message:
-    "src/engines/local uses from src/ only src/engine (the interface it implements, through its index.ts), src/gguf and src/mutex.ts",
+    "src/engines/local uses from src/ only src/engine (the interface it implements, through its index.ts), src/llamaCpp, src/modelProbe, src/gguf and src/mutex.ts",
 };
 /**
  * The remote engine implements the interface like the local one does: no node-llama-cpp, no local engine, nothing of
@@ -49,14 +55,20 @@ const REMOTE_ENGINE_OUTWARD = {
   message:
     "src/engines/remote uses src/engine (the interface it implements), src/gguf, src/library/peft and src/mutex.ts; the base model's tokenizer comes in as a ChatCodec from the composition root",
 };
+/** llama.cpp in this process sits below the engines: it knows nothing of them, nor of the layers above. */
+const LLAMA_CPP_OUTWARD = {
+  regex: `^(\\.\\./)+((${ABOVE_ENGINES}|library|engines)/|engine/(?!index\\.js$))`,
+  message:
+    "src/llamaCpp and src/modelProbe sit below the engines: they use src/engine (through its index.ts), src/gguf and each other, never an engine or a layer above",
+};
 const CLI = {
   regex: "^\\.\\.?/(.*/)?cli/",
   message: "nothing imports src/cli: it is the program's entry, composing everything else",
 };
 const APP = {
-  regex: "^\\.\\.?/(.*/)?app/",
+  regex: "^\\.\\.?/(.*/)?composition/",
   message:
-    "src/app composes the server (services, the HTTP app); only the entry points import it: src/cli, training/, bench/, test/",
+    "src/composition is the composition root (runtime, services, the HTTP app); only the entry points import it: src/cli, training/, bench/, test/",
 };
 /** What the server ships never depends on training code, test tooling or benchmarks. */
 const NOT_SHIPPED = {
@@ -65,9 +77,9 @@ const NOT_SHIPPED = {
 };
 const HARNESS = { regex: "^\\.\\.?/(.*/)?harness/", message: "src/sessions does not know the harness that drives it" };
 const COMPOSITION = {
-  regex: "^\\.\\.?/(.*/)?(runtime|config)/",
+  regex: "^\\.\\.?/(.*/)?(composition|config)/",
   message:
-    "src/sessions states what it needs (SessionRuntime, SessionsConfig); the config and the runtime that composes it sit above",
+    "src/sessions states what it needs (SessionRuntime, SessionsConfig); the config and the composition root sit above",
 };
 const MCP = {
   regex: "^\\.\\.?/(.*/)?mcp/",
@@ -76,13 +88,13 @@ const MCP = {
 const ENGINES = {
   regex: "^\\.\\.?/(.*/)?engines/",
   message:
-    "src/config owns the names it validates; it does not reach into an engine (the composition root in src/runtime does)",
+    "src/config owns the names it validates; it does not reach into an engine (the composition root in src/composition does)",
 };
 
 const restrict = (...patterns) => ({ "@typescript-eslint/no-restricted-imports": ["error", { patterns }] });
 
 /**
- * The one test that checks the private members src/engines/local/llama/internals.ts relies on exist reads
+ * The one test that checks the private members src/engines/local/decoding/internals.ts relies on exist reads
  * node-llama-cpp itself.
  */
 const LLAMA_CPP_EXCEPTIONS = ["test/engine/engine.test.ts"];
@@ -131,11 +143,15 @@ export default defineConfig(
   { files: ["src/gguf/**/*.ts"], rules: restrict(LLAMA_CPP, CLI, NOT_SHIPPED) },
   {
     files: ["src/engines/local/**/*.ts"],
-    rules: restrict(LLAMA_CPP, CLI, GGUF_INTERNALS, NOT_SHIPPED, LOCAL_ENGINE_OUTWARD),
-  },
-  {
-    files: ["src/engines/local/llama/**/*.ts"],
     rules: restrict(CLI, GGUF_INTERNALS, NOT_SHIPPED, LOCAL_ENGINE_OUTWARD),
   },
+  { files: ["src/llamaCpp/**/*.ts"], rules: restrict(CLI, GGUF_INTERNALS, NOT_SHIPPED, LLAMA_CPP_OUTWARD) },
+  {
+    files: ["src/modelProbe/**/*.ts"],
+    rules: restrict(LLAMA_CPP, CLI, GGUF_INTERNALS, NOT_SHIPPED, LLAMA_CPP_OUTWARD),
+  },
+  { files: ["src/modelProbe/callSyntax.ts"], rules: restrict(CLI, GGUF_INTERNALS, NOT_SHIPPED, LLAMA_CPP_OUTWARD) },
+  { files: ["src/modelFiles/sources/hfDownload.ts"], rules: restrict(...SRC.filter((p) => p !== LLAMA_CPP)) },
+  { files: ["bench/llamaSpeed.ts"], rules: restrict(CLI, GGUF_INTERNALS, LOCAL_ENGINE_INTERNALS) },
   { files: LLAMA_CPP_EXCEPTIONS, rules: restrict(CLI, GGUF_INTERNALS, LOCAL_ENGINE_INTERNALS_FOR_TESTS) },
 );

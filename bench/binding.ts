@@ -1,7 +1,7 @@
 import { execFile } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
-import type { SpeedFigures } from "../src/engines/local/index.js";
+import type { SpeedFigures } from "./llamaSpeed.js";
 import { fmt, median } from "./stats.js";
 
 /** The bindings compared, each in processes of its own: node-llama-cpp's prebuilt one and the source build. */

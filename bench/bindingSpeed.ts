@@ -3,7 +3,8 @@
  * its figures as one JSON line.
  * node dist/bench/bindingSpeed.js prebuilt|source MODEL THREADS
  */
-import { measureLlamaSpeed, type BindingSetting } from "../src/engines/local/index.js";
+import type { BindingSetting } from "../src/llamaCpp/binding.js";
+import { measureLlamaSpeed } from "./llamaSpeed.js";
 
 const [binding, modelPath, threads] = process.argv.slice(2) as [BindingSetting, string, string];
 const figures = await measureLlamaSpeed({ modelPath, binding, threads: Number(threads) });

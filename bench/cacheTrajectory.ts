@@ -4,7 +4,7 @@
  */
 import { LocalEngine } from "../src/engines/local/index.js";
 import type { CacheStrategy } from "../src/engine/index.js";
-import { scriptedTrajectory } from "../src/demo/trajectory.js";
+import { scriptedTrajectory } from "../testkit/scriptedTrajectory.js";
 import { createLogger } from "../src/log.js";
 import type { TrajectoryFigures } from "./cache.js";
 

@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { callTool, connectClient, spawnHttpServer } from "../testkit/mcpClient.js";
 import { startLlamaServer } from "../testkit/llamaServerProcess.js";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import type { DemoWeights } from "../src/demo/generate.js";
+import type { DemoWeights } from "../src/demo/demoWeights.js";
 import type { CacheStats, DecodeRoundStats } from "../src/engine/index.js";
 import { PACKAGE_ROOT } from "../src/paths.js";
 import { fmt, quantile } from "./stats.js";
@@ -265,7 +265,7 @@ export async function concurrencyComparison(
 }
 
 /**
- * #39's targets for one local configuration: turns/s at the most sessions at least its own at 1 session and at least
+ * The concurrency targets for one local configuration: turns/s at the most sessions at least its own at 1 session and at least
  * llama-server's at each count above 1; p95 turn latency at the most sessions at most 3x its p50. Also the stricter
  * reading: at each count in between, at least llama-server's at that count.
  */

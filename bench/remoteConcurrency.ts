@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { fetchModel } from "../src/models/index.js";
+import { fetchModel } from "../src/modelFiles/index.js";
 import { createLogger } from "../src/log.js";
 import { spawnHttpServer } from "../testkit/mcpClient.js";
 import { startLlamaServer } from "../testkit/llamaServerProcess.js";

@@ -8,14 +8,14 @@ import { LocalEngine } from "../src/engines/local/index.js";
 import type { CacheStrategy } from "../src/engine/index.js";
 import { returnSwitch, STRATEGIES, trajectoryComparison } from "./cache.js";
 import { ensureDemoWeights } from "../src/demo/ensure.js";
-import { demoWeightsExist, demoWeightPaths, generateDemoWeights } from "../src/demo/generate.js";
+import { demoWeightsExist, demoWeightPaths, generateDemoWeights } from "../src/demo/demoWeights.js";
 import { createLogger } from "../src/log.js";
 import { PACKAGE_ROOT } from "../src/paths.js";
 import { interleaving, sharedPrefixVsPrefill, switchVsPrefill, switchCallCost } from "./engine.js";
 import { openingConversation, type TrajectoryFigures } from "./toolTrajectory.js";
 import { ENGINE_CONFIGS, trajectoryRatios, trajectoryScenario, type EngineConfig } from "./trajectory.js";
-import { fetchModel, ModelNotFetchedError, resolveModelArg } from "../src/models/index.js";
-import { gemmaTestAdapters } from "../src/demo/realModelAdapters.js";
+import { fetchModel, ModelNotFetchedError, resolveModelArg } from "../src/modelFiles/index.js";
+import { gemmaTestAdapters } from "../testkit/realModelAdapters.js";
 import { adapterMemory } from "./memory.js";
 import { loadLoraRoundTrip, toolRoundTrips } from "./mcp.js";
 import { compareIndexes } from "./search.js";
@@ -270,7 +270,7 @@ async function trajectoryLines(
   );
 }
 
-/** `--scenario concurrency [--model gemma-3-270m]`: the local engine and llama-server side by side, with #39's targets. */
+/** `--scenario concurrency [--model gemma-3-270m]`: the local engine and llama-server side by side, with the targets of bench/README.md. */
 async function concurrencyBench() {
   const each = threads ?? availableParallelism();
   if (values.model && values.model !== "gemma-3-270m")

@@ -4,7 +4,7 @@ import { Index } from "flexsearch";
 import MiniSearch from "minisearch";
 import { CORPUS_EXTENSIONS, readCorpusFile, type CorpusDocument } from "../src/externalTools/search/documents.js";
 import { fmt, quantile } from "./stats.js";
-import { KNOWN_QUERIES } from "../src/externalTools/search/knownQueries.js";
+import { KNOWN_QUERIES } from "../testkit/knownQueries.js";
 
 function corpusDocuments(dir: string): CorpusDocument[] {
   const out: CorpusDocument[] = [];

@@ -1,7 +1,7 @@
 import { spawn } from "node:child_process";
 import type { CacheOptions } from "../src/engines/local/index.js";
 import type { ChatTurn, Conversation, HistorySoFar } from "../src/engine/index.js";
-import { scriptedTrajectory } from "../src/demo/trajectory.js";
+import { scriptedTrajectory } from "../testkit/scriptedTrajectory.js";
 
 /**
  * The replayed soft trajectory of the `trajectory` scenario: S3's 12 switches (the base picks plan, search twice,

@@ -2,8 +2,8 @@
 # Builds node-llama-cpp's native binding (llama-addon.node and its ggml/llama libraries) from the llama.cpp it ships
 # (node_modules/node-llama-cpp/llama/gitRelease.bundle) for this machine's CPU (GGML_NATIVE=ON) with OpenMP
 # (GGML_OPENMP=ON), once per machine, as an alternative to node-llama-cpp's prebuilt CPU binary (portable CPU
-# variants, ggml's own thread pool; issue #39). The engine loads it with model.binding "source" or "auto"
-# (src/engines/local/llama/runtime.ts); the prebuilt binary stays the fallback that always works. Which is faster
+# variants, ggml's own thread pool). The engine loads it with model.binding "source" or "auto"
+# (src/llamaCpp/startLlama.ts); the prebuilt binary stays the fallback that always works. Which is faster
 # depends on the model: `npm run bench -- --scenario binding` measures both (docs/configuration.md, "The native
 # binding").
 #
@@ -16,7 +16,7 @@
 # takes the Node-API headers from node_modules/node-api-headers; npm_config_nodedir points at this Node's headers),
 # and no postinstall step is involved. The folder is keyed by node-llama-cpp's version, the bundle's llama.cpp
 # commit, the build options and the CPU (its model name and flags, from /proc/cpuinfo), so a changed pin, option or
-# machine builds anew; `bindingKey` in src/engines/local/llama/binding.ts computes the same key (a unit test holds
+# machine builds anew; `bindingKey` in src/llamaCpp/binding.ts computes the same key (a unit test holds
 # the two together). Built beside its final place and renamed, so an interrupted build never counts; a lock makes
 # concurrent callers wait for one build.
 #

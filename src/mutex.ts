@@ -14,6 +14,24 @@ export class Mutex {
     return this.waiting;
   }
 
+  /** Waits for the lock; the caller runs, then calls the returned release once (in a `finally`). */
+  async acquire(): Promise<() => void> {
+    this.waiting++;
+    try {
+      const release = await this.mutex.acquire();
+      let released = false;
+      return () => {
+        if (released) return;
+        released = true;
+        this.waiting--;
+        release();
+      };
+    } catch (err) {
+      this.waiting--;
+      throw err;
+    }
+  }
+
   async run<T>(fn: () => Promise<T>): Promise<T> {
     this.waiting++;
     try {

@@ -36,6 +36,10 @@ export function trainedLibrary(dir: string) {
 export const TRAINED_DIR = join(PACKAGE_ROOT, "models", "trained");
 export const { model: TRAINED_MODEL, manifest: TRAINED_MANIFEST } = trainedLibrary(TRAINED_DIR);
 export const PROMPTS_DIR = join(PACKAGE_ROOT, "prompts");
-export const DEFAULT_CORPUS = join(PACKAGE_ROOT, "src", "externalTools", "search", "default-corpus");
+/**
+ * The shipped search corpus (the local index's default `tools.search.corpus`): data at the package root, beside
+ * prompts/, read where the package is, so from src/ and dist/src/ alike. `npm run train-demo` rewrites its entities/.
+ */
+export const DEFAULT_CORPUS = join(PACKAGE_ROOT, "corpus");
 /** Local state (indexes, traces) that is not committed. */
 export const STATE_DIR = join(PACKAGE_ROOT, ".weact");

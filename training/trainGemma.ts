@@ -8,7 +8,7 @@ import { mkdirSync } from "node:fs";
 import { join, relative } from "node:path";
 import { parseArgs } from "node:util";
 import { createLogger } from "../src/log.js";
-import { fetchModel } from "../src/models/index.js";
+import { fetchModel } from "../src/modelFiles/index.js";
 import { PACKAGE_ROOT, trainedLibrary } from "../src/paths.js";
 import { continueGemma } from "./gemma/continue.js";
 import { writeGemmaData } from "./gemma/data.js";

@@ -13,17 +13,17 @@ import {
 } from "../library/manifest.js";
 import { MERGE_METHODS } from "../library/merge/index.js";
 import { importPeft } from "../library/peft/index.js";
-import { parseExportCommand, runExport, type ExportCommandInput } from "../export/command.js";
+import { parseExportCommand, runExport, type ExportCommandInput } from "../export/exportCommand.js";
 import { modelFunctions } from "../sessions/modelFunctions.js";
-import type { ResolvedConfig } from "../config/config.js";
+import type { ResolvedConfig } from "../config/loadConfig.js";
 import { formatTable, runEval, writeReport } from "../harness/eval/runEval.js";
 import { readTaskFile } from "../harness/eval/TaskFile.js";
-import { runTask } from "../harness/runTask.js";
+import { runTask } from "../harness/runTaskUnderPolicy.js";
 import { mergePolicies } from "../harness/runInput.js";
 import { FIXED_POLICIES, MERGE_POLICIES, mergePolicy, type Policy } from "../harness/types.js";
 import type { Logger } from "../log.js";
 import { STATE_DIR } from "../paths.js";
-import { startExportServices, startServices, startTokenizer, traceDirOf } from "../app/services.js";
+import { startExportServices, startServices, startTokenizer, traceDirOf } from "../composition/services.js";
 
 export class UsageError extends Error {}
 

@@ -1,5 +1,6 @@
 import { statSync } from "node:fs";
-import { functionCallProblem, probeModelDetailsInChild } from "../engines/local/index.js";
+import { functionCallProblem } from "../modelProbe/callSyntax.js";
+import { probeModelDetailsInChild } from "../modelProbe/probe.js";
 import {
   GgmlType,
   GgufFormatError,
@@ -10,7 +11,7 @@ import {
   baseModelProblems,
   loraProblems,
 } from "../gguf/index.js";
-import type { ResolvedConfig } from "../config/config.js";
+import type { ResolvedConfig } from "../config/loadConfig.js";
 import { loadManifest } from "../library/manifest.js";
 
 /** One verdict of `weact-mcp doctor`: `ok: false` means the set will not serve. */

@@ -6,14 +6,14 @@ import {
   checkRemoteEngine,
   ConfigError,
   loadConfigFile,
-  RemoteEngineConfigSchema,
   resolveConfig,
   type ResolvedConfig,
-} from "../config/config.js";
+} from "../config/loadConfig.js";
+import { RemoteEngineConfigSchema } from "../config/configSchema.js";
 import { describeIssues } from "../library/manifest.js";
-import { generateDemoWeights } from "../demo/generate.js";
+import { generateDemoWeights } from "../demo/demoWeights.js";
 import { createLogger } from "../log.js";
-import { fetchModel, resolveModelArg } from "../models/index.js";
+import { fetchModel, resolveModelArg } from "../modelFiles/index.js";
 import { PACKAGE_ROOT } from "../paths.js";
 import { clientConfig, CLIENTS, type ClientKind } from "./clientConfig.js";
 import {

@@ -1,6 +1,6 @@
 import { existsSync, rmSync } from "node:fs";
 import { resolve } from "node:path";
-import { adapterDirs, type ResolvedConfig } from "../config/config.js";
+import { adapterDirs, type ResolvedConfig } from "../config/loadConfig.js";
 import { ALORA_INVOCATION_KEY, readGgufHeader } from "../gguf/index.js";
 import { isInsideDirs } from "../library/confine.js";
 import {

@@ -1,9 +1,9 @@
 import { createServer } from "node:net";
-import type { ResolvedConfig } from "../config/config.js";
+import type { ResolvedConfig } from "../config/loadConfig.js";
 import type { Logger } from "../log.js";
-import { serveHttp } from "../app/httpApp.js";
+import { serveHttp } from "../composition/httpApp.js";
 import { serveStdio } from "../transports/stdio.js";
-import { startServices } from "../app/services.js";
+import { startServices } from "../composition/services.js";
 
 export type ServeMode = { kind: "stdio" } | { kind: "http"; host: string; port: number };
 

@@ -5,7 +5,7 @@ import { parseManifest, saveManifest } from "../library/manifest.js";
 import { DEFAULT_MANIFEST } from "../paths.js";
 import { ARCHITECTURES } from "./architectures.js";
 import { FAMILIES, familyNamed, type Family } from "./families.js";
-import { DEMO_ADAPTERS, DEMO_SEED } from "./generate.js";
+import { DEMO_ADAPTERS, DEMO_SEED } from "./demoWeights.js";
 import { llamaCppTemplates } from "./llamaCppTemplates.js";
 import { loraFile, modelFile, type WeightType } from "./model.js";
 import { DEMO_DIMS } from "./qwen3.js";

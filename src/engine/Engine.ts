@@ -1,4 +1,4 @@
-import type { EngineCapabilities, EngineCapacity } from "./capabilities.js";
+import type { EngineFeatures, EngineCapacity } from "./features.js";
 import type { EngineSession } from "./EngineSession.js";
 import type { AdapterInfo, AdapterSpec, CacheStrategy, Conversation, ModelInfo, TokenId } from "./types.js";
 
@@ -61,9 +61,9 @@ export interface OpenSessionOptions {
  */
 export interface Engine {
   readonly model: ModelInfo;
-  readonly capabilities: EngineCapabilities;
+  readonly features: EngineFeatures;
   readonly capacity: EngineCapacity;
-  /** What a weight switch does with a session's cache (one of `capabilities.cacheStrategies`). */
+  /** What a weight switch does with a session's cache (one of `features.cacheStrategies`). */
   readonly cacheStrategy: CacheStrategy;
   /** Evaluation threads, when the engine runs in this process. */
   readonly threads?: number;

@@ -6,7 +6,7 @@ import type {
   HistorySoFar,
   LogProbs,
   SwitchReport,
-  WeightSet,
+  WeightRequest,
 } from "./types.js";
 
 /** One KV cache a session holds: under the weights it has active, or idle under weights it left. */
@@ -56,7 +56,7 @@ export interface EngineSession {
    * together), with a cache correct for them over the whole conversation. Validates everything first: a refused
    * switch changes nothing.
    */
-  switchWeights(to: WeightSet, conversation: Conversation): Promise<SwitchReport>;
+  switchWeights(to: WeightRequest, conversation: Conversation): Promise<SwitchReport>;
 
   /** The assistant's next turn under the session's weights (function calls returned, not executed). */
   generate(conversation: Conversation, options?: GenerateOptions): Promise<GenerateResult>;

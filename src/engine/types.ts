@@ -21,8 +21,11 @@ export interface EngineLogger {
  */
 export type CacheStrategy = "rebuild" | "reuse";
 
-/** Weights a session switches to: one adapter's alias, null for the base, or several aliases applied together. */
-export type WeightSet = string | null | readonly string[];
+/**
+ * The weights a session asks to switch to, by alias: one adapter's alias, null for the base, or several aliases applied
+ * together. The engine resolves it to a `WeightSet` (the exact versions).
+ */
+export type WeightRequest = string | null | readonly string[];
 
 /** The base model an engine serves. */
 export interface ModelInfo {

@@ -6,7 +6,7 @@ import { CONVERTERS, type ModelFunctions } from "./convert.js";
 import { describeFilter, selects, type TrajectoryFilter } from "./filter.js";
 import { LINE_SCHEMAS, type ExportFormat } from "./formats.js";
 import { readTraces, type TraceProblem } from "./readTraces.js";
-import type { Trajectory } from "./trajectory.js";
+import type { Trajectory } from "./recordedTrajectory.js";
 import { segment, type StageExit, type StageSample } from "./segment.js";
 import { tokenStats, type TokenCounter, type TokenStats } from "./stats.js";
 

@@ -1,5 +1,5 @@
 import { existsSync, readFileSync } from "node:fs";
-import type { Trajectory } from "./trajectory.js";
+import type { Trajectory } from "./recordedTrajectory.js";
 
 /**
  * Which trajectories an export keeps. `correct`: judged correct by the eval runner (exact match or normalised

@@ -2,7 +2,7 @@ import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { basename, join } from "node:path";
 import type { z } from "zod";
 import { describeIssues } from "../library/manifest.js";
-import { AnswerEventSchema, fromView, HistoryEventSchema, type Trajectory } from "./trajectory.js";
+import { AnswerEventSchema, fromView, HistoryEventSchema, type Trajectory } from "./recordedTrajectory.js";
 
 /** Something wrong in one trace file; the export skips that line (or the file) and goes on with the rest. */
 export interface TraceProblem {

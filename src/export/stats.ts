@@ -2,7 +2,7 @@ import type { HistoryMessage } from "../sessions/history.js";
 import { callArguments } from "./convert.js";
 import { asReadAt } from "./elision.js";
 import { capabilitiesOf, segment, type StageSample } from "./segment.js";
-import type { Trajectory } from "./trajectory.js";
+import type { Trajectory } from "./recordedTrajectory.js";
 
 /** Tokens in a text, by the model's own tokenizer (the CLI passes the engine's). */
 export type TokenCounter = (text: string) => number;

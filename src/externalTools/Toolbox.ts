@@ -1,6 +1,6 @@
 import { join } from "node:path";
 import type { FunctionSpec } from "../engine/index.js";
-import type { Config } from "../config/config.js";
+import type { Config } from "../config/configSchema.js";
 import type { Logger } from "../log.js";
 import { DEFAULT_CORPUS, STATE_DIR } from "../paths.js";
 import type { ExternalTool } from "./ExternalTool.js";

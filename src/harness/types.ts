@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { LONG_TEXT_MAX } from "../config/config.js";
+import { LONG_TEXT_MAX } from "../config/configSchema.js";
 import { SoftLimitsSchema, StageBudgetSchema } from "../budgets/budgets.js";
 import { MERGE_METHODS, type MergeMethod } from "../library/merge/index.js";
 

@@ -1,6 +1,6 @@
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { z } from "zod";
-import { LONG_TEXT_MAX } from "../config/config.js";
+import { LONG_TEXT_MAX } from "../config/configSchema.js";
 import type { ServerContext } from "./context.js";
 
 /** prompts/*.md as MCP prompts; `task` fills their {{task}} placeholder. */

@@ -3,7 +3,7 @@ import { ZodError } from "zod";
 import { ContextOverflowError } from "../engine/index.js";
 import type { ModelCall } from "../harness/driver.js";
 import { InvalidPolicyError } from "../harness/errors.js";
-import { runTask, type ClientResult, type HarnessDeps, type TaskResult } from "../harness/runTask.js";
+import { runTask, type ClientResult, type HarnessDeps, type TaskResult } from "../harness/runTaskUnderPolicy.js";
 import type { Policy } from "../harness/types.js";
 import type { Logger } from "../log.js";
 import { BusyError, InputTooLongError, LimitError } from "../sessions/errors.js";

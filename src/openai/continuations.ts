@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import type { ClientResult } from "../harness/runTask.js";
+import type { ClientResult } from "../harness/runTaskUnderPolicy.js";
 import type { ModelCall } from "../harness/driver.js";
 import { canonical } from "./conversation.js";
 import type { ChatMessage } from "./request.js";

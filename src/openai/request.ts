@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { LONG_TEXT_MAX } from "../config/config.js";
+import { LONG_TEXT_MAX } from "../config/configSchema.js";
 import type { InputField } from "../sessions/inputWindow.js";
 import { invalid, OpenAIError } from "./errors.js";
 import { ParametersSchema } from "./parametersSchema.js";

@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import type { Response } from "express";
-import type { TaskResult } from "../harness/runTask.js";
+import type { TaskResult } from "../harness/runTaskUnderPolicy.js";
 import type { TraceEvent } from "../harness/trace/Trace.js";
 import type { OpenAIError } from "./errors.js";
 import type { ChatMessage } from "./request.js";

@@ -3,11 +3,12 @@ import type { AdapterLibrary } from "../library/AdapterLibrary.js";
 import type { Logger } from "../log.js";
 import type { ExternalTool, ToolOutcome } from "../externalTools/ExternalTool.js";
 import { DEFAULT_STAGE_BUDGET, type StageBudget } from "../budgets/budgets.js";
+import { ContextWindow } from "./ContextWindow.js";
 import { LimitError, PendingCallsError } from "./errors.js";
-import { refuseUnfittable, type InputField } from "./inputWindow.js";
-import { exchangeMessage, internalResult, newCallId, newId } from "./exchanges.js";
+import type { InputField } from "./inputWindow.js";
+import { newCallId, newId } from "./exchanges.js";
 import type { HistoryMessage, ToolCallRecord } from "./history.js";
-import { modelFunctions, OFFLOAD_LORA, WEIGHT_ACTIONS } from "./modelFunctions.js";
+import { modelFunctions, WEIGHT_ACTIONS } from "./modelFunctions.js";
 import { Session } from "./Session.js";
 import { SessionRegistry, type SessionsConfig } from "./SessionRegistry.js";
 import { answerCall, answerClientCalls, rejectCall, runExternalTool } from "./toolExchanges.js";
@@ -87,11 +88,13 @@ function promptScope(owner: string, serverAuthored: boolean): string {
  * The operations on sessions, independent of MCP: create, generate, switch weights, record tool results,
  * close. Each runs under its session's lock; model work also passes the bounded work queue. The jobs live
  * beside it: `SessionRegistry` (who owns what, limits, expiry), `WeightSwitch` (the state rule and every
- * switch, used directly as `weights`), `toolExchanges` (external and client tools, answered calls).
+ * switch, used directly as `weights`), `toolExchanges` (external and client tools, answered calls), `ContextWindow`
+ * (what fits, what is used, eliding old tool results).
  */
 export class SessionService {
   private readonly queue: WorkQueue;
   private readonly registry: SessionRegistry;
+  private readonly window: ContextWindow;
   /** load_lora, offload_lora and the server-side release: the weight switch of every session. */
   readonly weights: WeightSwitch;
 
@@ -112,6 +115,7 @@ export class SessionService {
     });
     this.registry = new SessionRegistry(config, capacity.sessions, logger);
     this.weights = new WeightSwitch(this.registry, runtime.library, this.queue, stageBudget, logger);
+    this.window = new ContextWindow(runtime, logger);
   }
 
   /**
@@ -120,8 +124,7 @@ export class SessionService {
    * blocked server.
    */
   refuseUnfittable(fields: readonly InputField[]): Promise<void> {
-    const { engine } = this.runtime;
-    return refuseUnfittable(fields, { size: engine.capacity.contextSize, tokenize: (text) => engine.tokenize(text) });
+    return this.window.refuseUnfittable(fields);
   }
 
   async create(owner: string, input: CreateSessionInput): Promise<Session> {
@@ -327,25 +330,7 @@ export class SessionService {
    * releasing the active adapter would add (a harness-made release exchange; 0 on the base).
    */
   contextUsage(owner: string, id: string): { size: number; used: number; release: number } {
-    const session = this.get(owner, id);
-    const used = session.engine.promptTokens(session.conversation());
-    const active = session.activeAdapter;
-    if (active === null || !session.settings.weightActions)
-      return { size: session.engine.contextSize, used, release: 0 };
-    const call: ToolCallRecord = { id: "call_measure", name: OFFLOAD_LORA, arguments: {} };
-    const exchange: HistoryMessage[] = [
-      { role: "assistant", content: "", adapter: active, author: "harness", toolCalls: [call] },
-      internalResult(
-        call,
-        `${exchangeMessage(this.runtime.library, OFFLOAD_LORA, active)} [stage ended by the harness: the context window is full]`,
-        false,
-      ),
-    ];
-    return {
-      size: session.engine.contextSize,
-      used,
-      release: session.engine.promptTokens(session.conversation([...session.history, ...exchange])) - used,
-    };
+    return this.window.usage(this.get(owner, id));
   }
 
   /**
@@ -357,27 +342,7 @@ export class SessionService {
     id: string,
     needed: number,
   ): Promise<{ elided: number; callIds: string[]; freedTokens: number }> {
-    const session = this.get(owner, id);
-    return session.lock.run(async () => {
-      const before = session.engine.promptTokens(session.conversation());
-      const callIds: string[] = [];
-      let freed = 0;
-      for (
-        let result = session.oldestVerbatimResult();
-        result && freed < needed;
-        result = session.oldestVerbatimResult()
-      ) {
-        session.elide(result);
-        callIds.push(result.callId);
-        freed = before - session.engine.promptTokens(session.conversation());
-      }
-      if (callIds.length)
-        this.logger.info(
-          { session: session.id, results: callIds.length, freedTokens: freed },
-          "older tool results elided to make room in the context window",
-        );
-      return { elided: callIds.length, callIds, freedTokens: freed };
-    });
+    return this.window.elideToolResults(this.get(owner, id), needed);
   }
 
   /** Counts for the status page: sessions by state, the work queue. */

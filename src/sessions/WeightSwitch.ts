@@ -68,7 +68,8 @@ export class WeightSwitch {
     input: WeightActionInput,
   ): Promise<WeightActionOutcome> {
     const session = this.registry.get(owner, id);
-    return session.lock.run(async () => {
+    const release = await session.lock.acquire();
+    try {
       session.touch();
       const call = input.callId ? session.pendingCall(input.callId) : undefined;
       const args = {
@@ -125,7 +126,9 @@ export class WeightSwitch {
         return { ok: false, error: reason, recordedForCall: call?.id ?? null };
       }
       return { ok: true, action, previous: active, active: target, callId: answered.id, message, switch: report };
-    });
+    } finally {
+      release();
+    }
   }
 
   /**
@@ -162,10 +165,14 @@ export class WeightSwitch {
     exchange: HistoryMessage[],
   ): Promise<SwitchReport> {
     const from = session.activeAdapter;
-    const report = await this.queue.run(session.owner, async (waitedMs) => {
+    const turn = await this.queue.admit(session.owner);
+    let report: SwitchReport;
+    try {
       const done = await session.engine.switchWeights(target, session.conversation([...session.history, ...exchange]));
-      return { ...done, queueMs: waitedMs + done.queueMs };
-    });
+      report = { ...done, queueMs: turn.waitedMs + done.queueMs };
+    } finally {
+      turn.done();
+    }
     session.append(...exchange);
     session.stage = target === null ? undefined : new StageUsage(target);
     session.anticipateNext(this.library.aliases());

@@ -31,6 +31,19 @@ export class WorkQueue {
 
   /** Runs `fn` when its turn comes; `fn` gets how long the call waited here (its share of the call's queue time). */
   async run<T>(client: string, fn: (waitedMs: number) => Promise<T>): Promise<T> {
+    const turn = await this.admit(client);
+    try {
+      return await fn(turn.waitedMs);
+    } finally {
+      turn.done();
+    }
+  }
+
+  /**
+   * Waits for `client`'s turn; the caller does its model call, then calls `done()` once (in a `finally`). Refused at
+   * once with a BusyError beyond a bound.
+   */
+  async admit(client: string): Promise<{ waitedMs: number; done: () => void }> {
     const mine = this.perClient.get(client) ?? 0;
     if (mine >= this.limits.maxPendingPerClient) {
       throw new BusyError(
@@ -45,6 +58,12 @@ export class WorkQueue {
     this.pending++;
     this.perClient.set(client, mine + 1);
     const arrived = performance.now();
+    const leave = () => {
+      this.pending--;
+      const left = (this.perClient.get(client) ?? 1) - 1;
+      if (left > 0) this.perClient.set(client, left);
+      else this.perClient.delete(client);
+    };
     try {
       await new Promise<void>((start) => {
         const queue = this.waiting.get(client) ?? [];
@@ -52,18 +71,21 @@ export class WorkQueue {
         this.waiting.set(client, queue);
         this.dispatch();
       });
-      try {
-        return await fn(performance.now() - arrived);
-      } finally {
+    } catch (err) {
+      leave();
+      throw err;
+    }
+    let finished = false;
+    return {
+      waitedMs: performance.now() - arrived,
+      done: () => {
+        if (finished) return;
+        finished = true;
         this.running--;
         this.dispatch();
-      }
-    } finally {
-      this.pending--;
-      const left = (this.perClient.get(client) ?? 1) - 1;
-      if (left > 0) this.perClient.set(client, left);
-      else this.perClient.delete(client);
-    }
+        leave();
+      },
+    };
   }
 
   /** Calls waiting or running, running, and the bound: for the status page. */

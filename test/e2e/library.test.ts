@@ -8,7 +8,7 @@ import { DEMO_DIMS, qwen3LoraFile } from "../../src/demo/qwen3.js";
 import { DEMO_BATCH_SPLIT_TOLERANCE, demoEngine, maxAbsDiff } from "../helpers/engine.js";
 import { tempDir, tempLibrary, writeLoraVariant } from "../helpers/files.js";
 import { call, callError, connectClient, testConfig, type Connected } from "../helpers/server.js";
-import { referenceNextTokenLogProbs } from "../../src/engines/local/testing.js";
+import { referenceNextTokenLogProbs } from "../../src/engines/local/localTesting.js";
 
 /** A private library folder: the manifest and copies of the demo adapters, so edits touch nothing shared. */
 const { dir: lib, manifest } = tempLibrary();

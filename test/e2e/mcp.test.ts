@@ -12,7 +12,7 @@ import {
   type HttpServer,
   type TransportKind,
 } from "../helpers/server.js";
-import { referenceNextTokenLogProbs } from "../../src/engines/local/testing.js";
+import { referenceNextTokenLogProbs } from "../../src/engines/local/localTesting.js";
 
 let http: HttpServer;
 let reference: LocalEngine;

@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { LocalEngine, LocalEngineSession } from "../../src/engines/local/index.js";
 import { InvalidAdapterSetError, type Conversation } from "../../src/engine/index.js";
-import { openInvocationOffByOneSession, PlainReference } from "../../src/engines/local/testing.js";
-import { DEMO_INVOCATION } from "../../src/demo/generate.js";
-import { scriptedTrajectory } from "../../src/demo/trajectory.js";
+import { openInvocationOffByOneSession, PlainReference } from "../../src/engines/local/localTesting.js";
+import { DEMO_INVOCATION } from "../../src/demo/demoWeights.js";
+import { scriptedTrajectory } from "../../testkit/scriptedTrajectory.js";
 import { ALORA_INVOCATION_KEY, readGgufHeader } from "../../src/gguf/index.js";
 import { demo, demoEngine, maxAbsDiff, TEST_BINDING, TEST_THREADS } from "../helpers/engine.js";
 
@@ -88,7 +88,7 @@ describe("activated LoRA (aLoRA)", () => {
     expect(header.metadata.get(ALORA_INVOCATION_KEY)).toMatchObject({ items: invocation });
     expect(engine.adapter("verify").invocationTokens).toEqual(invocation);
     expect(engine.adapter("plan").invocationTokens).toBeUndefined();
-    expect(engine.capabilities.alora).toBe(true);
+    expect(engine.features.alora).toBe(true);
   });
 
   it("a switch from the base evaluates only the tokens from the invocation point; they and the turns after it are the adapter's, and the return is the base's", async () => {

@@ -3,7 +3,7 @@ import type { EngineLogger } from "../../src/engine/index.js";
 import { LocalEngine } from "../../src/engines/local/index.js";
 import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { BINDING_BUILD_COMMAND, BindingUnavailableError, sourceBindingDir } from "../../src/engines/local/testing.js";
+import { BINDING_BUILD_COMMAND, BindingUnavailableError, sourceBindingDir } from "../../src/llamaCpp/binding.js";
 import { demo, TEST_THREADS } from "../helpers/engine.js";
 import { tempDir } from "../helpers/files.js";
 

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { scriptedTrajectory } from "../../src/demo/trajectory.js";
+import { scriptedTrajectory } from "../../testkit/scriptedTrajectory.js";
 import type { CacheStrategy } from "../../src/engine/index.js";
 import { LocalEngine, type LocalEngineSession } from "../../src/engines/local/index.js";
 import {
@@ -7,7 +7,7 @@ import {
   MIN_DECODE_TOKENS,
   openStaleSession,
   PlainReference,
-} from "../../src/engines/local/testing.js";
+} from "../../src/engines/local/localTesting.js";
 import { describeEngineConformance, maxAbsDiff } from "../helpers/conformance.js";
 import { demo, DEMO_BATCH_SPLIT_TOLERANCE, quietLogger, TEST_BINDING, TEST_THREADS } from "../helpers/engine.js";
 
@@ -66,7 +66,7 @@ describeEngineConformance<LocalEngine>("local (node-llama-cpp)", {
 /**
  * The batch-split noise floor the interleaved case's tolerance rests on: the same tokens under the same weights,
  * decoded in other splits (whole, with a one-token-at-a-time tail as generation decodes, in two parts), give next-token
- * log-probs this far apart on the demo model (measured here: 1.6e-3 to 3.0e-3 over three history lengths). A session
+ * log-probs this far apart on the demo model (1.6e-3 to 3.0e-3 over three history lengths: this test prints them). A session
  * decoded in one batch with other sessions gets such other splits; the reference replays its own decodes alone.
  */
 it("the batch-split noise floor on the demo model stays under half the interleaved case's tolerance", async () => {

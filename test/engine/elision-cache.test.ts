@@ -3,7 +3,7 @@ import type { LocalEngine } from "../../src/engines/local/index.js";
 import { Session } from "../../src/sessions/Session.js";
 import type { HistoryMessage } from "../../src/sessions/history.js";
 import { demoEngine, maxAbsDiff, WEIGHT_FUNCTIONS } from "../helpers/engine.js";
-import { referenceNextTokenLogProbs } from "../../src/engines/local/testing.js";
+import { referenceNextTokenLogProbs } from "../../src/engines/local/localTesting.js";
 
 /**
  * Eliding older tool results to make room in the window changes the middle of the prompt: the cache must

@@ -3,7 +3,7 @@ import { Llama, LlamaContext, LlamaContextSequence, LlamaModel } from "node-llam
 import type { LocalEngine } from "../../src/engines/local/index.js";
 import { SteeredCallError, type Conversation } from "../../src/engine/index.js";
 import { conversation, demoEngine, demo, maxAbsDiff } from "../helpers/engine.js";
-import { referenceNextTokenLogProbs } from "../../src/engines/local/testing.js";
+import { referenceNextTokenLogProbs } from "../../src/engines/local/localTesting.js";
 
 let engine: LocalEngine;
 const conv = conversation("Which river flows through Paris, and how long is it?");

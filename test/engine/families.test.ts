@@ -19,7 +19,7 @@ import { ARCHITECTURES } from "../../src/demo/architectures.js";
 import { modelFile } from "../../src/demo/model.js";
 import { DEMO_DIMS } from "../../src/demo/qwen3.js";
 import { buildVocabulary } from "../../src/demo/vocabulary.js";
-import { probeModelDetailsInChild } from "../../src/engines/local/index.js";
+import { probeModelDetailsInChild } from "../../src/modelProbe/probe.js";
 import { FAMILIES } from "../../src/demo/families.js";
 import { ensureFamilySet, generateFamilySet, QUANT_NAMES } from "../../src/demo/familySets.js";
 import { llamaCppTemplates } from "../../src/demo/llamaCppTemplates.js";
@@ -28,7 +28,7 @@ import { PACKAGE_ROOT } from "../../src/paths.js";
 import { conversation, quietLogger, TEST_THREADS } from "../helpers/engine.js";
 import { tempDir } from "../helpers/files.js";
 import { MAIN } from "../helpers/server.js";
-import { referenceNextTokenLogProbs } from "../../src/engines/local/testing.js";
+import { referenceNextTokenLogProbs } from "../../src/engines/local/localTesting.js";
 
 const sha = (p: string) => createHash("sha256").update(readFileSync(p)).digest("hex");
 

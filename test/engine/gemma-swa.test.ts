@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import type { Conversation, EngineSession, WeightSet } from "../../src/engine/index.js";
+import type { Conversation, EngineSession, WeightRequest } from "../../src/engine/index.js";
 import { LocalEngine, type LocalEngineSession } from "../../src/engines/local/index.js";
 import {
   MIN_DECODE_TOKENS,
@@ -7,9 +7,9 @@ import {
   openWindowBlindSession,
   referenceNextTokenLogProbs,
   ReplayPastWindowError,
-} from "../../src/engines/local/testing.js";
-import { GEMMA_TEST_ADAPTERS, realModelAdapterPaths } from "../../src/demo/realModelAdapters.js";
-import { scriptedTrajectory } from "../../src/demo/trajectory.js";
+} from "../../src/engines/local/localTesting.js";
+import { GEMMA_TEST_ADAPTERS, realModelAdapterPaths } from "../../testkit/realModelAdapters.js";
+import { scriptedTrajectory } from "../../testkit/scriptedTrajectory.js";
 import { describeEngineConformance } from "../helpers/conformance.js";
 import { maxAbsDiff, quietLogger, TEST_THREADS } from "../helpers/engine.js";
 import { gemma } from "../helpers/gemma.js";
@@ -92,7 +92,7 @@ describeEngineConformance<LocalEngine>("local on Gemma 3 270M", {
 });
 
 /** The session brought to `conv` first, then the reference replaying the decodes that made its cache. */
-const exactness = async (engine: LocalEngine, session: EngineSession, to: WeightSet, conv: Conversation) => {
+const exactness = async (engine: LocalEngine, session: EngineSession, to: WeightRequest, conv: Conversation) => {
   const logProbs = await session.nextTokenLogProbs(conv);
   const replay = (session as LocalEngineSession).cacheReplay();
   return maxAbsDiff(await referenceNextTokenLogProbs(engine, to, engine.renderTokens(conv), replay), logProbs);

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { LocalEngine, LocalEngineSession } from "../../src/engines/local/index.js";
 import type { Conversation } from "../../src/engine/index.js";
-import { openAliasKeyedSession, PlainReference } from "../../src/engines/local/testing.js";
-import { scriptedTrajectory } from "../../src/demo/trajectory.js";
+import { openAliasKeyedSession, PlainReference } from "../../src/engines/local/localTesting.js";
+import { scriptedTrajectory } from "../../testkit/scriptedTrajectory.js";
 import { demo, demoEngine, maxAbsDiff, TEST_BINDING, TEST_THREADS } from "../helpers/engine.js";
 
 /**

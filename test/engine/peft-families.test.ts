@@ -15,7 +15,7 @@ import {
   RANK,
   writePeftFolder,
 } from "../helpers/peftFamilies.js";
-import { referenceNextTokenLogProbs } from "../../src/engines/local/testing.js";
+import { referenceNextTokenLogProbs } from "../../src/engines/local/localTesting.js";
 
 const engines: LocalEngine[] = [];
 afterEach(async () => {

@@ -20,7 +20,7 @@ import {
   readGgufHeader,
   type GgufFile,
 } from "../../src/gguf/index.js";
-import { DEMO_INVOCATION } from "../../src/demo/generate.js";
+import { DEMO_INVOCATION } from "../../src/demo/demoWeights.js";
 import { DEMO_DIMS, loraTargets } from "../../src/demo/qwen3.js";
 import {
   bf16ToF32,
@@ -39,7 +39,7 @@ import {
   type SafetensorsTensorSource,
 } from "../../src/library/peft/index.js";
 import { conversation, demo, demoEngine, maxAbsDiff } from "../helpers/engine.js";
-import { referenceNextTokenLogProbs } from "../../src/engines/local/testing.js";
+import { referenceNextTokenLogProbs } from "../../src/engines/local/localTesting.js";
 
 type Dtype = "F32" | "F16" | "BF16";
 const SUFFIX_TO_MODULE = Object.fromEntries(

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { scriptedTrajectory } from "../../src/demo/trajectory.js";
+import { scriptedTrajectory } from "../../testkit/scriptedTrajectory.js";
 import {
   EngineCapacityError,
   type CacheStrategy,
@@ -117,7 +117,7 @@ export function describeEngineConformance<E extends Engine>(name: string, opts: 
       for (const strategy of strategies) {
         const engine = await opts.makeEngine(strategy, files);
         engines.set(strategy, engine);
-        expect(engine.capabilities.cacheStrategies).toContain(strategy);
+        expect(engine.features.cacheStrategies).toContain(strategy);
         expect(engine.cacheStrategy).toBe(strategy);
       }
     });

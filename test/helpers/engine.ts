@@ -1,7 +1,7 @@
 import { LocalEngine, type BindingSetting, type CacheOptions } from "../../src/engines/local/index.js";
 import type { Conversation } from "../../src/engine/index.js";
-import { demoWeightPaths } from "../../src/demo/generate.js";
-import { WEIGHT_FUNCTIONS } from "../../src/demo/trajectory.js";
+import { demoWeightPaths } from "../../src/demo/demoWeights.js";
+import { WEIGHT_FUNCTIONS } from "../../testkit/scriptedTrajectory.js";
 import { createLogger } from "../../src/log.js";
 import { PACKAGE_ROOT } from "../../src/paths.js";
 

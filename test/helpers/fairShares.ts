@@ -142,7 +142,7 @@ export function describeFairShares(
         // the second arrives once the first decodes (one model call at a time): it waits for the rest of the first
         let decoding!: () => void;
         const firstDecodes = new Promise<void>((resolve) => (decoding = resolve));
-        // 800 tokens: 200 took 134 ms on llama-server on a fast machine, too short a wait to tell a queue time from 0
+        // 800 tokens: on a fast machine llama-server evaluates 200 too quickly to tell a queue time from 0
         const first = timed(alice, aliceSessions[0]!, 800, (p) => {
           if (p.message?.startsWith("decoding")) decoding();
         });

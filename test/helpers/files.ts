@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { writeGguf, gguf, GgmlType, tensorByteSize } from "../../src/gguf/index.js";
 import { DEMO_DIMS, qwen3LoraFile, qwen3ModelFile, type Qwen3Dims } from "../../src/demo/qwen3.js";
 import { buildVocabulary } from "../../src/demo/vocabulary.js";
-import { demoWeightPaths } from "../../src/demo/generate.js";
+import { demoWeightPaths } from "../../src/demo/demoWeights.js";
 import { DEFAULT_MANIFEST, PACKAGE_ROOT, TRAINED_DIR } from "../../src/paths.js";
 
 export function tempDir(prefix = "weact-test-"): string {

@@ -1,5 +1,5 @@
-import { gemmaTestAdapters, type RealModelAdapters } from "../../src/demo/realModelAdapters.js";
-import { fetchModel } from "../../src/models/index.js";
+import { gemmaTestAdapters, type RealModelAdapters } from "../../testkit/realModelAdapters.js";
+import { fetchModel } from "../../src/modelFiles/index.js";
 import { quietLogger } from "./engine.js";
 
 export interface GemmaSet {

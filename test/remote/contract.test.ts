@@ -3,8 +3,8 @@ import { copyFileSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } fro
 import { createServer, type Server } from "node:http";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { LocalChatCodec } from "../../src/engines/local/index.js";
-import { scriptedTrajectory } from "../../src/demo/trajectory.js";
+import { LlamaChatCodec } from "../../src/llamaCpp/LlamaChatCodec.js";
+import { scriptedTrajectory } from "../../testkit/scriptedTrajectory.js";
 import { AdapterCapacityError, UnsupportedFeatureError } from "../../src/engine/index.js";
 import { RemoteEngine, type FlavorName } from "../../src/engines/remote/index.js";
 import { readGgufHeader, sha256File } from "../../src/gguf/index.js";
@@ -123,9 +123,9 @@ function expectDocumentedShape(ours: Record<string, unknown>, documented: Record
 const ok = (body: unknown): Reply => ({ body });
 const ENGINE_ADAPTER_DIR = "/srv/weact-adapters";
 const conv = scriptedTrajectory(3);
-let tokenizer: LocalChatCodec;
+let tokenizer: LlamaChatCodec;
 beforeAll(async () => {
-  tokenizer = await LocalChatCodec.load({ modelPath: demo.model, logger: quietLogger() });
+  tokenizer = await LlamaChatCodec.load({ modelPath: demo.model, logger: quietLogger() });
 });
 afterAll(async () => tokenizer?.dispose());
 
@@ -147,7 +147,7 @@ async function connect(flavor: FlavorName): Promise<RemoteEngine> {
     localAdapterDir: localDir,
     timeoutMs: 5000,
     maxInFlight: 4,
-    codec: await LocalChatCodec.load({ modelPath: demo.model, logger }),
+    codec: await LlamaChatCodec.load({ modelPath: demo.model, logger }),
     logger,
   });
   engines.push(engine);
@@ -389,7 +389,7 @@ describe("vLLM (fixtures of its OpenAI-compatible server)", () => {
         adapterDir: "/x",
         timeoutMs: 5000,
         maxInFlight: 1,
-        codec: await LocalChatCodec.load({ modelPath: demo.model, logger: quietLogger() }),
+        codec: await LlamaChatCodec.load({ modelPath: demo.model, logger: quietLogger() }),
         logger: quietLogger(),
       }),
     ).rejects.toThrow(
@@ -631,7 +631,7 @@ describe("llama-server (its API as a loopback double: the backend's own request 
       adapterSha256,
       timeoutMs: 5000,
       maxInFlight: 4,
-      codec: await LocalChatCodec.load({ modelPath: demo.model, logger }),
+      codec: await LlamaChatCodec.load({ modelPath: demo.model, logger }),
       logger,
     });
     engines.push(engine);

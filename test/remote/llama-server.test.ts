@@ -1,11 +1,11 @@
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { LocalChatCodec } from "../../src/engines/local/index.js";
+import { LlamaChatCodec } from "../../src/llamaCpp/LlamaChatCodec.js";
 import { freePort } from "../../testkit/engineProcess.js";
 import { startLlamaServer, type LlamaServer } from "../../testkit/llamaServerProcess.js";
 import type { Conversation, LogProbs } from "../../src/engine/index.js";
 import { RemoteEngine } from "../../src/engines/remote/index.js";
-import { openCrossingSession } from "../../src/engines/remote/testing.js";
+import { openCrossingSession } from "../../src/engines/remote/remoteTesting.js";
 import { Mutex } from "../../src/mutex.js";
 import { describeEngineConformance, maxAbsDiff, type ReferenceWeights } from "../helpers/conformance.js";
 import { demo, DEMO_BATCH_SPLIT_TOLERANCE, quietLogger, TEST_THREADS } from "../helpers/engine.js";
@@ -111,7 +111,7 @@ async function remoteEngine(): Promise<RemoteEngine> {
     maxInFlight: 8,
     sessions: SESSIONS,
     contextSize: 4096,
-    codec: await LocalChatCodec.load({ modelPath: demo.model, logger }),
+    codec: await LlamaChatCodec.load({ modelPath: demo.model, logger }),
     logger,
   });
 }
@@ -575,7 +575,7 @@ describe("cache-crossing probe of this llama-server build", () => {
         flavor: "llama-server",
         timeoutMs: 30_000,
         maxInFlight: 2,
-        codec: await LocalChatCodec.load({ modelPath: demo.model, logger }),
+        codec: await LlamaChatCodec.load({ modelPath: demo.model, logger }),
         logger,
       });
       await expect(refused).rejects.toThrow(

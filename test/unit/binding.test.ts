@@ -1,8 +1,8 @@
 import { execFileSync } from "node:child_process";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { ConfigError, resolveConfig } from "../../src/config/config.js";
-import { bundleHead, sourceBindingDir } from "../../src/engines/local/testing.js";
+import { ConfigError, resolveConfig } from "../../src/config/loadConfig.js";
+import { bundleHead, sourceBindingDir } from "../../src/llamaCpp/binding.js";
 import { PACKAGE_ROOT } from "../../src/paths.js";
 import { tempDir } from "../helpers/files.js";
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { argumentsBound, BEYOND_ANY_CONTEXT } from "../../src/engines/local/testing.js";
+import { argumentsBound, BEYOND_ANY_CONTEXT } from "../../src/engines/local/localTesting.js";
 
 /** A leaf whose widest text is exactly its literal: the bound of what holds it can be checked against real text. */
 const LEAF = 12345;

@@ -2,7 +2,7 @@ import { readdirSync, readFileSync, statSync } from "node:fs";
 import { join, relative } from "node:path";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
-import { ConfigSchema } from "../../src/config/config.js";
+import { ConfigSchema } from "../../src/config/configSchema.js";
 import { PACKAGE_ROOT } from "../../src/paths.js";
 
 /**

@@ -1,7 +1,7 @@
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { ConfigError, LOOPBACK_ADAPTER_DIR, loadConfigFile, resolveConfig } from "../../src/config/config.js";
+import { ConfigError, LOOPBACK_ADAPTER_DIR, loadConfigFile, resolveConfig } from "../../src/config/loadConfig.js";
 import { loadManifest, ManifestError, parseManifest } from "../../src/library/manifest.js";
 import { DEFAULT_MANIFEST, TRAINED_MANIFEST, TRAINED_MODEL } from "../../src/paths.js";
 import { tempDir } from "../helpers/files.js";

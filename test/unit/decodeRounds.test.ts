@@ -1,17 +1,34 @@
 import { describe, expect, it } from "vitest";
-import { DecodeRounds, WorkLog, type DecodeGroup } from "../../src/engines/local/testing.js";
+import { AdapterVersion, WeightSet } from "../../src/engine/index.js";
+import { DecodeRounds, WorkLog, type DecodeGroup, type RoundTarget } from "../../src/engines/local/localTesting.js";
 
-/** A group whose weights are applied by recording them (and failing when told to). */
+/** A weight set named by one alias ("base": none). */
+const weightSet = (name: string) =>
+  WeightSet.of("ab".repeat(32), name === "base" ? [] : [AdapterVersion.of(name, "0", 1)]);
+
+/**
+ * Groups in contexts that apply weights by recording them (and fail to apply the sets a group was made failing with).
+ */
 function groups(applied: string[]) {
-  return (context: number, weights: string, fail = false, sequence = 0): DecodeGroup => ({
-    context,
-    weights,
-    sequence,
-    apply: () => {
-      applied.push(`${context}:${weights}`);
-      return fail ? Promise.reject(new Error(`cannot apply ${weights}`)) : Promise.resolve(true);
-    },
-  });
+  const contexts = new Map<number, RoundTarget>();
+  const failing = new Set<string>();
+  const contextOf = (id: number): RoundTarget => {
+    const made = contexts.get(id) ?? {
+      id,
+      apply: (weights: WeightSet) => {
+        const name = weights.label ?? "base";
+        applied.push(`${id}:${name}`);
+        return failing.has(`${id}:${name}`) ? Promise.reject(new Error(`cannot apply ${name}`)) : Promise.resolve(true);
+      },
+    };
+    contexts.set(id, made);
+    return made;
+  };
+  return (context: number, weights: string, fail = false, sequence = 0, background = false): DecodeGroup => {
+    if (fail) failing.add(`${context}:${weights}`);
+    else failing.delete(`${context}:${weights}`);
+    return { context: contextOf(context), weights: weightSet(weights), background, sequence };
+  };
 }
 
 const tick = () => new Promise((resolve) => setImmediate(resolve));
@@ -116,7 +133,7 @@ describe("decode rounds (one context and weight set at a time)", () => {
     const log = new WorkLog();
     const rounds = new DecodeRounds(log, 512);
     const group = groups([]);
-    (await rounds.enter(group(0, "plan"), 1, true))();
+    (await rounds.enter(group(0, "plan", false, 0, true), 1))();
     (await rounds.enter(group(1, "base"), 1))();
     expect(log.list().map((h) => [h.context, h.background])).toEqual([
       [0, true],

@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import { readFileSync, statSync } from "node:fs";
 import { describe, expect, it } from "vitest";
-import { DEMO_SEED, demoWeightPaths, generateDemoWeights } from "../../src/demo/generate.js";
+import { DEMO_SEED, demoWeightPaths, generateDemoWeights } from "../../src/demo/demoWeights.js";
 import { readGgufHeader, metaString } from "../../src/gguf/index.js";
 import { tempDir } from "../helpers/files.js";
 

@@ -24,9 +24,9 @@ import {
   resolveModelArg,
   UnknownModelError,
   type ModelSpec,
-} from "../../src/models/index.js";
-import { isVerified, markerPath, markVerified, verifyProblem } from "../../src/models/verify.js";
-import { openZipMember } from "../../src/models/zipMember.js";
+} from "../../src/modelFiles/index.js";
+import { isVerified, markerPath, markVerified, verifyProblem } from "../../src/modelFiles/verify.js";
+import { openZipMember } from "../../src/modelFiles/zipMember.js";
 
 const logger = createLogger("silent");
 const gemma = MODELS["gemma-3-270m"]!;

@@ -1,6 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { LaneKey } from "../../src/engines/local/testing.js";
-import { AdapterVersion } from "../../src/engine/index.js";
+import { AdapterVersion, WeightSet } from "../../src/engine/index.js";
 
 const MODEL = "ab".repeat(32);
 const v = (alias: string, sha: string, scale = 1) => AdapterVersion.of(alias, sha.repeat(64 / sha.length), scale);
@@ -32,28 +31,38 @@ describe("adapter versions", () => {
   });
 });
 
-describe("lane keys", () => {
+describe("weight sets", () => {
   it("name the base model and the exact versions, in any order", () => {
-    expect(LaneKey.of(MODEL, []).toString()).toBe(`${"ab".repeat(8)}:base`);
-    expect(LaneKey.of(MODEL, [v("plan", "1")]).toString()).toBe(`${"ab".repeat(8)}:${v("plan", "1")}`);
-    expect(LaneKey.of(MODEL, [v("search", "2"), v("plan", "1")]).toString()).toBe(
+    expect(WeightSet.of(MODEL, []).toString()).toBe(`${"ab".repeat(8)}:base`);
+    expect(WeightSet.of(MODEL, [v("plan", "1")]).toString()).toBe(`${"ab".repeat(8)}:${v("plan", "1")}`);
+    expect(WeightSet.of(MODEL, [v("search", "2"), v("plan", "1")]).toString()).toBe(
       `${"ab".repeat(8)}:${v("plan", "1")}+${v("search", "2")}`,
     );
     expect(
-      LaneKey.of(MODEL, [v("plan", "1"), v("search", "2")]).equals(
-        LaneKey.of(MODEL, [v("search", "2"), v("plan", "1")]),
+      WeightSet.of(MODEL, [v("plan", "1"), v("search", "2")]).equals(
+        WeightSet.of(MODEL, [v("search", "2"), v("plan", "1")]),
       ),
+    ).toBe(true);
+  });
+
+  it("are labelled by their aliases in the order applied (null for the base), whatever their key's order", () => {
+    expect(WeightSet.of(MODEL, []).label).toBeNull();
+    expect(WeightSet.of(MODEL, [v("search", "2"), v("plan", "1")]).label).toBe("search+plan");
+    expect(
+      WeightSet.of(MODEL, [v("plan", "1")])
+        .baseOnly()
+        .equals(WeightSet.of(MODEL, [])),
     ).toBe(true);
   });
 
   it("differ for another base model, a refreshed file, another scale, or another set", () => {
     const keys = [
-      LaneKey.of(MODEL, [v("plan", "1")]),
-      LaneKey.of("cd".repeat(32), [v("plan", "1")]),
-      LaneKey.of(MODEL, [v("plan", "2")]),
-      LaneKey.of(MODEL, [v("plan", "1", 0.5)]),
-      LaneKey.of(MODEL, [v("plan", "1"), v("search", "1")]),
-      LaneKey.of(MODEL, []),
+      WeightSet.of(MODEL, [v("plan", "1")]),
+      WeightSet.of("cd".repeat(32), [v("plan", "1")]),
+      WeightSet.of(MODEL, [v("plan", "2")]),
+      WeightSet.of(MODEL, [v("plan", "1", 0.5)]),
+      WeightSet.of(MODEL, [v("plan", "1"), v("search", "1")]),
+      WeightSet.of(MODEL, []),
     ];
     expect(new Set(keys.map(String)).size).toBe(keys.length);
     for (const [i, a] of keys.entries()) for (const [j, b] of keys.entries()) expect(a.equals(b)).toBe(i === j);
@@ -61,7 +70,7 @@ describe("lane keys", () => {
 
   it("do not reorder the caller's list", () => {
     const versions = [v("search", "2"), v("plan", "1")];
-    LaneKey.of(MODEL, versions);
+    WeightSet.of(MODEL, versions);
     expect(versions.map(String)).toEqual([v("search", "2"), v("plan", "1")].map(String));
   });
 });

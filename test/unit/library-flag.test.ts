@@ -4,9 +4,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterEach, describe, expect, it } from "vitest";
-import { ConfigError, loadConfigFile } from "../../src/config/config.js";
-import { MODELS } from "../../src/models/index.js";
-import { markVerified } from "../../src/models/verify.js";
+import { ConfigError, loadConfigFile } from "../../src/config/loadConfig.js";
+import { MODELS } from "../../src/modelFiles/index.js";
+import { markVerified } from "../../src/modelFiles/verify.js";
 import { PACKAGE_ROOT } from "../../src/paths.js";
 import { MAIN } from "../helpers/server.js";
 

@@ -3,15 +3,15 @@ import { copyFileSync, mkdirSync, readdirSync, readFileSync } from "node:fs";
 import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { scriptedTrajectory } from "../../src/demo/trajectory.js";
+import { scriptedTrajectory } from "../../testkit/scriptedTrajectory.js";
 import { ModelFileError, type Conversation, type LogProbs, type TokenId } from "../../src/engine/index.js";
-import { LocalChatCodec } from "../../src/engines/local/index.js";
+import { LlamaChatCodec } from "../../src/llamaCpp/LlamaChatCodec.js";
 import { RemoteEngine } from "../../src/engines/remote/index.js";
-import { openStaleVllmSession, SameNameFlavor } from "../../src/engines/remote/testing.js";
+import { openStaleVllmSession, SameNameFlavor } from "../../src/engines/remote/remoteTesting.js";
 import { readGgufHeader } from "../../src/gguf/index.js";
 import { readTaskFile } from "../../src/harness/eval/TaskFile.js";
 import { exportPeft } from "../../src/library/peft/index.js";
-import { fetchModel } from "../../src/models/index.js";
+import { fetchModel } from "../../src/modelFiles/index.js";
 import { PACKAGE_ROOT } from "../../src/paths.js";
 import { startVllm, type Vllm } from "../../testkit/vllmProcess.js";
 import { describeEngineConformance, maxAbsDiff, type ReferenceWeights } from "../helpers/conformance.js";
@@ -142,9 +142,9 @@ async function referenceLogProbs(tokens: readonly TokenId[], weights: readonly R
   return (await nextToken(await referenceModel(weights), tokens, randomUUID())).logprobs;
 }
 
-let codec: LocalChatCodec | undefined;
+let codec: LlamaChatCodec | undefined;
 async function renderTokens(conversation: Conversation): Promise<TokenId[]> {
-  codec ??= await LocalChatCodec.load({ modelPath: gguf, logger: quietLogger() });
+  codec ??= await LlamaChatCodec.load({ modelPath: gguf, logger: quietLogger() });
   return codec.renderTokens(conversation);
 }
 
@@ -159,7 +159,7 @@ async function vllmEngine(flavor?: SameNameFlavor): Promise<RemoteEngine> {
       maxInFlight: 8,
       maxLogprobs: MAX_LOGPROBS,
       contextSize: 4096,
-      codec: await LocalChatCodec.load({ modelPath: gguf, logger }),
+      codec: await LlamaChatCodec.load({ modelPath: gguf, logger }),
       logger,
     },
     flavor,
@@ -294,7 +294,7 @@ describe("a refreshed adapter on vLLM: the same-name bug (#42125), and the versi
 
 describe("tokenizer agreement", () => {
   it("the rendered Gemma 3 prompts, with their turn markers and ||call: / ||result: syntax, tokenize alike here and in vLLM", async () => {
-    codec ??= await LocalChatCodec.load({ modelPath: gguf, logger: quietLogger() });
+    codec ??= await LlamaChatCodec.load({ modelPath: gguf, logger: quietLogger() });
     const probes = [1, 4, 9].map((steps) => codec!.detokenize(codec!.renderTokens(scriptedTrajectory(steps)), true));
     expect(probes.join("")).toContain("||call: ");
     expect(probes.join("")).toContain("||result:");
@@ -317,7 +317,7 @@ describe("tokenizer agreement", () => {
       adapterDir,
       timeoutMs: 60_000,
       maxInFlight: 1,
-      codec: await LocalChatCodec.load({ modelPath: demo.model, logger }),
+      codec: await LlamaChatCodec.load({ modelPath: demo.model, logger }),
       logger,
     }).catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(ModelFileError);

@@ -1,8 +1,8 @@
 import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { startExportServices } from "../../src/app/services.js";
-import { resolveConfig } from "../../src/config/config.js";
+import { startExportServices } from "../../src/composition/services.js";
+import { resolveConfig } from "../../src/config/loadConfig.js";
 import type { Conversation } from "../../src/engine/index.js";
 import { readTaskFile } from "../../src/harness/eval/TaskFile.js";
 import { PACKAGE_ROOT, PROMPTS_DIR } from "../../src/paths.js";

@@ -8,10 +8,10 @@
 import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { startServices } from "../../src/app/services.js";
-import { loadConfigFile } from "../../src/config/config.js";
+import { startServices } from "../../src/composition/services.js";
+import { loadConfigFile } from "../../src/config/loadConfig.js";
 import { readTaskFile } from "../../src/harness/eval/TaskFile.js";
-import { runTask } from "../../src/harness/runTask.js";
+import { runTask } from "../../src/harness/runTaskUnderPolicy.js";
 import { createLogger } from "../../src/log.js";
 import { PROMPTS_DIR } from "../../src/paths.js";
 import { PromptLibrary } from "../../src/prompts/PromptLibrary.js";

@@ -7,7 +7,7 @@ import type {
   TrajectoryDriver,
   WeightOutcome,
 } from "../../src/harness/driver.js";
-import { handoffs } from "../../src/harness/runTask.js";
+import { handoffs } from "../../src/harness/runTaskUnderPolicy.js";
 import type { HistoryMessage } from "../../src/sessions/history.js";
 import { LOAD_LORA, OFFLOAD_LORA } from "../../src/sessions/modelFunctions.js";
 import type { SessionService } from "../../src/sessions/SessionService.js";

@@ -47,7 +47,7 @@ export interface Continuation {
   epochs: number;
   /**
    * An alias of the library whose weights a new capability starts from instead of B = 0 (warm start: its file is only
-   * read); the first run's adapters took 2 passes over 900 trajectories, a continuation has a few dozen.
+   * read): a library's adapters train on 2 passes over 900 trajectories, a continuation on a few dozen.
    */
   init?: string;
 }

@@ -1,13 +1,13 @@
 import { rmSync } from "node:fs";
 import { join } from "node:path";
-import { startExportServices, startServices } from "../../src/app/services.js";
-import { resolveConfig } from "../../src/config/config.js";
+import { startExportServices, startServices } from "../../src/composition/services.js";
+import { resolveConfig } from "../../src/config/loadConfig.js";
 import type { SeededRandom } from "../../src/demo/random.js";
 import { buildVocabulary } from "../../src/demo/vocabulary.js";
 import type { Conversation, TokenId } from "../../src/engine/index.js";
 import { readTraces } from "../../src/export/readTraces.js";
 import { segment } from "../../src/export/segment.js";
-import { runTask } from "../../src/harness/runTask.js";
+import { runTask } from "../../src/harness/runTaskUnderPolicy.js";
 import { PACKAGE_ROOT } from "../../src/paths.js";
 import { toConversation } from "../../src/sessions/history.js";
 import { modelFunctions } from "../../src/sessions/modelFunctions.js";

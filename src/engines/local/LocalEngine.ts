@@ -1,11 +1,5 @@
-import {
-  resolveChatWrapper,
-  type Llama,
-  type LlamaContext,
-  type LlamaContextSequence,
-  type LlamaModel,
-  type Token,
-} from "./llama/nodeLlamaCpp.js";
+import type { Llama, LlamaContext, LlamaContextSequence, LlamaModel, Token } from "node-llama-cpp";
+import { resolveChatWrapper } from "node-llama-cpp";
 import type {
   AdapterInfo,
   AdapterSpec,
@@ -14,35 +8,35 @@ import type {
   CacheStrategy,
   Conversation,
   Engine,
-  EngineCapabilities,
+  EngineFeatures,
   EngineCapacity,
   EngineLogger,
   ModelInfo,
   OpenSessionOptions,
   TokenId,
 } from "../../engine/index.js";
-import { DuplicateAdapterError, UnknownAdapterError, VersionPins } from "../../engine/index.js";
+import { WeightSet } from "../../engine/index.js";
+import { AdapterTable } from "./adapters/AdapterTable.js";
 import { invocationStart } from "./adapters/invocation.js";
 import { ResidentAdapters } from "./adapters/ResidentAdapters.js";
-import { BackgroundScheduler } from "./background/BackgroundScheduler.js";
-import { Lane } from "./cache/Lane.js";
-import { LaneKey } from "./cache/LaneKey.js";
-import { LanePool } from "./cache/LanePool.js";
-import { prefixKeyOf, PrefixStore } from "./cache/PrefixStore.js";
-import { SpillStore } from "./cache/SpillStore.js";
-import { renderConversation } from "./chat/render.js";
-import { EngineContext, weightSetKey } from "./context/EngineContext.js";
-import { DecodeRounds, type SameRound } from "./context/DecodeRounds.js";
-import { WorkLog, type DecodeHold } from "./context/WorkLog.js";
-import { assertLlamaInternals, switchContextWeights } from "./llama/internals.js";
-import { MIN_DECODE_TOKENS } from "./session/laneSync.js";
-import { LocalEngineSession } from "./session/LocalEngineSession.js";
-import type { LocalEngineServices } from "./session/LocalEngineServices.js";
-import type { SessionRules } from "./session/SessionRules.js";
-import { firstCuttable } from "./cache/slidingWindow.js";
-import { switchStrategy, type SwitchStrategy } from "./session/SwitchStrategy.js";
-import { loadModel } from "./model/loadModel.js";
-import type { CacheOptions, LocalEngineOptions } from "./options.js";
+import { renderConversation } from "../../llamaCpp/render.js";
+import type { SessionRules } from "./deciding/SessionRules.js";
+import { switchStrategy, type SwitchStrategy } from "./deciding/SwitchStrategy.js";
+import { BackgroundScheduler } from "./decoding/BackgroundScheduler.js";
+import { DecodeRounds, type SameRound } from "./decoding/DecodeRounds.js";
+import { ContextMaker, type ContextSizes } from "./decoding/EngineContext.js";
+import { assertLlamaInternals, switchContextWeights } from "./decoding/internals.js";
+import { WorkLog, type DecodeHold } from "./decoding/WorkLog.js";
+import type { CacheOptions, LocalEngineOptions } from "./engineOptions.js";
+import type { EngineParts } from "./kv/EngineParts.js";
+import { Lane } from "./kv/Lane.js";
+import { LanePool } from "./kv/LanePool.js";
+import { MIN_DECODE_TOKENS } from "./kv/laneSync.js";
+import { prefixKeyOf, PrefixStore } from "./kv/PrefixStore.js";
+import { firstCuttable } from "./kv/slidingWindow.js";
+import { SpillStore } from "./kv/SpillStore.js";
+import { LocalEngineSession, type SessionOwner } from "./LocalEngineSession.js";
+import { loadModel } from "../../llamaCpp/loadModel.js";
 
 const DEFAULTS = { contextSize: 8192, sequencesPerContext: 4, maxContexts: 2, batchSize: 512, swaFullCache: false };
 const DEFAULT_CACHE: Required<Omit<CacheOptions, "spillDir">> & Pick<CacheOptions, "spillDir"> = {
@@ -69,24 +63,24 @@ type Sizes = Required<
  * The local engine: one frozen base model in this process (llama.cpp through node-llama-cpp) with its
  * resident adapters, the contexts they run in, and the sessions on them.
  */
-export class LocalEngine implements Engine {
+export class LocalEngine implements Engine, SessionOwner {
   private nextSessionId = 1;
-  private readonly host: LocalEngineServices;
   private disposed = false;
-  /** The library as the engine sees it: each alias's current version. */
-  private readonly current = new Map<string, AdapterVersion>();
   private readonly sessions = new Map<number, LocalEngineSession>();
   private collecting: Promise<void> = Promise.resolve();
+  /** What every session works with: the adapters, the lane pool, the shared prefixes, the scheduler. */
+  private readonly parts: EngineParts;
+  private readonly adapterTable: AdapterTable;
   private readonly pool: LanePool;
   /** What switches do with the KV cache: chosen once, here. */
   private readonly strategy: SwitchStrategy;
-  private readonly prefixes: PrefixStore | undefined;
-  private readonly work: BackgroundScheduler;
+  private readonly scheduler: BackgroundScheduler;
   /** Every decode's wait for its round and its run, with timestamps: what a caller waited for. */
   private readonly workLog = new WorkLog();
   /** Every decode of every context, in rounds of one context and weight set. */
   private readonly rounds: DecodeRounds;
-  readonly capabilities: EngineCapabilities = {
+  private readonly contexts: ContextMaker;
+  readonly features: EngineFeatures = {
     logProbs: true,
     runtimeAdapterLoading: true,
     adapterSets: true,
@@ -100,10 +94,10 @@ export class LocalEngine implements Engine {
   private constructor(
     private readonly llama: Llama,
     private readonly llamaModel: LlamaModel,
-    private readonly resident: ResidentAdapters,
+    resident: ResidentAdapters,
     readonly model: ModelInfo,
     readonly threads: number,
-    private readonly opts: Sizes,
+    opts: Sizes,
     readonly cacheStrategy: CacheStrategy,
     spill: SpillStore | undefined,
     cache: Required<Omit<CacheOptions, "spillDir">>,
@@ -114,8 +108,7 @@ export class LocalEngine implements Engine {
     this.rounds = new DecodeRounds(this.workLog, Math.max(opts.batchSize, opts.sequencesPerContext), sameRound);
     this.strategy = switchStrategy(cacheStrategy);
     const reuse = cacheStrategy === "reuse";
-    this.prefixes = reuse && cache.sharedPrefixes && spill ? new PrefixStore(spill, logger) : undefined;
-    this.work = new BackgroundScheduler({
+    this.scheduler = new BackgroundScheduler({
       enabled: reuse && cache.background,
       decodeMs: cache.backgroundDecodeMs,
       minTokens: MIN_DECODE_TOKENS,
@@ -128,48 +121,42 @@ export class LocalEngine implements Engine {
     this.capacity = {
       sessions: sequences,
       contexts: opts.maxContexts,
-      // every session's call may run: sessions under one weight set decode in one batch (context/DecodeRounds.ts)
+      // every session's call may run: sessions under one weight set decode in one batch (decoding/DecodeRounds.ts)
       concurrentCalls: sequences,
       contextSize: opts.contextSize,
     };
+    this.adapterTable = new AdapterTable(resident, logger);
+    const sizes: ContextSizes = {
+      contextSize: opts.contextSize,
+      batchSize: opts.batchSize,
+      threads,
+      swaFullCache: opts.swaFullCache,
+    };
+    this.contexts = new ContextMaker(llamaModel, sizes, opts.sequencesPerContext, this.rounds, this.adapterTable);
     this.pool = new LanePool({
       maxContexts: opts.maxContexts,
       sequencesPerContext: opts.sequencesPerContext,
       spill,
       logger,
-      createContext: async (home) => {
-        const context = await this.llamaModel.createContext({
-          ...this.contextOptions(),
-          sequences: this.opts.sequencesPerContext,
-        });
-        assertLlamaInternals(this.llamaModel, context);
-        return new EngineContext(context, this.pool.contexts.length, home, this.rounds, (v) => this.resident.weight(v));
-      },
+      contexts: this.contexts,
     });
-    this.host = {
+    this.parts = {
       model: llamaModel,
       chatWrapper: resolveChatWrapper(llamaModel),
+      adapters: this.adapterTable,
       pool: this.pool,
-      prefixes: this.prefixes,
-      work: this.work,
-      resolve: (alias) => this.versionOf(alias),
-      invocationOf: (version) => resident.get(version).invocationTokens,
-      pin: (versions) => this.pin(versions),
-      unpin: (versions) => this.unpin(versions),
-      versionsReleased: () => void this.collect(),
-      closed: (sessionId) => {
-        this.sessions.delete(sessionId);
-        void this.collect();
-      },
+      prefixes: reuse && cache.sharedPrefixes && spill ? new PrefixStore(spill, logger) : undefined,
+      scheduler: this.scheduler,
     };
   }
 
   /**
    * Validates the model file (llama.cpp aborts the process on some bad metadata), then loads it once. `planted`
-   * (@internal): tests plant careless decode rounds through testing.ts, to prove the rule matters.
+   * (@internal): tests plant careless decode rounds through localTesting.ts, to prove the rule matters.
    */
   static async load(options: LocalEngineOptions, planted: { sameRound?: SameRound } = {}): Promise<LocalEngine> {
     const { llama, llamaModel, header, info, threads, errors } = await loadModel(options);
+    assertLlamaInternals(llamaModel);
     const cache = { ...DEFAULT_CACHE, ...options.cache };
     const engine = new LocalEngine(
       llama,
@@ -206,65 +193,32 @@ export class LocalEngine implements Engine {
     return engine;
   }
 
-  async addAdapter(spec: AdapterSpec): Promise<AdapterInfo> {
-    if (this.current.has(spec.alias)) throw new DuplicateAdapterError(spec.alias);
-    const info = await this.resident.load(spec);
-    this.current.set(spec.alias, info.version);
-    this.logger.info(
-      {
-        alias: info.alias,
-        sha256: info.sha256,
-        rank: info.rank,
-        scale: info.scale,
-        activated: Boolean(info.invocationTokens),
-      },
-      "adapter resident",
-    );
-    return info;
+  addAdapter(spec: AdapterSpec): Promise<AdapterInfo> {
+    return this.adapterTable.add(spec);
   }
 
   async refreshAdapter(spec: AdapterSpec): Promise<{ previous: AdapterInfo; current: AdapterInfo }> {
-    const previous = this.adapter(spec.alias);
-    const info = await this.resident.load(spec);
-    this.current.set(spec.alias, info.version);
-    this.logger.info(
-      { alias: spec.alias, from: previous.sha256, to: info.sha256, scale: info.scale },
-      "adapter refreshed",
-    );
+    const refreshed = await this.adapterTable.refresh(spec);
     await this.collect();
-    return { previous, current: info };
+    return refreshed;
   }
 
   async removeAdapter(alias: string): Promise<AdapterInfo> {
-    const info = this.adapter(alias);
-    this.current.delete(alias);
-    this.logger.info({ alias }, "adapter removed from the library");
+    const info = this.adapterTable.remove(alias);
     await this.collect();
     return info;
   }
 
   adapter(alias: string): AdapterInfo {
-    return this.resident.get(this.versionOf(alias));
+    return this.adapterTable.info(alias);
   }
 
   adapters(): AdapterInfo[] {
-    return [...this.current.values()].map((v) => this.resident.get(v));
+    return this.adapterTable.list();
   }
 
   residentVersions(): AdapterInfo[] {
-    return this.resident.list();
-  }
-
-  /** The version is some alias's current one. */
-  private isCurrent(version: AdapterVersion): boolean {
-    return [...this.current.values()].some((v) => v.equals(version));
-  }
-
-  /** An alias's current version (a resident version's own id is accepted too). */
-  private versionOf(alias: string): AdapterVersion {
-    const version = this.current.get(alias) ?? this.resident.find(alias);
-    if (!version) throw new UnknownAdapterError(alias, [...this.current.keys()]);
-    return version;
+    return this.adapterTable.residentVersions();
   }
 
   /**
@@ -274,7 +228,7 @@ export class LocalEngine implements Engine {
    */
   collect(): Promise<void> {
     // most calls (every switch makes one) find nothing to free: skip stopping every decode then
-    if (this.resident.list().every((v) => this.isCurrent(v.version))) return this.collecting;
+    if (this.adapterTable.allCurrent()) return this.collecting;
     this.collecting = this.collecting
       .then(async () => {
         for (const session of this.sessions.values()) await session.dropUnreachableLanes();
@@ -292,28 +246,28 @@ export class LocalEngine implements Engine {
     const holds = (versions: readonly AdapterVersion[], version: AdapterVersion) =>
       versions.some((v) => v.equals(version));
     const inUse = (version: AdapterVersion) =>
-      this.isCurrent(version) ||
-      this.pinned.has(version) ||
+      this.adapterTable.isCurrent(version) ||
+      this.adapterTable.isPinned(version) ||
       [...this.sessions.values()].some((s) => holds(s.activeVersions, version)) ||
-      this.pool.idleLanes().some((l) => holds(l.versions, version));
-    for (const { version } of this.resident.list()) {
+      this.pool.idleLanes().some((l) => holds(l.weights.versions, version));
+    for (const { version } of this.adapterTable.residentVersions()) {
       if (inUse(version)) continue;
       for (const context of this.pool.contexts) await context.detach(version);
       if (inUse(version)) continue; // detached only: the next round applies it again
-      await this.resident.free(version);
+      await this.adapterTable.free(version);
       this.logger.info({ version: version.toString() }, "adapter version freed");
     }
   }
 
-  /** Versions a switch or a reference context is using; collect leaves them alone. */
-  private readonly pinned = new VersionPins();
-
-  private pin(versions: readonly AdapterVersion[]): void {
-    this.pinned.pin(versions);
+  /** SessionOwner: a session stopped using some versions. */
+  versionsReleased(): void {
+    void this.collect();
   }
 
-  private unpin(versions: readonly AdapterVersion[]): void {
-    if (this.pinned.unpin(versions).some((v) => !this.isCurrent(v))) void this.collect();
+  /** SessionOwner: a session closed and gave back everything it held. */
+  sessionClosed(sessionId: number): void {
+    this.sessions.delete(sessionId);
+    void this.collect();
   }
 
   async openSession(options: OpenSessionOptions = {}): Promise<LocalEngineSession> {
@@ -326,42 +280,53 @@ export class LocalEngine implements Engine {
   /**
    * @internal Tests reach other session rules (a planted bug such as keeping the stale cache, careless lane or
    * prefix keys, an invocation point off by one, background work under the wrong weights) through
-   * testing.ts (beside this file), to prove that each mechanism matters.
+   * localTesting.ts (beside this file), to prove that each mechanism matters.
    */
   async openSessionWith(
     options: { adapters?: readonly string[] } & Partial<SessionRules>,
   ): Promise<LocalEngineSession> {
     const { adapters = [], ...given } = options;
-    const home = weightSetKey(adapters.map((a) => this.versionOf(a))); // fails fast on an unknown alias
-    const slot = await this.work.foreground(() => this.pool.acquire(home));
+    const base = this.model.sha256;
+    // fails fast on an unknown alias
+    const home = WeightSet.of(
+      base,
+      adapters.map((a) => this.adapterTable.resolve(a)),
+    );
+    this.scheduler.beginForeground();
+    let slot;
+    try {
+      slot = await this.pool.acquire(home);
+    } finally {
+      this.scheduler.endForeground();
+    }
     // resolved and registered together, after the await: a refresh in between cannot hand out a freed version
-    const versions = adapters.map((a) => this.versionOf(a));
+    const versions = adapters.map((a) => this.adapterTable.resolve(a));
     const id = this.nextSessionId++;
     const rules: SessionRules = {
       strategy: this.strategy,
-      keyOf: (v) => LaneKey.of(this.model.sha256, v),
+      weightsOf: (v) => WeightSet.of(base, v),
       invocationOf: invocationStart,
       prefixKeyOf,
-      backgroundWeights: (lane) => lane.versions,
+      backgroundWeights: (own) => own,
       cutFloor: firstCuttable,
       promptScope: `session:${id}`,
       ...given,
     };
-    const lane = new Lane(id, rules.keyOf(versions), versions);
+    const lane = new Lane(id, rules.weightsOf(versions));
     lane.attach(slot);
-    const session = new LocalEngineSession(id, this.host, rules, lane);
+    const session = new LocalEngineSession(id, this.parts, this, rules, lane);
     this.sessions.set(id, session);
     return session;
   }
 
   cacheStats(): CacheStats {
-    const { batches, ms, yields, lanesStarted, tokens } = this.work.totals;
+    const { batches, ms, yields, lanesStarted, tokens } = this.scheduler.totals;
     return {
       strategy: this.cacheStrategy,
       ...this.pool.stats(),
-      evaluatedTokens: { foreground: this.work.foregroundTokens, background: tokens },
-      background: { enabled: this.work.enabled, batches, ms: Math.round(ms), yields, lanesStarted },
-      sharedPrefixes: this.prefixes?.stats() ?? { enabled: false, entries: 0, bytes: 0, hits: 0, saved: 0 },
+      evaluatedTokens: { foreground: this.scheduler.foregroundTokens, background: tokens },
+      background: { enabled: this.scheduler.enabled, batches, ms: Math.round(ms), yields, lanesStarted },
+      sharedPrefixes: this.parts.prefixes?.stats() ?? { enabled: false, entries: 0, bytes: 0, hits: 0, saved: 0 },
       decodeRounds: this.rounds.stats,
     };
   }
@@ -375,7 +340,7 @@ export class LocalEngine implements Engine {
   }
 
   renderTokens(conversation: Conversation): Token[] {
-    return renderConversation(this.llamaModel, this.host.chatWrapper, conversation).tokens;
+    return renderConversation(this.llamaModel, this.parts.chatWrapper, conversation).tokens;
   }
 
   tokenize(text: string): Token[] {
@@ -387,8 +352,8 @@ export class LocalEngine implements Engine {
   }
 
   /**
-   * @internal The test oracle's door (testing.ts `referenceNextTokenLogProbs`): `fn` gets `count` fresh contexts of
-   * one sequence each, with the numerics of the sessions' contexts, the first with `aliases`' weights switched on;
+   * @internal The test oracle's door (localTesting.ts `referenceNextTokenLogProbs`): `fn` gets `count` fresh contexts
+   * of one sequence each, with the numerics of the sessions' contexts, the first with `aliases`' weights switched on;
    * the versions stay pinned and the contexts are freed after.
    */
   async withReferenceContexts<T>(
@@ -396,26 +361,28 @@ export class LocalEngine implements Engine {
     count: number,
     fn: (sequences: LlamaContextSequence[]) => Promise<T>,
   ): Promise<T> {
-    const versions = aliases.map((a) => this.versionOf(a));
-    const weights = versions.map((v) => this.resident.weight(v));
-    this.pin(versions);
-    return this.work.foreground(async () => {
-      const contexts: LlamaContext[] = [];
+    const versions = aliases.map((a) => this.adapterTable.resolve(a));
+    const weights = versions.map((v) => this.adapterTable.weight(v));
+    this.adapterTable.pin(versions);
+    this.scheduler.beginForeground();
+    const contexts: LlamaContext[] = [];
+    try {
+      for (let i = 0; i < count; i++) contexts.push(await this.contexts.createPlain());
+      await switchContextWeights(contexts[0]!, weights);
+      return await fn(contexts.map((c) => c.getSequence()));
+    } finally {
       try {
-        for (let i = 0; i < count; i++)
-          contexts.push(await this.llamaModel.createContext({ ...this.contextOptions(), sequences: 1 }));
-        await switchContextWeights(contexts[0]!, weights);
-        return await fn(contexts.map((c) => c.getSequence()));
-      } finally {
         for (const c of contexts) await c.dispose();
-        this.unpin(versions);
+      } finally {
+        if (this.adapterTable.unpin(versions)) void this.collect();
+        this.scheduler.endForeground();
       }
-    });
+    }
   }
 
   async dispose(): Promise<void> {
     if (this.disposed) return;
-    await this.work.stop();
+    await this.scheduler.stop();
     await this.collecting;
     this.disposed = true;
     for (const c of this.pool.contexts) await c.dispose();
@@ -423,15 +390,5 @@ export class LocalEngine implements Engine {
     await this.llamaModel.dispose();
     await this.llama.dispose();
     this.logger.info({ model: this.model.filePath }, "base model freed");
-  }
-
-  /** Session contexts and reference contexts share these, so both evaluate with the same numerics. */
-  private contextOptions() {
-    return {
-      contextSize: this.opts.contextSize,
-      batchSize: this.opts.batchSize,
-      threads: this.threads,
-      swaFullCache: this.opts.swaFullCache,
-    };
   }
 }

@@ -1,19 +1,12 @@
 /**
- * The local engine: the only module of weact-mcp that reaches llama.cpp (through node-llama-cpp). It
- * implements the engine interface (src/engine); the composition root (src/runtime) creates it here, and the
- * rest of src/ sees only the interface. `doctor` also reads its llama.cpp-specific checks from here.
+ * The local engine: it serves the base model and its adapters in this process, on llama.cpp through node-llama-cpp,
+ * and implements the engine interface (src/engine). The composition root (src/composition) creates it here; the rest
+ * of src/ sees only the interface. What is llama.cpp but not the engine lives beside it: src/llamaCpp (starting
+ * llama.cpp, loading a model, rendering, the chat codec a remote engine uses), src/modelProbe (what doctor and the
+ * engine read of a model file in a child process), src/modelFiles (fetching models).
  */
 export { LocalEngine } from "./LocalEngine.js";
-export type { LocalEngineSession } from "./session/LocalEngineSession.js";
-export type { CacheOptions, LocalEngineOptions } from "./options.js";
-export type { GpuSetting } from "./llama/runtime.js";
-export type { BindingSetting } from "./llama/binding.js";
-/** What doctor checks before a model serves: whether its chat template parses calls, and the probe's own view. */
-export { functionCallProblem } from "./chat/functionCalls.js";
-export { probeModelDetailsInChild } from "./model/probe.js";
-/** The base model's tokenizer and chat template for an engine in another process (src/engines/remote). */
-export { LocalChatCodec } from "./model/LocalChatCodec.js";
-/** A model file from Hugging Face through node-llama-cpp's downloader (src/models fetches the catalog's models). */
-export { downloadHfFile, type HfDownload } from "./llama/download.js";
-/** llama.cpp's raw prefill and decode speed with one binding (npm run bench -- --scenario binding). */
-export { measureLlamaSpeed, type SpeedFigures, type SpeedOptions } from "./llama/speed.js";
+export type { LocalEngineSession } from "./LocalEngineSession.js";
+export type { CacheOptions, LocalEngineOptions } from "./engineOptions.js";
+export type { GpuSetting } from "../../llamaCpp/startLlama.js";
+export type { BindingSetting } from "../../llamaCpp/binding.js";

@@ -12,7 +12,7 @@ import {
   type CacheStrategy,
   type Conversation,
   type Engine,
-  type EngineCapabilities,
+  type EngineFeatures,
   type EngineCapacity,
   type ModelInfo,
   type OpenSessionOptions,
@@ -27,7 +27,7 @@ import { checkServedModel } from "./connect/checkServedModel.js";
 import { engineProfile } from "./connect/engineProfile.js";
 import type { EngineFacts } from "./flavors/Flavor.js";
 import { flavorFor, type Flavor } from "./flavors/index.js";
-import { DEFAULT_MAX_RESPONSE_BYTES, type RemoteEngineOptions } from "./options.js";
+import { DEFAULT_MAX_RESPONSE_BYTES, type RemoteEngineOptions } from "./remoteEngineOptions.js";
 import type { RemoteEngineServices } from "./session/RemoteEngineServices.js";
 import { RemoteEngineSession } from "./session/RemoteEngineSession.js";
 
@@ -40,7 +40,7 @@ import { RemoteEngineSession } from "./session/RemoteEngineSession.js";
  * open sessions; the versions as the engine names them are in `RegisteredVersions`, requests in `Completions`.
  */
 export class RemoteEngine implements Engine {
-  readonly capabilities: EngineCapabilities;
+  readonly features: EngineFeatures;
   readonly capacity: EngineCapacity;
   readonly cacheStrategy: CacheStrategy;
   readonly model: ModelInfo;
@@ -68,7 +68,7 @@ export class RemoteEngine implements Engine {
   ) {
     const profile = engineProfile(opts, flavor, facts, http.label);
     this.capacity = profile.capacity;
-    this.capabilities = profile.capabilities;
+    this.features = profile.features;
     this.cacheStrategy = profile.cacheStrategy;
     this.model = profile.model;
     this.sessionsLimit = profile.sessionsLimit;
@@ -233,11 +233,11 @@ export class RemoteEngine implements Engine {
 
   /**
    * @internal Tests plant a flavor that selects adapters through a path that lets the engine's cache cross them
-   * (src/engines/remote/testing.ts), to prove the conformance suite catches it.
+   * (src/engines/remote/remoteTesting.ts), to prove the conformance suite catches it.
    */
   async openSessionWith(options: { adapters?: readonly string[]; flavor?: Flavor }): Promise<RemoteEngineSession> {
     const aliases = options.adapters ?? [];
-    if (aliases.length > 1 && !this.capabilities.adapterSets) throw this.noAdapterSets();
+    if (aliases.length > 1 && !this.features.adapterSets) throw this.noAdapterSets();
     if (options.flavor) await options.flavor.reset(this.http, this.freeSlots[0] ?? 0);
     // from here to the session's registration nothing awaits: two opens cannot take the same slot
     const versions = aliases.map((a) => this.versionOf(a));

@@ -1,6 +1,6 @@
 import { rm } from "node:fs/promises";
 import { createInterface } from "node:readline";
-import { JAIL_WORKDIR } from "./command.js";
+import { JAIL_WORKDIR } from "./sandboxCommand.js";
 import { jailInits, killJail, pidsBinding } from "./processTree.js";
 
 /**

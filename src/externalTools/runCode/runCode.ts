@@ -3,13 +3,13 @@ import { randomUUID } from "node:crypto";
 import { constants as osConstants, tmpdir } from "node:os";
 import path from "node:path";
 import { execa, type Result } from "execa";
-import { buildCommand, RUN_MARKER_VAR, scriptName, type Language, type SandboxCommand } from "./command.js";
+import { buildCommand, RUN_MARKER_VAR, scriptName, type Language, type SandboxCommand } from "./sandboxCommand.js";
 import type { IsolationInfo, IsolationLevel } from "./isolationTypes.js";
 import { JailReaper } from "./jailReaper.js";
 import { CappedOutput } from "./output.js";
 import { killJail, killProcessGroup, killTagged } from "./processTree.js";
 
-export type { Language } from "./command.js";
+export type { Language } from "./sandboxCommand.js";
 
 export interface RunCodeRequest {
   language: Language;
@@ -22,7 +22,7 @@ export interface RunCodeRequest {
 export interface RunCodeLimits {
   defaultTimeoutS: number;
   maxTimeoutS: number;
-  /** Python: RLIMIT_AS. JavaScript: RLIMIT_DATA plus V8's --max-old-space-size (see command.ts). */
+  /** Python: RLIMIT_AS. JavaScript: RLIMIT_DATA plus V8's --max-old-space-size (see sandboxCommand.ts). */
   memoryMb: number;
   /** Kept per stream; the rest is drained and dropped. */
   maxOutputBytes: number;

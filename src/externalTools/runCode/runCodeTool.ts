@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { orNull } from "../../portableSchema.js";
-import { LONG_TEXT_MAX } from "../../config/config.js";
+import { LONG_TEXT_MAX } from "../../config/configSchema.js";
 import type { ExternalTool } from "../ExternalTool.js";
 import type { IsolationInfo } from "./isolation.js";
 import { runCode, RunCodeUnavailableError, type RunCodeLimits } from "./runCode.js";

@@ -1,7 +1,7 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { checkRunInput } from "../runInput.js";
-import { runTask, type HarnessDeps, type TaskResult } from "../runTask.js";
+import { runTask, type HarnessDeps, type TaskResult } from "../runTaskUnderPolicy.js";
 import type { Policy } from "../types.js";
 import { renderChart } from "./chart.js";
 import type { EvalTask } from "./TaskFile.js";

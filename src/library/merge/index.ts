@@ -9,7 +9,7 @@ export {
   type MergeInput,
 } from "./mergeAdapters.js";
 export { mergeLora, type LoraFactors, type MergeOptions } from "./methods.js";
-export { uniformDraws } from "./random.js";
+export { uniformDraws } from "./uniformDraws.js";
 export { LoraMergeError } from "./errors.js";
 export {
   effectiveSettings,

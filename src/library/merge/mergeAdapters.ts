@@ -21,7 +21,7 @@ import { readGgufTensorData } from "../peft/ggufData.js";
 import { writeAtomically } from "../writeAtomically.js";
 import { LoraMergeError } from "./errors.js";
 import { mergeLora, type LoraFactors } from "./methods.js";
-import { uniformDraws } from "./random.js";
+import { uniformDraws } from "./uniformDraws.js";
 import { effectiveSettings, type MergeSettings } from "./settings.js";
 
 /** One adapter of the library to merge. */

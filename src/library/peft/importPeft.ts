@@ -20,7 +20,7 @@ import {
 } from "../../gguf/index.js";
 import { ALIAS_PATTERN } from "../manifest.js";
 import { writeAtomically } from "../writeAtomically.js";
-import { ggufAlpha, readPeftConfig, type PeftConfig } from "./config.js";
+import { ggufAlpha, readPeftConfig, type PeftConfig } from "./peftConfig.js";
 import { listSome, PeftImportError } from "./errors.js";
 import { mapPeftTensorName, permuteRowsForRope, PEFT_ARCHITECTURES, type MappedTensor } from "./mapping.js";
 import { SafetensorsFile, type SafetensorsTensor } from "./safetensors.js";

@@ -14,7 +14,7 @@ export {
   peftScaling,
   ggufAlpha,
   type PeftConfig,
-} from "./config.js";
+} from "./peftConfig.js";
 export {
   mapPeftTensorName,
   ggufToPeftName,

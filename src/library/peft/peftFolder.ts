@@ -2,7 +2,7 @@ import { createHash } from "node:crypto";
 import { constants } from "node:fs";
 import { open, type FileHandle } from "node:fs/promises";
 import { join } from "node:path";
-import { parsePeftConfig, type PeftConfig } from "./config.js";
+import { parsePeftConfig, type PeftConfig } from "./peftConfig.js";
 import { PeftImportError } from "./errors.js";
 import { PEFT_CONFIG_FILE, PEFT_WEIGHTS_FILE } from "./importPeft.js";
 

@@ -1,7 +1,7 @@
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { z } from "zod";
 import { orNull, toolInput } from "../../portableSchema.js";
-import { LONG_TEXT_MAX } from "../../config/config.js";
+import { LONG_TEXT_MAX } from "../../config/configSchema.js";
 import { ownerOf, type ServerContext } from "../context.js";
 import { ok, toolCall } from "../results/toolResult.js";
 

@@ -1,11 +1,11 @@
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { z } from "zod";
 import { anyObject, toolInput } from "../../portableSchema.js";
-import { LONG_TEXT_MAX } from "../../config/config.js";
+import { LONG_TEXT_MAX } from "../../config/configSchema.js";
 import { SoftLimitsSchema, StageBudgetSchema } from "../../budgets/budgets.js";
 import { DEGENERATE_RULES } from "../../harness/degenerate.js";
 import { HarnessError } from "../../harness/errors.js";
-import { runTask } from "../../harness/runTask.js";
+import { runTask } from "../../harness/runTaskUnderPolicy.js";
 import { FINISHES, PolicySchema, SeedSchema, SteeringSchema } from "../../harness/types.js";
 import { ownerOf, type ServerContext } from "../context.js";
 import { progressFor } from "../progress.js";

@@ -1,8 +1,8 @@
 import { rm } from "node:fs/promises";
-import type { LlamaModel } from "../llama/nodeLlamaCpp.js";
+import type { LlamaModel } from "node-llama-cpp";
 import type { GgufFile } from "../../../gguf/index.js";
-import { freeResidentLora, loadResidentLora, type AdapterWeight } from "../llama/internals.js";
-import type { LlamaLogTail } from "../llama/runtime.js";
+import { freeResidentLora, loadResidentLora, type AdapterWeight } from "../decoding/internals.js";
+import type { LlamaLogTail } from "../../../llamaCpp/startLlama.js";
 import { linkForLoading, sweepStaleLinks } from "./loadLinks.js";
 import {
   AdapterFileError,

@@ -1,4 +1,4 @@
-import type { Token } from "../llama/nodeLlamaCpp.js";
+import type { Token } from "node-llama-cpp";
 
 /**
  * Where an activated LoRA starts applying in `tokens`: the start of the LAST occurrence of its invocation

@@ -1,4 +1,4 @@
-import { TokenBias, type LlamaContextSequence, type LlamaModel, type Token } from "../llama/nodeLlamaCpp.js";
+import { TokenBias, type LlamaContextSequence, type LlamaModel, type Token } from "node-llama-cpp";
 import type { CallSteering } from "./steering.js";
 
 /** Large enough to force a token, small enough to keep the sampler's arithmetic finite. */

@@ -1,5 +1,5 @@
 import { SteeredCallError, type FunctionSpec } from "../../../engine/index.js";
-import { LlamaText, type ChatWrapper, type LlamaModel, type Token } from "../llama/nodeLlamaCpp.js";
+import { LlamaText, type ChatWrapper, type LlamaModel, type Token } from "node-llama-cpp";
 import { argumentsBound, BEYOND_ANY_CONTEXT } from "./callBound.js";
 
 /** node-llama-cpp's function-calling grammar ends a call's arguments with four newlines. */

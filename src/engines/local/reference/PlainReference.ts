@@ -1,7 +1,7 @@
-import { LlamaLogLevel, type Llama, type LlamaModel, type Token } from "../llama/nodeLlamaCpp.js";
-import type { BindingSetting } from "../llama/binding.js";
-import { loadLlama } from "../llama/runtime.js";
-import type { CacheReplay } from "../cache/DecodeLog.js";
+import { LlamaLogLevel, type Llama, type LlamaModel, type Token } from "node-llama-cpp";
+import type { BindingSetting } from "../../../llamaCpp/binding.js";
+import { loadLlama } from "../../../llamaCpp/startLlama.js";
+import type { CacheReplay } from "../kv/DecodeLog.js";
 import { replayedNextTokenLogProbs } from "./replay.js";
 
 /** An adapter as the reference applies it: its own file and scale, never a version id of the engine's. */

@@ -1,11 +1,11 @@
 import { rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { LlamaContextSequence, Token } from "../llama/nodeLlamaCpp.js";
+import type { LlamaContextSequence, Token } from "node-llama-cpp";
 import type { LogProbs } from "../../../engine/index.js";
-import type { CacheReplay, Decode } from "../cache/DecodeLog.js";
-import { toLogProbs } from "../session/logProbs.js";
-import { cutSequence } from "../cache/slidingWindow.js";
+import type { CacheReplay, Decode } from "../kv/DecodeLog.js";
+import { toLogProbs } from "../tokenLogProbs.js";
+import { cutSequence } from "../kv/slidingWindow.js";
 
 /** An activated LoRA's reference: a fresh sequence of a base-weights context, and where the adapter's weights begin. */
 export interface BaseUntil {

@@ -1,7 +1,7 @@
 import { ModelFileError, UnsupportedFeatureError, type Conversation } from "../../../engine/index.js";
 import type { EngineHttp } from "../client/EngineHttp.js";
 import type { EngineFacts, Flavor } from "../flavors/Flavor.js";
-import type { RemoteEngineOptions } from "../options.js";
+import type { RemoteEngineOptions } from "../remoteEngineOptions.js";
 
 /**
  * Checked against the engine's own tokenizer at connect, as the chat template renders it: turn markers, plain words,

@@ -1,12 +1,12 @@
-import type { CacheStrategy, EngineCapabilities, EngineCapacity, ModelInfo } from "../../../engine/index.js";
+import type { CacheStrategy, EngineFeatures, EngineCapacity, ModelInfo } from "../../../engine/index.js";
 import type { EngineFacts, Flavor } from "../flavors/Flavor.js";
-import type { RemoteEngineOptions } from "../options.js";
+import type { RemoteEngineOptions } from "../remoteEngineOptions.js";
 
 const DEFAULT_SESSIONS = 64;
 
 /** What the backend offers over the engine it connected to, and what to change when one of its limits is hit. */
 export interface EngineProfile {
-  readonly capabilities: EngineCapabilities;
+  readonly features: EngineFeatures;
   readonly capacity: EngineCapacity;
   readonly cacheStrategy: CacheStrategy;
   readonly model: ModelInfo;
@@ -37,7 +37,7 @@ export function engineProfile(
   };
   return {
     capacity,
-    capabilities: {
+    features: {
       logProbs: true,
       runtimeAdapterLoading: features.runtimeAdapterLoading,
       adapterSets: features.adapterSets,

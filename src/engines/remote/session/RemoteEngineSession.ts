@@ -2,6 +2,7 @@ import {
   aliasesOf,
   ContextOverflowError,
   SessionClosedError,
+  WeightSet,
   type AdapterVersion,
   type BackgroundWork,
   type Conversation,
@@ -13,17 +14,14 @@ import {
   type PrefillReport,
   type SwitchReport,
   type TokenId,
-  type WeightSet,
+  type WeightRequest,
 } from "../../../engine/index.js";
 import { Mutex } from "../../../mutex.js";
 import type { Flavor } from "../flavors/Flavor.js";
 import type { RemoteEngineServices } from "./RemoteEngineServices.js";
-import { generateTurn } from "./generate.js";
-import { distributionAfter } from "./logProbs.js";
+import { generateTurn } from "./remoteTurn.js";
+import { distributionAfter } from "./remoteLogProbs.js";
 import { sameVersions, SessionCache } from "./SessionCache.js";
-
-const label = (versions: readonly AdapterVersion[]) =>
-  versions.length ? versions.map((v) => v.alias).join("+") : null;
 
 /**
  * One conversation on a remote engine. Its cache is the engine's (llama-server: the session's own slot; vLLM and
@@ -32,7 +30,7 @@ const label = (versions: readonly AdapterVersion[]) =>
  * full; on a slot, the engine may continue from its cache only where the prompt agrees with what the session
  * knows it computed there under the same adapters, and evaluates everything else again (a switch, a new
  * session, after an error). Requests of one session run one at a time, in order. What the session knows of
- * the engine's cache is in `SessionCache`, a turn's generation in generate.ts.
+ * the engine's cache is in `SessionCache`, a turn's generation in remoteTurn.ts.
  */
 export class RemoteEngineSession implements EngineSession {
   private versions: AdapterVersion[];
@@ -56,7 +54,12 @@ export class RemoteEngineSession implements EngineSession {
   }
 
   get activeAdapter(): string | null {
-    return label(this.versions);
+    return this.weightsOf(this.versions).label;
+  }
+
+  /** The versions as a weight set (its label names them in reports). */
+  private weightsOf(versions: readonly AdapterVersion[]): WeightSet {
+    return WeightSet.of(this.host.codec.model.sha256, versions);
   }
 
   get activeVersions(): readonly AdapterVersion[] {
@@ -83,7 +86,7 @@ export class RemoteEngineSession implements EngineSession {
     this.cache.forget();
   }
 
-  async switchWeights(to: WeightSet, conversation: Conversation): Promise<SwitchReport> {
+  async switchWeights(to: WeightRequest, conversation: Conversation): Promise<SwitchReport> {
     const aliases = aliasesOf(to);
     this.ensureOpen();
     if (aliases.length > 1 && !this.host.flavor.features.adapterSets) throw this.host.noAdapterSets();
@@ -102,7 +105,7 @@ export class RemoteEngineSession implements EngineSession {
           this.versions = to;
           return {
             from,
-            to: label(to),
+            to: this.weightsOf(to).label,
             strategy: "unchanged",
             switchMs: 0,
             rebuild: { tokens: 0, reused: this.cachedTokens, restored: 0, shared: 0, ms: 0 },
@@ -114,7 +117,7 @@ export class RemoteEngineSession implements EngineSession {
         this.versions = to;
         return {
           from,
-          to: label(to),
+          to: this.weightsOf(to).label,
           strategy: this.host.cacheStrategy,
           switchMs: 0,
           rebuild: {
