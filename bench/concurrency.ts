@@ -147,6 +147,24 @@ export async function drive(
   }
 }
 
+/** One server spawned from `config`, driven at each session count in turn (`drive`), then stopped. */
+async function driveServer(
+  config: string,
+  backend: string,
+  sessionCounts: readonly number[],
+  rounds: number,
+  turn: UniformTurn,
+): Promise<ConcurrencyRow[]> {
+  const http = await spawnHttpServer(["--config", config]);
+  try {
+    const rows: ConcurrencyRow[] = [];
+    for (const n of sessionCounts) rows.push(await drive(http.url, backend, n, rounds, turn));
+    return rows;
+  } finally {
+    await http.stop();
+  }
+}
+
 /** A model the concurrency run serves: its file, its plan/search/write adapters, how a weact config names them. */
 export interface ConcurrencyTarget {
   label: string;
@@ -233,12 +251,7 @@ export async function concurrencyComparison(
   };
   const rows: ConcurrencyRow[] = [];
   const run = async (backend: string, config: string) => {
-    const http = await spawnHttpServer(["--config", config]);
-    try {
-      for (const n of sessionCounts) rows.push(await drive(http.url, backend, n, rounds, target.turn));
-    } finally {
-      await http.stop();
-    }
+    rows.push(...(await driveServer(config, backend, sessionCounts, rounds, target.turn)));
   };
   for (const [i, local] of locals.entries()) {
     const model = { ...localEngineModel(threads), ...local.model };
@@ -301,4 +314,35 @@ function targetCheck(
     `${top.turnP95Ms} vs ${top.turnP50Ms} ms`,
   );
   return out;
+}
+
+/**
+ * The same client-driven load on the local engine alone under each of `locals` (no llama-server), each variant's
+ * server `repeats` times, the variants alternating so that a shared machine's drift falls on all of them alike.
+ * Rows come in run order, each labelled with its variant and repetition.
+ */
+export async function localVariants(
+  target: ConcurrencyTarget,
+  dir: string,
+  sessionCounts: readonly number[],
+  rounds: number,
+  threads: number,
+  locals: readonly LocalVariant[],
+  repeats: number,
+): Promise<ConcurrencyRow[]> {
+  const rows: ConcurrencyRow[] = [];
+  for (let rep = 0; rep < repeats; rep++)
+    for (const [i, local] of locals.entries()) {
+      const path = join(dir, `local-${i}.json`);
+      writeFileSync(
+        path,
+        JSON.stringify({
+          model: { contextSize: CONTEXT, ...target.config.model, ...localEngineModel(threads), ...local.model },
+          ...(target.config.adapters ? { adapters: target.config.adapters } : {}),
+          sessions: SESSION_LIMITS,
+        }),
+      );
+      rows.push(...(await driveServer(path, local.label, sessionCounts, rounds, target.turn)));
+    }
+  return rows;
 }

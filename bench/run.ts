@@ -1,6 +1,6 @@
 /**
  * npm run bench [-- --big] [-- --model NAME|PATH [--adapters a=PATH,b=PATH]] [-- --scenario
- * trajectory|prefix|concurrency|remote-concurrency|binding [--rounds N]] [--json]
+ * trajectory|prefix|concurrency|remote-concurrency|binding|invariance [--rounds N]] [--json]
  * Every figure is measured side by side in this one run and printed as a ratio to its baseline.
  */
 import { parseArgs } from "node:util";
@@ -24,6 +24,7 @@ import { writeFileSync, mkdtempSync } from "node:fs";
 import { availableParallelism, tmpdir } from "node:os";
 import { join } from "node:path";
 import { fmt, table } from "./stats.js";
+import { invarianceBench } from "./invariance.js";
 import { concurrencyComparison, demoTarget, gemmaTarget } from "./concurrency.js";
 import { remoteConcurrency } from "./remoteConcurrency.js";
 import { bindingComparison } from "./binding.js";
@@ -41,7 +42,8 @@ const { values } = parseArgs({
      * llama-server, on the demo model or with `--model gemma-3-270m` on Gemma 3 270M; the local engine on the prebuilt
      * and the source-built binding) or `remote-concurrency` (1/4/16 sessions on Gemma 3 270M: local, llama-server, vLLM
      * through weact-mcp and vLLM directly) or `binding` (prefill and decode tokens/s with node-llama-cpp's prebuilt
-     * binding vs the source build, on the demo model and Gemma 3 270M).
+     * binding vs the source build, on the demo model and Gemma 3 270M) or `invariance` (1/4/16 sessions on the local
+     * engine with model.batchInvariant true and false: what the same tokens under any load cost).
      */
     scenario: { type: "string" },
     /**
@@ -345,6 +347,14 @@ async function main() {
   if (values.scenario === "concurrency") return concurrencyBench(); // before --model: it names the model the run serves
   if (values.scenario === "remote-concurrency") return remoteConcurrencyBench();
   if (values.scenario === "binding") return bindingBench();
+  if (values.scenario === "invariance")
+    return invarianceBench({
+      model: values.model,
+      rounds: values.rounds ? Number(values.rounds) : undefined,
+      threads: threads ?? availableParallelism(),
+      json: values.json!,
+      logger,
+    });
   if (values.scenario) return scenarioOnly(values.scenario);
   if (values.model) return modelBench();
   section("search index library, on the shipped corpus (the measurement behind choosing MiniSearch)");
@@ -409,7 +419,7 @@ async function scenarioOnly(scenario: string) {
     else if (scenario === "prefix") await prefixScenario(model, adapters, sizes, label, values.json!);
     else
       throw new Error(
-        `--scenario ${scenario}: unknown; use trajectory, prefix, concurrency, remote-concurrency or binding`,
+        `--scenario ${scenario}: unknown; use trajectory, prefix, concurrency, remote-concurrency, binding or invariance`,
       );
   }
 }

@@ -42,8 +42,11 @@ bundle="$nlc/llama/gitRelease.bundle"
 command -v git >/dev/null 2>&1 || { echo "git is required (apt-get install git)" >&2; exit 1; }
 
 # The key. The options are the ones this script adds to node-llama-cpp's defaults (below); the text hashed here must
-# stay byte for byte the one bindingKey builds.
+# stay byte for byte the one bindingKey builds. AMX is left out of the compiler flags (GCC 12's -mno-amx-tile keeps
+# AMX-INT8 and AMX-BF16, so all three; in the Release flags, since cmake-js sets CMAKE_CXX_FLAGS last): a VM that lists AMX in its CPU flags without letting a process use the tiles
+# dies on ggml's first AMX kernel with an illegal instruction.
 options="GGML_NATIVE=ON GGML_OPENMP=ON"
+cflags="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
 version="$(node -p 'require(process.argv[1]).version' "$nlc/package.json")"
 commit="$(git bundle list-heads "$bundle" | awk '$2 == "HEAD" { print $1 }' | head -n1)"
 [ -n "$commit" ] || commit="$(git bundle list-heads "$bundle" | awk 'NR == 1 { print $1 }')"
@@ -55,6 +58,7 @@ fi
 manifest="node-llama-cpp $version
 llama.cpp $commit
 options $options
+cflags $cflags
 platform $(node -p 'process.platform + "-" + process.arch')
 cpu $cpu
 "
@@ -105,13 +109,18 @@ if [ ! -f "$dir/llama-addon.node" ]; then
     --CDNLC_CURRENT_PLATFORM="$platform-$arch" --CDNLC_TARGET_PLATFORM="$platform-$arch" \
     --CDNLC_VARIANT="$release.native" --CDGGML_METAL=OFF --CDGGML_CCACHE=OFF --CDLLAMA_CURL=OFF \
     --CDLLAMA_HTTPLIB=OFF --CDLLAMA_BUILD_BORINGSSL=OFF --CDLLAMA_OPENSSL=OFF \
-    $(printf -- '--CD%s ' $options) >&2
+    $(printf -- '--CD%s ' $options) \
+    "--CDCMAKE_C_FLAGS_RELEASE=-O3 -DNDEBUG $cflags" "--CDCMAKE_CXX_FLAGS_RELEASE=-O3 -DNDEBUG $cflags" >&2
   # the addon and the shared libraries beside it (it finds them through $ORIGIN), as moveBuildFilesToResultDir does
   cp -a "$building/build/Release/." "$building/out/"
   for bin in "$building/build/bin" "$building/build/llama.cpp/bin"; do
     if [ -d "$bin" ]; then cp -an "$bin/." "$building/out/"; fi
   done
   [ -f "$building/out/llama-addon.node" ] || { echo "node-llama-cpp-build: the build made no llama-addon.node" >&2; exit 1; }
+  if objdump -d "$building/out/libggml-cpu.so" 2>/dev/null | grep tileloadd >/dev/null; then
+    echo "node-llama-cpp-build: libggml-cpu.so still holds AMX instructions ($cflags did not reach the compiler)" >&2
+    exit 1
+  fi
   if ldd "$building/out/llama-addon.node" | grep -q "not found"; then
     ldd "$building/out/llama-addon.node" >&2
     echo "node-llama-cpp-build: llama-addon.node misses a library (above)" >&2

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { nearestKey } from "./nearestKey.js";
 
 /*
  * zod helpers for JSON Schemas that every client can read, including those that map tool schemas onto a
@@ -19,7 +20,30 @@ export const orNull = <T extends z.ZodType>(inner: T, meaning: string) => z.unio
 export const anyObject = () => z.record(z.string(), z.unknown()).meta({ additionalProperties: true });
 
 /**
- * A tool's arguments: the keys it documents and no others. Parsing is unchanged (unknown keys are dropped, as the
- * SDK's default object does); the schema tells clients not to send them.
+ * A tool's arguments: the keys it documents and no others. An unknown key is refused, named with the nearest valid
+ * one (a typo such as `max_token` would otherwise be dropped silently and the call run without it); the SDK reports
+ * the refusal as the tool's input validation error, naming the tool.
  */
-export const toolInput = <S extends z.ZodRawShape>(shape: S) => z.object(shape).meta({ additionalProperties: false });
+export const toolInput = <S extends z.ZodRawShape>(shape: S) =>
+  z
+    .strictObject(shape, {
+      error: (issue) =>
+        issue.code === "unrecognized_keys" ? unknownArguments(issue.keys, Object.keys(shape)) : undefined,
+    })
+    .meta({ additionalProperties: false });
+
+/** Keys reported by name; a longer key is no typo of a valid one (those are short) and is shown cut. */
+const KEY_CHARS = 64;
+const KEYS_NAMED = 5;
+
+/** The refusal of unknown keys: each named with the nearest valid one, or the valid ones listed. */
+function unknownArguments(keys: readonly string[], valid: readonly string[]): string {
+  const named = keys.slice(0, KEYS_NAMED).map((key) => {
+    const near = key.length <= KEY_CHARS ? nearestKey(key, valid) : undefined;
+    const shown = key.length <= KEY_CHARS ? key : `${key.slice(0, KEY_CHARS)}...`;
+    if (near) return `unknown argument ${JSON.stringify(shown)}: did you mean "${near}"?`;
+    return `unknown argument ${JSON.stringify(shown)}: ${valid.length ? `the arguments are ${valid.join(", ")}` : "this tool takes no arguments"}`;
+  });
+  const more = keys.length - named.length;
+  return named.join("; ") + (more > 0 ? ` (and ${more} more unknown)` : "");
+}

@@ -13,6 +13,7 @@ import {
 } from "../gguf/index.js";
 import type { ResolvedConfig } from "../config/loadConfig.js";
 import { loadManifest } from "../library/manifest.js";
+import { kvCacheSize } from "../llamaCpp/kvCacheSize.js";
 
 /** One verdict of `weact-mcp doctor`: `ok: false` means the set will not serve. */
 export interface Check {
@@ -81,14 +82,14 @@ export async function doctor(
         }, function calls start with ${JSON.stringify(probe.details.callPrefix)}`,
   });
   const window = metaNumber(base, `${arch}.attention.sliding_window`);
+  // as the engine resolves it (engines/local LocalEngine)
+  const swaFullCache = config.model.swaFullCache ?? config.model.batchInvariant;
   if (window)
     checks.push({
       check: "sliding window",
       ok: true,
-      detail: `${window} tokens; model.swaFullCache ${config.model.swaFullCache} (${
-        config.model.swaFullCache
-          ? "every token's KV kept: a cache cut anywhere continues"
-          : "window-sized SWA cache: less memory"
+      detail: `${window} tokens; model.swaFullCache ${swaFullCache} (${
+        swaFullCache ? "every token's KV kept: a cache cut anywhere continues" : "window-sized SWA cache: less memory"
       })`,
     });
   const trained = metaNumber(base, `${arch}.context_length`) ?? 0;
@@ -135,18 +136,19 @@ export async function doctor(
     }
   }
 
-  const layers = metaNumber(base, `${arch}.block_count`) ?? 0;
-  const heads = metaNumber(base, `${arch}.attention.head_count`) ?? 1;
-  const kvHeads = metaNumber(base, `${arch}.attention.head_count_kv`) ?? heads;
-  const headDim =
-    metaNumber(base, `${arch}.attention.key_length`) ?? (metaNumber(base, `${arch}.embedding_length`) ?? 0) / heads;
-  const sequences = config.model.sequencesPerContext * config.model.maxContexts;
-  const kvBytes = 2 * layers * kvHeads * headDim * 2 /* F16 */ * context * sequences;
+  // what llama.cpp allocates for the engine's contexts, each as the engine creates it (engines/local ContextMaker)
+  const { maxContexts, sequencesPerContext, batchSize } = config.model;
+  const kv = kvCacheSize(base, { contextSize: context, sequences: sequencesPerContext, batchSize, swaFullCache });
+  const kvBytes = kv.bytes * maxContexts;
+  const swaCells =
+    kv.cells.swa === undefined
+      ? ""
+      : `; ${kv.layers.swa} sliding-window layers of ${kv.cells.swa} cells a sequence${swaFullCache ? " (model.swaFullCache)" : ` (window ${kv.window} + batch)`}, ${kv.layers.full} full of ${kv.cells.full}`;
   const total = statSync(modelPath).size + adapterBytes + kvBytes;
   checks.push({
     check: "memory estimate",
     ok: true,
-    detail: `${(total / MiB).toFixed(1)} MiB: model ${(base.fileSize / MiB).toFixed(1)}, adapters ${(adapterBytes / MiB).toFixed(1)}, KV ${(kvBytes / MiB).toFixed(1)} (${context} tokens x ${sequences} sequences)`,
+    detail: `${(total / MiB).toFixed(1)} MiB: model ${(base.fileSize / MiB).toFixed(1)}, adapters ${(adapterBytes / MiB).toFixed(1)}, KV ${(kvBytes / MiB).toFixed(1)} (${maxContexts} context${maxContexts === 1 ? "" : "s"} x ${sequencesPerContext} sequences x ${context} tokens${swaCells})`,
   });
   const gpus = probe.details.gpuTypes;
   checks.push({

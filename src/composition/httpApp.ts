@@ -1,4 +1,4 @@
-import type { Server } from "node:http";
+import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import express, { type Request, type RequestHandler, type Response } from "express";
 import { requireBearerAuth } from "@modelcontextprotocol/sdk/server/auth/middleware/bearerAuth.js";
@@ -11,7 +11,15 @@ import { mountOpenAI } from "../openai/openaiRoutes.js";
 import { mountStatus } from "../status/statusRoutes.js";
 import { loadTokenVerifier } from "../http/auth.js";
 import { isOwnOrigin } from "../http/origin.js";
-import { errorHandler, methodNotAllowed, notFound, requireJson, sendError } from "../http/errors.js";
+import {
+  answerClientErrors,
+  errorHandler,
+  methodNotAllowed,
+  notFound,
+  requireJson,
+  RPC,
+  sendError,
+} from "../http/errors.js";
 import { connector } from "../transports/connect.js";
 import { ConnectionRegistry, type ConnectionLimits } from "../transports/connections.js";
 import { SSE_PATHS, mountSse } from "../transports/sse.js";
@@ -43,6 +51,20 @@ const DEFAULT_LIMITS: ConnectionLimits = {
 };
 
 export class HttpConfigError extends Error {}
+
+/**
+ * HTTP/1.1 requires a Host header and the DNS-rebinding check reads it: a request without one is refused here, as
+ * JSON (Node's own refusal, which `requireHostHeader: false` turns off, is an empty 400).
+ */
+const requireHost: RequestHandler = (req, res, next) => {
+  if (req.headers.host) return next();
+  sendError(
+    res,
+    400,
+    "the request has no Host header (HTTP/1.1 requires one); send Host: <host>:<port>, the address you connect to",
+    RPC.invalidRequest,
+  );
+};
 
 /**
  * Browsers send Origin; a page on another site must not drive this server (the MCP transport spec asks servers
@@ -99,6 +121,7 @@ export async function serveHttp(
 
   const app = express();
   app.disable("x-powered-by");
+  app.use(requireHost);
   app.use(hostHeaderValidation(hostnames));
   app.use(originValidation(hostnames));
   const routes = [STREAMABLE_HTTP_PATH, SSE_PATHS.stream, SSE_PATHS.messages, "/health"];
@@ -142,9 +165,21 @@ export async function serveHttp(
   app.use(notFound);
   app.use(errorHandler(logger, maxBodyBytes));
 
-  const server: Server = await new Promise((resolve, reject) => {
-    const s = app.listen(opts.port, opts.host, () => resolve(s));
-    s.once("error", reject);
+  const { bodyTimeoutSeconds } = ctx.runtime.config.server;
+  const server: Server = createServer(
+    {
+      requireHostHeader: false, // refused by requireHost, as JSON
+      // a request must arrive whole in seconds, not Node's 5 minutes; its timer is checked every second (Node: 30 s)
+      requestTimeout: bodyTimeoutSeconds * 1000,
+      headersTimeout: bodyTimeoutSeconds * 1000,
+      connectionsCheckingInterval: 1000,
+    },
+    app,
+  );
+  answerClientErrors(server, bodyTimeoutSeconds);
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(opts.port, opts.host, () => resolve());
   });
   const { port } = server.address() as AddressInfo;
   const hostForUrl = opts.host.includes(":") ? `[${opts.host}]` : opts.host;

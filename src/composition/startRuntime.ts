@@ -48,6 +48,7 @@ export async function loadEngine(config: ResolvedConfig, logger: Logger): Promis
     maxContexts: config.model.maxContexts,
     batchSize: config.model.batchSize,
     swaFullCache: config.model.swaFullCache,
+    batchInvariant: config.model.batchInvariant,
     cache: {
       strategy: config.cache.strategy,
       spillDir: config.cache.spillDir,

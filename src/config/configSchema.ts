@@ -116,9 +116,17 @@ export const ConfigSchema = z
         batchSize: z.number().int().min(1).max(8192).default(512),
         /**
          * Sliding-window models (Gemma 2/3/4, ...): keep every token in the SWA layers' KV cache (true), or a
-         * window-sized cache (false, the default: a third of the memory; a cut behind the window evaluates it again).
+         * window-sized cache (false: a third of the memory; a cut behind the window evaluates it again; its cells are
+         * reused round the window in an order that depends on the session's history, so a session's numbers do too).
+         * Default: as model.batchInvariant.
          */
-        swaFullCache: z.boolean().default(false),
+        swaFullCache: z.boolean().optional(),
+        /**
+         * Local engine on CPU: a session's tokens do not depend on what else the server is doing (no flash attention, a
+         * prompt piece decoded in a round of its own, never one prompt token alone because of what a cache held).
+         * false: flash attention as llama.cpp chooses and prompt pieces batched with other sessions' decodes.
+         */
+        batchInvariant: z.boolean().default(true),
       })
       .strict()
       .prefault({}),
@@ -308,6 +316,11 @@ export const ConfigSchema = z
           .min(1024)
           .max(1 << 30)
           .default(DEFAULT_MAX_BODY_BYTES),
+        /**
+         * How long a client has to send a whole request, headers and body; one still arriving then is answered 408
+         * and its connection closed (a body that never ends would otherwise hold its socket for minutes).
+         */
+        bodyTimeoutSeconds: z.number().int().min(1).max(3600).default(30),
         /** Open MCP connections (Streamable HTTP and SSE) per token. */
         maxConnectionsPerClient: z.number().int().positive().max(100_000).default(16),
         /** Open MCP connections in all (the cap without tokens). */

@@ -129,6 +129,16 @@ export class ContextOverflowError extends EngineError {
  */
 export class SteeredCallError extends EngineError {
   readonly code = "steered_call";
+  constructor(
+    message: string,
+    /**
+     * When the turn was too short for the call: the function, the tokens its call may take, the turn's tokens, and
+     * whether the turn's own limit (`max_tokens`) or the room left in the context window fell short.
+     */
+    readonly shortfall?: { call: string; needed: number; available: number; limit: "max_tokens" | "context" },
+  ) {
+    super(message);
+  }
 }
 
 /**

@@ -4,7 +4,7 @@
  * half floats, and the content hash that names model and adapter versions. Pure TypeScript: engines, the
  * adapter library, the demo weights and the CLI all use it through this entry point.
  */
-export { sha256File } from "./contentHash.js";
+export { sha256File, sha256Of } from "./contentHash.js";
 export {
   FILE_TYPE_OF,
   GGML_BLOCK,

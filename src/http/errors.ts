@@ -1,3 +1,5 @@
+import { maxHeaderSize, STATUS_CODES, type Server, type ServerResponse } from "node:http";
+import type { Duplex } from "node:stream";
 import type { ErrorRequestHandler, RequestHandler, Response } from "express";
 import type { Logger } from "../log.js";
 
@@ -13,7 +15,44 @@ export function sendError(res: Response, status: number, message: string, code: 
     res.end();
     return;
   }
-  res.status(status).json({ jsonrpc: "2.0", error: { code, message }, id: null });
+  res.status(status).json(errorBody(code, message));
+}
+
+const errorBody = (code: number, message: string) => ({ jsonrpc: "2.0", error: { code, message }, id: null });
+
+/**
+ * Answers, as JSON like every other error, what Node's HTTP server would answer with an empty body: a request that
+ * did not arrive whole within `bodyTimeoutSeconds` (the server's `requestTimeout` and `headersTimeout`), headers too
+ * large, bytes that are not HTTP. A socket whose response has already started, or that cannot be written, is closed.
+ */
+export function answerClientErrors(server: Server, bodyTimeoutSeconds: number): void {
+  /** The response in progress on each socket, until its request was read whole and it finished. */
+  const responding = new WeakMap<Duplex, ServerResponse>();
+  server.on("request", (req, res: ServerResponse) => {
+    responding.set(req.socket, res);
+    res.once("finish", () => {
+      if (req.complete && responding.get(req.socket) === res) responding.delete(req.socket);
+    });
+  });
+  server.on("clientError", (err: NodeJS.ErrnoException, socket: Duplex) => {
+    if (err.code === "ECONNRESET" || !socket.writable || responding.get(socket)?.headersSent)
+      return void socket.destroy();
+    const [status, message] =
+      err.code === "ERR_HTTP_REQUEST_TIMEOUT"
+        ? [
+            408,
+            `the request did not arrive whole within ${bodyTimeoutSeconds} s (server.bodyTimeoutSeconds); send its headers and body at once`,
+          ]
+        : err.code === "HPE_HEADER_OVERFLOW"
+          ? [431, `the request's headers are over ${maxHeaderSize} bytes; send fewer or shorter headers`]
+          : [400, "the request is not valid HTTP/1.1"];
+    const body = JSON.stringify(errorBody(RPC.invalidRequest, message));
+    socket.end(
+      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+        `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+      () => socket.destroy(),
+    );
+  });
 }
 
 /** POST bodies must be JSON; anything else is refused before a byte of it is read. */

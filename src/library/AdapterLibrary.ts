@@ -1,8 +1,7 @@
 import { watch, type FSWatcher } from "node:fs";
-import { stat } from "node:fs/promises";
-import { basename, dirname, resolve } from "node:path";
+import { basename, dirname, join, resolve } from "node:path";
 import type { AdapterInfo, AdapterSpec, Engine } from "../engine/index.js";
-import { fileKind, sha256File } from "../gguf/index.js";
+import { sha256Of } from "../gguf/index.js";
 import { Mutex } from "../mutex.js";
 import type { Logger } from "../log.js";
 import {
@@ -16,7 +15,12 @@ import {
   type AdapterFields,
   type LibraryEntry,
 } from "./manifest.js";
-import { isInsideDirs } from "./confine.js";
+import { openInside, type ConfinedFile } from "./confine.js";
+import { AdapterCopies, type AdapterCopy } from "./AdapterCopies.js";
+import { AdapterPathError, LibraryChangeError } from "./errors.js";
+import { PEFT_CONFIG_FILE, PEFT_WEIGHTS_FILE } from "./peft/index.js";
+
+export { AdapterPathError, LibraryChangeError } from "./errors.js";
 
 /** A manifest entry and what became of it: resident in the engine, or refused with a reason. */
 export interface LibraryAdapter {
@@ -25,7 +29,12 @@ export interface LibraryAdapter {
   error?: string;
 }
 
-export class LibraryChangeError extends Error {}
+/** What the engine loads for an entry: the server's private copies of its files (AdapterCopies). */
+interface CopiedSpec {
+  spec: AdapterSpec;
+  file: AdapterCopy;
+  peft?: AdapterCopy;
+}
 
 /** An admin change applied to the running library whose manifest write failed: live until a restart, not kept. */
 export class ManifestNotSavedError extends LibraryChangeError {
@@ -73,6 +82,8 @@ export class AdapterLibrary {
     private readonly manifestPath: string,
     private readonly allowedDirs: readonly string[],
     private readonly logger: Logger,
+    /** The private copies the engine loads: the bytes checked, hashed and loaded are one and the same. */
+    private readonly copies: AdapterCopies,
   ) {}
 
   static async load(
@@ -81,8 +92,11 @@ export class AdapterLibrary {
     logger: Logger,
     opts: { manifestPath: string; allowedDirs: readonly string[] },
   ): Promise<AdapterLibrary> {
-    const library = new AdapterLibrary(engine, new Map(), opts.manifestPath, opts.allowedDirs, logger);
+    await AdapterCopies.sweep();
+    const copies = new AdapterCopies();
+    const library = new AdapterLibrary(engine, new Map(), opts.manifestPath, opts.allowedDirs, logger, copies);
     for (const entry of entries) await library.add(entry);
+    await library.tidy();
     return library;
   }
 
@@ -180,9 +194,17 @@ export class AdapterLibrary {
       throw new LibraryChangeError(
         `no adapter "${alias}" to refresh; the library has: ${this.aliases().join(", ") || "(none)"}`,
       );
-    const { previous, current } = await this.engine.refreshAdapter(await this.specOf(entry));
-    this.adapters.set(alias, { entry, info: current });
-    return { previous, current };
+    const copied = await this.copiesOf(entry);
+    try {
+      const { previous, current } = await this.engine.refreshAdapter(copied.spec);
+      const named = this.named(current, entry);
+      this.adapters.set(alias, { entry, info: named });
+      return { previous: this.named(previous, known.entry), current: named };
+    } catch (err) {
+      throw this.inEntryTerms(err, copied, entry);
+    } finally {
+      if (copied.peft) await this.copies.remove(copied.peft);
+    }
   }
 
   /** Removes a capability; sessions that have it active keep it until they release it. */
@@ -264,6 +286,7 @@ export class AdapterLibrary {
         // inside the try: a manifest that cannot even be stat'ed (a symlink loop) is a rejected edit, not a crash
         if (this.written && sameStamp(this.written, manifestStamp(manifestPath))) return false;
         const diff = await this.apply(loadManifest(manifestPath));
+        await this.tidy();
         this.logger.info({ manifest: manifestPath, ...diff }, "adapter manifest applied");
         return true;
       } catch (err) {
@@ -297,8 +320,7 @@ export class AdapterLibrary {
 
   private async add(entry: LibraryEntry): Promise<LibraryAdapter> {
     try {
-      const info = await this.engine.addAdapter(await this.specOf(entry));
-      const adapter = { entry, info };
+      const adapter = { entry, info: await this.addCopies(entry) };
       this.adapters.set(entry.alias, adapter);
       return adapter;
     } catch (err) {
@@ -312,39 +334,99 @@ export class AdapterLibrary {
     }
   }
 
-  private async fileChanged(known: LibraryAdapter): Promise<boolean> {
-    // only a regular file is hashed: a FIFO put in its place would hold a read forever
-    const stats = await stat(known.entry.filePath).catch(() => undefined);
-    return stats !== undefined && (!stats.isFile() || (await sha256File(known.entry.filePath)) !== known.info!.sha256);
+  /** The entry's copies given to the engine: the version it made, named by the entry's own file. */
+  private async addCopies(entry: LibraryEntry): Promise<AdapterInfo> {
+    const copied = await this.copiesOf(entry);
+    try {
+      return this.named(await this.engine.addAdapter(copied.spec), entry);
+    } catch (err) {
+      throw this.inEntryTerms(err, copied, entry);
+    } finally {
+      // the engine keeps its own form of a PEFT folder (RegisteredVersions); the GGUF copy stays while a version uses it
+      if (copied.peft) await this.copies.remove(copied.peft);
+    }
   }
 
-  /** What the engine loads for an entry, its files confined first. */
-  private async specOf(entry: LibraryEntry): Promise<AdapterSpec> {
-    await this.confine(entry.filePath);
-    const peftDir = entry.peft === undefined ? undefined : resolve(dirname(this.manifestPath), entry.peft);
-    if (peftDir !== undefined && !isInsideDirs(peftDir, this.allowedDirs)) {
-      throw new LibraryChangeError(
-        `${peftDir} (peft) is outside the adapter folders (${this.allowedDirs.join(", ")}); set adapters.allowedDirs to allow another folder`,
-      );
+  /** Whether the entry's file holds other bytes than its version's (read through the same confined open). */
+  private async fileChanged(known: LibraryAdapter): Promise<boolean> {
+    let file: ConfinedFile;
+    try {
+      file = await openInside(known.entry.filePath, this.allowedDirs, "file");
+    } catch (err) {
+      // a file gone leaves the running version as it is; one refused now is refreshed, so the refusal is reported
+      return !(err instanceof AdapterPathError && err.code === "adapter_missing");
     }
-    return { alias: entry.alias, filePath: entry.filePath, scale: entry.scale, peftDir };
+    try {
+      return (await sha256Of(file.handle, file.size)) !== known.info!.sha256;
+    } finally {
+      await file.handle.close();
+    }
   }
 
   /**
-   * Adapter files must be regular files inside the configured folders, after symlink resolution (no `..` or
-   * symlink escape, no FIFO or device that would block a read). Checked without opening the file.
+   * What the engine loads for an entry: private copies of its GGUF file and PEFT folder, each read from the
+   * descriptor the folder check opened (`openInside`), so no file swapped in after the check is ever read.
    */
-  private async confine(filePath: string): Promise<void> {
-    if (!isInsideDirs(filePath, this.allowedDirs)) {
-      throw new LibraryChangeError(
-        `${filePath} is outside the adapter folders (${this.allowedDirs.join(", ")}); set adapters.allowedDirs to allow another folder`,
-      );
+  private async copiesOf(entry: LibraryEntry): Promise<CopiedSpec> {
+    const file = await this.copyGguf(entry.filePath);
+    const peft =
+      entry.peft === undefined ? undefined : await this.copyPeft(resolve(dirname(this.manifestPath), entry.peft));
+    return {
+      spec: { alias: entry.alias, filePath: file.path, scale: entry.scale, peftDir: peft?.path },
+      file,
+      ...(peft ? { peft } : {}),
+    };
+  }
+
+  private async copyGguf(filePath: string): Promise<AdapterCopy> {
+    const file = await openInside(filePath, this.allowedDirs, "file");
+    try {
+      // before copying: a file that is no GGUF is refused without its bytes in the message
+      const magic = Buffer.alloc(4);
+      const { bytesRead } = await file.handle.read(magic, 0, 4, 0);
+      if (bytesRead < 4 || magic.toString("latin1") !== "GGUF")
+        throw new AdapterPathError(
+          "adapter_not_gguf",
+          "file",
+          file.path,
+          'is not a GGUF file (it does not begin with "GGUF")',
+          "give a GGUF LoRA; `weact-mcp import-peft` converts a PEFT folder",
+        );
+      return await this.copies.copy(file, "file");
+    } finally {
+      await file.handle.close();
     }
-    const stats = await stat(filePath).catch(() => undefined);
-    if (stats && !stats.isFile())
-      throw new LibraryChangeError(
-        `${filePath} is ${fileKind(stats)}, not a regular file; an adapter must be a GGUF file`,
-      );
+  }
+
+  private async copyPeft(dir: string): Promise<AdapterCopy> {
+    const files: { name: string; file: ConfinedFile }[] = [];
+    try {
+      for (const name of [PEFT_CONFIG_FILE, PEFT_WEIGHTS_FILE])
+        files.push({ name, file: await openInside(join(dir, name), this.allowedDirs, "peft") });
+      return await this.copies.copyFolder(files, "peft");
+    } finally {
+      for (const { file } of files) await file.handle.close();
+    }
+  }
+
+  /** The engine's version as the library shows it: named by the entry's file, not by the copy the engine loaded. */
+  private named(info: AdapterInfo, entry: LibraryEntry): AdapterInfo {
+    return { ...info, filePath: entry.filePath };
+  }
+
+  /** An engine's error about a copy, naming the entry's file and folder instead (where the user can act). */
+  private inEntryTerms(err: unknown, copied: CopiedSpec, entry: LibraryEntry): unknown {
+    if (!(err instanceof Error)) return err;
+    err.message = err.message.split(copied.file.path).join(entry.filePath);
+    if (copied.peft)
+      err.message = err.message.split(copied.peft.path).join(resolve(dirname(this.manifestPath), entry.peft!));
+    return err;
+  }
+
+  /** Removes the copies no version uses any more: none of the library's, none the engine still holds for a session. */
+  private async tidy(): Promise<void> {
+    const used = [...this.list().flatMap((a) => (a.info ? [a.info] : [])), ...this.engine.residentVersions()];
+    await this.copies.keepOnly(new Set(used.map((info) => info.sha256)));
   }
 
   /**
@@ -354,7 +436,13 @@ export class AdapterLibrary {
    */
   private async change<T>(fn: () => Promise<T>): Promise<T> {
     try {
-      return await this.changes.run(fn);
+      return await this.changes.run(async () => {
+        try {
+          return await fn();
+        } finally {
+          await this.tidy();
+        }
+      });
     } finally {
       this.notify();
     }

@@ -20,6 +20,12 @@ export const BINDING_BUILD_COMMAND = "npm run build:llama-native";
 export const SOURCE_BINDING_OPTIONS = "GGML_NATIVE=ON GGML_OPENMP=ON";
 
 /**
+ * The compiler flags it adds (its key covers them too): no AMX, since a VM that lists AMX in its CPU flags without
+ * letting a process use the tiles dies on ggml's first AMX kernel with an illegal instruction.
+ */
+export const SOURCE_BINDING_CFLAGS = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16";
+
+/**
  * The source binding was asked for (model.binding "source") and cannot be used; or, under "auto", it failed after
  * its libraries were loaded, when the prebuilt binding can no longer load in this process.
  */
@@ -76,6 +82,7 @@ export function sourceBindingDir(env: NodeJS.ProcessEnv = process.env): { dir: s
     `node-llama-cpp ${version}\n` +
     `llama.cpp ${commit}\n` +
     `options ${SOURCE_BINDING_OPTIONS}\n` +
+    `cflags ${SOURCE_BINDING_CFLAGS}\n` +
     `platform ${process.platform}-${process.arch}\n` +
     `cpu ${cpuSignature()}\n`;
   const hash = createHash("sha256").update(manifest).digest("hex").slice(0, 12);

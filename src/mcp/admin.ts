@@ -4,8 +4,14 @@ import { EngineError } from "../engine/index.js";
 import { LibraryChangeError } from "../library/AdapterLibrary.js";
 import { fail, ok, toolCall } from "./results/toolResult.js";
 
-/** Decides whether a request may change the library: stdio (the local user) may; over HTTP only an admin token. */
+/**
+ * Decides whether a request may change the library (and sees the admin tools listed and server paths): stdio (the
+ * local user) may; over HTTP only an admin token.
+ */
 export type AdminGate = (extra: { authInfo?: { scopes: string[] } }) => boolean;
+
+/** The tools that change the library: listed to admin callers only (`RelayTransport`), refused to anyone else. */
+export const ADMIN_TOOLS: ReadonlySet<string> = new Set(["register_adapter", "refresh_adapter", "unregister_adapter"]);
 
 const ADMIN_REFUSAL =
   "this tool changes the adapter library and needs an admin token (server.adminTokenFile) when served over HTTP";

@@ -44,12 +44,12 @@ export function createServer(
   registerRefreshAdapterTool(server, ctx, isAdmin);
   registerUnregisterAdapterTool(server, ctx, isAdmin);
   registerAnswerCallTool(server, ctx);
-  registerListAdaptersTool(server, ctx);
+  registerListAdaptersTool(server, ctx, isAdmin);
   registerGetSessionTool(server, ctx);
   registerCloseSessionTool(server, ctx);
   registerRunTaskTool(server, ctx);
   for (const tool of ctx.toolbox.tools.values()) registerExternalTool(server, ctx, tool);
-  registerResources(server, ctx);
+  registerResources(server, ctx, isAdmin);
   registerPrompts(server, ctx);
   return {
     server,

@@ -2,8 +2,9 @@ import { ResourceTemplate, type McpServer } from "@modelcontextprotocol/sdk/serv
 import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js";
 import { TraceStore } from "../harness/trace/TraceStore.js";
 import { sessionView } from "../sessions/view.js";
+import type { AdminGate } from "./admin.js";
 import { ownerOf, type ServerContext } from "./context.js";
-import { adapterListing } from "./results/adapterListing.js";
+import { adapterListing, shownPath } from "./results/adapterListing.js";
 
 const json = (uri: string, value: unknown) => ({
   contents: [{ uri, mimeType: "application/json", text: JSON.stringify(value, null, 2) }],
@@ -11,9 +12,9 @@ const json = (uri: string, value: unknown) => ({
 
 /**
  * The adapter library, the KV cache's occupancy, and each of the caller's sessions (history and state); others'
- * sessions stay invisible.
+ * sessions stay invisible. Server paths only to an admin.
  */
-export function registerResources(server: McpServer, ctx: ServerContext) {
+export function registerResources(server: McpServer, ctx: ServerContext, isAdmin: AdminGate) {
   server.registerResource(
     "adapters",
     "weact://adapters",
@@ -22,7 +23,14 @@ export function registerResources(server: McpServer, ctx: ServerContext) {
       description: "The base model and every adapter with its identity (alias, content hash, scale).",
       mimeType: "application/json",
     },
-    async (uri) => json(uri.href, { base_model: ctx.runtime.engine.model, adapters: adapterListing(ctx) }),
+    async (uri, extra) => {
+      const admin = isAdmin(extra);
+      const model = ctx.runtime.engine.model;
+      return json(uri.href, {
+        base_model: { ...model, filePath: shownPath(model.filePath, admin) },
+        adapters: adapterListing(ctx, admin),
+      });
+    },
   );
   server.registerResource(
     "kv-cache",

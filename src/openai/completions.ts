@@ -1,15 +1,11 @@
 import type { Response } from "express";
-import { ZodError } from "zod";
-import { ContextOverflowError } from "../engine/index.js";
 import type { ModelCall } from "../harness/driver.js";
-import { InvalidPolicyError } from "../harness/errors.js";
 import { runTask, type ClientResult, type HarnessDeps, type TaskResult } from "../harness/runTaskUnderPolicy.js";
 import type { Policy } from "../harness/types.js";
 import type { Logger } from "../log.js";
-import { BusyError, InputTooLongError, LimitError } from "../sessions/errors.js";
 import { Continuations } from "./continuations.js";
 import { mapConversation } from "./conversation.js";
-import { OpenAIError } from "./errors.js";
+import { OpenAIError, toOpenAIError, type TurnLimits } from "./errors.js";
 import { policyOf } from "./models.js";
 import { inputFields, type ChatRequest, type ChatTool } from "./request.js";
 import { Responder } from "./responder.js";
@@ -25,6 +21,8 @@ interface ActiveRun {
   responder: Responder;
   /** A forced tool_choice applies to the first model turn of each request. */
   force: { name?: string } | undefined;
+  /** What limits the current request's turns (a forced call that cannot fit is refused naming them). */
+  limits: TurnLimits;
 }
 
 /**
@@ -95,6 +93,14 @@ export class ChatCompletions {
     const controller = new AbortController();
     const run: ActiveRun = {
       force: forcedCall(request),
+      limits: {
+        requested: request.max_completion_tokens
+          ? { param: "max_completion_tokens", tokens: request.max_completion_tokens }
+          : request.max_tokens
+            ? { param: "max_tokens", tokens: request.max_tokens }
+            : undefined,
+        maxTokensPerTurn: this.harness.config.maxTokensPerTurn,
+      },
       responder: this.responderFor(res, request, controller, { trace_id: "", policy, continued: false }),
     };
     let traceId = "";
@@ -117,6 +123,8 @@ export class ChatCompletions {
             resume: (results, next) => {
               messagesSoFar = next.request.messages;
               run.force = forcedCall(next.request);
+              // the run keeps the budget of the request that started it
+              run.limits = { ...run.limits, requested: undefined };
               run.responder = this.responderFor(next.res, next.request, controller, {
                 trace_id: traceId,
                 policy,
@@ -176,7 +184,7 @@ export class ChatCompletions {
         },
       );
     } catch (err) {
-      run.responder.fail(toOpenAIError(err, controller.signal.aborted));
+      run.responder.fail(toOpenAIError(err, controller.signal.aborted, run.limits));
       return;
     }
     run.responder.answer(result);
@@ -220,40 +228,4 @@ function toolSpecs(tools: readonly ChatTool[]) {
       },
     ]),
   );
-}
-
-/** What went wrong in a run, as the OpenAI error a client can act on; the message names the setting to change. */
-export function toOpenAIError(err: unknown, cancelled: boolean): OpenAIError {
-  if (err instanceof OpenAIError) return err;
-  if (err instanceof InvalidPolicyError)
-    return new OpenAIError(404, err.message, "invalid_request_error", "model", "model_not_found");
-  if (err instanceof LimitError) {
-    const param = err.message.startsWith("tools:") ? "tools" : null;
-    return param
-      ? new OpenAIError(400, err.message, "invalid_request_error", param, "invalid_value")
-      : new OpenAIError(429, err.message, "rate_limit_error", null, "session_limit");
-  }
-  // the harness's own argument checks (e.g. the task's length cap)
-  if (err instanceof ZodError)
-    return new OpenAIError(
-      400,
-      `messages: ${err.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ")}`,
-      "invalid_request_error",
-      "messages",
-      "invalid_value",
-    );
-  if (err instanceof BusyError) return new OpenAIError(429, err.message, "rate_limit_error", null, "busy");
-  if (err instanceof InputTooLongError)
-    return new OpenAIError(400, err.message, "invalid_request_error", err.field, "context_length_exceeded");
-  if (err instanceof ContextOverflowError)
-    return new OpenAIError(400, err.message, "invalid_request_error", "messages", "context_length_exceeded");
-  if (cancelled)
-    return new OpenAIError(
-      499,
-      "the run was cancelled (the client went away, or its continuation expired)",
-      "invalid_request_error",
-      null,
-      "cancelled",
-    );
-  return new OpenAIError(500, "the run failed; its trace records where", "server_error", null, "run_failed");
 }

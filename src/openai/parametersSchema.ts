@@ -84,3 +84,93 @@ export const ParametersSchema = z
     abort: true,
   })
   .pipe(SchemaNode);
+
+/** The one form of `$ref` the call grammar (node-llama-cpp's) follows. */
+const DEFS_PREFIX = "#/$defs/";
+/** SchemaNode's keywords whose values are schemas: one schema, or a list of them (`properties` is a map). */
+const ONE_SCHEMA = ["additionalProperties", "items"] as const;
+const SCHEMA_LIST = ["prefixItems", "oneOf", "anyOf", "allOf"] as const;
+
+type Path = (string | number)[];
+/** A `$ref` the engines cannot follow: where (the path of the offending key) and why. */
+export interface RefProblem {
+  path: Path;
+  message: string;
+}
+/** One step of the walk: a schema node, a definition to walk unless it was, or the mark that one was walked whole. */
+type Step = { node: unknown; path: Path } | { def: string } | { done: string };
+
+/**
+ * The first `$ref` of a parameters schema the call grammar cannot follow: external (not starting with `#`), a form
+ * other than `#/$defs/NAME` (it reads no other and would let any JSON through), dangling, or recursive (a definition
+ * reached again through its own references: its call need never end). A `$defs` below the top is refused too:
+ * `#/$defs/NAME` points at the top one, while the grammar looks in the nearest. Walked depth first with a stack of its
+ * own, each definition once, in time linear in the schema's size: no deep schema or long chain of definitions exhausts
+ * the call stack or holds the event loop.
+ */
+export function refProblem(schema: Record<string, unknown>): RefProblem | undefined {
+  const defs = isObject(schema.$defs) ? schema.$defs : {};
+  const walked = new Set<string>();
+  // the definitions being walked, outermost first: depth first, they are the ones the current node was reached through
+  const open: string[] = [];
+  const isOpen = new Set<string>();
+  // the schema first, then the definitions it did not reach (each is checked, referenced or not)
+  const steps: Step[] = Object.keys(defs)
+    .reverse()
+    .map((def) => ({ def }));
+  steps.push({ node: schema, path: [] });
+  for (let step = steps.pop(); step; step = steps.pop()) {
+    if ("done" in step) {
+      isOpen.delete(open.pop()!);
+      walked.add(step.done);
+    } else if ("def" in step) {
+      if (walked.has(step.def)) continue;
+      open.push(step.def);
+      isOpen.add(step.def);
+      steps.push({ done: step.def }, { node: defs[step.def], path: ["$defs", step.def] });
+    } else if (isObject(step.node)) {
+      const { node, path } = step;
+      if (node !== schema && node.$defs !== undefined)
+        return {
+          path: [...path, "$defs"],
+          message: "$defs belongs at the top of parameters, where #/$defs/NAME points",
+        };
+      if (typeof node.$ref === "string") {
+        const problem = refTarget(node.$ref, defs);
+        if (typeof problem === "string") return { path: [...path, "$ref"], message: problem };
+        if (isOpen.has(problem.def))
+          return {
+            path: [...path, "$ref"],
+            message: `recursive: ${[...open.slice(open.indexOf(problem.def)), problem.def].map((n) => DEFS_PREFIX + n).join(" -> ")} (a call of it need never end)`,
+          };
+        steps.push({ def: problem.def });
+      }
+      // pushed last first, so they are looked at in the order written (a loop: a spread of a huge list would overflow)
+      const children: Step[] = [];
+      if (isObject(node.properties))
+        for (const [key, value] of Object.entries(node.properties))
+          children.push({ node: value, path: [...path, "properties", key] });
+      for (const key of ONE_SCHEMA) children.push({ node: node[key], path: [...path, key] });
+      for (const key of SCHEMA_LIST) {
+        const list = node[key];
+        if (Array.isArray(list)) list.forEach((value, i) => children.push({ node: value, path: [...path, key, i] }));
+      }
+      for (let i = children.length - 1; i >= 0; i--) steps.push(children[i]!);
+    }
+  }
+  return undefined;
+}
+
+/** The definition a `$ref` names, or why the grammar cannot follow it. */
+function refTarget(ref: string, defs: Record<string, unknown>): { def: string } | string {
+  if (!ref.startsWith("#")) return `"${ref}" is external: only #/$defs/NAME, inside the schema, is followed`;
+  if (ref === "#") return `"#" refers to the schema it is in: recursive`;
+  const def = ref.slice(DEFS_PREFIX.length);
+  if (!ref.startsWith(DEFS_PREFIX) || def.includes("/"))
+    return `"${ref}": only #/$defs/NAME is followed; move the definition into the top-level $defs`;
+  if (!Object.hasOwn(defs, def)) return `"${ref}" points to no definition in $defs`;
+  return { def };
+}
+
+const isObject = (value: unknown): value is Record<string, unknown> =>
+  value !== null && typeof value === "object" && !Array.isArray(value);

@@ -1,8 +1,9 @@
 import { z } from "zod";
 import { LONG_TEXT_MAX } from "../config/configSchema.js";
+import { nearestKey } from "../nearestKey.js";
 import type { InputField } from "../sessions/inputWindow.js";
 import { invalid, OpenAIError } from "./errors.js";
-import { ParametersSchema } from "./parametersSchema.js";
+import { ParametersSchema, refProblem } from "./parametersSchema.js";
 
 const TextPart = z.object({ type: z.literal("text"), text: z.string().max(LONG_TEXT_MAX) });
 /** Message content: a string, or text parts (images and audio are refused: the model reads text). */
@@ -28,15 +29,26 @@ export const MessageSchema = z.discriminatedUnion("role", [
 export type ChatMessage = z.infer<typeof MessageSchema>;
 
 const FUNCTION_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
-const ToolSchema = z.object({
-  type: z.literal("function"),
-  function: z.object({
-    name: z.string().regex(FUNCTION_NAME, "a function name is 1-64 letters, digits, _ or -"),
-    description: z.string().max(4096).optional(),
-    parameters: ParametersSchema.optional(),
-    strict: z.boolean().nullish(),
-  }),
-});
+const ToolSchema = z
+  .object({
+    type: z.literal("function"),
+    function: z.object({
+      name: z.string().regex(FUNCTION_NAME, "a function name is 1-64 letters, digits, _ or -"),
+      description: z.string().max(4096).optional(),
+      parameters: ParametersSchema.optional(),
+      strict: z.boolean().nullish(),
+    }),
+  })
+  .superRefine((tool, ctx) => {
+    // before any generation: a reference the grammar cannot follow lets any JSON through, or never lets a call end
+    const problem = tool.function.parameters && refProblem(tool.function.parameters);
+    if (problem)
+      ctx.addIssue({
+        code: "custom",
+        path: ["function", "parameters", ...problem.path],
+        message: `function ${tool.function.name}: ${problem.message}`,
+      });
+  });
 export type ChatTool = z.infer<typeof ToolSchema>;
 
 const ToolChoice = z.union([
@@ -73,9 +85,13 @@ export const ChatRequestSchema = z.object({
     .nullish(),
   stop: z.union([z.string().min(1).max(200), z.array(z.string().min(1).max(200)).max(4)]).nullish(),
   user: z.string().max(256).optional(),
-  // accepted because they do not change the result
+  // accepted because they do not change the result (OpenAI's caching, storage and abuse-monitoring hints)
   store: z.boolean().nullish(),
   metadata: z.record(z.string(), z.string()).nullish(),
+  safety_identifier: z.string().max(256).nullish(),
+  prompt_cache_key: z.string().max(1024).nullish(),
+  prompt_cache_retention: z.string().max(64).nullish(),
+  prompt_cache_options: z.record(z.string(), z.unknown()).nullish(),
 });
 export type ChatRequest = z.infer<typeof ChatRequestSchema>;
 
@@ -100,8 +116,12 @@ const REFUSED: Record<string, { neutral?: unknown[]; why: string }> = {
   web_search_options: { why: "web search is one of the server's own tools, chosen by the model" },
   reasoning_effort: { why: "not a reasoning model option here" },
   service_tier: { neutral: ["auto", "default", null], why: "one service tier" },
+  verbosity: { neutral: ["medium", null], why: "the answer's length follows max_tokens and the stage budgets" },
+  moderation: { neutral: [null], why: "the server runs no moderation" },
 };
 const KNOWN = new Set(Object.keys(ChatRequestSchema.shape));
+/** Every request argument this server recognizes: OpenAI's chat-completions fields, honoured or refused by name. */
+const RECOGNIZED = [...KNOWN, ...Object.keys(REFUSED)];
 
 /** Reads a chat-completions body: refused parameters and bad fields become OpenAI errors naming the `param`. */
 export function parseChatRequest(body: unknown): ChatRequest {
@@ -118,14 +138,17 @@ export function parseChatRequest(body: unknown): ChatRequest {
         "unsupported_parameter",
       );
     }
-    if (!refused && !KNOWN.has(key))
+    if (!refused && !KNOWN.has(key)) {
+      // OpenAI's own wording, so clients that match on it recognize it; the nearest valid one for a typo
+      const nearest = nearestKey(key, RECOGNIZED);
       throw new OpenAIError(
         400,
-        `unknown parameter ${key}; README lists the parameters this server honours`,
+        `Unrecognized request argument supplied: ${key}${nearest ? ` (did you mean ${nearest}?)` : ""}`,
         "invalid_request_error",
         key,
         "unknown_parameter",
       );
+    }
   }
   const known = Object.fromEntries(Object.entries(body).filter(([k]) => KNOWN.has(k) && k !== "n"));
   const parsed = ChatRequestSchema.safeParse(known);

@@ -1,7 +1,9 @@
 import type { Request, Response } from "express";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
+import type { AdminGate } from "../mcp/admin.js";
 import type { ServerContext } from "../mcp/context.js";
 import { createServer } from "../mcp/createServer.js";
+import { RelayTransport } from "../mcp/relay.js";
 import type { Connection, ConnectionKind, ConnectionRegistry } from "./connections.js";
 
 /** Opens one MCP connection over `transport` for `owner` and registers it under `kind` and `id`. */
@@ -25,7 +27,8 @@ export function connector(ctx: ServerContext, connections: ConnectionRegistry): 
    * went away without ending it, also those the client opened over it and left behind (see `closeLeftBehind`).
    */
   return async (transport, kind, id, owner) => {
-    const { server, cleanup } = createServer(ctx, (extra) => extra.authInfo?.scopes.includes("admin") ?? false);
+    const isAdmin: AdminGate = (extra) => extra.authInfo?.scopes.includes("admin") ?? false;
+    const { server, cleanup } = createServer(ctx, isAdmin);
     let closed = false;
     let serverEnds = false;
     let leftAt: number | undefined;
@@ -48,15 +51,17 @@ export function connector(ctx: ServerContext, connections: ConnectionRegistry): 
     };
     const connection: Connection = { kind, id, owner, close: () => end(), leave: (since) => end(since) };
     connections.add(connection);
+    // the server object is connected over the relay, which takes over the transport's handlers when it starts
+    const relay = new RelayTransport(transport, isAdmin);
     const earlier = transport.onclose; // the caller's own bookkeeping, if any
-    transport.onclose = () => {
+    relay.onclose = () => {
       earlier?.();
       // the client ended it: a Streamable HTTP session by its DELETE, a legacy SSE stream only by going away (its
       // connection cannot be resumed, so it closes now and only what it left behind waits for the grace)
       if (!serverEnds && kind === "sse") leftAt = Date.now();
       void close();
     }; // set before connect: the SDK chains its own handler after it
-    await server.connect(transport);
+    await server.connect(relay);
     return connection;
   };
 }

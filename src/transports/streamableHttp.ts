@@ -12,7 +12,8 @@ export const STREAMABLE_HTTP_PATH = "/mcp";
  * A POST's requests are answered on its own response: when the client's connection drops before that response ends,
  * nobody is left to read their answers, so they are cancelled as the client's own `notifications/cancelled` would
  * cancel them (their handlers' signals abort: a generation stops, a run ends cancelled), as a dropped SSE stream
- * cancels its connection's calls.
+ * cancels its connection's calls. The cancellation goes by the client's ids; `RelayTransport` cancels each request by
+ * itself, whatever its id (0 included).
  */
 function cancelOnDrop(transport: StreamableHTTPServerTransport, req: Request, res: Response): void {
   const ids: RequestId[] = (Array.isArray(req.body) ? req.body : [req.body])

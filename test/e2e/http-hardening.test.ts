@@ -1,6 +1,7 @@
 import { spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { request } from "node:http";
+import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
@@ -46,6 +47,35 @@ function raw(
   });
 }
 
+/**
+ * Bytes written to the server as they are (HTTP that node:http would not send: no Host, a request never finished),
+ * then what came back until the server closed the connection (or `giveUpMs` passed), and when.
+ */
+function rawBytes(
+  url: string,
+  bytes: string,
+  giveUpMs = 10_000,
+): Promise<{ status: number; headers: Record<string, string>; body: string; ms: number }> {
+  const { port } = new URL(url);
+  const started = performance.now();
+  return new Promise((resolve, reject) => {
+    const socket = connect(Number(port), "127.0.0.1", () => socket.write(bytes));
+    let received = "";
+    socket.on("data", (d: Buffer) => (received += d.toString()));
+    socket.once("error", reject);
+    const giveUp = setTimeout(() => socket.destroy(), giveUpMs);
+    socket.once("close", () => {
+      clearTimeout(giveUp);
+      const [head = "", body = ""] = received.split("\r\n\r\n", 2);
+      const [statusLine = "", ...lines] = head.split("\r\n");
+      const headers = Object.fromEntries(
+        lines.map((l) => [l.slice(0, l.indexOf(":")).toLowerCase(), l.slice(l.indexOf(":") + 1).trim()]),
+      );
+      resolve({ status: Number(statusLine.split(" ")[1] ?? 0), headers, body, ms: performance.now() - started });
+    });
+  });
+}
+
 /** An error body must be JSON and say nothing about the server's insides: no HTML, stack frames or file paths. */
 function expectCleanJson(res: { status: number; headers: Record<string, unknown>; body: string }, status: number) {
   expect(res.status).toBe(status);
@@ -77,8 +107,11 @@ beforeAll(async () => {
   server = await spawnHttpServer(
     [
       "--config",
-      // a keepalive every second, so a test sees one arrive on a quiet stream
-      testConfig({ server: { maxBodyBytes: 300_000, streamKeepaliveSeconds: 1 }, harness: { traceDir } }),
+      // a keepalive every second, so a test sees one arrive on a quiet stream; 3 s to send a request
+      testConfig({
+        server: { maxBodyBytes: 300_000, streamKeepaliveSeconds: 1, bodyTimeoutSeconds: 3 },
+        harness: { traceDir },
+      }),
       "--token-file",
       tokenFile,
     ],
@@ -169,6 +202,47 @@ describe("HTTP errors before and after authentication", () => {
     expect(
       (await raw(server.url, { path: "/mcp", headers: { ...json, origin: server.url }, body: INITIALIZE })).status,
     ).toBe(200);
+  });
+
+  it("refuses a request without a Host header as JSON, naming the header", async () => {
+    for (const request of [
+      `POST /mcp HTTP/1.1\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: ${INITIALIZE.length}\r\n\r\n${INITIALIZE}`,
+      "GET /health HTTP/1.1\r\nConnection: close\r\n\r\n",
+      "GET /health HTTP/1.0\r\n\r\n",
+    ]) {
+      const res = await rawBytes(server.url, request);
+      expectCleanJson(res, 400);
+      expect(JSON.parse(res.body)).toMatchObject({
+        error: { code: -32600, message: expect.stringMatching(/no Host header.*send Host: <host>:<port>/) },
+      });
+    }
+  });
+
+  it("answers a request whose body or headers never finish with a JSON 408 after server.bodyTimeoutSeconds, not minutes", async () => {
+    const { host } = new URL(server.url);
+    const headers = [
+      `Host: ${host}`,
+      `Authorization: Bearer ${ALICE}`,
+      "Content-Type: application/json",
+      "Accept: application/json, text/event-stream",
+    ].join("\r\n");
+    for (const request of [
+      // authenticated, so its body is being read: 100 bytes announced, 11 sent
+      `POST /mcp HTTP/1.1\r\n${headers}\r\nContent-Length: 100\r\n\r\n{"jsonrpc":`,
+      // headers that never end
+      `GET /health HTTP/1.1\r\n${headers}\r\n`,
+    ]) {
+      const res = await rawBytes(server.url, request);
+      expectCleanJson(res, 408);
+      expect(JSON.parse(res.body)).toMatchObject({
+        error: { code: -32600, message: expect.stringMatching(/within 3 s \(server\.bodyTimeoutSeconds\)/) },
+      });
+      expect(res.headers.connection).toBe("close");
+      expect(res.ms).toBeGreaterThan(2_500);
+      expect(res.ms).toBeLessThan(6_000);
+    }
+    // the server goes on answering
+    expect((await raw(server.url, { path: "/health", method: "GET", headers: bearer(ALICE) })).status).toBe(200);
   });
 
   it("takes a 200 KB task (a pasted document) under the body limit past every length bound: only the window refuses it", async () => {
@@ -299,74 +373,95 @@ const workQueue = async (url: string, token: string) =>
   ).queue;
 
 describe("a client that goes away", () => {
-  it("a Streamable HTTP call whose socket drops is cancelled: its generation stops at once, its turn is not recorded", async () => {
-    const bob = await connectClient("http", server, bearer(BOB));
-    try {
-      const { session_id } = await call<{ session_id: string }>(bob.client, "create_session", {
-        task: "count",
-        system: "Be brief.",
-        tools: [],
-      });
-      // a turn of 2,000 tokens (tens of seconds here) that may not stop on its own, sent raw so its socket can drop
-      const { port } = new URL(server.url);
-      const post = request({
-        host: "127.0.0.1",
-        port,
-        path: "/mcp",
-        method: "POST",
-        headers: {
-          ...ACCEPT,
-          ...bearer(BOB),
-          "content-type": "application/json",
-          "mcp-session-id": sessionIdOf(bob),
-        },
-      });
-      post.on("error", () => undefined); // the socket is destroyed on purpose
-      const decoding = new Promise<void>((resolve) =>
-        post.on("response", (res) => {
-          let text = "";
-          res.on("data", (d: Buffer) => {
-            text += d.toString();
-            if (/decoding: \d+ tokens generated/.test(text)) resolve();
-          });
-          res.on("error", () => undefined);
-        }),
-      );
-      post.end(
-        JSON.stringify({
-          jsonrpc: "2.0",
-          id: 1,
-          method: "tools/call",
-          params: {
-            name: "generate",
-            arguments: {
-              session_id,
-              max_tokens: 2000,
-              token_bias: { "<tool_call>": -100, "<|im_end|>": -100, "<|endoftext|>": -100 },
-            },
-            _meta: { progressToken: "long-turn" },
+  // id 0 too: the SDK cancels a request by its id and skips a falsy one (issue #52: it ran to its end, slot and CPU)
+  it.each([
+    { id: 1, name: "1", how: "its socket drops" },
+    { id: 0, name: "0", how: "its socket drops" },
+    { id: 0, name: "0", how: "the client cancels it" },
+  ])(
+    "a Streamable HTTP call with id $name is cancelled when $how: its generation stops at once, its turn is not recorded",
+    async ({ id, how }) => {
+      const bob = await connectClient("http", server, bearer(BOB));
+      try {
+        const { session_id } = await call<{ session_id: string }>(bob.client, "create_session", {
+          task: "count",
+          system: "Be brief.",
+          tools: [],
+        });
+        // a turn of 2,000 tokens (tens of seconds here) that may not stop on its own, sent raw so its socket can drop
+        const { port } = new URL(server.url);
+        const post = request({
+          host: "127.0.0.1",
+          port,
+          path: "/mcp",
+          method: "POST",
+          headers: {
+            ...ACCEPT,
+            ...bearer(BOB),
+            "content-type": "application/json",
+            "mcp-session-id": sessionIdOf(bob),
           },
-        }),
-      );
-      await decoding;
-      expect((await workQueue(server.url, BOB)).running).toBe(1);
-      post.destroy();
-      const dropped = performance.now();
-      await expect
-        .poll(async () => (await workQueue(server.url, BOB)).running, { timeout: 3_000, interval: 50 })
-        .toBe(0);
-      console.log(
-        `the dropped call's generation stopped ${(performance.now() - dropped).toFixed(0)} ms after its socket closed`,
-      );
-      // nothing of the cancelled turn is in the history, and the session goes on
-      const { history } = await call<{ history: { role: string }[] }>(bob.client, "get_session", { session_id });
-      expect(history.map((m) => m.role)).toEqual(["system", "user"]);
-      const next = await call<{ finish_reason: string }>(bob.client, "generate", { session_id, max_tokens: 2 });
-      expect(next.finish_reason).toMatch(/stop|length|tool_calls/);
-    } finally {
-      await bob.close();
-    }
-  });
+        });
+        post.on("error", () => undefined); // the socket is destroyed on purpose
+        const decoding = new Promise<void>((resolve) =>
+          post.on("response", (res) => {
+            let text = "";
+            res.on("data", (d: Buffer) => {
+              text += d.toString();
+              if (/decoding: \d+ tokens generated/.test(text)) resolve();
+            });
+            res.on("error", () => undefined);
+          }),
+        );
+        post.end(
+          JSON.stringify({
+            jsonrpc: "2.0",
+            id,
+            method: "tools/call",
+            params: {
+              name: "generate",
+              arguments: {
+                session_id,
+                max_tokens: 2000,
+                token_bias: { "<tool_call>": -100, "<|im_end|>": -100, "<|endoftext|>": -100 },
+              },
+              _meta: { progressToken: "long-turn" },
+            },
+          }),
+        );
+        await decoding;
+        expect((await workQueue(server.url, BOB)).running).toBe(1);
+        if (how.includes("drops")) post.destroy();
+        else {
+          const cancel = { jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: id } };
+          const sent = await raw(server.url, {
+            path: "/mcp",
+            headers: {
+              ...ACCEPT,
+              ...bearer(BOB),
+              "content-type": "application/json",
+              "mcp-session-id": sessionIdOf(bob),
+            },
+            body: JSON.stringify(cancel),
+          });
+          expect(sent.status).toBe(202);
+        }
+        const dropped = performance.now();
+        await expect
+          .poll(async () => (await workQueue(server.url, BOB)).running, { timeout: 3_000, interval: 50 })
+          .toBe(0);
+        post.destroy();
+        console.log(`call ${id}: its generation stopped ${(performance.now() - dropped).toFixed(0)} ms after ${how}`);
+        // nothing of the cancelled turn is in the history, and the session goes on
+        const { history } = await call<{ history: { role: string }[] }>(bob.client, "get_session", { session_id });
+        expect(history.map((m) => m.role)).toEqual(["system", "user"]);
+        const next = await call<{ finish_reason: string }>(bob.client, "generate", { session_id, max_tokens: 2 });
+        expect(next.finish_reason).toMatch(/stop|length|tool_calls/);
+      } finally {
+        await bob.close();
+      }
+    },
+  );
 });
 
 /**

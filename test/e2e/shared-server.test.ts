@@ -459,7 +459,7 @@ describe("run_code when the server dies mid-run", () => {
     const dying = await spawnHttpServer(team.args, { TMPDIR });
     const carol = await connectClient("http", dying, { authorization: `Bearer ${USER}` });
     const pending = carol.client
-      .callTool({ name: "run_code", arguments: { language: "python", code, timeoutS: 45 } })
+      .callTool({ name: "run_code", arguments: { language: "python", code, timeout_s: 45 } })
       .catch(() => undefined);
     const workdirs = () => readdirSync(TMPDIR).filter((name) => name.startsWith("weact-run-"));
     // generous: on a loaded CI machine (a real model's tests beside this one) the watcher's own start takes seconds

@@ -61,7 +61,7 @@ async function gemmaEngine(opts: {
     sequencesPerContext: opts.sequencesPerContext ?? 2,
     maxContexts: opts.maxContexts ?? 1,
     batchSize: opts.batchSize ?? 128,
-    swaFullCache: opts.swaFullCache,
+    swaFullCache: opts.swaFullCache ?? false,
     cache: { strategy: opts.strategy },
     logger: quietLogger(),
   });

@@ -40,8 +40,7 @@ let server: LlamaServer;
 let vocabularySize = 0;
 
 beforeAll(async () => {
-  // builds llama-server first on a machine that has none (about 30 minutes on 2 cores, once; .ci/run does it before the
-  // suite)
+  // builds llama-server first on a machine that has none (about 16 minutes on 2 cores, once per machine)
   server = await startLlamaServer({
     model: demo.model,
     adapters: ADAPTERS,

@@ -5,7 +5,7 @@ import { BuildProgress, runWithProgress } from "../../testkit/buildProgress.js";
 import { tempDir } from "../helpers/files.js";
 
 /**
- * The llama-server build `npm test` runs on a machine without one takes about 30 minutes: too long for a test. These
+ * The llama-server build `npm test` runs on a machine without one takes about 16 minutes: too long for a test. These
  * check the progress it prints instead: the line format from cmake's own log, and the runner on a stand-in script
  * that logs like a build, at a shorter interval.
  */

@@ -1,6 +1,13 @@
 import { describe, expect, it } from "vitest";
 import { AdapterVersion, WeightSet } from "../../src/engine/index.js";
-import { DecodeRounds, WorkLog, type DecodeGroup, type RoundTarget } from "../../src/engines/local/localTesting.js";
+import {
+  DecodeRounds,
+  decodesAlone,
+  mayShareRound,
+  WorkLog,
+  type DecodeGroup,
+  type RoundTarget,
+} from "../../src/engines/local/localTesting.js";
 
 /** A weight set named by one alias ("base": none). */
 const weightSet = (name: string) =>
@@ -75,9 +82,34 @@ describe("decode rounds (one context and weight set at a time)", () => {
     expect(order).toEqual([1, 3, 5]);
   });
 
+  it("batch-invariant (the default): every decode is a round of its own, in the order the decodes arrived", async () => {
+    const group = groups([]);
+    const rounds = new DecodeRounds(new WorkLog(), 512, decodesAlone);
+    const order: string[] = [];
+    const running = await rounds.enter(group(0, "base"), 1);
+    const enter = (tokens: number, sequence: number) =>
+      rounds
+        .enter(group(0, "plan", false, sequence), tokens)
+        .then((leave) => (order.push(`${tokens}:${sequence}`), leave));
+    const waiting = [enter(1, 0), enter(40, 1), enter(1, 2)];
+    running();
+    for (const [i, expected] of [
+      [0, ["1:0"]],
+      [1, ["1:0", "40:1"]],
+      [2, ["1:0", "40:1", "1:2"]],
+    ] as const) {
+      const leave = await waiting[i]!;
+      await tick();
+      expect(order).toEqual(expected); // nothing joined the round
+      leave();
+    }
+    expect(rounds.stats).toMatchObject({ rounds: 4, decodes: 4 });
+  });
+
   it("a round holds about one batch (the shortest decodes first, one past it at most); the rest waits behind the other groups", async () => {
     const group = groups([]);
-    const rounds = new DecodeRounds(new WorkLog(), 512);
+    // model.batchInvariant false: prompt pieces share rounds
+    const rounds = new DecodeRounds(new WorkLog(), 512, mayShareRound);
     const order: string[] = [];
     const running = await rounds.enter(group(0, "base"), 1);
     const enter = (weights: string, tokens: number, sequence: number) =>

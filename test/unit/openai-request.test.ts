@@ -1,7 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { Continuations } from "../../src/openai/continuations.js";
 import { mapConversation } from "../../src/openai/conversation.js";
-import { OpenAIError } from "../../src/openai/errors.js";
+import { SteeredCallError } from "../../src/engine/index.js";
+import { OpenAIError, toOpenAIError } from "../../src/openai/errors.js";
 import { parseChatRequest, type ChatMessage } from "../../src/openai/request.js";
 
 /**
@@ -37,6 +38,32 @@ describe("chat request parsing", () => {
     expect(refusal({ stop: ["a", "b", "c", "d", "e"] })).toMatchObject({ param: "stop" });
     expect(refusal({ tools: [{ type: "function", function: { name: "bad name" } }] })).toMatchObject({
       param: "tools[0].function.name",
+    });
+  });
+
+  it("names the fix of a forced call too long for its turn: the request's limit, the server's, or the window", () => {
+    const steered = (limit: "max_tokens" | "context") =>
+      new SteeredCallError("too long", { call: "lookup", needed: 80, available: 60, limit });
+    const mapped = (err: SteeredCallError, requested?: number) => {
+      const e = toOpenAIError(err, false, {
+        requested: requested === undefined ? undefined : { param: "max_tokens", tokens: requested },
+        maxTokensPerTurn: 96,
+      });
+      return { status: e.status, param: e.param, code: e.code, message: e.message };
+    };
+    expect(mapped(steered("max_tokens"), 60)).toMatchObject({
+      status: 400,
+      param: "max_tokens",
+      code: "max_tokens_too_small",
+      message: expect.stringMatching(/lookup.*raise max_tokens to 80 or more$/),
+    });
+    // a continuation keeps its run's budget: its own max_tokens is not the fix
+    expect(mapped(steered("max_tokens"))).toMatchObject({ param: "tool_choice", code: "call_does_not_fit" });
+    expect(mapped(steered("max_tokens"), 200).message).toMatch(/harness\.maxTokensPerTurn \(96\)/);
+    expect(mapped(steered("context"), 200)).toMatchObject({ param: "messages", code: "context_length_exceeded" });
+    expect(mapped(new SteeredCallError("no function is callable"))).toMatchObject({
+      status: 400,
+      param: "tool_choice",
     });
   });
 

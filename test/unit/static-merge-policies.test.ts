@@ -1,3 +1,4 @@
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import type { AdapterInfo, AdapterSpec, Engine } from "../../src/engine/index.js";
@@ -31,7 +32,10 @@ async function library(entries: Record<string, unknown>[], broken: readonly stri
       if (broken.includes(spec.alias)) throw new Error("not a GGUF file");
       return { alias: spec.alias, id: `${spec.alias}@0`, filePath: spec.filePath, scale: spec.scale } as AdapterInfo;
     },
+    residentVersions: () => [],
   } as unknown as Engine;
+  // the library opens each file (it loads its own copy): one that begins as a GGUF does
+  for (const e of entries) writeFileSync(join(dir, String(e.file)), "GGUF");
   const manifest = join(dir, "manifest.json");
   return AdapterLibrary.load(engine, parseManifest({ adapters: entries }, manifest), createLogger("silent"), {
     manifestPath: manifest,

@@ -23,7 +23,7 @@ import { renderConversation } from "../../llamaCpp/render.js";
 import type { SessionRules } from "./deciding/SessionRules.js";
 import { switchStrategy, type SwitchStrategy } from "./deciding/SwitchStrategy.js";
 import { BackgroundScheduler } from "./decoding/BackgroundScheduler.js";
-import { DecodeRounds, type SameRound } from "./decoding/DecodeRounds.js";
+import { DecodeRounds, decodesAlone, mayShareRound, type SameRound } from "./decoding/DecodeRounds.js";
 import { ContextMaker, type ContextSizes } from "./decoding/EngineContext.js";
 import { assertLlamaInternals, switchContextWeights } from "./decoding/internals.js";
 import { WorkLog, type DecodeHold } from "./decoding/WorkLog.js";
@@ -38,7 +38,7 @@ import { SpillStore } from "./kv/SpillStore.js";
 import { LocalEngineSession, type SessionOwner } from "./LocalEngineSession.js";
 import { loadModel } from "../../llamaCpp/loadModel.js";
 
-const DEFAULTS = { contextSize: 8192, sequencesPerContext: 4, maxContexts: 2, batchSize: 512, swaFullCache: false };
+const DEFAULTS = { contextSize: 8192, sequencesPerContext: 4, maxContexts: 2, batchSize: 512, batchInvariant: true };
 const DEFAULT_CACHE: Required<Omit<CacheOptions, "spillDir">> & Pick<CacheOptions, "spillDir"> = {
   strategy: "reuse",
   spillBytes: 512 * 1024 * 1024,
@@ -55,9 +55,7 @@ const BACKGROUND_IDLE_MS = 20;
  * After a turn a tool usually runs (a client's call after a switch comes within a few ms; its tool takes far longer).
  */
 const BACKGROUND_AFTER_TURN_MS = 2;
-type Sizes = Required<
-  Pick<LocalEngineOptions, "contextSize" | "sequencesPerContext" | "maxContexts" | "batchSize" | "swaFullCache">
->;
+type Sizes = Required<Pick<LocalEngineOptions, keyof typeof DEFAULTS | "swaFullCache">>;
 
 /**
  * The local engine: one frozen base model in this process (llama.cpp through node-llama-cpp) with its
@@ -105,7 +103,11 @@ export class LocalEngine implements Engine, SessionOwner {
     sameRound: SameRound | undefined,
   ) {
     // a round holds what one of node-llama-cpp's batches holds (it makes them at least one token per sequence)
-    this.rounds = new DecodeRounds(this.workLog, Math.max(opts.batchSize, opts.sequencesPerContext), sameRound);
+    this.rounds = new DecodeRounds(
+      this.workLog,
+      Math.max(opts.batchSize, opts.sequencesPerContext),
+      sameRound ?? (opts.batchInvariant ? decodesAlone : mayShareRound),
+    );
     this.strategy = switchStrategy(cacheStrategy);
     const reuse = cacheStrategy === "reuse";
     this.scheduler = new BackgroundScheduler({
@@ -131,6 +133,7 @@ export class LocalEngine implements Engine, SessionOwner {
       batchSize: opts.batchSize,
       threads,
       swaFullCache: opts.swaFullCache,
+      flashAttention: opts.batchInvariant ? false : "auto",
     };
     this.contexts = new ContextMaker(llamaModel, sizes, opts.sequencesPerContext, this.rounds, this.adapterTable);
     this.pool = new LanePool({
@@ -147,6 +150,7 @@ export class LocalEngine implements Engine, SessionOwner {
       pool: this.pool,
       prefixes: reuse && cache.sharedPrefixes && spill ? new PrefixStore(spill, logger) : undefined,
       scheduler: this.scheduler,
+      batchInvariant: opts.batchInvariant,
     };
   }
 
@@ -169,7 +173,8 @@ export class LocalEngine implements Engine, SessionOwner {
         sequencesPerContext: options.sequencesPerContext ?? DEFAULTS.sequencesPerContext,
         maxContexts: options.maxContexts ?? DEFAULTS.maxContexts,
         batchSize: options.batchSize ?? DEFAULTS.batchSize,
-        swaFullCache: options.swaFullCache ?? DEFAULTS.swaFullCache,
+        swaFullCache: options.swaFullCache ?? options.batchInvariant ?? DEFAULTS.batchInvariant,
+        batchInvariant: options.batchInvariant ?? DEFAULTS.batchInvariant,
       },
       cache.strategy,
       cache.strategy === "reuse" && cache.spillDir !== null

@@ -32,11 +32,17 @@ export interface LocalEngineOptions {
   batchSize?: number;
   /**
    * Sliding-window (SWA) models only (Gemma 2/3/4, ...): keep every token's cells in the SWA layers' cache too, rather
-   * than a window-sized cache (default false: a third of the KV memory on Gemma 3, as exact, the same tokens on the
-   * harness trajectory), whose freed cells make a cut further back than the window start the cache again. See
-   * docs/models.md "Sliding-window models" for the measurements.
+   * than a window-sized cache (a third of the KV memory on Gemma 3, as exact against a replay), whose freed cells make
+   * a cut further back than the window start the cache again, and are reused in an order that depends on the
+   * session's history (so its numbers do too). Default: as `batchInvariant`. See docs/models.md "Sliding-window
+   * models" for the measurements.
    */
   swaFullCache?: boolean;
+  /**
+   * A session's tokens independent of the server's load (default true; model.batchInvariant): see DecodeRounds and
+   * docs/models.md "The same tokens under any load".
+   */
+  batchInvariant?: boolean;
   /**
    * Read the model's metadata in a child process before loading it (default true): a file that would abort
    * llama.cpp then kills only the probe. Costs a fraction of a second (vocabulary only, no weights).

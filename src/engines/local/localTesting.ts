@@ -68,7 +68,7 @@ export function openPrefixKeyedWithoutVersionsSession(
  * decode's weights).
  */
 export function loadWeightBlindRoundsEngine(options: LocalEngineOptions): Promise<LocalEngine> {
-  return LocalEngine.load(options, { sameRound: (a, b) => a.context === b.context });
+  return LocalEngine.load(options, { sameRound: (a, b) => a.group.context === b.group.context });
 }
 
 /** A session that applies an activated LoRA one token after its invocation point. */
@@ -128,5 +128,11 @@ export { invocationStart } from "./adapters/invocation.js";
 export { MIN_DECODE_TOKENS } from "./kv/laneSync.js";
 export { ReplayPastWindowError } from "./reference/replay.js";
 export { argumentsBound, BEYOND_ANY_CONTEXT } from "./chat/callBound.js";
-export { DecodeRounds, mayShareRound, type DecodeGroup, type RoundTarget } from "./decoding/DecodeRounds.js";
+export {
+  DecodeRounds,
+  decodesAlone,
+  mayShareRound,
+  type DecodeGroup,
+  type RoundTarget,
+} from "./decoding/DecodeRounds.js";
 export { WorkLog } from "./decoding/WorkLog.js";

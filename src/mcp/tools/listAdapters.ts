@@ -1,11 +1,12 @@
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { z } from "zod";
 import { orNull, toolInput } from "../../portableSchema.js";
-import { adapterListing } from "../results/adapterListing.js";
+import type { AdminGate } from "../admin.js";
+import { adapterListing, shownPath } from "../results/adapterListing.js";
 import type { ServerContext } from "../context.js";
 import { ok } from "../results/toolResult.js";
 
-export function registerListAdaptersTool(server: McpServer, ctx: ServerContext) {
+export function registerListAdaptersTool(server: McpServer, ctx: ServerContext, isAdmin: AdminGate) {
   server.registerTool(
     "list_adapters",
     {
@@ -18,7 +19,7 @@ export function registerListAdaptersTool(server: McpServer, ctx: ServerContext) 
         openWorldHint: false,
       },
       description:
-        "The capability library: each adapter's alias, description, rank, scale, file, content hash and whether it is resident.",
+        "The capability library: each adapter's alias, description, rank, scale, file (its path on the server for an admin token, else its name), content hash and whether it is resident.",
       inputSchema: toolInput({}),
       outputSchema: {
         base_model: z.object({ file: z.string(), sha256: z.string(), architecture: z.string() }),
@@ -50,11 +51,12 @@ export function registerListAdaptersTool(server: McpServer, ctx: ServerContext) 
         ),
       },
     },
-    async () => {
+    async (_args, extra) => {
       const m = ctx.runtime.engine.model;
+      const admin = isAdmin(extra);
       return ok({
-        base_model: { file: m.filePath, sha256: m.sha256, architecture: m.architecture },
-        adapters: adapterListing(ctx),
+        base_model: { file: shownPath(m.filePath, admin), sha256: m.sha256, architecture: m.architecture },
+        adapters: adapterListing(ctx, admin),
         retired_versions: ctx.runtime.library.retiredVersions().map((v) => ({ alias: v.alias, sha256: v.sha256 })),
         rss_bytes: process.memoryUsage().rss,
         withdrawn_tools: [...ctx.toolbox.withdrawn],

@@ -62,6 +62,12 @@ export function steerCall(
         (room.maxTokens < room.requested
           ? `the context window leaves no more; shorten the history or raise model.contextSize`
           : `raise max_tokens to ${need.total} or more`),
+      {
+        call: need.name,
+        needed: need.total,
+        available: room.maxTokens,
+        limit: room.maxTokens < room.requested ? "context" : "max_tokens",
+      },
     );
   return {
     tokens,

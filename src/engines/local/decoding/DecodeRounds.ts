@@ -26,37 +26,57 @@ export interface DecodeGroup {
   readonly sequence: number;
 }
 
-/** Whether two decodes may share a round (and so a batch): tests plant a careless one (localTesting.ts). */
-export type SameRound = (a: DecodeGroup, b: DecodeGroup) => boolean;
-
-/**
- * The one predicate that decides which decodes batch together: one context, the same weight set applied alike, and
- * callers' work apart from work ahead of time (as llama.cpp's server batches only requests whose LoRA sets are equal).
- */
-export const mayShareRound: SameRound = (a, b) =>
-  a.context === b.context && a.background === b.background && a.weights.appliesAs(b.weights);
-
-interface Waiter {
+/** A decode waiting for a round: its group and how many tokens it decodes. */
+export interface DecodePart {
   readonly group: DecodeGroup;
   readonly tokens: number;
+}
+
+/** Whether two decodes may share a round (and so a batch): tests plant a careless one (localTesting.ts). */
+export type SameRound = (a: DecodePart, b: DecodePart) => boolean;
+
+/**
+ * The one predicate that decides which decodes batch together (model.batchInvariant true, the default): none. Each
+ * decode is a llama.cpp batch of its own, so the pieces a session's tokens are evaluated in and the kernels that
+ * evaluate them never depend on who else is decoding. On CPU they would: llama.cpp cuts a batch of several sequences
+ * into pieces of equal length per sequence (a prompt decoded beside another session's token starts with a piece of
+ * one token, and one query row takes ggml's vector kernel where a piece takes the matrix kernel), and a one-token
+ * decode beside other sessions' one-token decodes moved a Gemma 3 270M log-prob by up to 1.05 nats from position 320
+ * on (test/engine/load-invariance.test.ts), which quantized activations then carry into the next tokens.
+ */
+export const decodesAlone: SameRound = () => false;
+
+/**
+ * model.batchInvariant false: decodes of one context, the same weight set applied alike, and callers' work apart from
+ * work ahead of time batch together (as llama.cpp's server batches only requests whose LoRA sets are equal).
+ */
+export const mayShareRound: SameRound = (a, b) => sameGroup(a.group, b.group);
+
+function sameGroup(a: DecodeGroup, b: DecodeGroup): boolean {
+  return a.context === b.context && a.background === b.background && a.weights.appliesAs(b.weights);
+}
+
+interface Waiter extends DecodePart {
   readonly admit: () => void;
   readonly refuse: (err: unknown) => void;
 }
 
 /**
  * The engine's one schedule of native decodes, taken in rounds of one batch. A round belongs to one group (a context
- * and the weight set applied in it): the decodes of that group waiting when it starts are let through together, in
- * sequence order, about as many as one batch holds (`batchTokens`: the shortest first, one decode past it at most), so
- * node-llama-cpp decodes their tokens in one batch; the round ends when they have all been decoded. The next round
- * goes to the group whose decode has waited longest; what a round could not hold waits behind the groups already
- * waiting, and a decode arriving for the running group while another group waits joins its next round, so every group
- * waiting gets one batch before any group gets two. Weights change only between rounds, when nothing is being decoded: pending evaluations of a context
+ * and the weight set applied in it): the decodes of that group waiting when it starts that may share it (the
+ * predicate: none under model.batchInvariant, the default) are let through together, in sequence order, about as many
+ * as one batch holds (`batchTokens`: the shortest first, one decode past it at most), so node-llama-cpp decodes their
+ * tokens in one batch; the round ends when they have all been decoded. The next round goes to the group whose decode
+ * has waited longest; what a round could not hold waits behind the groups already waiting, and a decode arriving for
+ * the running group while another group waits joins its next round, so every group waiting gets one batch before any
+ * group gets two. Weights change only between rounds, when nothing is being decoded: pending evaluations of a context
  * decode together under whatever set is applied, so a decode can never run under another group's weights. One round
  * at a time across contexts too: contexts running together on the CPU's cores would each get half of them and
  * spin-wait on the rest.
  */
 export class DecodeRounds {
-  private running: DecodeGroup | undefined;
+  /** The running round's first decode (its group's). */
+  private running: DecodePart | undefined;
   /** Resolves once the running group's weights are applied. */
   private ready: Promise<void> = Promise.resolve();
   private holders = 0;
@@ -72,7 +92,7 @@ export class DecodeRounds {
   constructor(
     private readonly log: WorkLog,
     private readonly batchTokens: number,
-    private readonly sameGroup: SameRound = mayShareRound,
+    private readonly sameRound: SameRound = mayShareRound,
   ) {}
 
   /** Since the engine started: rounds, decodes, and rounds that changed a context's weights. */
@@ -119,7 +139,7 @@ export class DecodeRounds {
   private async admit(group: DecodeGroup, tokens: number): Promise<void> {
     const joins =
       this.running &&
-      this.sameGroup(this.running, group) &&
+      this.sameRound(this.running, { group, tokens }) &&
       this.waiting.length === 0 &&
       this.roundTokens + tokens <= this.batchTokens;
     if (!joins && this.running) {
@@ -142,7 +162,7 @@ export class DecodeRounds {
     this.running = undefined;
     const next = this.waiting[0];
     if (!next) return;
-    const mine = this.waiting.filter((w) => this.sameGroup(w.group, next.group));
+    const mine = [next, ...this.waiting.filter((w) => w !== next && this.sameRound(w, next))];
     // the shortest first (generation's one-token decodes), then the longer ones (prompt pieces) while the batch holds
     // them, and one beyond it: every round moves every waiting turn and at least one prompt forward (node-llama-cpp
     // then decodes the overflow in a second, short batch)
@@ -170,7 +190,7 @@ export class DecodeRounds {
    */
   private start(parts: readonly { group: DecodeGroup; tokens: number }[], waiters: readonly Waiter[] = []): void {
     const group = parts[0]!.group;
-    this.running = group;
+    this.running = parts[0];
     this.holders = parts.length;
     this.roundTokens = parts.reduce((sum, p) => sum + p.tokens, 0);
     if (group !== EXCLUSIVE) this.counts.rounds++;

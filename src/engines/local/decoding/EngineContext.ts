@@ -3,6 +3,7 @@ import type { AdapterVersion, WeightSet } from "../../../engine/index.js";
 import {
   assertLlamaInternals,
   lowestFreeSequence,
+  sampleOneAtATime,
   sequenceIdOf,
   switchContextWeights,
   type AdapterWeight,
@@ -93,6 +94,12 @@ export interface ContextSizes {
   batchSize: number;
   threads: number;
   swaFullCache: boolean;
+  /**
+   * Off when the engine is batch-invariant: llama.cpp's CPU flash attention sums a query's keys in tiles that depend
+   * on how many of its sequence's tokens a batch holds (up to 0.97 nats on Gemma 3 between two splits of one prompt),
+   * where the plain attention gives every split the same numbers.
+   */
+  flashAttention: boolean | "auto";
 }
 
 /** Makes the engine's contexts: the sessions' (in the engine's decode rounds) and plain ones for the reference. */
@@ -109,6 +116,7 @@ export class ContextMaker {
   async create(id: number, home: WeightSet): Promise<EngineContext> {
     const context = await this.model.createContext({ ...this.sizes, sequences: this.sequencesPerContext });
     assertLlamaInternals(this.model, context);
+    sampleOneAtATime(context);
     return new EngineContext(context, id, home, this.rounds, this.adapters);
   }
 

@@ -16,6 +16,8 @@ export interface AdapterWeight {
 
 interface ContextInternals {
   _setLoras(loras: readonly AdapterWeight[]): Promise<void>;
+  /** The native context (AddonContext): its `sampleToken` runs on one of libuv's threads. */
+  _ctx: { sampleToken(...args: unknown[]): Promise<unknown> };
 }
 
 interface ModelInternals {
@@ -30,6 +32,8 @@ export function assertLlamaInternals(model: LlamaModel, context?: LlamaContext):
     throw new LlamaInternalsMissingError("LlamaModel._loraAdapters");
   if (context && typeof (context as unknown as Partial<ContextInternals>)._setLoras !== "function")
     throw new LlamaInternalsMissingError("LlamaContext._setLoras");
+  if (context && typeof (context as unknown as Partial<ContextInternals>)._ctx?.sampleToken !== "function")
+    throw new LlamaInternalsMissingError("LlamaContext._ctx.sampleToken");
 }
 
 /** Loads an adapter into the model once (resident); later calls with the same path reuse it. */
@@ -111,4 +115,28 @@ export function gateSequenceDecodes(sequence: LlamaContextSequence, gate: Decode
     };
   }
   decodeGates.set(sequence, gate);
+}
+
+/**
+ * Makes the context sample one token at a time. After a batch of several sequences, llama.cpp's first read of the
+ * logits (`llama_get_logits_ith`) applies the batch's pending output reorder: `llama_context::output_reorder` swaps
+ * rows and then clears the list, with no lock. node-llama-cpp 3.21.1 samples the tokens of one batch in parallel on
+ * libuv's threads, so two samplings can swap the same rows twice and read another sequence's logits (measured: 20 nats
+ * on one token's log-prob on Gemma 3 270M while three other sessions decoded, test/engine/load-invariance.test.ts).
+ * Sampling one after the other lets the first read reorder alone; the others find the rows in place. A second hook on
+ * a live object, beside `gateSequenceDecodes`, for the same reason: no public option reaches it. Called once per
+ * context, when it is made (ContextMaker.create).
+ */
+export function sampleOneAtATime(context: LlamaContext): void {
+  const native = (context as unknown as ContextInternals)._ctx;
+  const sample = native.sampleToken.bind(native);
+  let previous: Promise<unknown> = Promise.resolve();
+  // an own property: the addon's methods are read-only on its prototype
+  Object.defineProperty(native, "sampleToken", {
+    value: (...args: unknown[]) => {
+      const result = previous.then(() => sample(...args));
+      previous = result.catch(() => undefined);
+      return result;
+    },
+  });
 }

@@ -25,6 +25,19 @@ export class DecodeLog {
     this.entries = [];
   }
 
+  /**
+   * How many leading cached tokens came from decodes of two tokens or more. A token decoded alone (a turn's last prompt
+   * token, a generated one) has other last bits than the same token in a prompt piece (ggml's one-row kernels).
+   */
+  piecesLength(): number {
+    let end = 0;
+    for (const d of this.entries) {
+      if (d.start > end || d.tokens.length === 1) return Math.min(end, d.start);
+      end = d.start + d.tokens.length;
+    }
+    return end;
+  }
+
   /** The decodes that produced the first `length` cached tokens. */
   replay(length: number): CacheReplay {
     return { decodes: this.entries.filter((d) => d.start < length), length };

@@ -15,4 +15,9 @@ export interface EngineParts {
   readonly prefixes: PrefixStore | undefined;
   /** Evaluation ahead of time; every caller's evaluation is marked on it (`beginForeground`). */
   readonly scheduler: BackgroundScheduler;
+  /**
+   * model.batchInvariant: a cache keeps only what prompt pieces computed (never a token decoded alone, as a turn's last
+   * prompt token and its generated ones are), so a lane kept, rebuilt or caught up ahead of time holds the same numbers.
+   */
+  readonly batchInvariant: boolean;
 }

@@ -90,6 +90,11 @@ export class Lane implements DecodeGate {
     this.log.clear();
   }
 
+  /** Leading cached tokens computed in prompt pieces (DecodeLog.piecesLength). */
+  get piecesLength(): number {
+    return this.log.piecesLength();
+  }
+
   replay(): CacheReplay {
     const replay = this.log.replay(this.live?.sequence.nextTokenIndex ?? 0);
     return this.activatedFrom === undefined || this.activatedFrom >= replay.length

@@ -19,7 +19,7 @@ export interface Synced {
   ms: number;
 }
 
-type LaneHost = Pick<EngineParts, "pool" | "prefixes" | "scheduler">;
+type LaneHost = Pick<EngineParts, "pool" | "prefixes" | "scheduler" | "batchInvariant">;
 
 /**
  * Decodes of 2 to 63 tokens after a long cache cost up to ten times more per token than one of 64 on ggml's CPU
@@ -87,7 +87,9 @@ async function evaluateRange(
   while (start < end) {
     let stop = saveAt !== undefined && saveAt > start && saveAt < end ? saveAt : end;
     let from = start;
-    if (decoded === 0 && stop - from > 1 && stop - from < MIN_DECODE_TOKENS && from > floor)
+    // batch-invariant: not even one token alone, whatever the cache happened to hold (a background step's progress)
+    const shortest = host.batchInvariant ? 1 : 2;
+    if (decoded === 0 && stop - from >= shortest && stop - from < MIN_DECODE_TOKENS && from > floor)
       from = Math.min(from, Math.max(floor, stop - MIN_DECODE_TOKENS, cutFloor(sequence)));
     // One batch per decode: a decode holds its round until all of it is decoded, and other sessions' decodes wait for
     // the round to end. After a cache, a remainder shorter than MIN_DECODE_TOKENS would be a decode of its own, dear
@@ -106,6 +108,12 @@ async function evaluateRange(
     start = stop;
   }
   return decoded;
+}
+
+/** How much of the lane's cache a prompt can keep: its common prefix, only what prompt pieces computed if invariant. */
+function reusable(host: LaneHost, lane: Lane, tokens: readonly Token[]): number {
+  const lcp = commonPrefixLength(lane.slot!.sequence.contextTokens, tokens);
+  return host.batchInvariant ? Math.min(lcp, lane.piecesLength) : lcp;
 }
 
 const prefixKey = (p: PrefixPlan) => p.keyOf(p.scope, p.weights, p.tokens);
@@ -164,7 +172,7 @@ export async function syncLane(
   // where the lane's own weights begin: in the prompt, and in what the cache holds
   const from = plan.activatedFrom ?? 0;
   const was = lane.activatedFrom ?? 0;
-  const lcp = commonPrefixLength(sequence.contextTokens, target);
+  const lcp = reusable(host, lane, target);
   const cutFloor = plan.cutFloor ?? firstCuttable;
   let keep = await cutSequence(sequence, was === from ? lcp : Math.min(lcp, was, from), cutFloor);
   lane.activatedFrom = activated ? from : undefined;
@@ -217,7 +225,7 @@ export async function extendLane(
 ): Promise<number | undefined> {
   const sequence = lane.slot!.sequence;
   const cutFloor = plan.cutFloor ?? firstCuttable;
-  const lcp = commonPrefixLength(sequence.contextTokens, frontier);
+  const lcp = reusable(host, lane, frontier);
   if (lcp >= frontier.length) return undefined;
   const kept = await cutSequence(sequence, lcp, cutFloor);
   if (kept === 0 && (await restorePrefix(host, lane, frontier, plan.prefix, frontier.length)) > 0) return 0;

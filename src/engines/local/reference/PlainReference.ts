@@ -18,6 +18,8 @@ export interface PlainReferenceOptions {
   batchSize?: number;
   /** As the engine's `swaFullCache` (default false): a full and a window-sized SWA cache round differently. */
   swaFullCache?: boolean;
+  /** As the engine's contexts (false when batch-invariant, the default): the two attentions round differently. */
+  flashAttention?: boolean | "auto";
   /** As the engine's `binding` (default "prebuilt"): one process loads one binding, and their numerics differ. */
   binding?: BindingSetting;
 }
@@ -45,7 +47,13 @@ export class PlainReference {
       logger: (_level, message) => void process.stderr.write(message.endsWith("\n") ? message : `${message}\n`),
     });
     const model = await llama.loadModel({ modelPath: options.modelPath, gpuLayers: 0 });
-    return new PlainReference(llama, model, { batchSize: 512, swaFullCache: false, binding: "prebuilt", ...options });
+    return new PlainReference(llama, model, {
+      batchSize: 512,
+      swaFullCache: false,
+      flashAttention: false,
+      binding: "prebuilt",
+      ...options,
+    });
   }
 
   tokenize(text: string): Token[] {
@@ -85,6 +93,7 @@ export class PlainReference {
       batchSize: this.opts.batchSize,
       threads: this.opts.threads,
       swaFullCache: this.opts.swaFullCache,
+      flashAttention: this.opts.flashAttention,
       sequences: 1,
       lora: { adapters: adapters.map((a) => ({ filePath: a.filePath, scale: a.scale })) },
     });
