@@ -13,7 +13,7 @@ import { RemoteEngineConfigSchema } from "../config/configSchema.js";
 import { describeIssues } from "../library/manifest.js";
 import { generateDemoWeights } from "../demo/demoWeights.js";
 import { createLogger } from "../log.js";
-import { fetchModel, resolveModelArg } from "../modelFiles/index.js";
+import { fetchModel, MODELS, resolveModelArg } from "../modelFiles/index.js";
 import { PACKAGE_ROOT } from "../paths.js";
 import { clientConfig, CLIENTS, type ClientKind } from "./clientConfig.js";
 import {
@@ -54,9 +54,10 @@ Usage:
   weact-mcp export --capability ALIAS [--format axolotl|openai|trl] [--out F] [--from DIR] [--filter all|correct|IDS]
   weact-mcp export --stats [--capability ALIAS] [--from DIR] [--filter F]
                                       training data for one capability from recorded traces; --stats: sizes
-  weact-mcp fetch-model gemma-3-270m [--dir D]
-                                      download and verify a known real model into the cache
-                                      (docs/models.md); its path on stdout
+  weact-mcp fetch-model NAME [--dir D]
+                                      download and verify a known real model into the cache: gemma-3-270m,
+                                      qwen2.5-coder-0.5b-instruct, smollm2-135m-instruct (docs/models.md);
+                                      its path on stdout
   weact-mcp doctor MODEL.gguf|NAME [--adapters MANIFEST] [--json]
                                       will this set serve? a verdict per check; exit 0 when it will
   weact-mcp demo-weights [--seed N] [--big]    (re)generate the demo model and adapters
@@ -75,7 +76,7 @@ Model and library:
   --config FILE      JSON config file (docs/configuration.md); flags override it
   --library NAME|DIR a library folder's config.json: a shipped one (gemma3: Gemma 3 270M with trained plan,
                      search and write adapters, after fetch-model gemma-3-270m) or a folder of yours
-  --model PATH       GGUF base model, or a fetched model's name (gemma-3-270m) (default: the trained demo
+  --model PATH       GGUF base model, or a fetched model's name (gemma-3-270m, ...) (default: the trained demo
                      library, models/trained)
   --adapters PATH    adapter manifest, or a folder holding manifest.json
 
@@ -274,7 +275,8 @@ async function main(argv: string[]) {
   }
   if (command === "fetch-model") {
     const name = positionals[1];
-    if (!name) fail("fetch-model needs the model's name: weact-mcp fetch-model gemma-3-270m [--dir D]");
+    if (!name)
+      fail(`fetch-model needs the model's name: weact-mcp fetch-model ${Object.keys(MODELS).join("|")} [--dir D]`);
     process.stdout.write(`${await fetchModel(name, { dir: values.dir, logger })}\n`);
     return;
   }

