@@ -1,6 +1,6 @@
 import { rmSync } from "node:fs";
 import { dirname, join } from "node:path";
-import { readGgufHeader } from "../gguf/index.js";
+import { readGgufHeader, sha256File } from "../gguf/index.js";
 import { ensureDemoWeights } from "../demo/ensure.js";
 import { FAMILY_NAMES } from "../demo/families.js";
 import { generateFamilySet, QUANT_NAMES, type FamilySet, type QuantName } from "../demo/familySets.js";
@@ -177,7 +177,8 @@ export async function importPeftCommand(
     throw new UsageError(
       `the manifest already has an adapter "${opts.alias}"; choose another --alias (or refresh_adapter to replace its file)`,
     );
-  const base = readGgufHeader(config.model.path ?? ensureDemoWeights(logger).model);
+  const baseFile = config.model.path ?? ensureDemoWeights(logger).model;
+  const base = readGgufHeader(baseFile);
   const result = await importPeft({
     dir,
     base,
@@ -185,7 +186,8 @@ export async function importPeftCommand(
     outFile: join(dirname(manifest), `${opts.alias}.gguf`),
   });
   try {
-    addManifestEntry(manifest, { ...entry.data, filePath: result.outFile });
+    // recorded for this base: a server of another base refuses the adapter, however alike the shapes
+    addManifestEntry(manifest, { ...entry.data, baseSha256: await sha256File(baseFile), filePath: result.outFile });
   } catch (err) {
     rmSync(result.outFile, { force: true });
     throw err;

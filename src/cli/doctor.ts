@@ -10,6 +10,7 @@ import {
   type GgufFile,
   baseModelProblems,
   loraProblems,
+  sha256File,
 } from "../gguf/index.js";
 import type { ResolvedConfig } from "../config/loadConfig.js";
 import { loadManifest } from "../library/manifest.js";
@@ -108,6 +109,8 @@ export async function doctor(
     } catch (err) {
       return [...checks, { check: "adapter manifest", ok: false, detail: (err as Error).message }];
     }
+    // hashed only when an entry records its base (a few seconds for a large model)
+    const baseSha256 = entries.some((e) => e.baseSha256) ? await sha256File(modelPath) : undefined;
     for (const e of entries) {
       let lora: GgufFile;
       try {
@@ -125,7 +128,11 @@ export async function doctor(
       const ranks = new Set(lora.tensors.filter((t) => t.name.endsWith(".lora_a")).map((t) => t.shape[1]));
       const rankProblem = ranks.size > 1 ? `mixed ranks ${[...ranks].join(", ")} across its tensors` : undefined;
       const types = [...new Set(lora.tensors.map((t) => typeName(t.type)))].join("/");
-      const bad = [...r.problems, ...(rankProblem ? [rankProblem] : [])];
+      const otherBase =
+        e.baseSha256 && e.baseSha256 !== baseSha256
+          ? `made for the base model with SHA-256 ${e.baseSha256}, not this one (${baseSha256}) [adapter_base_mismatch]`
+          : undefined;
+      const bad = [...r.problems, ...(rankProblem ? [rankProblem] : []), ...(otherBase ? [otherBase] : [])];
       checks.push({
         check: `adapter ${e.alias}`,
         ok: bad.length === 0,

@@ -17,10 +17,10 @@ import {
 } from "./manifest.js";
 import { openInside, type ConfinedFile } from "./confine.js";
 import { AdapterCopies, type AdapterCopy } from "./AdapterCopies.js";
-import { AdapterPathError, LibraryChangeError } from "./errors.js";
+import { AdapterBaseMismatchError, AdapterPathError, LibraryChangeError } from "./errors.js";
 import { PEFT_CONFIG_FILE, PEFT_WEIGHTS_FILE } from "./peft/index.js";
 
-export { AdapterPathError, LibraryChangeError } from "./errors.js";
+export { AdapterBaseMismatchError, AdapterPathError, LibraryChangeError } from "./errors.js";
 
 /** A manifest entry and what became of it: resident in the engine, or refused with a reason. */
 export interface LibraryAdapter {
@@ -138,7 +138,8 @@ export class AdapterLibrary {
    * manifest's folder, checked by the manifest's own schema.
    */
   async registerEntry(fields: AdapterFields): Promise<AdapterInfo> {
-    const entry = this.entryFrom(fields);
+    // an adapter registered on this server is recorded against the base it was checked and served on
+    const entry = this.entryFrom({ ...fields, baseSha256: fields.baseSha256 ?? this.engine.model.sha256 });
     return this.change(async () => {
       const added = await this.register(entry);
       this.saveManifest();
@@ -194,6 +195,7 @@ export class AdapterLibrary {
       throw new LibraryChangeError(
         `no adapter "${alias}" to refresh; the library has: ${this.aliases().join(", ") || "(none)"}`,
       );
+    this.checkBase(entry);
     const copied = await this.copiesOf(entry);
     try {
       const { previous, current } = await this.engine.refreshAdapter(copied.spec);
@@ -243,6 +245,7 @@ export class AdapterLibrary {
           await this.refresh(entry.alias, entry);
           diff.refreshed.push(entry.alias);
         } else if (JSON.stringify(known.entry) !== JSON.stringify(entry)) {
+          this.checkBase(entry);
           this.adapters.set(entry.alias, { ...known, entry: { ...entry, filePath: known.entry.filePath } });
           diff.updated.push(entry.alias);
         }
@@ -336,6 +339,7 @@ export class AdapterLibrary {
 
   /** The entry's copies given to the engine: the version it made, named by the entry's own file. */
   private async addCopies(entry: LibraryEntry): Promise<AdapterInfo> {
+    this.checkBase(entry);
     const copied = await this.copiesOf(entry);
     try {
       return this.named(await this.engine.addAdapter(copied.spec), entry);
@@ -345,6 +349,16 @@ export class AdapterLibrary {
       // the engine keeps its own form of a PEFT folder (RegisteredVersions); the GGUF copy stays while a version uses it
       if (copied.peft) await this.copies.remove(copied.peft);
     }
+  }
+
+  /** Refuses an entry recorded for another base model than the one served (before any of its bytes are read). */
+  private checkBase(entry: LibraryEntry): void {
+    const served = this.engine.model;
+    if (entry.baseSha256 !== undefined && entry.baseSha256 !== served.sha256)
+      throw new AdapterBaseMismatchError(entry.alias, entry.baseSha256, {
+        sha256: served.sha256,
+        name: served.name ?? basename(served.filePath),
+      });
   }
 
   /** Whether the entry's file holds other bytes than its version's (read through the same confined open). */

@@ -32,3 +32,21 @@ export class AdapterPathError extends LibraryChangeError {
     this.name = "AdapterPathError";
   }
 }
+
+/**
+ * An adapter recorded for another base model (its entry's `baseSha256`) than the one served: refused before its bytes
+ * are read, whatever its shapes (two checkpoints of one architecture have the same).
+ */
+export class AdapterBaseMismatchError extends LibraryChangeError {
+  readonly code = "adapter_base_mismatch";
+  constructor(
+    readonly alias: string,
+    readonly recorded: string,
+    readonly served: { sha256: string; name: string },
+  ) {
+    super(
+      `adapter "${alias}" was made for the base model with SHA-256 ${recorded}, but this server serves ${served.name} (SHA-256 ${served.sha256}); serve it on its own base (model.path), or retrain or re-import it for this one (weact-mcp import-peft), which records baseSha256 [adapter_base_mismatch]`,
+    );
+    this.name = "AdapterBaseMismatchError";
+  }
+}

@@ -68,6 +68,13 @@ export const ManifestEntrySchema = z
     activation: z.string().max(2000).optional(),
     release: z.string().max(2000).optional(),
     merge: MergeRecordSchema.optional().describe("Set on a static merge of other adapters (weact-mcp merge)."),
+    baseSha256: z
+      .string()
+      .regex(/^[0-9a-f]{64}$/, "baseSha256 must be the base model's SHA-256: 64 lowercase hex digits")
+      .optional()
+      .describe(
+        "The SHA-256 of the base model GGUF the adapter was made for (written by import-peft, the training steps and register_adapter): an adapter recorded for another base is refused. Same shapes do not mean the same checkpoint.",
+      ),
   })
   .strict();
 
@@ -99,6 +106,7 @@ export const AdapterFieldsSchema = ManifestEntrySchema.pick({
   peft: true,
   activation: true,
   release: true,
+  baseSha256: true,
 });
 export type AdapterFields = z.input<typeof AdapterFieldsSchema>;
 

@@ -83,14 +83,18 @@ describe("weact-mcp doctor", () => {
       data: () => new Uint8Array(8 * lora.tensors[i]!.shape[1]! * 4),
     };
     writeGguf(join(dir, "write.gguf"), lora.metadata, lora.tensors);
+    // a good adapter of this model's shapes, recorded for another base (another checkpoint of qwen2)
+    copyFileSync(join(adapters, "plan.gguf"), join(dir, "code.gguf"));
+    const otherBase = "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32";
     const manifest = join(dir, "manifest.json");
     writeFileSync(
       manifest,
       JSON.stringify({
-        adapters: ["plan", "search", "write"].map((alias) => ({
+        adapters: ["plan", "search", "write", "code"].map((alias) => ({
           alias,
           description: `the ${alias} adapter`,
           file: `${alias}.gguf`,
+          ...(alias === "code" ? { baseSha256: otherBase } : {}),
         })),
       }),
     );
@@ -102,6 +106,9 @@ describe("weact-mcp doctor", () => {
       expect.stringMatching(/^adapter search: .*past the end of the file/),
       expect.stringMatching(
         /^adapter write: blk\.0\.attn_q\.weight: lora_a \[128,4\] and lora_b \[8,128\] do not share a rank/,
+      ),
+      expect.stringMatching(
+        new RegExp(`^adapter code: made for the base model with SHA-256 ${otherBase}, not this one \\([0-9a-f]{64}\\)`),
       ),
     ]);
 

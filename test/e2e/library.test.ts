@@ -191,6 +191,40 @@ describe("adapter library on a running server", () => {
     expect((await listing()).adapters).toEqual(before.adapters);
   });
 
+  it("records the served base on register_adapter and refuses an adapter recorded for another base, however alike its shapes", async () => {
+    const before = await listing();
+    const served = before.base_model.sha256;
+    const gemma = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818";
+    writeLoraVariant(lib, "same-shape", { seed: 31 });
+    const refused = await callError(c.client, "register_adapter", {
+      alias: "same-shape",
+      file: "same-shape.gguf",
+      description: "x",
+      baseSha256: gemma,
+    });
+    expect(refused).toContain(`made for the base model with SHA-256 ${gemma}`);
+    expect(refused).toContain(`(SHA-256 ${served})`);
+    expect(refused).toMatch(/import-peft.*\[adapter_base_mismatch\]$/);
+    expect((await listing()).adapters).toEqual(before.adapters);
+    expect(
+      await callError(c.client, "register_adapter", {
+        alias: "same-shape",
+        file: "same-shape.gguf",
+        description: "x",
+        baseSha256: "not-a-hash",
+      }),
+    ).toMatch(/baseSha256.*64 lowercase hex digits/);
+
+    await call(c.client, "register_adapter", { alias: "same-shape", file: "same-shape.gguf", description: "x" });
+    const entry = () =>
+      (
+        JSON.parse(readFileSync(manifest, "utf8")) as { adapters: { alias: string; baseSha256?: string }[] }
+      ).adapters.find((a) => a.alias === "same-shape");
+    expect(entry()?.baseSha256).toBe(served);
+    await call(c.client, "unregister_adapter", { alias: "same-shape" });
+    expect(entry()).toBeUndefined();
+  });
+
   it("applies manifest edits (a malformed edit is rejected and the running library kept)", async () => {
     const before = await listing();
     writeFileSync(manifest, "{ not json");

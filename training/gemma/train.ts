@@ -110,7 +110,7 @@ export async function importAdapters(run: TrainingRun, model: string): Promise<v
   const base = readGgufHeader(model);
   const imported: Record<string, unknown> = {};
   for (const alias of ORACLE_WORKFLOW) imported[alias] = await importAdapter(run, base, alias, `${alias}.gguf`);
-  writeLibraryManifest(run, GEMMA_STAGE_BUDGETS);
+  writeLibraryManifest(run, model, GEMMA_STAGE_BUDGETS);
   writeStaticMerges(run);
   const data = createHash("sha256");
   for (const alias of ORACLE_WORKFLOW) {

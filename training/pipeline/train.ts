@@ -77,7 +77,7 @@ export function train(run: TrainingRun): void {
       bytes: statSync(adapter).size,
     };
   }
-  writeLibraryManifest(run);
+  writeLibraryManifest(run, base);
   const data = createHash("sha256");
   for (const capability of ["copy", "recall", ...CAPABILITIES]) data.update(readFileSync(windowsFile(run, capability)));
   const record = {
@@ -141,17 +141,25 @@ export function initialAdapter(run: TrainingRun, alias: string): string {
 
 /**
  * A trained library's manifest: the default library's entries (the same capability texts the oracle's sessions
- * showed), on the trained files, with a stage budget for the aliases `budgets` names.
+ * showed), on the trained files, with a stage budget for the aliases `budgets` names, each recorded for the base model
+ * at `model` (its SHA-256: a server of another base refuses them).
  */
 export function writeLibraryManifest(
   run: TrainingRun,
+  model: string,
   budgets: Readonly<Record<string, Record<string, number>>> = {},
 ): void {
+  const baseSha256 = createHash("sha256").update(readFileSync(model)).digest("hex");
   const defaults = JSON.parse(readFileSync(DEFAULT_MANIFEST, "utf8")) as {
     adapters: { alias: string; file: string }[];
   };
   const adapters = defaults.adapters
     .filter((a) => (ORACLE_WORKFLOW as readonly string[]).includes(a.alias))
-    .map((a) => ({ ...a, file: `${a.alias}.gguf`, ...(budgets[a.alias] ? { budget: budgets[a.alias] } : {}) }));
+    .map((a) => ({
+      ...a,
+      file: `${a.alias}.gguf`,
+      ...(budgets[a.alias] ? { budget: budgets[a.alias] } : {}),
+      baseSha256,
+    }));
   writeFileSync(run.library.manifest, `${JSON.stringify({ adapters }, null, 2)}\n`);
 }
