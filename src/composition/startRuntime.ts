@@ -33,7 +33,7 @@ export async function loadEngine(config: ResolvedConfig, logger: Logger): Promis
       contextSize: config.model.contextSize,
       maxLogprobs: remote.maxLogprobs,
       // rendering and tokenizing happen here, with the GGUF's own template: the remote engine gets token ids
-      codec: await LlamaChatCodec.load({ modelPath, logger }),
+      codec: await LlamaChatCodec.load({ modelPath, logger, chatTemplate: config.model.chatTemplate }),
       logger,
     });
   }
@@ -49,6 +49,7 @@ export async function loadEngine(config: ResolvedConfig, logger: Logger): Promis
     batchSize: config.model.batchSize,
     swaFullCache: config.model.swaFullCache,
     batchInvariant: config.model.batchInvariant,
+    chatTemplate: config.model.chatTemplate,
     cache: {
       strategy: config.cache.strategy,
       spillDir: config.cache.spillDir,

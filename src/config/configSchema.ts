@@ -127,6 +127,13 @@ export const ConfigSchema = z
          * false: flash attention as llama.cpp chooses and prompt pieces batched with other sessions' decodes.
          */
         batchInvariant: z.boolean().default(true),
+        /**
+         * How conversations become the model's tokens. "auto": node-llama-cpp's chat wrapper for the GGUF's template
+         * (its own rendering of that format; what the shipped libraries were trained on). "jinja": the GGUF's Jinja
+         * template itself, tokenized as Hugging Face's apply_chat_template gives it: the tokens an instruction-tuned
+         * model was trained on (node-llama-cpp's Qwen wrapper, for one, writes tool results as JSON strings).
+         */
+        chatTemplate: z.enum(["auto", "jinja"]).default("auto"),
       })
       .strict()
       .prefault({}),

@@ -1,11 +1,4 @@
-import {
-  LlamaText,
-  resolveChatWrapper,
-  type ChatWrapper,
-  type Llama,
-  type LlamaModel,
-  type Token,
-} from "node-llama-cpp";
+import { LlamaText, type ChatWrapper, type Llama, type LlamaModel, type Token } from "node-llama-cpp";
 import type {
   CallSyntax,
   ChatCodec,
@@ -15,7 +8,7 @@ import type {
   ModelInfo,
   TokenId,
 } from "../engine/index.js";
-import { loadModel } from "./loadModel.js";
+import { loadModel, type ChatTemplateSetting } from "./loadModel.js";
 import { renderConversation } from "./render.js";
 
 /**
@@ -80,12 +73,16 @@ export class LlamaChatCodec implements ChatCodec {
   /**
    * Reads the GGUF's vocabulary and chat template after the same checks the local engine makes (no weights are loaded).
    */
-  static async load(options: { modelPath: string; logger: EngineLogger }): Promise<LlamaChatCodec> {
-    const { llama, llamaModel, info } = await loadModel(
-      { modelPath: options.modelPath, gpu: false, logger: options.logger },
+  static async load(options: {
+    modelPath: string;
+    logger: EngineLogger;
+    chatTemplate?: ChatTemplateSetting;
+  }): Promise<LlamaChatCodec> {
+    const { llama, llamaModel, info, chatWrapper } = await loadModel(
+      { modelPath: options.modelPath, gpu: false, logger: options.logger, chatTemplate: options.chatTemplate },
       { vocabOnly: true },
     );
-    return new LlamaChatCodec(llama, llamaModel, resolveChatWrapper(llamaModel), info);
+    return new LlamaChatCodec(llama, llamaModel, chatWrapper, info);
   }
 
   get vocabularySize(): number {

@@ -1,4 +1,4 @@
-import { resolveChatWrapper, type Llama, type LlamaModel } from "node-llama-cpp";
+import { resolveChatWrapper, type ChatWrapper, type Llama, type LlamaModel } from "node-llama-cpp";
 import type { EngineLogger, ModelInfo } from "../engine/index.js";
 import { ModelFileError, NoFunctionCallsError } from "../engine/index.js";
 import {
@@ -23,8 +23,16 @@ export interface ModelLoadOptions {
   binding?: BindingSetting;
   /** Read the file in a throwaway child first (llama.cpp aborts the process on some malformed files); default true. */
   probe?: boolean;
+  /**
+   * How conversations are rendered (model.chatTemplate): "auto", node-llama-cpp's chat wrapper for the template (its
+   * own rendering of the template's format); "jinja", the GGUF's Jinja template itself, each run of text between
+   * control tokens tokenized whole, as Hugging Face's `apply_chat_template` then the tokenizer give it.
+   */
+  chatTemplate?: ChatTemplateSetting;
   logger: EngineLogger;
 }
+
+export type ChatTemplateSetting = "auto" | "jinja";
 
 export interface LoadedModel {
   llama: Llama;
@@ -34,6 +42,8 @@ export interface LoadedModel {
   threads: number;
   /** llama.cpp's recent error lines, to explain a refused adapter. */
   errors: LlamaLogTail;
+  /** What renders conversations for this model (model.chatTemplate). */
+  chatWrapper: ChatWrapper;
 }
 
 /**
@@ -78,7 +88,14 @@ export async function loadModel(options: ModelLoadOptions, { vocabOnly = false }
       `llama.cpp could not load it: ${(err as Error).message}${detail ? ` (${detail})` : ""}`,
     );
   }
-  const chatWrapper = resolveChatWrapper(llamaModel);
+  let chatWrapper: ChatWrapper;
+  try {
+    chatWrapper = chatWrapperOf(llamaModel, header, options.chatTemplate ?? "auto");
+  } catch (err) {
+    await llamaModel.dispose();
+    await llama.dispose();
+    throw err;
+  }
   const callProblem = functionCallProblem(wrapperFacts(chatWrapper));
   if (callProblem) {
     await llamaModel.dispose();
@@ -94,5 +111,16 @@ export async function loadModel(options: ModelLoadOptions, { vocabOnly = false }
     sizeBytes: header.fileSize,
     chatWrapper: chatWrapper.wrapperName,
   };
-  return { llama, llamaModel, header, info, threads, errors };
+  return { llama, llamaModel, header, info, threads, errors, chatWrapper };
+}
+
+/** The chat wrapper model.chatTemplate asks for; "jinja" on a file without a template names the key to change. */
+function chatWrapperOf(llamaModel: LlamaModel, header: GgufFile, setting: ChatTemplateSetting): ChatWrapper {
+  if (setting === "auto") return resolveChatWrapper(llamaModel);
+  if (metaString(header, "tokenizer.chat_template") === undefined)
+    throw new ModelFileError(
+      header.path,
+      'model.chatTemplate is "jinja" but the file has no tokenizer.chat_template: set model.chatTemplate to "auto"',
+    );
+  return resolveChatWrapper(llamaModel, { type: "jinjaTemplate", fallbackToOtherWrappersOnJinjaError: false });
 }

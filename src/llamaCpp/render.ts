@@ -1,3 +1,4 @@
+import { JinjaTemplateChatWrapper, LlamaText, SpecialTokensText } from "node-llama-cpp";
 import type {
   ChatHistoryItem,
   ChatModelFunctionCall,
@@ -133,7 +134,49 @@ export function renderConversation(
     toChatModelFunctions(conversation.functions),
   );
   const { contextText } = wrapper.generateContextState({ chatHistory: history });
-  return { history, wrapper, tokens: contextText.tokenize(model.tokenizer) };
+  const tokens =
+    chatWrapper instanceof JinjaTemplateChatWrapper
+      ? tokenizedAsTemplate(model, contextText)
+      : contextText.tokenize(model.tokenizer);
+  return { history, wrapper, tokens };
+}
+
+/**
+ * A rendered Jinja template as Hugging Face tokenizes `apply_chat_template`'s text: each run of text between control
+ * tokens tokenized whole. node-llama-cpp's own LlamaText.tokenize cuts at every piece the template wrote (its text
+ * tokenized apart from the messages' text beside it: "\n\n" then "You" where the model saw "\n\nYou"). Control
+ * tokens come only from the template's own text, never from a message's: text a client sent stays text.
+ */
+function tokenizedAsTemplate(model: LlamaModel, text: LlamaText): Token[] {
+  const tokens: Token[] = [];
+  let pending = "";
+  const flush = () => {
+    if (pending) tokens.push(...model.tokenize(pending, false, tokens.length ? "trimLeadingSpace" : undefined));
+    pending = "";
+  };
+  for (const value of text.values) {
+    if (typeof value === "string") pending += value;
+    else if (value instanceof SpecialTokensText) {
+      let at = 0;
+      for (const token of model.tokenize(value.value, true, "trimLeadingSpace")) {
+        // a control token reads as nothing without special tokens shown
+        if (model.detokenize([token], false) !== "") continue;
+        const control = model.detokenize([token], true);
+        const found = value.value.indexOf(control, at);
+        if (control === "" || found < 0) continue;
+        pending += value.value.slice(at, found);
+        flush();
+        tokens.push(token);
+        at = found + control.length;
+      }
+      pending += value.value.slice(at);
+    } else {
+      flush();
+      tokens.push(...value.tokenize(model.tokenizer));
+    }
+  }
+  flush();
+  return tokens;
 }
 
 /**

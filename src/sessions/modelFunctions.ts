@@ -17,13 +17,20 @@ export function modelFunctions(
   documented?: readonly string[],
 ): Record<string, FunctionSpec> {
   const adapters = library.capabilities().filter((a) => !documented || documented.includes(a.entry.alias));
-  const catalogue = adapters.map((a) => `- ${a.entry.alias}: ${a.entry.description}`).join("\n");
+  return { ...weightFunctions(adapters.map((a) => a.entry)), ...external };
+}
+
+/** load_lora and offload_lora as the model reads them, listing `capabilities` (alias and description) in order. */
+export function weightFunctions(
+  capabilities: readonly { alias: string; description: string }[],
+): Record<string, FunctionSpec> {
+  const catalogue = capabilities.map((c) => `- ${c.alias}: ${c.description}`).join("\n");
   return {
     [LOAD_LORA]: {
       description: `Activate one capability adapter; callable only while no adapter is active. Available capabilities:\n${catalogue}`,
       parameters: {
         type: "object",
-        properties: { adapter: { type: "string", enum: adapters.map((a) => a.entry.alias) } },
+        properties: { adapter: { type: "string", enum: capabilities.map((c) => c.alias) } },
       },
     },
     [OFFLOAD_LORA]: {
@@ -32,7 +39,6 @@ export function modelFunctions(
       // no maxLength: node-llama-cpp expands it into a grammar that slows sampling several-fold; max_tokens bounds it
       parameters: { type: "object", properties: { handoff: { type: "string" } } },
     },
-    ...external,
   };
 }
 

@@ -1,5 +1,4 @@
-import type { Llama, LlamaContext, LlamaContextSequence, LlamaModel, Token } from "node-llama-cpp";
-import { resolveChatWrapper } from "node-llama-cpp";
+import type { ChatWrapper, Llama, LlamaContext, LlamaContextSequence, LlamaModel, Token } from "node-llama-cpp";
 import type {
   AdapterInfo,
   AdapterSpec,
@@ -92,6 +91,7 @@ export class LocalEngine implements Engine, SessionOwner {
   private constructor(
     private readonly llama: Llama,
     private readonly llamaModel: LlamaModel,
+    chatWrapper: ChatWrapper,
     resident: ResidentAdapters,
     readonly model: ModelInfo,
     readonly threads: number,
@@ -145,7 +145,7 @@ export class LocalEngine implements Engine, SessionOwner {
     });
     this.parts = {
       model: llamaModel,
-      chatWrapper: resolveChatWrapper(llamaModel),
+      chatWrapper,
       adapters: this.adapterTable,
       pool: this.pool,
       prefixes: reuse && cache.sharedPrefixes && spill ? new PrefixStore(spill, logger) : undefined,
@@ -159,12 +159,13 @@ export class LocalEngine implements Engine, SessionOwner {
    * (@internal): tests plant careless decode rounds through localTesting.ts, to prove the rule matters.
    */
   static async load(options: LocalEngineOptions, planted: { sameRound?: SameRound } = {}): Promise<LocalEngine> {
-    const { llama, llamaModel, header, info, threads, errors } = await loadModel(options);
+    const { llama, llamaModel, header, info, threads, errors, chatWrapper } = await loadModel(options);
     assertLlamaInternals(llamaModel);
     const cache = { ...DEFAULT_CACHE, ...options.cache };
     const engine = new LocalEngine(
       llama,
       llamaModel,
+      chatWrapper,
       new ResidentAdapters(llamaModel, header, errors),
       info,
       threads,

@@ -1,6 +1,7 @@
 import type { CacheStrategy, EngineLogger } from "../../engine/index.js";
 import type { BindingSetting } from "../../llamaCpp/binding.js";
 import type { GpuSetting } from "../../llamaCpp/startLlama.js";
+import type { ChatTemplateSetting } from "../../llamaCpp/loadModel.js";
 
 /** How the local engine (node-llama-cpp in this process) loads its base model. */
 export interface LocalEngineOptions {
@@ -43,6 +44,8 @@ export interface LocalEngineOptions {
    * docs/models.md "The same tokens under any load".
    */
   batchInvariant?: boolean;
+  /** How conversations are rendered (default "auto"; model.chatTemplate): see ModelLoadOptions. */
+  chatTemplate?: ChatTemplateSetting;
   /**
    * Read the model's metadata in a child process before loading it (default true): a file that would abort
    * llama.cpp then kills only the probe. Costs a fraction of a second (vocabulary only, no weights).
