@@ -18,8 +18,8 @@ class LongFirst extends BaseSequencer {
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
-    // the real vLLM's suite runs as npm run check:vllm (vitest.vllm.config.ts)
-    exclude: ["test/vllm/**", "**/node_modules/**"],
+    // the real vLLM's suite runs as npm run check:vllm (vitest.vllm.config.ts), Qwen's as check:qwen
+    exclude: ["test/vllm/**", "test/qwen/**", "**/node_modules/**"],
     globalSetup: ["test/globalSetup.ts"],
     // node-llama-cpp's native addon belongs in its own process, not a worker thread
     pool: "forks",

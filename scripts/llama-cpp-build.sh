@@ -95,7 +95,7 @@ for t in "$@"; do
   [ -x "$dir/build/bin/$t" ] || missing+=("$t")
 done
 if [ ${#missing[@]} -gt 0 ]; then
-  echo "building ${missing[*]} from llama.cpp $commit in $dir (about 16 minutes on 2 cores, once per machine)" >&2
+  echo "building ${missing[*]} from llama.cpp $commit in $dir (about 20 minutes on 2 cores, once per machine)" >&2
   cmake --build "$dir/build" --target "${missing[@]}" -j"$jobs" >&2
 fi
 echo "$dir/build/bin"

@@ -1,7 +1,7 @@
 import { spawn } from "node:child_process";
 
 /**
- * Progress of a long build (llama.cpp's, about 16 minutes cold on 2 cores) for the person waiting at the terminal:
+ * Progress of a long build (llama.cpp's, about 20 minutes cold on 2 cores) for the person waiting at the terminal:
  * one line every so often with the build's latest step and percentage, instead of its thousands of log lines or,
  * as before, nothing at all for half an hour.
  */

@@ -40,7 +40,7 @@ export type LlamaServer = EngineProcess;
 export const SAFE_LLAMA_SERVER_FLAGS = ["--cache-ram", "0", "--lora-init-without-apply"] as const;
 
 /**
- * The folder holding llama-server, building it first when this machine has none (about 16 minutes on 2 cores, once),
+ * The folder holding llama-server, building it first when this machine has none (about 20 minutes on 2 cores, once),
  * with a progress line on stderr every 30 s while it builds.
  */
 export async function llamaServerBinary(): Promise<string> {
@@ -48,7 +48,7 @@ export async function llamaServerBinary(): Promise<string> {
   if (given) return given;
   const stdout = await runWithProgress("bash", [join(PACKAGE_ROOT, "scripts", "llama-cpp-build.sh"), "llama-server"], {
     label: "llama-server build",
-    intro: `building llama-server from llama.cpp's source, once per machine: about 16 minutes on 2 cores (later runs reuse it from ~/.cache/weact-mcp/llama.cpp); a progress line every ${PROGRESS_EVERY_MS / 1000} s`,
+    intro: `building llama-server from llama.cpp's source, once per machine: about 20 minutes on 2 cores (later runs reuse it from ~/.cache/weact-mcp/llama.cpp); a progress line every ${PROGRESS_EVERY_MS / 1000} s`,
     timeoutMs: 45 * 60_000,
   });
   const bin = join(stdout.trim().split("\n").at(-1)!, "llama-server");

@@ -1,5 +1,5 @@
 import { existsSync, mkdirSync, readFileSync } from "node:fs";
-import { join } from "node:path";
+import { basename, dirname, join } from "node:path";
 import { writeAtomically } from "../src/demo/familySets.js";
 import { DEMO_SEED } from "../src/demo/demoWeights.js";
 import { loraOver, type LayerProjection } from "../src/demo/model.js";
@@ -88,3 +88,14 @@ export const GEMMA_TEST_ADAPTERS = join(PACKAGE_ROOT, "models", "gemma3", "test-
  */
 export const gemmaTestAdapters = (modelPath: string): RealModelAdapters =>
   ensureRealModelAdapters(modelPath, GEMMA_TEST_ADAPTERS, 0.03);
+
+/**
+ * Qwen2.5-Coder-0.5B-Instruct's test library, written beside the fetched model (nothing of it in the repository). The
+ * same strength as Gemma's moves its next-token distribution by a few nats too (test/engine/qwen.test.ts prints it).
+ */
+export const qwenTestAdapters = (modelPath: string): RealModelAdapters =>
+  ensureRealModelAdapters(modelPath, testAdapterDir(modelPath), 0.03);
+
+/** Where a fetched model's test adapters go: beside it in the model cache. */
+export const testAdapterDir = (modelPath: string) =>
+  join(dirname(modelPath), "test-adapters", basename(modelPath, ".gguf"));

@@ -204,7 +204,8 @@ describe("the static policy", () => {
     );
     expect(r.stages).toEqual(["static"]);
     expect(r.switches).toBe(0);
-    expect(["answer", "budget"]).toContain(r.finish);
+    // the random demo weights under three adapters at once may also repeat themselves until the guard ends the run
+    expect(["answer", "budget", "degenerate"]).toContain(r.finish);
     const events = JSON.parse(
       ((await c.client.readResource({ uri: r.trace_uri })).contents[0] as { text: string }).text,
     ) as { type: string; [k: string]: unknown }[];

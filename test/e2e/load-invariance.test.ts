@@ -65,10 +65,12 @@ describe("a session's tokens do not depend on the server's load", () => {
     }
     const after = await decodeRounds(c.client);
 
-    // the load was real: busy turns in flight nearly all the time, and decodes of several sessions in one round
+    // the load was real: busy turns in flight nearly all the time; and each decode was a round of its own
+    // (model.batchInvariant: one-token decodes of several sessions in one batch move a log-prob)
     expect(overlap.share).toBeGreaterThan(0.9);
     expect(overlap.turns).toBeGreaterThan(2 * BUSY);
-    expect((after.decodes - before.decodes) / (after.rounds - before.rounds)).toBeGreaterThan(1.2);
+    expect(after.rounds - before.rounds).toBeGreaterThan(100);
+    expect(after.decodes - before.decodes).toBe(after.rounds - before.rounds);
 
     const difference = firstDifference(alone, loaded);
     expect(

@@ -378,8 +378,10 @@ describe("OpenAI-compatible endpoint, through the official openai client", LONG,
     const done = await alice.chat.completions.create({ model: "base", messages: followUp, tools, max_tokens: 200 });
     expect(weact(done)).toMatchObject({ continued: true, trace_id: ext.trace_id });
     expect(usageExt(done.usage).model_turns).toBeGreaterThanOrEqual(1);
-    // the continuation evaluated only what was appended: the session's cache covered the first request's prompt
-    expect(done.usage!.prompt_tokens_details!.cached_tokens).toBeGreaterThanOrEqual(first.usage!.prompt_tokens);
+    // the continuation evaluated only what was appended: the session's cache covered the first request's prompt, less
+    // its last token, which generation's first step decoded alone (model.batchInvariant keeps only what prompt pieces
+    // computed: a token decoded alone rounds differently)
+    expect(done.usage!.prompt_tokens_details!.cached_tokens).toBeGreaterThanOrEqual(first.usage!.prompt_tokens - 1);
     const events = traceEvents(ext.trace_id!);
     expect(events.filter((e) => e.type === "client_wait")).toHaveLength(1);
     expect(events.find((e) => e.type === "client_resume")!.ms).toBeGreaterThan(5_000);

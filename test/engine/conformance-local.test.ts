@@ -61,6 +61,8 @@ describeEngineConformance<LocalEngine>("local (node-llama-cpp)", {
   openStaleSession,
   decodeFloor: MIN_DECODE_TOKENS,
   concurrentTolerance: DEMO_BATCH_SPLIT_TOLERANCE,
+  // model.batchInvariant (the default): a session's decodes never share a batch; the planted cross-weights engine shares
+  rounds: "alone",
 });
 
 /**

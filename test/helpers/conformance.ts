@@ -57,6 +57,12 @@ export interface ConformanceOptions<E extends Engine = Engine> {
    */
   concurrentTolerance?: number;
   /**
+   * How the engine's rounds take concurrent sessions' decodes: "shared" (the default: some rounds decode several
+   * sessions together, as llama.cpp's server batches) or "alone" (each decode a round of its own: the local engine under
+   * model.batchInvariant, its default).
+   */
+  rounds?: "shared" | "alone";
+  /**
    * "switches": only the exactness after every switch of the scripted trajectory (each strategy) and the planted
    * stale switch, for a model too slow on CPU for the whole suite in `npm test` (default "all").
    */
@@ -328,7 +334,8 @@ export function describeEngineConformance<E extends Engine>(name: string, opts: 
             console.log(
               `${name}: ${decodes} decodes in ${rounds} rounds, ${after.weightChanges - before.weightChanges} weight changes`,
             );
-            expect(decodes).toBeGreaterThan(rounds); // some rounds decoded several sessions together
+            if (opts.rounds === "alone") expect(decodes).toBe(rounds);
+            else expect(decodes).toBeGreaterThan(rounds); // some rounds decoded several sessions together
           }
         });
 
