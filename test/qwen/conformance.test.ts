@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, expect, it, vi } from "vitest";
+import { beforeAll, expect, it, vi } from "vitest";
 import type { CacheStrategy } from "../../src/engine/index.js";
 import { LocalEngine, type LocalEngineSession } from "../../src/engines/local/index.js";
 import {
