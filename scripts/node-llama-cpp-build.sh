@@ -81,7 +81,7 @@ flock 9
 if [ ! -f "$dir/llama-addon.node" ]; then
   jobs="$(nproc 2>/dev/null || echo 2)"
   started="$(date +%s)"
-  echo "node-llama-cpp-build: building node-llama-cpp $version's binding from llama.cpp ${commit:0:12} ($options) in $dir (about 7 minutes on 2 cores, once per machine)" >&2
+  echo "node-llama-cpp-build: building node-llama-cpp $version's binding from llama.cpp ${commit:0:12} ($options) in $dir (about 9 minutes on 2 cores, once per machine)" >&2
   rm -rf "$dir".building-* # what an interrupted build left (the lock is held: no build of this key is running)
   building="$dir.building-$$"
   trap 'rm -rf "$building"' EXIT
