@@ -76,6 +76,17 @@ export async function openInside(filePath: string, dirs: readonly string[], fiel
         `is ${fileKind(stats)}, not a regular file`,
         field === "file" ? "an adapter must be a GGUF file" : "a PEFT folder holds regular files",
       );
+    // a hard link is the same file under a second name: /proc names the one inside the folder, whatever it links
+    // no name left: replaced since it was opened
+    if (stats.nlink === 0) throw changed(field, path);
+    if (stats.nlink > 1)
+      throw new AdapterPathError(
+        "adapter_not_regular",
+        field,
+        path,
+        `has ${stats.nlink} names (hard links): it may be a file from outside the adapter folders`,
+        "copy the file into the adapter folder instead of linking it",
+      );
     if (!(await openedAt(handle, realPath, stats))) throw changed(field, path);
     return { handle, path, realPath, size: stats.size };
   } catch (err) {

@@ -1,6 +1,7 @@
 import type { Express, Request, Response } from "express";
 import { SSEServerTransport } from "@modelcontextprotocol/sdk/server/sse.js";
 import {
+  CancelledNotificationSchema,
   isJSONRPCErrorResponse,
   isJSONRPCRequest,
   isJSONRPCResponse,
@@ -75,6 +76,10 @@ export function mountSse(app: Express, { connections, connect }: HttpTransportDe
       return sendError(res, 400, "the body is not a JSON-RPC message", RPC.invalidRequest);
     inFlight(connections, connection, res);
     const pending = unanswered.get(id);
+    // a cancelled request is never answered: the connection is no longer busy with it
+    const cancelled = CancelledNotificationSchema.safeParse(req.body);
+    if (cancelled.success && pending && cancelled.data.params.requestId !== undefined)
+      answered(pending, cancelled.data.params.requestId);
     if (isJSONRPCRequest(req.body) && pending && !pending.has(req.body.id)) {
       const requestId = req.body.id;
       connections.busyUntil(connection, new Promise<void>((resolve) => pending.set(requestId, resolve)));

@@ -25,11 +25,11 @@ const RACE_CALLS = 160;
 const RACE_MS = 15_000;
 
 /**
- * Flips `lib/race.gguf` between a hard link of the valid adapter and a symlink to the secret (each flip one rename, as
- * an attacker would), and `lib/sub` between a folder holding the valid adapter and a symlink to the secret's folder.
+ * Flips `lib/race.gguf` between a copy of the valid adapter and a symlink to the secret (each flip one rename, as an
+ * attacker would), and `lib/sub` between a folder holding the valid adapter and a symlink to the secret's folder.
  */
 const RACER = `
-const { linkSync, renameSync, rmSync, symlinkSync } = require("node:fs");
+const { copyFileSync, renameSync, rmSync, symlinkSync } = require("node:fs");
 const [valid, secret, secretDir, lib] = process.argv.slice(1);
 const target = lib + "/race.gguf";
 const sub = lib + "/sub";
@@ -39,7 +39,7 @@ for (let i = 0; ; i++) {
   try {
     rmSync(tmp, { force: true });
     if (i % 2) symlinkSync(secret, tmp);
-    else linkSync(valid, tmp);
+    else copyFileSync(valid, tmp);
     renameSync(tmp, target);
     if (i % 4 === 1) {
       renameSync(sub, parked);

@@ -678,6 +678,26 @@ describe("connection caps and idle expiry", () => {
       await alice.close();
     }
   });
+  it("a legacy SSE call the client cancels no longer holds its connection busy: it idles out", async ({ skip }) => {
+    if (!jailTestable()) return skip(NO_BWRAP);
+    await expect.poll(count, { timeout: 6_000, interval: 250 }).toBe(0);
+    const alice = await connectClient("sse", capped, bearer(ALICE));
+    try {
+      const abort = new AbortController();
+      const running = alice.client.callTool(
+        { name: "run_code", arguments: { language: "python", code: "import time\ntime.sleep(60)" } },
+        undefined,
+        { signal: abort.signal, timeout: 90_000 },
+      );
+      await new Promise((r) => setTimeout(r, 1_500));
+      abort.abort();
+      await expect(running).rejects.toThrow();
+      // the cancelled call is never answered: were it still counted, the connection would stay open for the minute
+      await expect.poll(count, { timeout: 8_000, interval: 250 }).toBe(0);
+    } finally {
+      await alice.close();
+    }
+  });
 });
 
 describe("traces on a server with small limits", () => {

@@ -1,6 +1,15 @@
 import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { chmodSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import {
+  chmodSync,
+  linkSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { AdapterCopies, adapterCopiesRoot } from "../../src/library/AdapterCopies.js";
@@ -35,6 +44,8 @@ symlinkSync(join(outside, "secret.gguf"), join(lib, "file-link.gguf"));
 symlinkSync(outside, join(lib, "dir-link"));
 symlinkSync(join(lib, "loop.gguf"), join(lib, "loop.gguf"));
 execFileSync("mkfifo", [join(lib, "fifo.gguf")]);
+// a second name for a file outside: /proc/self/fd would name the one inside
+linkSync(join(outside, "secret.gguf"), join(lib, "hard-link.gguf"));
 
 /** The code of the error `openInside` refuses with, or "opened" (the descriptor closed again). */
 async function outcome(path: string): Promise<string> {
@@ -61,7 +72,7 @@ describe("openInside: an adapter file opened only inside the adapter folders", (
     expect(await outcome(join(lib, "nested", "b.gguf"))).toBe("opened");
   });
 
-  it("refuses a symlinked file or folder leading out, a loop, a FIFO, a missing file, each with its code", async () => {
+  it("refuses a symlinked file or folder leading out, a loop, a FIFO, a hard link, a missing file, each with its code", async () => {
     expect(await outcome(join(lib, "file-link.gguf"))).toBe("adapter_outside");
     expect(await outcome(join(lib, "dir-link", "secret.gguf"))).toBe("adapter_outside");
     expect(await outcome(join(lib, "..", "outside", "secret.gguf"))).toBe("adapter_outside");
@@ -72,6 +83,7 @@ describe("openInside: an adapter file opened only inside the adapter folders", (
     expect(await outcome(join(lib, "fifo.gguf"))).toBe("adapter_not_regular");
     expect(performance.now() - started).toBeLessThan(1_000);
     expect(await outcome(lib)).toBe("adapter_not_regular");
+    expect(await outcome(join(lib, "hard-link.gguf"))).toBe("adapter_not_regular");
   });
 
   it("refuses a symlink swapped in after the name resolved: as the file itself, or as a folder on its path", async () => {
