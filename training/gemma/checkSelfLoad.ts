@@ -1,5 +1,5 @@
 /**
- * `npm run check:self-load [-- --model NAME] [--tasks FILE]`: how often a frozen backbone opens `load_lora` by itself
+ * `npm run check:self-load [-- --model NAME] [--tasks FILE] [--prompt plain|"worked examples"]`: how often a frozen backbone opens `load_lora` by itself
  * (WeAct-soft needs it to), with the plain system prompt and with worked examples added to it, written in the model's
  * own call syntax. Every task runs under the soft policy, unsteered, greedy, capped at 4 turns, 256 tokens and 15 s a
  * run. Gemma 3 270M (the default) runs its shipped library; another model (qwen2.5-coder-0.5b-instruct,
@@ -35,7 +35,12 @@ const STAGE = { turns: 1, tokens: 32, seconds: 15 };
 const JINJA_MODELS = new Set(["qwen2.5-coder-0.5b-instruct"]);
 
 const { values } = parseArgs({
-  options: { model: { type: "string", default: GEMMA_MODEL }, tasks: { type: "string" }, threads: { type: "string" } },
+  options: {
+    model: { type: "string", default: GEMMA_MODEL },
+    tasks: { type: "string" },
+    prompt: { type: "string" },
+    threads: { type: "string" },
+  },
 });
 const logger = createLogger(process.env.WEACT_LOG_LEVEL ?? "warn");
 const name = values.model!;
@@ -109,21 +114,34 @@ try {
   // the system prompt a session gets by default, as the server renders it
   const plain = PromptLibrary.load(PROMPTS_DIR).render("system") ?? "";
   const prompts = { plain, "worked examples": `${plain.trimEnd()}\n${workedExamples(JINJA_MODELS.has(name))}` };
+  if (values.prompt && !Object.hasOwn(prompts, values.prompt))
+    throw new Error(`--prompt: "${values.prompt}" is not one of ${Object.keys(prompts).join(", ")}`);
   for (const [prompt, system] of Object.entries(prompts)) {
+    if (values.prompt && prompt !== values.prompt) continue;
     for (const [set, tasks] of Object.entries(taskSets)) {
       let selfLoads = 0;
       let firstRight = 0;
       let selection = 0;
       let correct = 0;
+      let writtenLoads = 0;
       const firstChoices: Record<string, number> = {};
       const started = Date.now();
       for (const task of tasks) {
+        let firstTurn: string | undefined;
         const r = await runTask(
           services.harness,
           "self-load",
           { task: task.task, policy: "soft", seed: 1, expectedStages: [...ORACLE_WORKFLOW], soft: CAPS },
-          { conversation: { system } },
+          {
+            conversation: { system },
+            onEvent: (e) => {
+              if (firstTurn === undefined && e.type === "model_call" && e.adapter === "base")
+                firstTurn = String(e.text ?? "");
+            },
+          },
         );
+        // a load written out as text (the call's JSON without the template's call syntax) is no call: counted apart
+        if (r.modelLoads === 0 && /"name":\s*"load_lora"/.test(firstTurn ?? "")) writtenLoads++;
         // soft loads only what the model asks for: its first stage is its first choice
         const choice = r.modelLoads > 0 ? (r.stages.find((s) => s !== "base") ?? "(none)") : "(none)";
         firstChoices[choice] = (firstChoices[choice] ?? 0) + 1;
@@ -140,6 +158,8 @@ try {
           set,
           tasks: tasks.length,
           selfLoadRate: selfLoads / tasks.length,
+          // the base's first turn wrote a load_lora call as plain text instead of the call syntax the parser reads
+          loadsWrittenAsText: writtenLoads / tasks.length,
           firstChoiceAccuracy: firstRight / tasks.length,
           meanSelectionAccuracy: Number((selection / tasks.length).toFixed(4)),
           exactAnswers: correct / tasks.length,
