@@ -1,11 +1,12 @@
 import { createHash, randomBytes } from "node:crypto";
-import { rmSync, type Stats } from "node:fs";
+import { rmSync } from "node:fs";
 import { lstat, mkdir, open, readdir, rename, rm, statfs, type FileHandle } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
 import { processAlive } from "../processAlive.js";
 import type { ConfinedFile } from "./confine.js";
 import { AdapterPathError, type PathField } from "./errors.js";
+import { privateFolderProblem } from "../privateFolder.js";
 
 /*
  * What llama.cpp (or a remote engine's PEFT export) loads is the server's own copy of an adapter file, made from the
@@ -31,16 +32,6 @@ function removeLiveFolders(): void {
 /** This user's folder of adapter copies (read at each use: the temporary folder is the environment's). */
 export function adapterCopiesRoot(): string {
   return join(tmpdir(), `weact-adapter-copies-${process.getuid!()}`);
-}
-
-/** Why `stats` is no folder to keep copies in: not a directory of this user's that only this user can open. */
-function unsafeBecause(stats: Stats): string | undefined {
-  if (stats.isSymbolicLink()) return "is a symbolic link";
-  if (!stats.isDirectory()) return "is not a directory";
-  if (stats.uid !== process.getuid!()) return `belongs to uid ${stats.uid}`;
-  // what matters is that no one else may list, enter or write it (a umask may leave fewer owner bits than 0700)
-  if (stats.mode & 0o077) return `is open to other users (mode ${(stats.mode & 0o777).toString(8)})`;
-  return undefined;
 }
 
 /** A copy: where it is, and the SHA-256 of its bytes (of a PEFT folder's two files: of both, in order). */
@@ -109,7 +100,7 @@ export class AdapterCopies {
     const root = adapterCopiesRoot();
     let names: string[];
     try {
-      if (unsafeBecause(await lstat(root))) return;
+      if (privateFolderProblem(await lstat(root))) return;
       names = await readdir(root);
     } catch {
       return;
@@ -129,7 +120,7 @@ export class AdapterCopies {
       await mkdir(root, { mode: 0o700 }).catch((err: NodeJS.ErrnoException) => {
         if (err.code !== "EEXIST") throw err;
       });
-      const unsafe = unsafeBecause(await lstat(root));
+      const unsafe = privateFolderProblem(await lstat(root));
       if (unsafe)
         throw new AdapterPathError(
           "adapter_copy_failed",

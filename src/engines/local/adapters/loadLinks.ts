@@ -1,9 +1,10 @@
 import { randomBytes } from "node:crypto";
-import { lstatSync, readdirSync, rmSync, type Stats } from "node:fs";
+import { lstatSync, readdirSync, rmSync } from "node:fs";
 import { lstat, mkdir, symlink } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { processAlive } from "../../../processAlive.js";
+import { privateFolderProblem } from "../../../privateFolder.js";
 
 /*
  * Where a version is loaded through a link of its own: node-llama-cpp caches adapters by path, so new bytes at a path
@@ -26,16 +27,6 @@ export function loadLinkDir(): string {
   return join(tmpdir(), `weact-adapters-${process.getuid!()}`);
 }
 
-/** Why `stats` is no folder to link in: not a directory of this user's that only this user can open. */
-function unsafeBecause(stats: Stats): string | undefined {
-  if (stats.isSymbolicLink()) return "is a symbolic link";
-  if (!stats.isDirectory()) return "is not a directory";
-  if (stats.uid !== process.getuid!()) return `belongs to uid ${stats.uid}`;
-  // what matters is that no one else may list, enter or write it (a umask may leave fewer owner bits than 0700)
-  if (stats.mode & 0o077) return `is open to other users (mode ${(stats.mode & 0o777).toString(8)})`;
-  return undefined;
-}
-
 /**
  * A new link to `filePath` in this user's private folder (made 0700 if missing). Refused, with the reason, when
  * that folder is not private: removing it is the fix (the server makes it again), using it would trust another user.
@@ -51,7 +42,7 @@ export async function linkForLoading(
     if ((err as NodeJS.ErrnoException).code !== "EEXIST")
       return { refused: `cannot make the folder ${dir} to load it through: ${(err as Error).message}` };
   }
-  const unsafe = unsafeBecause(await lstat(dir));
+  const unsafe = privateFolderProblem(await lstat(dir));
   if (unsafe)
     return {
       refused: `the folder it is loaded through, ${dir}, ${unsafe}; it must be a directory of this user's only (mode 0700): remove it and the server makes it again`,
@@ -69,7 +60,7 @@ export function sweepStaleLinks(): void {
   const dir = loadLinkDir();
   let names: string[];
   try {
-    if (unsafeBecause(lstatSync(dir))) return;
+    if (privateFolderProblem(lstatSync(dir))) return;
     names = readdirSync(dir);
   } catch {
     return;
