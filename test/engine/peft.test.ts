@@ -523,8 +523,17 @@ describe("weact-mcp import-peft", () => {
     );
     expect(stdout).toMatch(/imported .* as "peft-search": .*peft-search\.gguf \(rank 8, alpha 8/);
     const manifest = JSON.parse(readFileSync(join(lib, "manifest.json"), "utf8"));
+    // recorded for the base it was imported for (the demo model the config serves): another base refuses it
+    const { createHash } = await import("node:crypto");
+    const baseSha256 = createHash("sha256").update(readFileSync(demo.model)).digest("hex");
     expect(manifest.adapters).toEqual([
-      { alias: "peft-search", description: "Search, imported from PEFT.", file: "peft-search.gguf", scale: 1 },
+      {
+        alias: "peft-search",
+        description: "Search, imported from PEFT.",
+        file: "peft-search.gguf",
+        scale: 1,
+        baseSha256,
+      },
     ]);
     expect(statSync(join(lib, "peft-search.gguf")).size).toBeGreaterThan(0);
   });
