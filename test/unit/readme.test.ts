@@ -49,7 +49,7 @@ describe("README", () => {
     const screen = firstScreen();
     expect(screen).toMatch(
       new RegExp(
-        `first \`npm test\` on a machine also builds llama-server[\\s\\S]{0,200}?: about ${minutes} minutes on 2 cores`,
+        `first \`npm test\`\\s+also builds llama-server[\\s\\S]{0,200}?, about ${minutes}\\s+minutes on 2 cores`,
       ),
     );
     expect(screen).toContain(`progress line every ${PROGRESS_EVERY_MS / 1000} s`);
