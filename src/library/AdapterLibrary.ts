@@ -1,7 +1,6 @@
 import { watch, type FSWatcher } from "node:fs";
-import { basename, dirname, join, resolve } from "node:path";
-import type { AdapterInfo, AdapterSpec, Engine } from "../engine/index.js";
-import { sha256Of } from "../gguf/index.js";
+import { basename, dirname, resolve } from "node:path";
+import type { AdapterInfo, Engine } from "../engine/index.js";
 import { Mutex } from "../mutex.js";
 import type { Logger } from "../log.js";
 import {
@@ -15,10 +14,9 @@ import {
   type AdapterFields,
   type LibraryEntry,
 } from "./manifest.js";
-import { openInside, type ConfinedFile } from "./confine.js";
-import { AdapterCopies, type AdapterCopy } from "./AdapterCopies.js";
-import { AdapterBaseMismatchError, AdapterPathError, LibraryChangeError } from "./errors.js";
-import { PEFT_CONFIG_FILE, PEFT_WEIGHTS_FILE } from "./peft/index.js";
+import { AdapterCopies } from "./AdapterCopies.js";
+import { EntryCopies } from "./EntryCopies.js";
+import { AdapterBaseMismatchError, LibraryChangeError } from "./errors.js";
 
 export { AdapterBaseMismatchError, AdapterPathError, LibraryChangeError } from "./errors.js";
 
@@ -27,13 +25,6 @@ export interface LibraryAdapter {
   entry: LibraryEntry;
   info?: AdapterInfo;
   error?: string;
-}
-
-/** What the engine loads for an entry: the server's private copies of its files (AdapterCopies). */
-interface CopiedSpec {
-  spec: AdapterSpec;
-  file: AdapterCopy;
-  peft?: AdapterCopy;
 }
 
 /** An admin change applied to the running library whose manifest write failed: live until a restart, not kept. */
@@ -80,10 +71,9 @@ export class AdapterLibrary {
     private readonly adapters: Map<string, LibraryAdapter>,
     /** The manifest the library was read from: changes made through it are written back there. */
     private readonly manifestPath: string,
-    private readonly allowedDirs: readonly string[],
     private readonly logger: Logger,
     /** The private copies the engine loads: the bytes checked, hashed and loaded are one and the same. */
-    private readonly copies: AdapterCopies,
+    private readonly copies: EntryCopies,
   ) {}
 
   static async load(
@@ -93,8 +83,8 @@ export class AdapterLibrary {
     opts: { manifestPath: string; allowedDirs: readonly string[] },
   ): Promise<AdapterLibrary> {
     await AdapterCopies.sweep();
-    const copies = new AdapterCopies();
-    const library = new AdapterLibrary(engine, new Map(), opts.manifestPath, opts.allowedDirs, logger, copies);
+    const copies = new EntryCopies(opts.allowedDirs, dirname(opts.manifestPath));
+    const library = new AdapterLibrary(engine, new Map(), opts.manifestPath, logger, copies);
     for (const entry of entries) await library.add(entry);
     await library.tidy();
     return library;
@@ -196,17 +186,10 @@ export class AdapterLibrary {
         `no adapter "${alias}" to refresh; the library has: ${this.aliases().join(", ") || "(none)"}`,
       );
     this.checkBase(entry);
-    const copied = await this.copiesOf(entry);
-    try {
-      const { previous, current } = await this.engine.refreshAdapter(copied.spec);
-      const named = this.named(current, entry);
-      this.adapters.set(alias, { entry, info: named });
-      return { previous: this.named(previous, known.entry), current: named };
-    } catch (err) {
-      throw this.inEntryTerms(err, copied, entry);
-    } finally {
-      if (copied.peft) await this.copies.remove(copied.peft);
-    }
+    const { previous, current } = await this.copies.load(entry, (spec) => this.engine.refreshAdapter(spec));
+    const named = this.named(current, entry);
+    this.adapters.set(alias, { entry, info: named });
+    return { previous: this.named(previous, known.entry), current: named };
   }
 
   /** Removes a capability; sessions that have it active keep it until they release it. */
@@ -240,7 +223,7 @@ export class AdapterLibrary {
         } else if (
           resolve(known.entry.filePath) !== resolve(entry.filePath) ||
           known.entry.scale !== entry.scale ||
-          (await this.fileChanged(known))
+          (await this.copies.fileChanged(known.entry, known.info.sha256))
         ) {
           await this.refresh(entry.alias, entry);
           diff.refreshed.push(entry.alias);
@@ -340,15 +323,7 @@ export class AdapterLibrary {
   /** The entry's copies given to the engine: the version it made, named by the entry's own file. */
   private async addCopies(entry: LibraryEntry): Promise<AdapterInfo> {
     this.checkBase(entry);
-    const copied = await this.copiesOf(entry);
-    try {
-      return this.named(await this.engine.addAdapter(copied.spec), entry);
-    } catch (err) {
-      throw this.inEntryTerms(err, copied, entry);
-    } finally {
-      // the engine keeps its own form of a PEFT folder (RegisteredVersions); the GGUF copy stays while a version uses it
-      if (copied.peft) await this.copies.remove(copied.peft);
-    }
+    return this.named(await this.copies.load(entry, (spec) => this.engine.addAdapter(spec)), entry);
   }
 
   /** Refuses an entry recorded for another base model than the one served (before any of its bytes are read). */
@@ -361,80 +336,9 @@ export class AdapterLibrary {
       });
   }
 
-  /** Whether the entry's file holds other bytes than its version's (read through the same confined open). */
-  private async fileChanged(known: LibraryAdapter): Promise<boolean> {
-    let file: ConfinedFile;
-    try {
-      file = await openInside(known.entry.filePath, this.allowedDirs, "file");
-    } catch (err) {
-      // a file gone leaves the running version as it is; one refused now is refreshed, so the refusal is reported
-      return !(err instanceof AdapterPathError && err.code === "adapter_missing");
-    }
-    try {
-      return (await sha256Of(file.handle, file.size)) !== known.info!.sha256;
-    } finally {
-      await file.handle.close();
-    }
-  }
-
-  /**
-   * What the engine loads for an entry: private copies of its GGUF file and PEFT folder, each read from the
-   * descriptor the folder check opened (`openInside`), so no file swapped in after the check is ever read.
-   */
-  private async copiesOf(entry: LibraryEntry): Promise<CopiedSpec> {
-    const file = await this.copyGguf(entry.filePath);
-    const peft =
-      entry.peft === undefined ? undefined : await this.copyPeft(resolve(dirname(this.manifestPath), entry.peft));
-    return {
-      spec: { alias: entry.alias, filePath: file.path, scale: entry.scale, peftDir: peft?.path },
-      file,
-      ...(peft ? { peft } : {}),
-    };
-  }
-
-  private async copyGguf(filePath: string): Promise<AdapterCopy> {
-    const file = await openInside(filePath, this.allowedDirs, "file");
-    try {
-      // before copying: a file that is no GGUF is refused without its bytes in the message
-      const magic = Buffer.alloc(4);
-      const { bytesRead } = await file.handle.read(magic, 0, 4, 0);
-      if (bytesRead < 4 || magic.toString("latin1") !== "GGUF")
-        throw new AdapterPathError(
-          "adapter_not_gguf",
-          "file",
-          file.path,
-          'is not a GGUF file (it does not begin with "GGUF")',
-          "give a GGUF LoRA; `weact-mcp import-peft` converts a PEFT folder",
-        );
-      return await this.copies.copy(file, "file");
-    } finally {
-      await file.handle.close();
-    }
-  }
-
-  private async copyPeft(dir: string): Promise<AdapterCopy> {
-    const files: { name: string; file: ConfinedFile }[] = [];
-    try {
-      for (const name of [PEFT_CONFIG_FILE, PEFT_WEIGHTS_FILE])
-        files.push({ name, file: await openInside(join(dir, name), this.allowedDirs, "peft") });
-      return await this.copies.copyFolder(files, "peft");
-    } finally {
-      for (const { file } of files) await file.handle.close();
-    }
-  }
-
   /** The engine's version as the library shows it: named by the entry's file, not by the copy the engine loaded. */
   private named(info: AdapterInfo, entry: LibraryEntry): AdapterInfo {
     return { ...info, filePath: entry.filePath };
-  }
-
-  /** An engine's error about a copy, naming the entry's file and folder instead (where the user can act). */
-  private inEntryTerms(err: unknown, copied: CopiedSpec, entry: LibraryEntry): unknown {
-    if (!(err instanceof Error)) return err;
-    err.message = err.message.split(copied.file.path).join(entry.filePath);
-    if (copied.peft)
-      err.message = err.message.split(copied.peft.path).join(resolve(dirname(this.manifestPath), entry.peft!));
-    return err;
   }
 
   /** Removes the copies no version uses any more: none of the library's, none the engine still holds for a session. */
