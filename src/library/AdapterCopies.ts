@@ -1,12 +1,11 @@
-import { createHash, randomBytes } from "node:crypto";
+import { createHash } from "node:crypto";
 import { rmSync } from "node:fs";
 import { lstat, mkdir, open, readdir, rename, rm, statfs, type FileHandle } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
-import { processAlive } from "../processAlive.js";
 import type { ConfinedFile } from "./confine.js";
 import { AdapterPathError, type PathField } from "./errors.js";
-import { privateFolderProblem } from "../privateFolder.js";
+import { leftOver, privateFolderProblem, RUN_NONCE } from "../privateFolder.js";
 
 /*
  * What llama.cpp (or a remote engine's PEFT export) loads is the server's own copy of an adapter file, made from the
@@ -18,7 +17,6 @@ import { privateFolderProblem } from "../privateFolder.js";
  * checked before each use, never trusted because it exists), one folder per library named by the server's pid and a
  * nonce: removed when the process exits, and those of a server killed before are removed at the next start.
  */
-const NONCE = randomBytes(4).toString("hex");
 const FOLDER_NAME = /^(\d+)-([0-9a-f]+)-\d+$/;
 const CHUNK = 4 << 20;
 let folders = 0;
@@ -43,7 +41,7 @@ export interface AdapterCopy {
 /** One library's content-addressed copies of the adapter files it loads. */
 export class AdapterCopies {
   private temps = 0;
-  readonly dir = join(adapterCopiesRoot(), `${process.pid}-${NONCE}-${++folders}`);
+  readonly dir = join(adapterCopiesRoot(), `${process.pid}-${RUN_NONCE}-${++folders}`);
 
   /**
    * Copies an opened GGUF file to `<sha256>/<its name>`: the same bytes registered twice (another alias or scale) share
@@ -107,9 +105,7 @@ export class AdapterCopies {
     }
     for (const name of names) {
       const [, pidText, nonce] = FOLDER_NAME.exec(name) ?? [];
-      const pid = Number(pidText);
-      const stale = pid === process.pid ? nonce !== NONCE : pid > 0 && !processAlive(pid);
-      if (stale) await rm(join(root, name), { recursive: true, force: true }).catch(() => undefined);
+      if (leftOver(pidText, nonce)) await rm(join(root, name), { recursive: true, force: true }).catch(() => undefined);
     }
   }
 

@@ -1,10 +1,8 @@
-import { randomBytes } from "node:crypto";
 import { lstatSync, readdirSync, rmSync } from "node:fs";
 import { lstat, mkdir, symlink } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { processAlive } from "../../../processAlive.js";
-import { privateFolderProblem } from "../../../privateFolder.js";
+import { leftOver, privateFolderProblem, RUN_NONCE } from "../../../privateFolder.js";
 
 /*
  * Where a version is loaded through a link of its own: node-llama-cpp caches adapters by path, so new bytes at a path
@@ -18,7 +16,6 @@ import { privateFolderProblem } from "../../../privateFolder.js";
  * A link is named by the server's pid and a nonce of its own: those of a server killed while loading are swept at the
  * next start, also when the new server got the same pid (as in a restarted container).
  */
-const NONCE = randomBytes(4).toString("hex");
 const LINK_NAME = /^(\d+)-([0-9a-f]+)-\d+-[0-9a-f]+\.gguf$/;
 let links = 0;
 
@@ -47,7 +44,7 @@ export async function linkForLoading(
     return {
       refused: `the folder it is loaded through, ${dir}, ${unsafe}; it must be a directory of this user's only (mode 0700): remove it and the server makes it again`,
     };
-  const path = join(dir, `${process.pid}-${NONCE}-${++links}-${sha256}.gguf`);
+  const path = join(dir, `${process.pid}-${RUN_NONCE}-${++links}-${sha256}.gguf`);
   await symlink(filePath, path);
   return { path };
 }
@@ -67,9 +64,7 @@ export function sweepStaleLinks(): void {
   }
   for (const name of names) {
     const [, pidText, nonce] = LINK_NAME.exec(name) ?? [];
-    const pid = Number(pidText);
-    const stale = pid === process.pid ? nonce !== NONCE : pid > 0 && !processAlive(pid);
-    if (!stale) continue;
+    if (!leftOver(pidText, nonce)) continue;
     try {
       rmSync(join(dir, name), { force: true });
     } catch {
