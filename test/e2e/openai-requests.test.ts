@@ -2,6 +2,7 @@ import OpenAI from "openai";
 import type { ChatCompletionMessageParam } from "openai/resources/chat/completions";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startHttpServer, testConfig, type HttpServer } from "../helpers/server.js";
+import { apiError } from "../helpers/openaiErrors.js";
 
 /**
  * Requests the /v1 door must refuse before any run (400 naming the param and the fix), and the official fields it must
@@ -22,16 +23,6 @@ const weatherTool = (parameters: Record<string, unknown>) => [
   { type: "function" as const, function: { name: "get_weather", parameters } },
 ];
 const CITY = { type: "object", properties: { city: { type: "string", enum: ["Paris", "Rome"] } }, required: ["city"] };
-
-async function apiError(p: Promise<unknown>): Promise<InstanceType<typeof OpenAI.APIError>> {
-  try {
-    await p;
-  } catch (err) {
-    if (err instanceof OpenAI.APIError) return err;
-    throw err;
-  }
-  throw new Error("the request unexpectedly succeeded");
-}
 
 describe("the /v1 door refuses what it cannot serve with 400, naming the param and the fix", () => {
   it("a forced client call that max_tokens cannot hold: 400 on max_tokens with the minimum, and that minimum is enough", async () => {

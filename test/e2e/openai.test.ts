@@ -5,6 +5,7 @@ import type { ChatCompletionMessageParam, ChatCompletionTool } from "openai/reso
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { tempDir } from "../helpers/files.js";
 import { call, callError, connectClient, startHttpServer, testConfig, type HttpServer } from "../helpers/server.js";
+import { apiError } from "../helpers/openaiErrors.js";
 
 const ALICE = "alice-token-0123456789abcdef";
 const BOB = "bob-token-0123456789abcdef00";
@@ -56,16 +57,6 @@ const traceEvents = (id: string) =>
     .split("\n")
     .filter(Boolean)
     .map((l) => JSON.parse(l) as { type: string; [k: string]: unknown });
-
-async function apiError(p: Promise<unknown>): Promise<InstanceType<typeof OpenAI.APIError>> {
-  try {
-    await p;
-  } catch (err) {
-    if (err instanceof OpenAI.APIError) return err;
-    throw err;
-  }
-  throw new Error("the request unexpectedly succeeded");
-}
 
 describe("OpenAI-compatible endpoint, through the official openai client", LONG, () => {
   it("lists the policies as models", async () => {
