@@ -91,16 +91,12 @@ export async function loadModel(options: ModelLoadOptions, { vocabOnly = false }
   let chatWrapper: ChatWrapper;
   try {
     chatWrapper = chatWrapperOf(llamaModel, header, options.chatTemplate ?? "auto");
+    const callProblem = functionCallProblem(wrapperFacts(chatWrapper));
+    if (callProblem) throw new NoFunctionCallsError(options.modelPath, chatWrapper.wrapperName, callProblem);
   } catch (err) {
     await llamaModel.dispose();
     await llama.dispose();
     throw err;
-  }
-  const callProblem = functionCallProblem(wrapperFacts(chatWrapper));
-  if (callProblem) {
-    await llamaModel.dispose();
-    await llama.dispose();
-    throw new NoFunctionCallsError(options.modelPath, chatWrapper.wrapperName, callProblem);
   }
   const info: ModelInfo = {
     filePath: options.modelPath,
