@@ -18,6 +18,7 @@ import { replayedNextTokenLogProbs } from "./reference/replay.js";
 import { invocationStart } from "./adapters/invocation.js";
 import { prefixKeyOf } from "./kv/PrefixStore.js";
 import { LocalEngine } from "./LocalEngine.js";
+import { mayShareRound } from "./decoding/DecodeRounds.js";
 import type { LocalEngineOptions } from "./engineOptions.js";
 import type { LocalEngineSession } from "./LocalEngineSession.js";
 import type { SwitchStrategy } from "./deciding/SwitchStrategy.js";
@@ -69,6 +70,17 @@ export function openPrefixKeyedWithoutVersionsSession(
  */
 export function loadWeightBlindRoundsEngine(options: LocalEngineOptions): Promise<LocalEngine> {
   return LocalEngine.load(options, { sameRound: (a, b) => a.group.context === b.group.context });
+}
+
+/**
+ * An engine that batches the one-token decodes of sessions under the same weights in one round, as
+ * model.batchInvariant false does, with everything else batch-invariant: what sharing only the decode step would do to
+ * a session's numbers.
+ */
+export function loadSharedOneTokenRoundsEngine(options: LocalEngineOptions): Promise<LocalEngine> {
+  return LocalEngine.load(options, {
+    sameRound: (a, b) => a.tokens === 1 && b.tokens === 1 && mayShareRound(a, b),
+  });
 }
 
 /** A session that applies an activated LoRA one token after its invocation point. */
