@@ -134,7 +134,7 @@ export function referenceNextTokenLogProbs(
  * with it, given the base file and each adapter's own file and scale.
  */
 export { PlainReference, type PlainAdapter, type PlainReferenceOptions } from "./reference/PlainReference.js";
-export type { CacheReplay } from "./kv/DecodeLog.js";
+export { DecodeLog, ROW_GROUP, type CacheReplay } from "./kv/DecodeLog.js";
 export type { DecodeHold } from "./decoding/WorkLog.js";
 export { invocationStart } from "./adapters/invocation.js";
 export { MIN_DECODE_TOKENS } from "./kv/laneSync.js";

@@ -1,5 +1,12 @@
 import type { Token } from "node-llama-cpp";
 
+/**
+ * The rows ggml's repacked CPU kernels take together (repack.cpp: gemm over `nrows - nrows % 4` rows, gemv for the
+ * rest). Under model.batchInvariant the engine starts each decode at a multiple of it, so which of a prompt's tokens
+ * fall outside a group never depends on what the cache held.
+ */
+export const ROW_GROUP = 4;
+
 /** One decode call on a sequence: the tokens it evaluated, starting at cache position `start`. */
 export interface Decode {
   readonly start: number;
@@ -26,16 +33,22 @@ export class DecodeLog {
   }
 
   /**
-   * How many leading cached tokens came from decodes of two tokens or more. A token decoded alone (a turn's last prompt
-   * token, a generated one) has other last bits than the same token in a prompt piece (ggml's one-row kernels).
+   * How many leading cached tokens were computed in whole groups of ROW_GROUP rows of their decode. ggml's repacked
+   * CPU kernels (the prebuilt binding's, for K-quants and Q4_0) take a decode's rows in fours with one kernel and the
+   * last `length % 4` with another, whose last bits differ; a token decoded alone (a turn's last prompt token, a
+   * generated one) is such a row too. A token in a group has the same numbers whichever decode computed it.
    */
   piecesLength(): number {
-    let end = 0;
-    for (const d of this.entries) {
-      if (d.start > end || d.tokens.length === 1) return Math.min(end, d.start);
-      end = d.start + d.tokens.length;
+    let reach = 0;
+    for (const [i, d] of this.entries.entries()) {
+      if (d.start > reach) return reach;
+      const grouped = d.tokens.length - (d.tokens.length % ROW_GROUP);
+      reach = d.start + grouped;
+      const next = this.entries[i + 1];
+      // the ungrouped rows stay unless the next decode evaluated them again
+      if (grouped < d.tokens.length && (!next || next.start > reach)) return reach;
     }
-    return end;
+    return reach;
   }
 
   /** The decodes that produced the first `length` cached tokens. */

@@ -3,6 +3,7 @@ import type { WeightSet } from "../../../engine/index.js";
 import { commonPrefixLength } from "../../../engine/index.js";
 import type { CutFloor, PrefixKeyOf } from "../deciding/SessionRules.js";
 import type { EngineParts } from "./EngineParts.js";
+import { ROW_GROUP } from "./DecodeLog.js";
 import type { Lane } from "./Lane.js";
 import type { PromptPrefix } from "./PrefixStore.js";
 import { cutSequence, firstCuttable } from "./slidingWindow.js";
@@ -61,7 +62,9 @@ export const tailWeights = (lane: Lane): WeightSet =>
  * already applied, never leaving a short remainder after a cache as a decode of its own. Decodes stop at the
  * shared prefix's end to save it there; a first decode shorter than MIN_DECODE_TOKENS starts earlier, in what
  * the cache held before (never before `floor`, where these weights begin, nor before `cutFloor`, where a cut would
- * lose the sliding window; never into tokens this call decoded). Returns the tokens decoded.
+ * lose the sliding window). Under model.batchInvariant each decode starts on the grid of row groups, taking up to
+ * three tokens before it again (of the cache, or of the decode that stopped at the prefix's end). Returns the tokens
+ * evaluated, each counted once.
  */
 async function evaluateRange(
   host: LaneHost,
@@ -83,7 +86,13 @@ async function evaluateRange(
       ? prefix.tokens.length
       : undefined;
   const batch = sequence.context.batchSize;
+  // batch-invariant: every decode starts on a grid of row groups from `floor` (DecodeLog.ROW_GROUP), so the rows ggml
+  // computes outside a group are always the range's last ones, whatever the cache happened to hold
+  const group = host.batchInvariant ? ROW_GROUP : 1;
+  const onGrid = (at: number) => Math.max(floor + Math.floor((at - floor) / group) * group, cutFloor(sequence));
   let decoded = 0;
+  // where the first decode began: what this call evaluated is [first, end), once however the decodes overlap
+  let first = start;
   while (start < end) {
     let stop = saveAt !== undefined && saveAt > start && saveAt < end ? saveAt : end;
     let from = start;
@@ -91,6 +100,8 @@ async function evaluateRange(
     const shortest = host.batchInvariant ? 1 : 2;
     if (decoded === 0 && stop - from >= shortest && stop - from < MIN_DECODE_TOKENS && from > floor)
       from = Math.min(from, Math.max(floor, stop - MIN_DECODE_TOKENS, cutFloor(sequence)));
+    // may evaluate again up to three tokens of the cache, or of the previous decode when it stopped at `saveAt`
+    if (from > floor) from = Math.min(from, onGrid(from));
     // One batch per decode: a decode holds its round until all of it is decoded, and other sessions' decodes wait for
     // the round to end. After a cache, a remainder shorter than MIN_DECODE_TOKENS would be a decode of its own, dear
     // per token (see MIN_DECODE_TOKENS: 512 + 16 costs more than 264 + 264), so such an append goes in even pieces; a
@@ -101,13 +112,16 @@ async function evaluateRange(
         from > 0 && n % batch > 0 && n % batch < MIN_DECODE_TOKENS
           ? from + Math.ceil(n / Math.ceil(n / batch))
           : from + batch;
+    // a decode that more decodes follow ends on the grid too (a shared prefix's end may not: the next one starts back)
+    if (stop < end && stop !== saveAt && onGrid(stop) > from) stop = onGrid(stop);
     await cutSequence(sequence, from, cutFloor);
     await sequence.evaluateWithoutGeneratingNewTokens(target.slice(from, stop));
+    if (decoded === 0) first = from;
     decoded += stop - from;
     if (stop === saveAt) await host.prefixes!.save(prefixKey(prefix!), sequence, lane.replay().decodes);
     start = stop;
   }
-  return decoded;
+  return decoded === 0 ? 0 : end - first;
 }
 
 /** How much of the lane's cache a prompt can keep: its common prefix, only what prompt pieces computed if invariant. */

@@ -1,0 +1,33 @@
+import { describe, expect, it } from "vitest";
+import { DecodeLog, ROW_GROUP } from "../../src/engines/local/localTesting.js";
+
+/** A log of decodes given as [start, length] pairs (token ids do not matter to the rule). */
+function log(...decodes: [number, number][]): DecodeLog {
+  const l = new DecodeLog();
+  for (const [start, length] of decodes)
+    l.record(
+      start,
+      Array.from({ length }, (_, i) => start + i),
+    );
+  return l;
+}
+
+describe("DecodeLog.piecesLength: the leading tokens computed in whole row groups", () => {
+  it("counts a decode's groups of four and stops before its last rows", () => {
+    expect(ROW_GROUP).toBe(4);
+    expect(log([0, 8]).piecesLength()).toBe(8);
+    expect(log([0, 10]).piecesLength()).toBe(8);
+    expect(log([0, 3]).piecesLength()).toBe(0);
+  });
+
+  it("goes on through a later decode that evaluated the last rows again", () => {
+    expect(log([0, 10], [8, 5]).piecesLength()).toBe(12);
+    expect(log([0, 10], [8, 8]).piecesLength()).toBe(16);
+  });
+
+  it("stops at rows outside a group that a later decode left in place, and at a token decoded alone", () => {
+    expect(log([0, 10], [10, 4]).piecesLength()).toBe(8);
+    expect(log([0, 8], [8, 1]).piecesLength()).toBe(8);
+    expect(log([0, 8], [8, 1], [9, 1]).piecesLength()).toBe(8);
+  });
+});
