@@ -51,6 +51,22 @@ export class DecodeLog {
     return reach;
   }
 
+  /**
+   * How much of a cache that holds a whole prompt of `length` tokens the prompt may keep. Evaluated afresh, the prompt
+   * would end with the rows of its last group outside a group (each decode starts on the grid): all of it when a
+   * decode of two rows or more ends exactly there, untouched after, with whole groups before it (a switch's lane
+   * serves the next turn as it is); otherwise its whole row groups short of its last token, so that the end is
+   * evaluated again as a fresh evaluation would.
+   */
+  reusable(length: number): number {
+    const grouped = this.piecesLength();
+    const ending = this.entries.findIndex((d) => d.start + d.tokens.length === length);
+    const d = this.entries[ending];
+    const next = this.entries[ending + 1];
+    if (d && d.tokens.length >= 2 && d.start <= grouped && (!next || next.start >= length)) return length;
+    return Math.min(Math.max(0, length - 1), grouped);
+  }
+
   /** The decodes that produced the first `length` cached tokens. */
   replay(length: number): CacheReplay {
     return { decodes: this.entries.filter((d) => d.start < length), length };

@@ -95,6 +95,11 @@ export class Lane implements DecodeGate {
     return this.log.piecesLength();
   }
 
+  /** How much of a cache holding a whole prompt of `length` tokens the prompt keeps (DecodeLog.reusable). */
+  reusable(length: number): number {
+    return this.log.reusable(length);
+  }
+
   replay(): CacheReplay {
     const replay = this.log.replay(this.live?.sequence.nextTokenIndex ?? 0);
     return this.activatedFrom === undefined || this.activatedFrom >= replay.length

@@ -124,10 +124,14 @@ async function evaluateRange(
   return decoded === 0 ? 0 : end - first;
 }
 
-/** How much of the lane's cache a prompt can keep: its common prefix, only what prompt pieces computed if invariant. */
+/**
+ * How much of the lane's cache a prompt can keep: its common prefix; if invariant, only whole row groups, or the whole
+ * prompt when a decode ended exactly at its end (DecodeLog.reusable).
+ */
 function reusable(host: LaneHost, lane: Lane, tokens: readonly Token[]): number {
   const lcp = commonPrefixLength(lane.slot!.sequence.contextTokens, tokens);
-  return host.batchInvariant ? Math.min(lcp, lane.piecesLength) : lcp;
+  if (!host.batchInvariant) return lcp;
+  return lcp === tokens.length ? lane.reusable(lcp) : Math.min(lcp, lane.piecesLength);
 }
 
 const prefixKey = (p: PrefixPlan) => p.keyOf(p.scope, p.weights, p.tokens);
