@@ -34,16 +34,21 @@ describe("DecodeLog.piecesLength: the leading tokens computed in whole row group
 
 describe("DecodeLog.reusable: a prompt the cache holds whole", () => {
   it("keeps all of it when a decode of two rows or more ends exactly at its end, whole groups before it", () => {
-    expect(log([0, 10]).reusable(10)).toBe(10);
-    expect(log([0, 8], [8, 3]).reusable(11)).toBe(11);
-    expect(log([0, 10], [10, 6]).reusable(10)).toBe(10);
+    expect(log([0, 10]).reusable(10, 10)).toBe(10);
+    expect(log([0, 8], [8, 3]).reusable(11, 11)).toBe(11);
+    expect(log([0, 10], [10, 6]).reusable(10, 10)).toBe(10);
   });
 
   it("keeps whole groups short of the last token otherwise, so that the end is evaluated again", () => {
-    expect(log([0, 10], [10, 4]).reusable(14)).toBe(8); // rows outside a group before the last decode
-    expect(log([0, 8], [8, 1]).reusable(9)).toBe(8); // a token decoded alone
-    expect(log([0, 10], [8, 6]).reusable(10)).toBe(9); // the decode ending there was evaluated again after
-    expect(log([0, 10]).reusable(9)).toBe(8); // no decode ends there
-    expect(log([0, 16]).reusable(12)).toBe(11);
+    expect(log([0, 10], [10, 4]).reusable(14, 14)).toBe(8); // rows outside a group before the last decode
+    expect(log([0, 8], [8, 1]).reusable(9, 9)).toBe(8); // a token decoded alone
+    expect(log([0, 10], [8, 6]).reusable(10, 10)).toBe(9); // the decode ending there was evaluated again after
+    expect(log([0, 10]).reusable(9, 9)).toBe(8); // no decode ends there
+    expect(log([0, 16]).reusable(12, 12)).toBe(11);
+  });
+
+  it("keeps the common prefix's whole groups when the prompt goes past it", () => {
+    expect(log([0, 10]).reusable(6, 12)).toBe(6);
+    expect(log([0, 10]).reusable(10, 12)).toBe(8);
   });
 });

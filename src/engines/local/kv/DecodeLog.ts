@@ -52,14 +52,15 @@ export class DecodeLog {
   }
 
   /**
-   * How much of a cache that holds a whole prompt of `length` tokens the prompt may keep. Evaluated afresh, the prompt
-   * would end with the rows of its last group outside a group (each decode starts on the grid): all of it when a
-   * decode of two rows or more ends exactly there, untouched after, with whole groups before it (a switch's lane
-   * serves the next turn as it is); otherwise its whole row groups short of its last token, so that the end is
-   * evaluated again as a fresh evaluation would.
+   * How much of the cache a prompt of `length` tokens keeps, given the `common` leading tokens they share: its whole row
+   * groups (piecesLength). A prompt the cache holds whole would, evaluated afresh, end with the rows of its last group
+   * outside a group (each decode starts on the grid): it keeps all of it when a decode of two rows or more ends exactly
+   * there, untouched after, with whole groups before it (a switch's lane serves the next turn as it is); otherwise its
+   * whole groups short of its last token, so that the end is evaluated again as a fresh evaluation would.
    */
-  reusable(length: number): number {
+  reusable(common: number, length: number): number {
     const grouped = this.piecesLength();
+    if (common < length) return Math.min(common, grouped);
     const ending = this.entries.findIndex((d) => d.start + d.tokens.length === length);
     const d = this.entries[ending];
     const next = this.entries[ending + 1];

@@ -90,14 +90,9 @@ export class Lane implements DecodeGate {
     this.log.clear();
   }
 
-  /** Leading cached tokens computed in prompt pieces (DecodeLog.piecesLength). */
-  get piecesLength(): number {
-    return this.log.piecesLength();
-  }
-
-  /** How much of a cache holding a whole prompt of `length` tokens the prompt keeps (DecodeLog.reusable). */
-  reusable(length: number): number {
-    return this.log.reusable(length);
+  /** How much of the cache a prompt of `length` tokens keeps, `common` of them cached (DecodeLog.reusable). */
+  reusable(common: number, length: number): number {
+    return this.log.reusable(common, length);
   }
 
   replay(): CacheReplay {

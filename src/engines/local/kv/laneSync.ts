@@ -90,15 +90,14 @@ async function evaluateRange(
   // computes outside a group are always the range's last ones, whatever the cache happened to hold
   const group = host.batchInvariant ? ROW_GROUP : 1;
   const onGrid = (at: number) => Math.max(floor + Math.floor((at - floor) / group) * group, cutFloor(sequence));
-  let decoded = 0;
   // where the first decode began: what this call evaluated is [first, end), once however the decodes overlap
-  let first = start;
+  let first: number | undefined;
   while (start < end) {
     let stop = saveAt !== undefined && saveAt > start && saveAt < end ? saveAt : end;
     let from = start;
     // batch-invariant: not even one token alone, whatever the cache happened to hold (a background step's progress)
     const shortest = host.batchInvariant ? 1 : 2;
-    if (decoded === 0 && stop - from >= shortest && stop - from < MIN_DECODE_TOKENS && from > floor)
+    if (first === undefined && stop - from >= shortest && stop - from < MIN_DECODE_TOKENS && from > floor)
       from = Math.min(from, Math.max(floor, stop - MIN_DECODE_TOKENS, cutFloor(sequence)));
     // may evaluate again up to three tokens of the cache, or of the previous decode when it stopped at `saveAt`
     if (from > floor) from = Math.min(from, onGrid(from));
@@ -116,12 +115,11 @@ async function evaluateRange(
     if (stop < end && stop !== saveAt && onGrid(stop) > from) stop = onGrid(stop);
     await cutSequence(sequence, from, cutFloor);
     await sequence.evaluateWithoutGeneratingNewTokens(target.slice(from, stop));
-    if (decoded === 0) first = from;
-    decoded += stop - from;
+    first ??= from;
     if (stop === saveAt) await host.prefixes!.save(prefixKey(prefix!), sequence, lane.replay().decodes);
     start = stop;
   }
-  return decoded === 0 ? 0 : end - first;
+  return first === undefined ? 0 : end - first;
 }
 
 /**
@@ -130,8 +128,7 @@ async function evaluateRange(
  */
 function reusable(host: LaneHost, lane: Lane, tokens: readonly Token[]): number {
   const lcp = commonPrefixLength(lane.slot!.sequence.contextTokens, tokens);
-  if (!host.batchInvariant) return lcp;
-  return lcp === tokens.length ? lane.reusable(lcp) : Math.min(lcp, lane.piecesLength);
+  return host.batchInvariant ? lane.reusable(lcp, tokens.length) : lcp;
 }
 
 const prefixKey = (p: PrefixPlan) => p.keyOf(p.scope, p.weights, p.tokens);
