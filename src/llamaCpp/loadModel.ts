@@ -9,6 +9,7 @@ import {
   sha256File,
   type GgufFile,
 } from "../gguf/index.js";
+import { JinjaChatWrapper } from "./hermesCalls.js";
 import { functionCallProblem, wrapperFacts } from "../modelProbe/callSyntax.js";
 import { probeModelInChild } from "../modelProbe/probe.js";
 import type { BindingSetting } from "./binding.js";
@@ -118,5 +119,8 @@ function chatWrapperOf(llamaModel: LlamaModel, header: GgufFile, setting: ChatTe
       header.path,
       'model.chatTemplate is "jinja" but the file has no tokenizer.chat_template: set model.chatTemplate to "auto"',
     );
-  return resolveChatWrapper(llamaModel, { type: "jinjaTemplate", fallbackToOtherWrappersOnJinjaError: false });
+  return new JinjaChatWrapper({
+    tokenizer: llamaModel.tokenizer,
+    template: metaString(header, "tokenizer.chat_template")!,
+  });
 }

@@ -9,7 +9,7 @@
  * choice (which capability the base opened first), the mean selection accuracy over plan -> search -> write, and the
  * exact answers. Prints one JSON line per prompt and set.
  */
-import { mkdtempSync, readFileSync } from "node:fs";
+import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
@@ -21,11 +21,10 @@ import { loadManifest, saveManifest } from "../../src/library/manifest.js";
 import { createLogger } from "../../src/log.js";
 import { fetchModel } from "../../src/modelFiles/index.js";
 import { sha256File } from "../../src/gguf/index.js";
-import { PROMPTS_DIR } from "../../src/paths.js";
-import { PromptLibrary } from "../../src/prompts/PromptLibrary.js";
 import { ensureRealModelAdapters, testAdapterDir } from "../../testkit/realModelAdapters.js";
 import { ORACLE_WORKFLOW } from "../pipeline/OracleDriver.js";
 import { GEMMA_DIR, GEMMA_MODEL, PYTHON_SOURCES } from "./library.js";
+import { plainSystemPrompt, workedExamplesPrompt } from "./selfLoadPrompts.js";
 
 /** The per-run caps: a backbone that never loads ends its run at one of them, and 88 runs fit 20 minutes. */
 const CAPS = { turns: 4, tokens: 256, seconds: 15 };
@@ -92,28 +91,11 @@ async function configFor(model: string): Promise<ResolvedConfig> {
   };
 }
 
-/**
- * The worked examples (written in node-llama-cpp's inline syntax, Gemma's) in the syntax of the served template:
- * hermes `<tool_call>` and `<tool_response>` where the model has them.
- */
-function workedExamples(hermes: boolean): string {
-  const text = readFileSync(join(PYTHON_SOURCES, "self-load-examples.md"), "utf8");
-  if (!hermes) return text;
-  return text
-    .replace(
-      /\|\|call: (\w+)\((\{.*?\})\)/g,
-      (_, fn: string, args: string) => `\n<tool_call>\n{"name": "${fn}", "arguments": ${args}}\n</tool_call>`,
-    )
-    .replace(/\|\|result: (.*)/g, (_, result: string) => `<tool_response>\n${result}\n</tool_response>`);
-}
-
 const model = await fetchModel(name, { logger });
 const config = await configFor(model);
 const services = await startServices(config, logger);
 try {
-  // the system prompt a session gets by default, as the server renders it
-  const plain = PromptLibrary.load(PROMPTS_DIR).render("system") ?? "";
-  const prompts = { plain, "worked examples": `${plain.trimEnd()}\n${workedExamples(JINJA_MODELS.has(name))}` };
+  const prompts = { plain: plainSystemPrompt(), "worked examples": workedExamplesPrompt(JINJA_MODELS.has(name)) };
   if (values.prompt && !Object.hasOwn(prompts, values.prompt))
     throw new Error(`--prompt: "${values.prompt}" is not one of ${Object.keys(prompts).join(", ")}`);
   for (const [prompt, system] of Object.entries(prompts)) {
