@@ -17,7 +17,7 @@ export interface Services extends ServerContext {
 }
 
 /** The server's own files and folders: what run_code's jail must not show, wherever they live. */
-function serverPaths(config: ResolvedConfig): string[] {
+export function serverPaths(config: ResolvedConfig): string[] {
   const { server, adapters, harness, cache, tools } = config;
   return [
     PACKAGE_ROOT,

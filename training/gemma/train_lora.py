@@ -1,4 +1,4 @@
-"""Trains one LoRA per capability over the frozen Gemma 3 270M (npm run train:gemma's train step).
+"""Trains one LoRA per capability over a frozen GGUF base (npm run train:gemma's and train:qwen-chooser's train step).
 
 Reads the data step's windows (weact-train's WTS1 files: the token ids of a stage sample as the server renders it,
 and a mask of the stage's own target tokens), and for each capability trains a fresh LoRA on the dequantized GGUF
@@ -51,8 +51,9 @@ def load_base(gguf):
     return model
 
 
-def target_loss(model, tokens, mask):
-    """Mean cross-entropy and correct count on the masked tokens, each predicted from the tokens before it.
+def target_loss(model, tokens, mask, turns=False):
+    """Mean cross-entropy and correct count on the masked tokens, each predicted from the tokens before it; with
+    `turns`, also how many runs of consecutive targets (a turn the model writes) are right in every token.
 
     The vocabulary head (262k rows) runs only at the positions that predict a target: on a whole window it would
     cost more than the rest of the model."""
@@ -62,18 +63,35 @@ def target_loss(model, tokens, mask):
     logits = model.get_base_model().lm_head(hidden)
     targets = ids[0, positions + 1]
     loss = torch.nn.functional.cross_entropy(logits, targets)
-    return loss, int((logits.argmax(-1) == targets).sum()), len(positions)
+    right = logits.argmax(-1) == targets
+    if not turns:
+        return loss, int(right.sum()), len(positions)
+    # a new turn starts where a target does not follow another target
+    starts = np.nonzero(np.diff(np.concatenate([[-2], positions.numpy()])) != 1)[0]
+    ends = np.concatenate([starts[1:], [len(positions)]])
+    exact = sum(bool(right[a:b].all()) for a, b in zip(starts, ends))
+    return loss, int(right.sum()), len(positions), len(starts), exact
 
 
 def score(model, samples):
-    total, correct, count = 0.0, 0, 0
+    """Held-out loss and token accuracy, and the turns right in every token (greedy decoding would write them)."""
+    total, correct, count, turns, exact = 0.0, 0, 0, 0, 0
     with torch.no_grad():
         for tokens, mask in samples:
-            loss, right, n = target_loss(model, tokens, mask)
+            loss, right, n, t, e = target_loss(model, tokens, mask, turns=True)
             total += float(loss) * n
             correct += right
             count += n
-    return {"samples": len(samples), "targets": count, "loss": total / max(1, count), "accuracy": correct / max(1, count)}
+            turns += t
+            exact += e
+    return {
+        "samples": len(samples),
+        "targets": count,
+        "loss": total / max(1, count),
+        "accuracy": correct / max(1, count),
+        "turns": turns,
+        "turnsExact": exact / max(1, turns),
+    }
 
 
 def save_base_config(base, folder):
@@ -96,6 +114,17 @@ def save_f16(model, folder):
     save_file(tensors, weights, metadata={"format": "pt"})
 
 
+def save_checkpoint(model, optimizer, schedule, state, folder):
+    """Everything a resumed run needs, written whole before it replaces the last checkpoint."""
+    os.makedirs(folder, exist_ok=True)
+    adapter = {k: v for k, v in model.state_dict().items() if "lora_" in k}
+    torch.save(
+        {"adapter": adapter, "optimizer": optimizer.state_dict(), "schedule": schedule.state_dict(), **state},
+        os.path.join(folder, "checkpoint.pt.tmp"),
+    )
+    os.replace(os.path.join(folder, "checkpoint.pt.tmp"), os.path.join(folder, "checkpoint.pt"))
+
+
 def train_capability(base, capability, args):
     samples = read_samples(os.path.join(args.work, f"{capability}.bin"))
     held = read_samples(os.path.join(args.work, f"{capability}.held.bin"))
@@ -111,30 +140,56 @@ def train_capability(base, capability, args):
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: min(1.0, (s + 1) / args.warmup) * max(0.0, 1 - s / max(1, steps))
     )
+    state = {"epoch": 0, "next": 0, "step": 0, "tokens": 0, "seconds": 0.0, "losses": []}
+    folder = os.path.join(args.checkpoints, capability) if args.checkpoints else None
+    if folder and os.path.exists(os.path.join(folder, "checkpoint.pt")):
+        saved = torch.load(os.path.join(folder, "checkpoint.pt"), weights_only=False)
+        model.load_state_dict(saved.pop("adapter"), strict=False)
+        optimizer.load_state_dict(saved.pop("optimizer"))
+        schedule.load_state_dict(saved.pop("schedule"))
+        state = saved
+        print(json.dumps({"capability": capability, "resumed": {k: state[k] for k in ("epoch", "next", "step")}}), flush=True)
+    # the same order on every run: each epoch's permutation drawn in turn from the seed
     order = np.random.default_rng(args.seed)
-    started, losses, tokens_seen, step, window = time.time(), [], 0, 0, []
+    permutations = [order.permutation(len(samples)) for _ in range(args.epochs)]
+    started, window = time.time() - state["seconds"], []
+    deadline = time.time() + args.max_minutes * 60 if args.max_minutes > 0 else None
     model.train()
-    for epoch in range(args.epochs):
-        for i, k in enumerate(order.permutation(len(samples))):
-            tokens, mask = samples[k]
+    paused = False
+    while state["epoch"] < args.epochs and not paused:
+        permutation = permutations[state["epoch"]]
+        while state["next"] < len(samples):
+            tokens, mask = samples[permutation[state["next"]]]
             loss, _, _ = target_loss(model, tokens, mask)
             (loss / args.batch).backward()
             window.append(loss.item())
-            tokens_seen += len(tokens)
-            if (i + 1) % args.batch == 0:
+            state["tokens"] += len(tokens)
+            state["next"] += 1
+            if state["next"] % args.batch == 0:
                 torch.nn.utils.clip_grad_norm_(params, 1.0)
                 optimizer.step()
                 schedule.step()
                 optimizer.zero_grad()
-                step += 1
-                if step % args.log_every == 0:
-                    losses.append({"step": step, "loss": round(sum(window) / len(window), 4)})
-                    print(
-                        json.dumps({"capability": capability, "epoch": epoch, **losses[-1], "seconds": round(time.time() - started)}),
-                        flush=True,
-                    )
+                state["step"] += 1
+                state["seconds"] = time.time() - started
+                if state["step"] % args.log_every == 0:
+                    state["losses"].append({"step": state["step"], "loss": round(sum(window) / len(window), 4)})
                     window = []
-    seconds = time.time() - started
+                    line = {"capability": capability, "epoch": state["epoch"], **state["losses"][-1]}
+                    print(json.dumps({**line, "of": steps, "seconds": round(state["seconds"])}), flush=True)
+                # a checkpoint at every step boundary the run may stop on (only whole batches are saved)
+                if folder and (state["step"] % args.checkpoint_every == 0 or (deadline and time.time() > deadline)):
+                    save_checkpoint(model, optimizer, schedule, state, folder)
+                if deadline and time.time() > deadline:
+                    paused = True
+                    break
+        if not paused:
+            state["epoch"] += 1
+            state["next"] = 0
+    if paused:
+        print(json.dumps({"paused": {"capability": capability, "step": state["step"], "of": steps}}), flush=True)
+        return None
+    seconds = state["seconds"]
     model.eval()
     adapted = score(model, held)
     save_f16(model, os.path.join(args.out, capability))
@@ -143,11 +198,11 @@ def train_capability(base, capability, args):
     return {
         "capability": capability,
         "samples": len(samples),
-        "tokens": tokens_seen,
-        "steps": step,
+        "tokens": state["tokens"],
+        "steps": state["step"],
         "seconds": round(seconds),
-        "tokensPerSecond": round(tokens_seen / seconds),
-        "losses": losses,
+        "tokensPerSecond": round(state["tokens"] / max(1e-9, seconds)),
+        "losses": state["losses"],
         "heldOut": adapted,
         "heldOutBase": unadapted,
     }
@@ -155,7 +210,7 @@ def train_capability(base, capability, args):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", required=True, help="the Gemma 3 270M GGUF (weact-mcp fetch-model gemma-3-270m)")
+    parser.add_argument("--model", required=True, help="the frozen base's GGUF (weact-mcp fetch-model gemma-3-270m, or qwen2.5-coder-0.5b-instruct)")
     parser.add_argument("--work", required=True, help="the data step's folder: CAPABILITY.bin and CAPABILITY.held.bin")
     parser.add_argument("--out", required=True, help="where the PEFT folders and the base's config.json go")
     parser.add_argument("--capabilities", default="plan,search,write")
@@ -168,6 +223,9 @@ def main():
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--log-every", type=int, default=10)
+    parser.add_argument("--checkpoints", help="where each capability's last checkpoint is kept, and resumed from")
+    parser.add_argument("--checkpoint-every", type=int, default=5, help="steps between checkpoints")
+    parser.add_argument("--max-minutes", type=float, default=0, help="stop at a checkpoint after M minutes (0: never)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.use_deterministic_algorithms(True)
@@ -175,7 +233,10 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     save_base_config(base, os.path.join(args.out, "base"))
     for capability in args.capabilities.split(","):
-        print(json.dumps({"result": train_capability(base, capability, args)}), flush=True)
+        result = train_capability(base, capability, args)
+        if result is None:
+            return
+        print(json.dumps({"result": result}), flush=True)
 
 
 if __name__ == "__main__":

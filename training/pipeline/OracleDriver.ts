@@ -38,6 +38,8 @@ export interface OracleQuestion {
   fact: Pick<Fact, "relation" | "entity">;
   difference?: Pick<Difference, "first" | "second">;
   slip?: UpstreamSlip;
+  /** The capabilities the base loads in turn when it chooses (a soft run); default ORACLE_WORKFLOW. */
+  workflow?: readonly string[];
 }
 
 /**
@@ -101,7 +103,7 @@ export class OracleDriver implements TrajectoryDriver {
     text: string;
     calls: { name: string; arguments: Record<string, unknown> }[];
   } {
-    const { fact, difference, slip } = this.question;
+    const { fact, difference, slip, workflow = ORACLE_WORKFLOW } = this.question;
     // what plan hands off and search looks up
     const planned = difference && slip === "swapped" ? difference.second : fact;
     const active = this.active();
@@ -109,7 +111,7 @@ export class OracleDriver implements TrajectoryDriver {
     if (active === null) {
       // the base ends its turn once the write stage released (its last turn: the run's final message)
       const loaded = new Set(history.map((_, i) => loadedAdapter(history, i)));
-      const next = ORACLE_WORKFLOW.find((a) => !loaded.has(a));
+      const next = workflow.find((a) => !loaded.has(a));
       return next ? { text: "", calls: [{ name: LOAD_LORA, arguments: { adapter: next } }] } : { text: "", calls: [] };
     }
     if (active === "plan")

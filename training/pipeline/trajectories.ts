@@ -23,7 +23,7 @@ import type { Task } from "./tasks.js";
 const ORACLE_BATCH = 50;
 
 /** The config of the pipeline's own sessions: the oracle's runs, and the rendering of their samples. */
-function pipelineConfig(
+export function pipelineConfig(
   run: TrainingRun,
   traceDir: string,
   opts: { modelPath?: string; manifest?: string; corpus?: string } = {},
@@ -94,10 +94,13 @@ export async function recordTrajectories(
         const expected = difference
           ? differenceValue(value(difference.first)!, value(difference.second)!)
           : value(task.fact);
+        // a hard run prescribes its workflow; in a soft run the oracle's base chooses it
+        const prescribed = task.policy === "hard" && task.workflow ? { workflow: [...task.workflow] } : {};
+        const chosen = task.policy === "soft" && task.workflow ? { workflow: task.workflow } : {};
         await runTask(
           services.harness,
           owner,
-          { task: task.question, policy: task.policy, ...(task.workflow ? { workflow: [...task.workflow] } : {}) },
+          { task: task.question, policy: task.policy, ...prescribed },
           {
             expected,
             teacher: (d) =>
@@ -106,7 +109,7 @@ export async function recordTrajectories(
                 services.sessions,
                 owner,
                 d.sessionId,
-                { fact: task.fact, difference, slip },
+                { fact: task.fact, difference, slip, ...chosen },
                 opts.style,
               ),
           },

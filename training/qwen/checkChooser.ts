@@ -1,0 +1,207 @@
+/**
+ * `npm run check:chooser [-- --backbones frozen,taught] [--taught FILE] [--histories N] [--tasks N] [--threads N]`:
+ * does Qwen2.5-Coder-0.5B-Instruct choose its own capability adapters, frozen and taught (the chooser LoRA merged
+ * into it), with aliases and descriptions training never showed. Two measures per backbone, greedy and unsteered:
+ *
+ * - decision: on held-out histories (the data step's held-out.jsonl: held-out questions, held-out libraries), at each
+ *   point where the base writes, one generated turn against the oracle's: the right capability loaded next, or the
+ *   turn ended when it should;
+ * - soft runs: the soft policy over the appetite set (held-out tasks of models/gemma3 and the everyday questions),
+ *   the test LoRAs served under a held-out library: the share of runs where the base opened a load itself, the
+ *   share of the expected capabilities it loaded itself in order, and model turns per second.
+ *
+ * Sampled to fit 20 minutes (`--histories`, `--tasks`: the first N of each set); prints one JSON line per backbone
+ * and measure.
+ */
+import { mkdtempSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import { startServices } from "../../src/composition/services.js";
+import { SeededRandom } from "../../src/demo/random.js";
+import { loadConfigFile, type ResolvedConfig } from "../../src/config/loadConfig.js";
+import { readTaskFile, type EvalTask } from "../../src/harness/eval/TaskFile.js";
+import { runTask } from "../../src/harness/runTaskUnderPolicy.js";
+import { saveManifest } from "../../src/library/manifest.js";
+import { sha256File } from "../../src/gguf/index.js";
+import { createLogger } from "../../src/log.js";
+import { fetchModel } from "../../src/modelFiles/index.js";
+import { toConversation } from "../../src/sessions/history.js";
+import { LOAD_LORA, weightFunctions } from "../../src/sessions/modelFunctions.js";
+import { ensureRealModelAdapters, testAdapterDir } from "../../testkit/realModelAdapters.js";
+import { GEMMA_DIR, PYTHON_SOURCES } from "../gemma/library.js";
+import { plainSystemPrompt } from "../gemma/selfLoadPrompts.js";
+import { drawLibrary, type ShownCapability } from "./capabilities.js";
+import type { ChooserHistory } from "./data.js";
+import { CHOOSER_BACKBONE, CHOOSER_DIR } from "./library.js";
+import { CHOOSER_MODEL } from "./train.js";
+
+/** The soft runs' caps: room for plan, search and write and the closing turn, and a bound on a base that never ends. */
+const CAPS = { turns: 6, tokens: 384, seconds: 120 };
+/** A test LoRA's stage: one short turn, so the run's time goes to the base's decisions. */
+const STAGE = { turns: 1, tokens: 24, seconds: 30 };
+/** The stages a question of the appetite set goes through. */
+const WORKFLOW = ["plan", "search", "write"] as const;
+
+const { values } = parseArgs({
+  options: {
+    backbones: { type: "string", default: "frozen,taught" },
+    taught: { type: "string" },
+    histories: { type: "string", default: "8" },
+    tasks: { type: "string", default: "3" },
+    threads: { type: "string", default: "2" },
+    seed: { type: "string", default: "7" },
+  },
+});
+const logger = createLogger(process.env.WEACT_LOG_LEVEL ?? "warn");
+const threads = Number(values.threads);
+
+/** The served library: the test LoRAs of the backbone's shape under a library's aliases and texts (by role). */
+async function configFor(model: string, library: readonly ShownCapability[]): Promise<ResolvedConfig> {
+  const base = loadConfigFile(join(GEMMA_DIR, "config.json"));
+  const traceDir = mkdtempSync(join(tmpdir(), "weact-chooser-"));
+  const adapters = ensureRealModelAdapters(model, testAdapterDir(model), 0.03);
+  const baseSha256 = await sha256File(model);
+  // a capability the runs never need (a distractor) is served with plan's test LoRA: only its listing matters
+  const file = (role: string) => adapters[role === "search" || role === "write" ? role : "plan"];
+  const entries = library.map((c) => ({
+    alias: c.alias,
+    description: c.description,
+    activation: c.activation,
+    release: c.release,
+    file: `${c.alias}.gguf`,
+    filePath: file(c.role),
+    scale: 1,
+    baseSha256,
+    budget: STAGE,
+  }));
+  const manifestPath = join(traceDir, "manifest.json");
+  saveManifest(manifestPath, entries);
+  return {
+    ...base,
+    model: { ...base.model, path: model, gpu: false, threads, chatTemplate: "jinja" },
+    adapters: { ...base.adapters, manifest: manifestPath, allowedDirs: [testAdapterDir(model)] },
+    manifestPath,
+    harness: { ...base.harness, traceDir },
+  };
+}
+
+/** The base's turns of a held-out history, each replayed as the next turn to write: right when it does the oracle's. */
+async function decisions(config: ResolvedConfig, histories: readonly ChooserHistory[]) {
+  const services = await startServices(config, logger);
+  const started = Date.now();
+  const counts = { first: [0, 0], next: [0, 0], end: [0, 0] };
+  try {
+    const engine = services.runtime.engine;
+    for (const h of histories) {
+      const functions = { ...weightFunctions(h.library), ...services.toolbox.modelFunctions() };
+      const session = await engine.openSession();
+      try {
+        let first = true;
+        for (const [i, m] of h.messages.entries()) {
+          if (m.role !== "assistant" || m.adapter !== null || m.author !== "model") continue;
+          const kind = m.toolCalls.length === 0 ? "end" : first ? "first" : "next";
+          first = false;
+          const turn = await session.generate(toConversation(h.messages.slice(0, i), functions, 1000), {
+            maxTokens: 48,
+            callable: [LOAD_LORA, ...Object.keys(services.toolbox.modelFunctions())],
+          });
+          const expected = m.toolCalls.map((c) => `${c.name}:${String(c.arguments.adapter)}`).join();
+          const got = turn.calls
+            .map((c) => `${c.name}:${String((c.arguments as { adapter?: unknown }).adapter)}`)
+            .join();
+          // ending the turn: no call (what text comes with it is not the decision)
+          counts[kind][1]++;
+          if (got === expected) counts[kind][0]++;
+        }
+      } finally {
+        await session.close();
+      }
+    }
+  } finally {
+    await services.dispose();
+  }
+  const share = ([right, of]: number[]) => ({ right, of, share: Number((right / Math.max(1, of)).toFixed(3)) });
+  const all = Object.values(counts).reduce((a, b) => [a[0]! + b[0]!, a[1]! + b[1]!], [0, 0]);
+  return {
+    histories: histories.length,
+    decisions: share(all),
+    firstLoad: share(counts.first),
+    laterLoads: share(counts.next),
+    endTurn: share(counts.end),
+    seconds: Math.round((Date.now() - started) / 1000),
+  };
+}
+
+/** Soft runs of `tasks` under a served library: who opened which loads, and how fast the model's turns went. */
+async function softRuns(config: ResolvedConfig, library: readonly ShownCapability[], tasks: readonly EvalTask[]) {
+  const services = await startServices(config, logger);
+  const aliasOf = (role: string) => library.find((c) => c.role === role)!.alias;
+  const expected = WORKFLOW.map(aliasOf);
+  let selfLoads = 0;
+  let right = 0;
+  let turns = 0;
+  const started = Date.now();
+  const opened: string[][] = [];
+  try {
+    for (const task of tasks) {
+      const loads: string[] = [];
+      await runTask(
+        services.harness,
+        "check-chooser",
+        { task: task.task, policy: "soft", seed: 1, expectedStages: expected, soft: CAPS },
+        {
+          conversation: { system: plainSystemPrompt() },
+          onEvent: (e) => {
+            if (e.type === "model_call") turns++;
+            if (e.type === "adapter_control" && e.action === "load" && e.author === "model")
+              loads.push(String(e.active ?? (e.ok ? "?" : "(refused)")));
+          },
+        },
+      );
+      opened.push(loads);
+      if (loads.length) selfLoads++;
+      right += expected.filter((a, i) => loads[i] === a).length / expected.length;
+    }
+  } finally {
+    await services.dispose();
+  }
+  const seconds = (Date.now() - started) / 1000;
+  return {
+    tasks: tasks.length,
+    selfLoadShare: Number((selfLoads / tasks.length).toFixed(3)),
+    rightCapabilityShare: Number((right / tasks.length).toFixed(3)),
+    turnsPerSecond: Number((turns / seconds).toFixed(3)),
+    expected,
+    opened,
+    seconds: Math.round(seconds),
+  };
+}
+
+const histories = readFileSync(join(CHOOSER_DIR, "held-out.jsonl"), "utf8")
+  .split("\n")
+  .filter((l) => l.trim())
+  .slice(0, Number(values.histories))
+  .map((l) => JSON.parse(l) as ChooserHistory);
+const n = Number(values.tasks);
+const tasks = [
+  ...readTaskFile(join(GEMMA_DIR, "eval-tasks.jsonl"))
+    .filter((_, i) => i % 3 === 0)
+    .slice(0, n),
+  ...readTaskFile(join(PYTHON_SOURCES, "everyday-questions.jsonl")).slice(0, n),
+];
+// a library training never showed: held-out aliases and descriptions, in random order, with distractors
+const library = drawLibrary(new SeededRandom(Number(values.seed)), WORKFLOW, "held-out");
+
+for (const backbone of values.backbones!.split(",")) {
+  if (backbone !== "frozen" && backbone !== "taught")
+    throw new Error(`--backbones: "${backbone}" is not frozen or taught`);
+  const model =
+    backbone === "frozen"
+      ? await fetchModel(CHOOSER_MODEL, { logger })
+      : (values.taught ?? (await fetchModel(CHOOSER_BACKBONE, { logger })));
+  const line = (measure: string, result: object) =>
+    process.stdout.write(`${JSON.stringify({ backbone, model, measure, ...result })}\n`);
+  line("decision", await decisions(await configFor(model, library), histories));
+  line("soft", await softRuns(await configFor(model, library), library, tasks));
+}

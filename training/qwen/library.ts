@@ -1,0 +1,8 @@
+import { join } from "node:path";
+import { PACKAGE_ROOT } from "../../src/paths.js";
+
+/** The chooser's committed files: the LoRA, its training record, the held-out histories the decision check replays. */
+export const CHOOSER_DIR = join(PACKAGE_ROOT, "models", "qwen-chooser");
+
+/** The taught backbone `fetch-model` makes: Qwen2.5-Coder-0.5B-Instruct with the chooser LoRA merged into it. */
+export const CHOOSER_BACKBONE = "qwen2.5-coder-0.5b-weact";
