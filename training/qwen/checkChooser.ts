@@ -13,7 +13,8 @@
  * Sampled to fit 20 minutes (`--histories`, `--tasks`: the first N of each set); prints one JSON line per backbone
  * and measure.
  */
-import { mkdtempSync, readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
@@ -28,6 +29,7 @@ import { createLogger } from "../../src/log.js";
 import { fetchModel } from "../../src/modelFiles/index.js";
 import { toConversation } from "../../src/sessions/history.js";
 import { LOAD_LORA, weightFunctions } from "../../src/sessions/modelFunctions.js";
+import { connectClient } from "../../testkit/mcpClient.js";
 import { ensureRealModelAdapters, testAdapterDir } from "../../testkit/realModelAdapters.js";
 import { GEMMA_DIR, PYTHON_SOURCES } from "../gemma/library.js";
 import { plainSystemPrompt } from "../gemma/selfLoadPrompts.js";
@@ -178,6 +180,68 @@ async function softRuns(config: ResolvedConfig, library: readonly ShownCapabilit
   };
 }
 
+/**
+ * A capability training never listed, registered on a live server (stdio, register_adapter) whose library lacks any
+ * other search capability: does the taught base load it, by its description, where the task needs evidence?
+ */
+const ATLAS = {
+  alias: "atlas",
+  description:
+    "Atlas lookup: consults the reference documents with the search and read tools to find facts about places, people and works, and reports the sentence that states them.",
+  activation: 'Capability "atlas" is active. Find the fact in the documents, then release with offload_lora.',
+  release: 'Capability "atlas" released. The base model continues.',
+};
+
+async function runtimeCapability(model: string, tasks: readonly EvalTask[]) {
+  const library = drawLibrary(new SeededRandom(Number(values.seed) + 1), ["plan", "write"], "held-out");
+  const config = await configFor(model, library);
+  const dir = mkdtempSync(join(tmpdir(), "weact-chooser-live-"));
+  const configFile = join(dir, "config.json");
+  writeFileSync(
+    configFile,
+    JSON.stringify({
+      model: { path: model, gpu: false, threads, chatTemplate: "jinja" },
+      adapters: { manifest: config.manifestPath, allowedDirs: [testAdapterDir(model)] },
+      harness: { traceDir: join(dir, "traces") },
+    }),
+  );
+  const c = await connectClient("stdio", { serverArgs: ["--config", configFile] });
+  const started = Date.now();
+  const picked: string[][] = [];
+  try {
+    const adapters = ensureRealModelAdapters(model, testAdapterDir(model), 0.03);
+    await call(c.client, "register_adapter", { ...ATLAS, file: adapters.search, scale: 1, budget: STAGE });
+    for (const task of tasks) {
+      // with no "write" alias the soft policy forces no stage: every stage is one the base opened
+      const r = await call<{ stages: string[] }>(c.client, "run_task", {
+        task: task.task,
+        policy: "soft",
+        soft: CAPS,
+      });
+      picked.push(r.stages.filter((s) => s !== "base"));
+    }
+  } finally {
+    await c.close();
+  }
+  const plan = library.find((l) => l.role === "plan")!.alias;
+  return {
+    registered: ATLAS.alias,
+    listed: [...library.map((l) => l.alias), ATLAS.alias],
+    tasks: tasks.length,
+    loadedAtlas: picked.filter((p) => p.includes(ATLAS.alias)).length,
+    atlasRightAfterPlan: picked.filter((p) => p[0] === plan && p[1] === ATLAS.alias).length,
+    stages: picked,
+    seconds: Math.round((Date.now() - started) / 1000),
+  };
+}
+
+/** A tool's structured result over MCP, or its error as an exception. */
+async function call<T = unknown>(client: Client, name: string, args: Record<string, unknown>): Promise<T> {
+  const r = await client.callTool({ name, arguments: args }, undefined, { timeout: 1_200_000 });
+  if (r.isError) throw new Error(`${name}: ${JSON.stringify(r.content)}`);
+  return r.structuredContent as T;
+}
+
 const histories = readFileSync(join(CHOOSER_DIR, "held-out.jsonl"), "utf8")
   .split("\n")
   .filter((l) => l.trim())
@@ -204,4 +268,5 @@ for (const backbone of values.backbones!.split(",")) {
     process.stdout.write(`${JSON.stringify({ backbone, model, measure, ...result })}\n`);
   line("decision", await decisions(await configFor(model, library), histories));
   line("soft", await softRuns(await configFor(model, library), library, tasks));
+  line("runtime capability", await runtimeCapability(model, tasks.slice(0, n)));
 }

@@ -1,13 +1,16 @@
 import { spawn } from "node:child_process";
 import { createHash } from "node:crypto";
-import { readFileSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { copyFileSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
 import { createInterface } from "node:readline";
+import { readGgufHeader } from "../../src/gguf/index.js";
 import { BASE_CAPABILITY } from "../../src/library/manifest.js";
+import { importPeft } from "../../src/library/peft/index.js";
 import { PYTHON_SOURCES } from "../gemma/library.js";
 import { pipelinePython } from "../gemma/venv.js";
 import type { TrainingRun } from "../pipeline/run.js";
 import { chooserSamples } from "./data.js";
+import { CHOOSER_FILES } from "./library.js";
 
 /** The backbone the chooser is trained on (`weact-mcp fetch-model qwen2.5-coder-0.5b-instruct`). */
 export const CHOOSER_MODEL = "qwen2.5-coder-0.5b-instruct";
@@ -21,6 +24,8 @@ export const CHOOSER_RECIPE = { rank: 4, alpha: 8, lr: 1e-3, epochs: 1, batch: 4
 
 /** The train step's record: the trainer's result line, the data's SHA-256, the seconds. */
 export const chooserRecord = (run: TrainingRun) => join(run.work, "peft", "results.json");
+/** Where train_lora.py keeps its last checkpoint: samples written anew start a new training. */
+export const chooserCheckpoints = (run: TrainingRun) => join(run.work, "checkpoints");
 
 /**
  * The train step: train_lora.py on the base's samples (PEFT, the loss on the base's own turns only), resumed from its
@@ -37,7 +42,7 @@ export async function trainChooser(run: TrainingRun, model: string, minutes: num
     ...["--seed", String(run.seed), "--threads", String(run.threads), "--capabilities", BASE_CAPABILITY],
     ...["--rank", String(r.rank), "--alpha", String(r.alpha), "--lr", String(r.lr)],
     ...["--epochs", String(r.epochs), "--batch", String(r.batch), "--warmup", String(r.warmup)],
-    ...["--log-every", "1", "--checkpoints", join(run.work, "checkpoints"), "--checkpoint-every", "2"],
+    ...["--log-every", "1", "--checkpoints", chooserCheckpoints(run), "--checkpoint-every", "2"],
     ...["--max-minutes", String(minutes)],
   ];
   const child = spawn(python, args, { stdio: ["ignore", "pipe", "inherit"] });
@@ -66,4 +71,30 @@ export async function trainChooser(run: TrainingRun, model: string, minutes: num
   };
   writeFileSync(chooserRecord(run), `${JSON.stringify(record, null, 2)}\n`);
   process.stdout.write(`${JSON.stringify(record)}\n`);
+}
+
+/**
+ * The import step: the PEFT folder becomes the chooser LoRA GGUF (F16) through the TypeScript importer, committed in
+ * models/qwen-chooser with its training record (the trainer's result, the data's SHA-256, the recipe, the LoRA's
+ * SHA-256) and the held-out histories the decision check replays.
+ */
+export async function importChooser(run: TrainingRun, model: string): Promise<void> {
+  const trained = JSON.parse(readFileSync(chooserRecord(run), "utf8")) as Record<string, unknown>;
+  mkdirSync(dirname(CHOOSER_FILES.lora), { recursive: true });
+  const imported = await importPeft({
+    dir: join(run.work, "peft", BASE_CAPABILITY),
+    base: readGgufHeader(model),
+    alias: "chooser",
+    name: "weact-qwen2.5-coder-0.5b-chooser",
+    outFile: CHOOSER_FILES.lora,
+    overwrite: true,
+  });
+  copyFileSync(chooserSamples(run).histories, CHOOSER_FILES.histories);
+  const record = {
+    ...trained,
+    base: `${CHOOSER_MODEL} (Q4_K_M GGUF, dequantized to F32 by transformers; frozen)`,
+    lora: { file: "chooser.gguf", rank: imported.rank, alpha: imported.alpha, sha256: imported.sha256 },
+  };
+  writeFileSync(CHOOSER_FILES.training, `${JSON.stringify(record, null, 2)}\n`);
+  process.stdout.write(`${JSON.stringify(record.lora)}\n`);
 }
