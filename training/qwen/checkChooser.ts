@@ -1,5 +1,6 @@
 /**
- * `npm run check:chooser [-- --backbones frozen,taught] [--taught FILE] [--histories N] [--tasks N] [--threads N]`:
+ * `npm run check:chooser [-- --backbones frozen,taught] [--taught FILE] [--histories N] [--histories-file FILE]
+ * [--tasks N] [--threads N]`:
  * does Qwen2.5-Coder-0.5B-Instruct choose its own capability adapters, frozen and taught (the chooser LoRA merged
  * into it), with aliases and descriptions training never showed. Two measures per backbone, greedy and unsteered:
  *
@@ -8,7 +9,9 @@
  *   turn ended when it should;
  * - soft runs: the soft policy over the appetite set (held-out tasks of models/gemma3 and the everyday questions),
  *   the test LoRAs served under a held-out library: the share of runs where the base opened a load itself, the
- *   share of the expected capabilities it loaded itself in order, and model turns per second.
+ *   share of the expected capabilities it loaded itself in order, and model turns per second;
+ * - runtime capability: a server (stdio) whose library has no search capability gets one by register_adapter, under
+ *   an alias and a description no training listed: does the base load it after planning, by its description?
  *
  * Sampled to fit 20 minutes (`--histories`, `--tasks`: the first N of each set); prints one JSON line per backbone
  * and measure.
@@ -35,7 +38,7 @@ import { GEMMA_DIR, PYTHON_SOURCES } from "../gemma/library.js";
 import { plainSystemPrompt } from "../gemma/selfLoadPrompts.js";
 import { drawLibrary, type ShownCapability } from "./capabilities.js";
 import type { ChooserHistory } from "./data.js";
-import { CHOOSER_BACKBONE, CHOOSER_DIR } from "./library.js";
+import { CHOOSER_BACKBONE, CHOOSER_FILES } from "./library.js";
 import { CHOOSER_MODEL } from "./train.js";
 
 /** The soft runs' caps: room for plan, search and write and the closing turn, and a bound on a base that never ends. */
@@ -50,6 +53,7 @@ const { values } = parseArgs({
     backbones: { type: "string", default: "frozen,taught" },
     taught: { type: "string" },
     histories: { type: "string", default: "8" },
+    "histories-file": { type: "string" },
     tasks: { type: "string", default: "3" },
     threads: { type: "string", default: "2" },
     seed: { type: "string", default: "7" },
@@ -105,7 +109,7 @@ async function decisions(config: ResolvedConfig, histories: readonly ChooserHist
           const kind = m.toolCalls.length === 0 ? "end" : first ? "first" : "next";
           first = false;
           const turn = await session.generate(toConversation(h.messages.slice(0, i), functions, 1000), {
-            maxTokens: 48,
+            maxTokens: 32,
             callable: [LOAD_LORA, ...Object.keys(services.toolbox.modelFunctions())],
           });
           const expected = m.toolCalls.map((c) => `${c.name}:${String(c.arguments.adapter)}`).join();
@@ -202,7 +206,8 @@ async function runtimeCapability(model: string, tasks: readonly EvalTask[]) {
     JSON.stringify({
       model: { path: model, gpu: false, threads, chatTemplate: "jinja" },
       adapters: { manifest: config.manifestPath, allowedDirs: [testAdapterDir(model)] },
-      harness: { traceDir: join(dir, "traces") },
+      // the registered capability's stage too: short, as the test LoRAs' are
+      harness: { traceDir: join(dir, "traces"), stage: STAGE },
     }),
   );
   const c = await connectClient("stdio", { serverArgs: ["--config", configFile] });
@@ -210,7 +215,7 @@ async function runtimeCapability(model: string, tasks: readonly EvalTask[]) {
   const picked: string[][] = [];
   try {
     const adapters = ensureRealModelAdapters(model, testAdapterDir(model), 0.03);
-    await call(c.client, "register_adapter", { ...ATLAS, file: adapters.search, scale: 1, budget: STAGE });
+    await call(c.client, "register_adapter", { ...ATLAS, file: adapters.search, scale: 1 });
     for (const task of tasks) {
       // with no "write" alias the soft policy forces no stage: every stage is one the base opened
       const r = await call<{ stages: string[] }>(c.client, "run_task", {
@@ -242,7 +247,7 @@ async function call<T = unknown>(client: Client, name: string, args: Record<stri
   return r.structuredContent as T;
 }
 
-const histories = readFileSync(join(CHOOSER_DIR, "held-out.jsonl"), "utf8")
+const histories = readFileSync(values["histories-file"] ?? CHOOSER_FILES.histories, "utf8")
   .split("\n")
   .filter((l) => l.trim())
   .slice(0, Number(values.histories))
