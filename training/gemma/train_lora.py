@@ -144,7 +144,11 @@ def train_capability(base, capability, args):
     folder = os.path.join(args.checkpoints, capability) if args.checkpoints else None
     if folder and os.path.exists(os.path.join(folder, "checkpoint.pt")):
         saved = torch.load(os.path.join(folder, "checkpoint.pt"), weights_only=False)
-        model.load_state_dict(saved.pop("adapter"), strict=False)
+        loaded = model.load_state_dict(saved.pop("adapter"), strict=False)
+        # the base's own weights are not in a checkpoint; every LoRA weight must be, and nothing else
+        lost = [k for k in loaded.missing_keys if "lora_" in k]
+        if loaded.unexpected_keys or lost:
+            raise SystemExit(f"{folder}: the checkpoint does not fit this LoRA: {(loaded.unexpected_keys + lost)[:3]}")
         optimizer.load_state_dict(saved.pop("optimizer"))
         schedule.load_state_dict(saved.pop("schedule"))
         state = saved
