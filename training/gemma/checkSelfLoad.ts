@@ -17,7 +17,7 @@ import { startServices } from "../../src/composition/services.js";
 import { loadConfigFile, type ResolvedConfig } from "../../src/config/loadConfig.js";
 import { readTaskFile, type EvalTask } from "../../src/harness/eval/TaskFile.js";
 import { runTask } from "../../src/harness/runTaskUnderPolicy.js";
-import { loadManifest, saveManifest } from "../../src/library/manifest.js";
+import { loadManifest } from "../../src/library/manifest.js";
 import { createLogger } from "../../src/log.js";
 import { fetchModel } from "../../src/modelFiles/index.js";
 import { sha256File } from "../../src/gguf/index.js";
@@ -25,6 +25,7 @@ import { ensureRealModelAdapters, testAdapterDir } from "../../testkit/realModel
 import { ORACLE_WORKFLOW } from "../pipeline/OracleDriver.js";
 import { GEMMA_DIR, GEMMA_MODEL, PYTHON_SOURCES } from "./library.js";
 import { plainSystemPrompt, workedExamplesPrompt } from "./selfLoadPrompts.js";
+import { testLibraryConfig } from "./testLibraryConfig.js";
 
 /** The per-run caps: a backbone that never loads ends its run at one of them, and 88 runs fit 20 minutes. */
 const CAPS = { turns: 4, tokens: 256, seconds: 15 };
@@ -58,10 +59,11 @@ const taskSets: Record<string, EvalTask[]> = values.tasks
 
 /** The config a run serves: Gemma's shipped library, or the model's test LoRAs under the library's texts. */
 async function configFor(model: string): Promise<ResolvedConfig> {
-  const base = loadConfigFile(join(GEMMA_DIR, "config.json"));
-  const traceDir = mkdtempSync(join(tmpdir(), "weact-self-load-"));
-  if (name === GEMMA_MODEL)
+  if (name === GEMMA_MODEL) {
+    const base = loadConfigFile(join(GEMMA_DIR, "config.json"));
+    const traceDir = mkdtempSync(join(tmpdir(), "weact-self-load-"));
     return { ...base, model: { ...base.model, gpu: false, threads }, harness: { ...base.harness, traceDir } };
+  }
   const adapters = ensureRealModelAdapters(model, testAdapterDir(model), 0.03);
   const baseSha256 = await sha256File(model);
   const entries = loadManifest(join(GEMMA_DIR, "manifest.json"))
@@ -74,21 +76,11 @@ async function configFor(model: string): Promise<ResolvedConfig> {
       // a test LoRA's stage says nothing: one short turn, so the run's time goes to the base's decisions
       budget: STAGE,
     }));
-  const manifestPath = join(traceDir, "manifest.json");
-  saveManifest(manifestPath, entries);
-  return {
-    ...base,
-    model: {
-      ...base.model,
-      path: model,
-      gpu: false,
-      threads,
-      chatTemplate: JINJA_MODELS.has(name) ? "jinja" : "auto",
-    },
-    adapters: { ...base.adapters, manifest: manifestPath, allowedDirs: [testAdapterDir(model)] },
-    manifestPath,
-    harness: { ...base.harness, traceDir },
-  };
+  return testLibraryConfig(model, entries, {
+    threads,
+    chatTemplate: JINJA_MODELS.has(name) ? "jinja" : "auto",
+    prefix: "weact-self-load-",
+  });
 }
 
 const model = await fetchModel(name, { logger });

@@ -23,10 +23,9 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { startServices } from "../../src/composition/services.js";
 import { SeededRandom } from "../../src/demo/random.js";
-import { loadConfigFile, type ResolvedConfig } from "../../src/config/loadConfig.js";
+import type { ResolvedConfig } from "../../src/config/loadConfig.js";
 import { readTaskFile, type EvalTask } from "../../src/harness/eval/TaskFile.js";
 import { runTask } from "../../src/harness/runTaskUnderPolicy.js";
-import { saveManifest } from "../../src/library/manifest.js";
 import { sha256File } from "../../src/gguf/index.js";
 import { createLogger } from "../../src/log.js";
 import { fetchModel } from "../../src/modelFiles/index.js";
@@ -36,6 +35,7 @@ import { connectClient } from "../../testkit/mcpClient.js";
 import { ensureRealModelAdapters, testAdapterDir } from "../../testkit/realModelAdapters.js";
 import { GEMMA_DIR, PYTHON_SOURCES } from "../gemma/library.js";
 import { plainSystemPrompt } from "../gemma/selfLoadPrompts.js";
+import { testLibraryConfig } from "../gemma/testLibraryConfig.js";
 import { drawLibrary, type ShownCapability } from "./capabilities.js";
 import type { ChooserHistory } from "./data.js";
 import { CHOOSER_BACKBONE, CHOOSER_FILES } from "./library.js";
@@ -64,8 +64,6 @@ const threads = Number(values.threads);
 
 /** The served library: the test LoRAs of the backbone's shape under a library's aliases and texts (by role). */
 async function configFor(model: string, library: readonly ShownCapability[]): Promise<ResolvedConfig> {
-  const base = loadConfigFile(join(GEMMA_DIR, "config.json"));
-  const traceDir = mkdtempSync(join(tmpdir(), "weact-chooser-"));
   const adapters = ensureRealModelAdapters(model, testAdapterDir(model), 0.03);
   const baseSha256 = await sha256File(model);
   // a capability the runs never need (a distractor) is served with plan's test LoRA: only its listing matters
@@ -81,15 +79,7 @@ async function configFor(model: string, library: readonly ShownCapability[]): Pr
     baseSha256,
     budget: STAGE,
   }));
-  const manifestPath = join(traceDir, "manifest.json");
-  saveManifest(manifestPath, entries);
-  return {
-    ...base,
-    model: { ...base.model, path: model, gpu: false, threads, chatTemplate: "jinja" },
-    adapters: { ...base.adapters, manifest: manifestPath, allowedDirs: [testAdapterDir(model)] },
-    manifestPath,
-    harness: { ...base.harness, traceDir },
-  };
+  return testLibraryConfig(model, entries, { threads, chatTemplate: "jinja", prefix: "weact-chooser-" });
 }
 
 /** The base's turns of a held-out history, each replayed as the next turn to write: right when it does the oracle's. */
