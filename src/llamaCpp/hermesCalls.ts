@@ -3,7 +3,7 @@ import { JinjaTemplateChatWrapper, LlamaText, type JinjaTemplateChatWrapperOptio
 /** How a hermes template (Qwen2.5's) opens a call, as node-llama-cpp extracts it from the template. */
 const HERMES_CALL_PREFIX = '<tool_call>\n{"name": "';
 /** The call's JSON alone, without the `<tool_call>` tag before it. */
-export const BARE_CALL_PREFIX = '{"name": "';
+const BARE_CALL_PREFIX = '{"name": "';
 
 /**
  * The GGUF's Jinja template (model.chatTemplate "jinja"), where a hermes call may also open with its JSON alone:

@@ -6,6 +6,7 @@ import type { SeededRandom } from "../../src/demo/random.js";
 import { buildVocabulary } from "../../src/demo/vocabulary.js";
 import type { Conversation, TokenId } from "../../src/engine/index.js";
 import { readTraces } from "../../src/export/readTraces.js";
+import type { Trajectory } from "../../src/export/recordedTrajectory.js";
 import { segment } from "../../src/export/segment.js";
 import { runTask } from "../../src/harness/runTaskUnderPolicy.js";
 import { PACKAGE_ROOT } from "../../src/paths.js";
@@ -165,10 +166,7 @@ export async function renderTraces(
     };
     // in the order of their questions (one trajectory per question), not of their trace files' random names: the
     // vocabulary's merges and the windows then follow from the trajectories alone, the same on every run
-    const { trajectories, problems } = readTraces(traceDir);
-    const question = (t: (typeof trajectories)[number]) => t.messages.find((m) => m.role === "user")?.content ?? "";
-    trajectories.sort((a, b) => (question(a) < question(b) ? -1 : question(a) > question(b) ? 1 : 0));
-    if (problems.length) throw new Error(`oracle traces have problems: ${problems.map((p) => p.message).join("; ")}`);
+    const trajectories = oracleTraces(traceDir);
     const elided = trajectories.filter((t) => t.messages.some((m) => m.role === "tool" && m.elided));
     if (elided.length)
       throw new Error(
@@ -198,4 +196,16 @@ export async function renderTraces(
   } finally {
     await dispose();
   }
+}
+
+/**
+ * The oracle's trajectories in `traceDir`, in the order of their questions (one trajectory per question), not of their
+ * trace files' random names: what is made of them then follows from the trajectories alone, the same on every run.
+ * Throws on a trace that does not read.
+ */
+export function oracleTraces(traceDir: string): Trajectory[] {
+  const { trajectories, problems } = readTraces(traceDir);
+  if (problems.length) throw new Error(`oracle traces have problems: ${problems.map((p) => p.message).join("; ")}`);
+  const question = (t: Trajectory) => t.messages.find((m) => m.role === "user")?.content ?? "";
+  return trajectories.sort((a, b) => (question(a) < question(b) ? -1 : question(a) > question(b) ? 1 : 0));
 }

@@ -5,7 +5,6 @@ import { join } from "node:path";
 import { ensureDemoWeights } from "../../src/demo/ensure.js";
 import { SeededRandom } from "../../src/demo/random.js";
 import { commonPrefixLength, type Conversation, type TokenId } from "../../src/engine/index.js";
-import { readTraces } from "../../src/export/readTraces.js";
 import { segment, type StageSample } from "../../src/export/segment.js";
 import { metaString, readGgufHeader } from "../../src/gguf/index.js";
 import { Toolbox } from "../../src/externalTools/Toolbox.js";
@@ -23,7 +22,7 @@ import { drawDifferences, heldOutDifferenceQuestion, neverTrainedPair } from "..
 import { TRAINING_ENTITIES } from "../pipeline/paths.js";
 import { heldOutFile, windowsFile, type TrainingRun } from "../pipeline/run.js";
 import { SampleRenderError, tokenSample, writeSamples, type Renderer, type TokenSample } from "../pipeline/samples.js";
-import { pipelineConfig, recordTrajectories } from "../pipeline/trajectories.js";
+import { oracleTraces, pipelineConfig, recordTrajectories } from "../pipeline/trajectories.js";
 import { drawLibrary, renameHistory, type ShownCapability, type Split } from "./capabilities.js";
 
 /** Libraries drawn per recorded trajectory: more distinct trajectories teach more than one read through several lists. */
@@ -40,6 +39,12 @@ export const chooserSamples = (run: TrainingRun) => ({
   /** The held-out histories as the decision check replays them (ChooserHistory per line). */
   histories: join(run.work, "held-out.jsonl"),
 });
+
+/** The SHA-256 of the samples, training then held out: what a training record names its data by. */
+export function chooserDataSha256(run: TrainingRun): string {
+  const files = chooserSamples(run);
+  return createHash("sha256").update(readFileSync(files.training)).update(readFileSync(files.held)).digest("hex");
+}
 
 /** A held-out history as its session showed it: the library drawn for it, and the messages under its aliases. */
 export interface ChooserHistory {
@@ -117,9 +122,6 @@ export async function writeChooserData(
     writeSamples(files.training, sets.training.samples);
     writeSamples(files.held, sets["held-out"].samples);
     writeFileSync(files.histories, sets["held-out"].histories.map((h) => `${JSON.stringify(h)}\n`).join(""));
-    const hash = createHash("sha256");
-    hash.update(readFileSync(files.training));
-    hash.update(readFileSync(files.held));
     const sizes = Object.fromEntries(
       Object.entries(sets).map(([name, { samples: list }]) => [
         name,
@@ -131,7 +133,7 @@ export async function writeChooserData(
         },
       ]),
     );
-    return { sha256: hash.digest("hex"), ...sizes };
+    return { sha256: chooserDataSha256(run), ...sizes };
   } finally {
     await render.dispose();
   }
@@ -159,11 +161,7 @@ async function chooserRendering(run: TrainingRun, model: string) {
       rng: SeededRandom,
       perTrajectory: number,
     ): { samples: TokenSample[]; histories: ChooserHistory[] } {
-      const { trajectories, problems } = readTraces(traceDir);
-      if (problems.length) throw new Error(`oracle traces have problems: ${problems.map((p) => p.message).join("; ")}`);
-      // in question order, not the trace files' random names: the samples follow from the trajectories alone
-      const question = (t: (typeof trajectories)[number]) => t.messages.find((m) => m.role === "user")?.content ?? "";
-      trajectories.sort((a, b) => (question(a) < question(b) ? -1 : question(a) > question(b) ? 1 : 0));
+      const trajectories = oracleTraces(traceDir);
       const out: TokenSample[] = [];
       const histories: ChooserHistory[] = [];
       for (const t of trajectories) {

@@ -1,5 +1,4 @@
 import { spawn } from "node:child_process";
-import { createHash } from "node:crypto";
 import { copyFileSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { createInterface } from "node:readline";
@@ -9,7 +8,7 @@ import { importPeft } from "../../src/library/peft/index.js";
 import { PYTHON_SOURCES } from "../gemma/library.js";
 import { pipelinePython } from "../gemma/venv.js";
 import type { TrainingRun } from "../pipeline/run.js";
-import { chooserSamples } from "./data.js";
+import { chooserDataSha256, chooserSamples } from "./data.js";
 import { CHOOSER_FILES } from "./library.js";
 
 /** The backbone the chooser is trained on (`weact-mcp fetch-model qwen2.5-coder-0.5b-instruct`). */
@@ -58,13 +57,9 @@ export async function trainChooser(run: TrainingRun, model: string, minutes: num
     process.stderr.write("train_lora.py stopped at a checkpoint: run the train step again to go on\n");
     return;
   }
-  const files = chooserSamples(run);
-  const data = createHash("sha256");
-  data.update(readFileSync(files.training));
-  data.update(readFileSync(files.held));
   const record = {
     command: run.command,
-    trainingDataSha256: data.digest("hex"),
+    trainingDataSha256: chooserDataSha256(run),
     lastCallSeconds: Math.round((Date.now() - started) / 1000),
     recipe: { ...r, targetModules: "q,k,v,o,gate,up,down", lossMask: "the base's own turns" },
     result,
