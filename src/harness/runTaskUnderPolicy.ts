@@ -221,7 +221,7 @@ export async function runTask(
   try {
     let result: PolicyResult;
     if (policy === "hard") result = await runHard(ctx, workflow, budgetFor);
-    else if (policy === "soft") result = await runSoft(ctx, limits, budgetFor);
+    else if (policy === "soft") result = await runSoft(ctx, limits, budgetFor, workflow.at(-1));
     else result = await runFixed(ctx, limits, policy);
     const finish: Finish = ctx.windowEnded
       ? "context"

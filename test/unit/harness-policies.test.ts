@@ -354,7 +354,7 @@ describe("soft policy", () => {
       write: [{ text: "Answer: Seine", calls: [offload()] }],
     });
     const { ctx } = context(d);
-    const r = await runSoft(ctx, limits(), budget());
+    const r = await runSoft(ctx, limits(), budget(), "write");
     expect(r.stages).toEqual(["search", "write"]);
     expect(r.text).toBe("Answer: Seine");
     expect(d.log.filter((l) => l.startsWith("load"))).toEqual(["load:search:model", "load:write:model"]);
@@ -366,7 +366,7 @@ describe("soft policy", () => {
       base: [load("write"), { text: "" }],
       write: [{ text: "Answer: Seine", calls: [offload()] }],
     });
-    const r = await runSoft(context(ended).ctx, limits(), budget());
+    const r = await runSoft(context(ended).ctx, limits(), budget(), "write");
     expect(r.text).toBe("Answer: Seine");
     expect(ended.log.filter((l) => l.startsWith("gen:"))).toEqual([
       "gen:base->load_lora",
@@ -378,7 +378,7 @@ describe("soft policy", () => {
       write: [{ text: "Answer: Seine", calls: [offload()] }],
     });
     const { ctx, trace } = context(reopened);
-    const again = await runSoft(ctx, limits(), budget());
+    const again = await runSoft(ctx, limits(), budget(), "write");
     expect(again.text).toBe("Answer: Seine");
     expect(reopened.log.filter((l) => l.startsWith("load"))).toEqual(["load:write:model"]);
     expect(reopened.log.filter((l) => l.startsWith("reject"))).toEqual([
@@ -395,7 +395,7 @@ describe("soft policy", () => {
       write: [{ text: "Answer: x", calls: [offload()] }],
     });
     const { ctx, trace } = context(d);
-    await runSoft(ctx, limits(), budget());
+    await runSoft(ctx, limits(), budget(), "write");
     expect(d.log.filter((l) => l.startsWith("reject"))).toEqual([
       'reject:c3:load_lora refused: "search" was just released and no new tool result arrived since; do something else first',
     ]);
@@ -420,7 +420,7 @@ describe("soft policy", () => {
       ["plan"],
     );
     const { ctx } = context(d);
-    await runSoft(ctx, limits({ revisitsPerAdapter: 1 }), budget());
+    await runSoft(ctx, limits({ revisitsPerAdapter: 1 }), budget(), "write");
     expect(d.log.filter((l) => l.startsWith("reject"))).toEqual([
       'reject:c7:load_lora refused: "plan" was already used 2 times (limit: 1 revisits)',
     ]);
@@ -431,7 +431,7 @@ describe("soft policy", () => {
       },
       ["plan"],
     );
-    await runSoft(context(d2).ctx, limits({ switches: 2 }), budget());
+    await runSoft(context(d2).ctx, limits({ switches: 2 }), budget(), "write");
     expect(d2.log.filter((l) => l.startsWith("reject"))).toEqual([
       "reject:c4:load_lora refused: the run's 2 weight switches are spent; answer with what you have",
     ]);
@@ -440,11 +440,28 @@ describe("soft policy", () => {
   it("tells the base once that the answer must come from write, then accepts its answer", async () => {
     const d = new ScriptedDriver({ base: [{ text: "Answer: early" }, { text: "Answer: still mine" }] });
     const { ctx } = context(d);
-    const r = await runSoft(ctx, limits(), budget());
+    const r = await runSoft(ctx, limits(), budget(), "write");
     expect(d.log.filter((l) => l.startsWith("note"))).toEqual([
       'note:Before answering, load the "write" capability with load_lora: the final answer must be written by it.',
     ]);
     expect(r.text).toBe("Answer: still mine");
+  });
+
+  it("takes the writer from the workflow, not from an alias: a renamed library keeps its coverage guard", async () => {
+    const d = new ScriptedDriver({ base: [{ text: "Answer: early" }, { text: "Answer: still mine" }] }, [
+      "outline",
+      "lookup",
+      "scribe",
+    ]);
+    await runSoft(context(d).ctx, limits(), budget(), "scribe");
+    expect(d.log.filter((l) => l.startsWith("note"))).toEqual([
+      'note:Before answering, load the "scribe" capability with load_lora: the final answer must be written by it.',
+    ]);
+    // a workflow whose writer the library lacks forces nothing: the base's answer stands
+    const none = new ScriptedDriver({ base: [{ text: "Answer: mine" }] }, ["outline", "lookup", "scribe"]);
+    const r = await runSoft(context(none).ctx, limits(), budget(), "write");
+    expect(none.log.filter((l) => l.startsWith("note"))).toEqual([]);
+    expect(r.text).toBe("Answer: mine");
   });
 
   it("forces a final write stage when the run's limits end it", async () => {
@@ -453,7 +470,7 @@ describe("soft policy", () => {
       write: [{ text: "Answer: forced", calls: [offload()] }],
     });
     const { ctx, trace } = context(d);
-    const r = await runSoft(ctx, limits({ turns: 2 }), budget());
+    const r = await runSoft(ctx, limits({ turns: 2 }), budget(), "write");
     expect(d.log).toContain("load:write:harness");
     expect(r.text).toBe("Answer: forced");
     expect(trace.events.find((e) => e.type === "guard")).toMatchObject({ rule: "termination", limit: "turns" });

@@ -1,6 +1,6 @@
 /**
  * `npm run check:chooser [-- --backbones frozen,taught] [--taught FILE] [--histories N] [--histories-file FILE]
- * [--tasks N] [--threads N]`:
+ * [--tasks N] [--threads N] [--measures decision,soft,runtime]`:
  * does Qwen2.5-Coder-0.5B-Instruct choose its own capability adapters, frozen and taught (the chooser LoRA merged
  * into it), with aliases and descriptions training never showed. Two measures per backbone, greedy and unsteered:
  *
@@ -26,7 +26,6 @@ import { SeededRandom } from "../../src/demo/random.js";
 import type { ResolvedConfig } from "../../src/config/loadConfig.js";
 import { readTaskFile, type EvalTask } from "../../src/harness/eval/TaskFile.js";
 import { runTask } from "../../src/harness/runTaskUnderPolicy.js";
-import { sha256File } from "../../src/gguf/index.js";
 import { createLogger } from "../../src/log.js";
 import { fetchModel } from "../../src/modelFiles/index.js";
 import { toConversation } from "../../src/sessions/history.js";
@@ -38,13 +37,11 @@ import { plainSystemPrompt } from "../gemma/selfLoadPrompts.js";
 import { testLibraryConfig } from "../gemma/testLibraryConfig.js";
 import { drawLibrary, type ShownCapability } from "./capabilities.js";
 import type { ChooserHistory } from "./data.js";
-import { CHOOSER_BACKBONE, CHOOSER_FILES } from "./library.js";
+import { CHOOSER_BACKBONE, CHOOSER_FILES, TEST_STAGE, testLibraryEntries } from "./library.js";
 import { CHOOSER_MODEL } from "./train.js";
 
 /** The soft runs' caps: room for plan, search and write and the closing turn, and a bound on a base that never ends. */
 const CAPS = { turns: 6, tokens: 384, seconds: 120 };
-/** A test LoRA's stage: one short turn, so the run's time goes to the base's decisions. */
-const STAGE = { turns: 1, tokens: 24, seconds: 30 };
 /** The stages a question of the appetite set goes through. */
 const WORKFLOW = ["plan", "search", "write"] as const;
 
@@ -57,6 +54,7 @@ const { values } = parseArgs({
     tasks: { type: "string", default: "3" },
     threads: { type: "string", default: "2" },
     seed: { type: "string", default: "7" },
+    measures: { type: "string", default: "decision,soft,runtime" },
   },
 });
 const logger = createLogger(process.env.WEACT_LOG_LEVEL ?? "warn");
@@ -64,22 +62,11 @@ const threads = Number(values.threads);
 
 /** The served library: the test LoRAs of the backbone's shape under a library's aliases and texts (by role). */
 async function configFor(model: string, library: readonly ShownCapability[]): Promise<ResolvedConfig> {
-  const adapters = ensureRealModelAdapters(model, testAdapterDir(model), 0.03);
-  const baseSha256 = await sha256File(model);
-  // a capability the runs never need (a distractor) is served with plan's test LoRA: only its listing matters
-  const file = (role: string) => adapters[role === "search" || role === "write" ? role : "plan"];
-  const entries = library.map((c) => ({
-    alias: c.alias,
-    description: c.description,
-    activation: c.activation,
-    release: c.release,
-    file: `${c.alias}.gguf`,
-    filePath: file(c.role),
-    scale: 1,
-    baseSha256,
-    budget: STAGE,
-  }));
-  return testLibraryConfig(model, entries, { threads, chatTemplate: "jinja", prefix: "weact-chooser-" });
+  return testLibraryConfig(model, await testLibraryEntries(model, library), {
+    threads,
+    chatTemplate: "jinja",
+    prefix: "weact-chooser-",
+  });
 }
 
 /** The base's turns of a held-out history, each replayed as the next turn to write: right when it does the oracle's. */
@@ -197,7 +184,7 @@ async function runtimeCapability(model: string, tasks: readonly EvalTask[]) {
       model: { path: model, gpu: false, threads, chatTemplate: "jinja" },
       adapters: { manifest: config.manifestPath, allowedDirs: [testAdapterDir(model)] },
       // the registered capability's stage too: short, as the test LoRAs' are
-      harness: { traceDir: join(dir, "traces"), stage: STAGE },
+      harness: { traceDir: join(dir, "traces"), stage: TEST_STAGE },
     }),
   );
   const c = await connectClient("stdio", { serverArgs: ["--config", configFile] });
@@ -252,6 +239,10 @@ const tasks = [
 // a library training never showed: held-out aliases and descriptions, in random order, with distractors
 const library = drawLibrary(new SeededRandom(Number(values.seed)), WORKFLOW, "held-out");
 
+const measures = new Set(values.measures!.split(","));
+for (const m of measures)
+  if (!["decision", "soft", "runtime"].includes(m))
+    throw new Error(`--measures: "${m}" is not one of decision, soft, runtime`);
 for (const backbone of values.backbones!.split(",")) {
   if (backbone !== "frozen" && backbone !== "taught")
     throw new Error(`--backbones: "${backbone}" is not frozen or taught`);
@@ -261,7 +252,7 @@ for (const backbone of values.backbones!.split(",")) {
       : (values.taught ?? (await fetchModel(CHOOSER_BACKBONE, { logger })));
   const line = (measure: string, result: object) =>
     process.stdout.write(`${JSON.stringify({ backbone, model, measure, ...result })}\n`);
-  line("decision", await decisions(await configFor(model, library), histories));
-  line("soft", await softRuns(await configFor(model, library), library, tasks));
-  line("runtime capability", await runtimeCapability(model, tasks.slice(0, n)));
+  if (measures.has("decision")) line("decision", await decisions(await configFor(model, library), histories));
+  if (measures.has("soft")) line("soft", await softRuns(await configFor(model, library), library, tasks));
+  if (measures.has("runtime")) line("runtime capability", await runtimeCapability(model, tasks.slice(0, n)));
 }

@@ -5,20 +5,20 @@ import { runStage } from "../stage.js";
 import { LOAD_LORA } from "../../sessions/modelFunctions.js";
 import type { PolicyResult } from "./hard.js";
 
-const WRITE = "write";
-
 /**
  * WeAct-soft: the base model chooses. It loads a capability with load_lora; the adapter works and hands
  * control back with offload_lora (or the harness ends its stage). Guards: revisits per adapter, total
  * switches, repetition (reloading the adapter just released with no new tool result in between), coverage
- * (the answer must come from `write` when the library has one: the base is told so, once), and termination
- * (turns, tokens, time), after which a final write stage is forced, or the base's text stands. A write stage that
- * releases by itself gives the base one closing turn, and the write stage's text is the answer.
+ * (the answer must come from the writer, the workflow's last stage, when the library has it: the base is told so,
+ * once), and termination (turns, tokens, time), after which a final write stage is forced, or the base's text stands.
+ * A write stage that releases by itself gives the base one closing turn, and the write stage's text is the answer.
+ * The writer is named by the workflow, not by an alias, so that a library under other names keeps its guards.
  */
 export async function runSoft(
   ctx: RunContext,
   limits: SoftLimits,
   budgetFor: (alias: string) => StageBudget,
+  writer: string | undefined,
 ): Promise<PolicyResult> {
   const started = ctx.now();
   const visits = new Map<string, number>();
@@ -28,7 +28,7 @@ export async function runSoft(
   let toldCoverage = false;
   let baseText = "";
   let baseTurns = 0;
-  const hasWrite = ctx.driver.adapters.includes(WRITE);
+  const hasWrite = writer !== undefined && ctx.driver.adapters.includes(writer);
   // the base and every other stage keep room for a release and for the final write stage
   const reserve = ctx.contextReserve * (hasWrite ? 2 : 1);
   ctx.startVisit("base");
@@ -46,7 +46,7 @@ export async function runSoft(
     if (!loaded.ok) return undefined;
     visits.set(alias, (visits.get(alias) ?? 0) + 1);
     stages.push(alias);
-    const result = await runStage(ctx, stage, budgetFor(alias), alias === WRITE ? ctx.contextReserve : reserve);
+    const result = await runStage(ctx, stage, budgetFor(alias), alias === writer ? ctx.contextReserve : reserve);
     lastReleased = alias;
     toolResultsSinceRelease = 0;
     ctx.startVisit("base");
@@ -75,7 +75,7 @@ export async function runSoft(
             : `the run's ${limit} limit was reached`,
       });
       if (hasWrite && ctx.driver.active() === null) {
-        const forced = await runAdapter(WRITE);
+        const forced = await runAdapter(writer!);
         if (forced)
           return { text: forced.lastText || baseText, stages, budgetEnded: limit !== "context", stopped: forced.stuck };
       }
@@ -85,12 +85,12 @@ export async function runSoft(
     baseTurns++;
     if (turn.text.trim()) baseText = turn.text;
     if (!turn.calls.length) {
-      if (hasWrite && !visits.has(WRITE) && !toldCoverage) {
+      if (hasWrite && !visits.has(writer!) && !toldCoverage) {
         toldCoverage = true;
         ctx.trace.event("guard", { rule: "coverage", detail: "the base tried to answer without the write capability" });
         await ctx.orchestrate(() =>
           ctx.driver.note(
-            `Before answering, load the "${WRITE}" capability with load_lora: the final answer must be written by it.`,
+            `Before answering, load the "${writer}" capability with load_lora: the final answer must be written by it.`,
           ),
         );
         continue;
@@ -118,7 +118,7 @@ export async function runSoft(
       }
       const result = await runAdapter(alias, call);
       if (result?.stuck) return { text: result.lastText || baseText, stages, stopped: true };
-      if (result && alias === WRITE) {
+      if (result && alias === writer) {
         // a write stage that released by itself hands the turn back: the base's next turn is the run's last
         if (result.end === "exit_call") await closingTurn(ctx, reserve);
         return { text: result.lastText, stages, budgetEnded: result.end.startsWith("budget:") };

@@ -34,7 +34,9 @@ export function registerRunTaskTool(server: McpServer, ctx: ServerContext) {
           .min(1)
           .max(16)
           .optional()
-          .describe("hard: the stages, in order (default from config)."),
+          .describe(
+            "hard: the stages, in order; soft: its last stage is the writer the answer must come from (default from config).",
+          ),
         budgets: StageBudgetSchema.partial().optional().describe("Per-stage limits; override the manifest and config."),
         soft: SoftLimitsSchema.partial().optional().describe("soft: run-level limits and guards."),
         seed: SeedSchema.optional(),
