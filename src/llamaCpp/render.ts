@@ -129,33 +129,41 @@ export function renderConversation(
 ): RenderedConversation {
   const inline = usesInlineCalls(chatWrapper);
   const history = toChatHistory(conversation, inline);
+  const view = inline ? inlineCallView(chatWrapper) : chatWrapper;
   const wrapper = documentingWrapper(
-    inline ? inlineCallView(chatWrapper) : chatWrapper,
+    chatWrapper instanceof JinjaTemplateChatWrapper ? templateTextView(model, view) : view,
     toChatModelFunctions(conversation.functions),
   );
   const { contextText } = wrapper.generateContextState({ chatHistory: history });
-  const tokens =
-    chatWrapper instanceof JinjaTemplateChatWrapper
-      ? tokenizedAsTemplate(model, contextText)
-      : contextText.tokenize(model.tokenizer);
-  return { history, wrapper, tokens };
+  return { history, wrapper, tokens: contextText.tokenize(model.tokenizer) };
+}
+
+/**
+ * A Jinja template's wrapper whose rendered text tokenizes as Hugging Face tokenizes `apply_chat_template`'s text
+ * (templateText). The engine renders the prompt with it and node-llama-cpp's LlamaChat generates with it, so both
+ * read the same tokens: with the template's own pieces, LlamaChat would tokenize the prompt otherwise, evaluate it
+ * again from the first difference, and the model would read tokens training never rendered.
+ */
+function templateTextView(model: LlamaModel, inner: ChatWrapper): ChatWrapper {
+  const view = Object.create(inner) as ChatWrapper;
+  view.generateContextState = (options) => {
+    const state = inner.generateContextState.call(view, options);
+    return { ...state, contextText: templateText(model, state.contextText) };
+  };
+  return view;
 }
 
 /**
  * A rendered Jinja template as Hugging Face tokenizes `apply_chat_template`'s text: each run of text between control
- * tokens tokenized whole. node-llama-cpp's own LlamaText.tokenize cuts at every piece the template wrote (its text
- * tokenized apart from the messages' text beside it: "\n\n" then "You" where the model saw "\n\nYou"). Control
- * tokens come only from the template's own text, never from a message's: text a client sent stays text.
+ * tokens one string, tokenized whole, and each control token alone. node-llama-cpp's own LlamaText.tokenize cuts at
+ * every piece the template wrote (its text tokenized apart from the messages' text beside it: "\n\n" then "You" where
+ * the model saw "\n\nYou"). Control tokens come only from the template's own text, never from a message's: text a
+ * client sent stays text.
  */
-function tokenizedAsTemplate(model: LlamaModel, text: LlamaText): Token[] {
-  const tokens: Token[] = [];
-  let pending = "";
-  const flush = () => {
-    if (pending) tokens.push(...model.tokenize(pending, false, tokens.length ? "trimLeadingSpace" : undefined));
-    pending = "";
-  };
+function templateText(model: LlamaModel, text: LlamaText): LlamaText {
+  const values: (string | SpecialTokensText | LlamaText["values"][number])[] = [];
   for (const value of text.values) {
-    if (typeof value === "string") pending += value;
+    if (typeof value === "string") values.push(value);
     else if (value instanceof SpecialTokensText) {
       let at = 0;
       for (const token of model.tokenize(value.value, true, "trimLeadingSpace")) {
@@ -164,19 +172,13 @@ function tokenizedAsTemplate(model: LlamaModel, text: LlamaText): Token[] {
         const control = model.detokenize([token], true);
         const found = value.value.indexOf(control, at);
         if (control === "" || found < 0) continue;
-        pending += value.value.slice(at, found);
-        flush();
-        tokens.push(token);
+        values.push(value.value.slice(at, found), new SpecialTokensText(control));
         at = found + control.length;
       }
-      pending += value.value.slice(at);
-    } else {
-      flush();
-      tokens.push(...value.tokenize(model.tokenizer));
-    }
+      values.push(value.value.slice(at));
+    } else values.push(value);
   }
-  flush();
-  return tokens;
+  return LlamaText(values);
 }
 
 /**

@@ -60,6 +60,9 @@ describe("Qwen2.5-Coder-0.5B-Instruct: a hermes call written as its JSON alone",
     const turn = await session.generate(asked, { maxTokens: 48, callable: [LOAD_LORA] });
     expect(turn.calls.map((c) => [c.name, c.arguments])).toEqual([[LOAD_LORA, { adapter: "plan" }]]);
     expect(turn.finishReason).toBe("tool_calls");
+    // the same prompt again: node-llama-cpp generated from the tokens the engine rendered (the template's text
+    // tokenized as Hugging Face does), so the cache holds all of it but the row groups the last decodes left open
+    expect(turn.tokens.cached).toBeGreaterThan(turn.tokens.prompt - 8);
     expect(turn.text).toBe("");
     const answered: Conversation = {
       ...asked,
