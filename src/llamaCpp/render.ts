@@ -161,7 +161,7 @@ function templateTextView(model: LlamaModel, inner: ChatWrapper): ChatWrapper {
  * client sent stays text.
  */
 function templateText(model: LlamaModel, text: LlamaText): LlamaText {
-  const values: (string | SpecialTokensText | LlamaText["values"][number])[] = [];
+  const values: LlamaText["values"][number][] = [];
   for (const value of text.values) {
     if (typeof value === "string") values.push(value);
     else if (value instanceof SpecialTokensText) {

@@ -22,28 +22,40 @@ import { pipelinePython } from "./venv.js";
  */
 export const RECIPE = { rank: 8, alpha: 16, lr: 1e-3, epochs: 1, batch: 4, warmup: 5 } as const;
 
-interface CapabilityResult {
+export interface CapabilityResult {
   capability: string;
   [key: string]: unknown;
 }
 
+/** A LoRA recipe as train_lora.py takes it. */
+export interface TrainerRecipe {
+  rank: number;
+  alpha: number;
+  lr: number;
+  epochs: number;
+  batch: number;
+  warmup: number;
+}
+
 /**
- * The train step: train_lora.py in the pipeline's virtual environment (one PEFT LoRA per stage, the base frozen),
- * its progress lines passed on to stderr; each capability's result line goes to the trainer's record.
+ * train_lora.py in the pipeline's virtual environment (one PEFT LoRA per capability, the base frozen) with `recipe`
+ * and any further flags, its progress lines passed on to stderr: each capability's result line, in order.
  */
-export async function trainAdapters(
+export async function runTrainer(
   run: TrainingRun,
   model: string,
-  capabilities: readonly string[] = ORACLE_WORKFLOW,
-): Promise<void> {
-  const started = Date.now();
+  capabilities: readonly string[],
+  recipe: TrainerRecipe,
+  extra: readonly string[] = [],
+): Promise<CapabilityResult[]> {
   const python = pipelinePython(run.logger);
   const args = [
     join(PYTHON_SOURCES, "train_lora.py"),
     ...["--model", model, "--work", run.work, "--out", join(run.work, "peft")],
     ...["--seed", String(run.seed), "--threads", String(run.threads), "--capabilities", capabilities.join(",")],
-    ...["--rank", String(RECIPE.rank), "--alpha", String(RECIPE.alpha), "--lr", String(RECIPE.lr)],
-    ...["--epochs", String(RECIPE.epochs), "--batch", String(RECIPE.batch), "--warmup", String(RECIPE.warmup)],
+    ...["--rank", String(recipe.rank), "--alpha", String(recipe.alpha), "--lr", String(recipe.lr)],
+    ...["--epochs", String(recipe.epochs), "--batch", String(recipe.batch), "--warmup", String(recipe.warmup)],
+    ...extra,
   ];
   const child = spawn(python, args, { stdio: ["ignore", "pipe", "inherit"] });
   const results: CapabilityResult[] = [];
@@ -54,6 +66,17 @@ export async function trainAdapters(
   }
   const code = await new Promise<number | null>((done) => child.on("close", done));
   if (code !== 0) throw new Error(`train_lora.py exited with ${code}`);
+  return results;
+}
+
+/** The train step: the library's capabilities trained with RECIPE; their result lines go to the trainer's record. */
+export async function trainAdapters(
+  run: TrainingRun,
+  model: string,
+  capabilities: readonly string[] = ORACLE_WORKFLOW,
+): Promise<void> {
+  const started = Date.now();
+  const results = await runTrainer(run, model, capabilities, RECIPE);
   const seconds = Math.round((Date.now() - started) / 1000);
   writeFileSync(trainerRecord(run), `${JSON.stringify({ seconds, results }, null, 2)}\n`);
 }

@@ -1,12 +1,9 @@
-import { spawn } from "node:child_process";
 import { copyFileSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
-import { createInterface } from "node:readline";
 import { readGgufHeader } from "../../src/gguf/index.js";
 import { BASE_CAPABILITY } from "../../src/library/manifest.js";
 import { importPeft } from "../../src/library/peft/index.js";
-import { PYTHON_SOURCES } from "../gemma/library.js";
-import { pipelinePython } from "../gemma/venv.js";
+import { runTrainer } from "../gemma/train.js";
 import type { TrainingRun } from "../pipeline/run.js";
 import { chooserDataSha256, chooserSamples } from "./data.js";
 import { CHOOSER_FILES } from "./library.js";
@@ -33,26 +30,10 @@ export const chooserCheckpoints = (run: TrainingRun) => join(run.work, "checkpoi
  */
 export async function trainChooser(run: TrainingRun, model: string, minutes: number): Promise<void> {
   const started = Date.now();
-  const python = pipelinePython(run.logger);
-  const r = CHOOSER_RECIPE;
-  const args = [
-    join(PYTHON_SOURCES, "train_lora.py"),
-    ...["--model", model, "--work", run.work, "--out", join(run.work, "peft")],
-    ...["--seed", String(run.seed), "--threads", String(run.threads), "--capabilities", BASE_CAPABILITY],
-    ...["--rank", String(r.rank), "--alpha", String(r.alpha), "--lr", String(r.lr)],
-    ...["--epochs", String(r.epochs), "--batch", String(r.batch), "--warmup", String(r.warmup)],
+  const [result] = await runTrainer(run, model, [BASE_CAPABILITY], CHOOSER_RECIPE, [
     ...["--log-every", "1", "--checkpoints", chooserCheckpoints(run), "--checkpoint-every", "2"],
     ...["--max-minutes", String(minutes)],
-  ];
-  const child = spawn(python, args, { stdio: ["ignore", "pipe", "inherit"] });
-  let result: Record<string, unknown> | undefined;
-  for await (const line of createInterface({ input: child.stdout })) {
-    const parsed = JSON.parse(line) as { result?: Record<string, unknown> };
-    if (parsed.result) result = parsed.result;
-    process.stderr.write(`${line}\n`);
-  }
-  const code = await new Promise<number | null>((done) => child.on("close", done));
-  if (code !== 0) throw new Error(`train_lora.py exited with ${code}`);
+  ]);
   if (!result) {
     process.stderr.write("train_lora.py stopped at a checkpoint: run the train step again to go on\n");
     return;
@@ -61,7 +42,7 @@ export async function trainChooser(run: TrainingRun, model: string, minutes: num
     command: run.command,
     trainingDataSha256: chooserDataSha256(run),
     lastCallSeconds: Math.round((Date.now() - started) / 1000),
-    recipe: { ...r, targetModules: "q,k,v,o,gate,up,down", lossMask: "the base's own turns" },
+    recipe: { ...CHOOSER_RECIPE, targetModules: "q,k,v,o,gate,up,down", lossMask: "the base's own turns" },
     result,
   };
   writeFileSync(chooserRecord(run), `${JSON.stringify(record, null, 2)}\n`);

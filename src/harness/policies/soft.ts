@@ -75,7 +75,7 @@ export async function runSoft(
             : `the run's ${limit} limit was reached`,
       });
       if (hasWrite && ctx.driver.active() === null) {
-        const forced = await runAdapter(writer!);
+        const forced = await runAdapter(writer);
         if (forced)
           return { text: forced.lastText || baseText, stages, budgetEnded: limit !== "context", stopped: forced.stuck };
       }
@@ -85,7 +85,7 @@ export async function runSoft(
     baseTurns++;
     if (turn.text.trim()) baseText = turn.text;
     if (!turn.calls.length) {
-      if (hasWrite && !visits.has(writer!) && !toldCoverage) {
+      if (hasWrite && !visits.has(writer) && !toldCoverage) {
         toldCoverage = true;
         ctx.trace.event("guard", { rule: "coverage", detail: "the base tried to answer without the write capability" });
         await ctx.orchestrate(() =>
