@@ -53,7 +53,7 @@ export const MODELS: Readonly<Record<string, ModelSpec>> = {
       base: "qwen2.5-coder-0.5b-instruct",
       lora: "models/qwen-chooser/chooser.gguf",
       loraSha256: "76f3ffd88c1345e893ce651f73880289901c208ef1788218990f7cdcf42aeb36",
-      // Q8_0 keeps the decision (check:chooser: 64% on 8 held-out histories); Q4_K_M loses part of the LoRA (53%)
+      // Q8_0: faster than F16 and Q4_K_M here, and keeps nearly all of the LoRA (docs/models.md has the figures)
       quantize: "Q8_0",
     },
   },
