@@ -2,7 +2,7 @@ import { join } from "node:path";
 import type { ChatTurn, Conversation, FunctionSpec } from "../src/engine/index.js";
 import { loadManifest } from "../src/library/manifest.js";
 import { PACKAGE_ROOT } from "../src/paths.js";
-import { weightFunctions } from "../src/sessions/modelFunctions.js";
+import { weightFunctions } from "../src/library/weightActions.js";
 
 /** The capability library of models/gemma3: its aliases, descriptions and load/offload texts. */
 export const GEMMA3_CAPABILITIES = loadManifest(join(PACKAGE_ROOT, "models", "gemma3", "manifest.json")).filter(

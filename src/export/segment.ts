@@ -1,6 +1,6 @@
 import type { AssistantMessage, HistoryMessage } from "../sessions/history.js";
 import { BASE_CAPABILITY } from "../library/manifest.js";
-import { LOAD_LORA, OFFLOAD_LORA } from "../sessions/modelFunctions.js";
+import { LOAD_LORA, OFFLOAD_LORA } from "../library/weightActions.js";
 import type { Trajectory } from "./recordedTrajectory.js";
 
 /** Who ended a stage: the adapter's own exit call, the harness or a client releasing it, or the end of the trace. */

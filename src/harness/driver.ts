@@ -1,6 +1,6 @@
 import type { BackgroundWork } from "../engine/index.js";
 import type { Owner } from "./types.js";
-import { LOAD_LORA, OFFLOAD_LORA } from "../sessions/modelFunctions.js";
+import { LOAD_LORA, OFFLOAD_LORA } from "../library/weightActions.js";
 import type { SessionService } from "../sessions/SessionService.js";
 import type { WeightActionOutcome } from "../sessions/WeightSwitch.js";
 

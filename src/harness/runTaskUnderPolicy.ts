@@ -6,7 +6,7 @@ import type { FunctionSpec } from "../engine/index.js";
 import type { HistoryMessage } from "../sessions/history.js";
 import type { SessionService } from "../sessions/SessionService.js";
 import { historyView } from "../sessions/view.js";
-import { OFFLOAD_LORA } from "../sessions/modelFunctions.js";
+import { OFFLOAD_LORA } from "../library/weightActions.js";
 import type { Toolbox } from "../externalTools/Toolbox.js";
 import { cited, extractAnswer, grounded, judge } from "./answer.js";
 import type { Degeneration } from "./degenerate.js";

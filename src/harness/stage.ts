@@ -1,6 +1,6 @@
 import { describeEnd, stageSpent, type StageBudget, type StageEnd } from "../budgets/budgets.js";
 import type { RunContext } from "./RunContext.js";
-import { LOAD_LORA, OFFLOAD_LORA } from "../sessions/modelFunctions.js";
+import { LOAD_LORA, OFFLOAD_LORA } from "../library/weightActions.js";
 
 export type { StageEnd };
 

@@ -2,6 +2,7 @@ import { watch, type FSWatcher } from "node:fs";
 import { basename, dirname, resolve } from "node:path";
 import type { AdapterInfo, Engine } from "../engine/index.js";
 import { Mutex } from "../mutex.js";
+import { checkInvocation, invocationOf } from "./loadExchange.js";
 import type { Logger } from "../log.js";
 import {
   describeIssues,
@@ -186,7 +187,10 @@ export class AdapterLibrary {
         `no adapter "${alias}" to refresh; the library has: ${this.aliases().join(", ") || "(none)"}`,
       );
     this.checkBase(entry);
-    const { previous, current } = await this.copies.load(entry, (spec) => this.engine.refreshAdapter(spec));
+    const { previous, current } = await this.copies.load(entry, async (spec) => {
+      await this.checkInvocation(entry, spec.filePath);
+      return this.engine.refreshAdapter(spec);
+    });
     const named = this.named(current, entry);
     this.adapters.set(alias, { entry, info: named });
     return { previous: this.named(previous, known.entry), current: named };
@@ -229,6 +233,7 @@ export class AdapterLibrary {
           diff.refreshed.push(entry.alias);
         } else if (JSON.stringify(known.entry) !== JSON.stringify(entry)) {
           this.checkBase(entry);
+          if (known.info.invocationTokens) checkInvocation(this.engine, entry, known.info.invocationTokens);
           this.adapters.set(entry.alias, { ...known, entry: { ...entry, filePath: known.entry.filePath } });
           diff.updated.push(entry.alias);
         }
@@ -323,7 +328,21 @@ export class AdapterLibrary {
   /** The entry's copies given to the engine: the version it made, named by the entry's own file. */
   private async addCopies(entry: LibraryEntry): Promise<AdapterInfo> {
     this.checkBase(entry);
-    return this.named(await this.copies.load(entry, (spec) => this.engine.addAdapter(spec)), entry);
+    const added = await this.copies.load(entry, async (spec) => {
+      await this.checkInvocation(entry, spec.filePath);
+      return this.engine.addAdapter(spec);
+    });
+    return this.named(added, entry);
+  }
+
+  /**
+   * Refuses an activated LoRA whose load exchange, as the served model renders it with the entry's activation text,
+   * does not hold its invocation sequence: it would apply nowhere (checked before the engine sees the file, so a
+   * refusal changes nothing).
+   */
+  private async checkInvocation(entry: LibraryEntry, filePath: string): Promise<void> {
+    const invocation = await invocationOf(filePath);
+    if (invocation) checkInvocation(this.engine, entry, invocation);
   }
 
   /** Refuses an entry recorded for another base model than the one served (before any of its bytes are read). */

@@ -50,3 +50,22 @@ export class AdapterBaseMismatchError extends LibraryChangeError {
     this.name = "AdapterBaseMismatchError";
   }
 }
+
+/**
+ * An activated LoRA whose invocation sequence is not in its load exchange as the served model renders it: the
+ * adapter would apply nowhere, and a session that loads it would silently run on the base. Refused at
+ * registration; the fix is the entry's `activation` text (what the model reads when it is loaded).
+ */
+export class AdapterInvocationError extends LibraryChangeError {
+  readonly code = "adapter_invocation_missing";
+  constructor(
+    readonly alias: string,
+    readonly invocation: string,
+    activation: string,
+  ) {
+    super(
+      `adapter "${alias}" is an activated LoRA (adapter.alora.invocation_tokens) whose invocation sequence ${JSON.stringify(invocation)} is not in its load exchange as this model renders it (activation: ${JSON.stringify(activation)}), so it would apply nowhere; set the entry's "activation" to a text that holds the sequence as the adapter was trained (e.g. one that starts with it), or serve the adapter on the model it was trained for [adapter_invocation_missing]`,
+    );
+    this.name = "AdapterInvocationError";
+  }
+}

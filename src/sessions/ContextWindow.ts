@@ -1,10 +1,10 @@
 import type { Engine } from "../engine/index.js";
 import type { AdapterLibrary } from "../library/AdapterLibrary.js";
 import type { Logger } from "../log.js";
-import { exchangeMessage, internalResult } from "./exchanges.js";
+import { internalResult } from "./exchanges.js";
 import type { HistoryMessage, ToolCallRecord } from "./history.js";
 import { refuseUnfittable, type InputField } from "./inputWindow.js";
-import { OFFLOAD_LORA } from "./modelFunctions.js";
+import { exchangeMessage, OFFLOAD_LORA } from "../library/weightActions.js";
 import type { Session } from "./Session.js";
 
 /**
@@ -38,7 +38,7 @@ export class ContextWindow {
       { role: "assistant", content: "", adapter: active, author: "harness", toolCalls: [call] },
       internalResult(
         call,
-        `${exchangeMessage(this.runtime.library, OFFLOAD_LORA, active)} [stage ended by the harness: the context window is full]`,
+        `${exchangeMessage(this.runtime.library.get(active)?.entry, OFFLOAD_LORA, active)} [stage ended by the harness: the context window is full]`,
         false,
       ),
     ];

@@ -3,9 +3,9 @@ import { layered, type StageBudget } from "../budgets/budgets.js";
 import type { AdapterLibrary } from "../library/AdapterLibrary.js";
 import type { Logger } from "../log.js";
 import { LimitError } from "./errors.js";
-import { exchangeMessage, internalResult, newCallId } from "./exchanges.js";
+import { internalResult, newCallId } from "./exchanges.js";
 import type { Author, HistoryMessage, ToolCallRecord } from "./history.js";
-import { LOAD_LORA, OFFLOAD_LORA } from "./modelFunctions.js";
+import { exchangeMessage, LOAD_LORA, OFFLOAD_LORA } from "../library/weightActions.js";
 import type { Session } from "./Session.js";
 import type { SessionRegistry } from "./SessionRegistry.js";
 import { StageUsage } from "./StageUsage.js";
@@ -113,8 +113,9 @@ export class WeightSwitch {
           author: input.author ?? "client",
           toolCalls: [answered],
         });
+      const alias = (target ?? active)!;
       const message =
-        exchangeMessage(this.library, action, (target ?? active)!) + (input.reason ? ` [${input.reason}]` : "");
+        exchangeMessage(this.library.get(alias)?.entry, action, alias) + (input.reason ? ` [${input.reason}]` : "");
       exchange.push(internalResult(answered, message, false));
       let report: SwitchReport;
       try {
@@ -142,7 +143,7 @@ export class WeightSwitch {
     const reason = stage.exhausted(layered(this.stageBudget(stage.adapter), session.settings.stageBudget));
     if (!reason) return undefined;
     const answered: ToolCallRecord = { id: newCallId(), name: OFFLOAD_LORA, arguments: {} };
-    const message = `${exchangeMessage(this.library, OFFLOAD_LORA, stage.adapter)} [stage ended by the server: ${reason}]`;
+    const message = `${exchangeMessage(this.library.get(stage.adapter)?.entry, OFFLOAD_LORA, stage.adapter)} [stage ended by the server: ${reason}]`;
     const exchange: HistoryMessage[] = [
       { role: "assistant", content: "", adapter: stage.adapter, author: "harness", toolCalls: [answered] },
       internalResult(answered, message, false),

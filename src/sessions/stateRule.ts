@@ -1,5 +1,5 @@
 import type { ToolCallRecord } from "./history.js";
-import { LOAD_LORA } from "./modelFunctions.js";
+import { LOAD_LORA } from "../library/weightActions.js";
 
 /** Answering a model call means executing exactly that call; anything else fails it (and the model reads why). */
 export function callMismatch(

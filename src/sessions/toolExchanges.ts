@@ -7,7 +7,7 @@ import {
 import { InvalidArgumentsError, LimitError, PendingCallsError, UnknownCallError } from "./errors.js";
 import { newCallId, internalResult } from "./exchanges.js";
 import type { HistoryMessage } from "./history.js";
-import { WEIGHT_ACTIONS } from "./modelFunctions.js";
+import { WEIGHT_ACTIONS } from "../library/weightActions.js";
 import type { Session } from "./Session.js";
 
 /*

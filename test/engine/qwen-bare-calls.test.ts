@@ -4,7 +4,7 @@ import type { Conversation, EngineSession } from "../../src/engine/index.js";
 import { LocalEngine } from "../../src/engines/local/index.js";
 import { loadManifest } from "../../src/library/manifest.js";
 import { fetchModel } from "../../src/modelFiles/index.js";
-import { LOAD_LORA, weightFunctions } from "../../src/sessions/modelFunctions.js";
+import { LOAD_LORA, weightFunctions } from "../../src/library/weightActions.js";
 import { GEMMA_DIR } from "../../training/gemma/library.js";
 import { workedExamplesPrompt } from "../../training/gemma/selfLoadPrompts.js";
 import { quietLogger, TEST_THREADS } from "../helpers/engine.js";

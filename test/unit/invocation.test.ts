@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { invocationStart } from "../../src/engines/local/localTesting.js";
+import { invocationStart } from "../../src/engine/index.js";
 
 /** The activated LoRA's invocation point, found as llama-server finds it (tools/server/server-context.cpp). */
 describe("invocationStart", () => {

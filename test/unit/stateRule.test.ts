@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { ToolCallRecord } from "../../src/sessions/history.js";
-import { callableFunctions, LOAD_LORA, OFFLOAD_LORA } from "../../src/sessions/modelFunctions.js";
+import { callableFunctions } from "../../src/sessions/modelFunctions.js";
+import { LOAD_LORA, OFFLOAD_LORA } from "../../src/library/weightActions.js";
 import { callMismatch, nextWeights, stateRuleProblem, type StateRuleInput } from "../../src/sessions/stateRule.js";
 
 const call = (name: string, args: Record<string, unknown> = {}, id = "call_1"): ToolCallRecord => ({

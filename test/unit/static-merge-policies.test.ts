@@ -9,7 +9,8 @@ import { AdapterLibrary } from "../../src/library/AdapterLibrary.js";
 import { parseManifest, type ManifestEntry } from "../../src/library/manifest.js";
 import { createLogger } from "../../src/log.js";
 import { modelNames } from "../../src/openai/models.js";
-import { LOAD_LORA, modelFunctions } from "../../src/sessions/modelFunctions.js";
+import { modelFunctions } from "../../src/sessions/modelFunctions.js";
+import { LOAD_LORA } from "../../src/library/weightActions.js";
 import { tempDir } from "../helpers/files.js";
 
 const entry = (alias: string, merge?: ManifestEntry["merge"]) => ({

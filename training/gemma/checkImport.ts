@@ -7,7 +7,7 @@ import type { Conversation } from "../../src/engine/index.js";
 import { readTaskFile } from "../../src/harness/eval/TaskFile.js";
 import { PACKAGE_ROOT, PROMPTS_DIR } from "../../src/paths.js";
 import { PromptLibrary } from "../../src/prompts/PromptLibrary.js";
-import { LOAD_LORA } from "../../src/sessions/modelFunctions.js";
+import { LOAD_LORA } from "../../src/library/weightActions.js";
 import { modelFunctions } from "../../src/sessions/modelFunctions.js";
 import { ORACLE_WORKFLOW } from "../pipeline/OracleDriver.js";
 import type { TrainingRun } from "../pipeline/run.js";

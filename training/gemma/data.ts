@@ -11,7 +11,8 @@ import { trainingTasks, writeEvalTasks } from "../pipeline/tasks.js";
 import { recordTrajectories, renderTraces } from "../pipeline/trajectories.js";
 import { vocabularyId } from "../pipeline/vocabulary.js";
 import { split } from "../pipeline/windows.js";
-import { GEMMA_HARNESS, GEMMA_MODEL, GEMMA_TEST_MANIFEST } from "./library.js";
+import { gemmaTestAdapters } from "../../testkit/realModelAdapters.js";
+import { GEMMA_HARNESS, GEMMA_MODEL } from "./library.js";
 
 /** Gemma's end-of-turn token: the last token of every turn the model writes (its GGUF names no EOT id). */
 const endOfTurnToken = (model: string) => vocabularyId(model, "<end_of_turn>", "not a Gemma chat model");
@@ -31,7 +32,8 @@ export async function writeGemmaData(run: TrainingRun, model: string, { record }
   writeConfigs(run);
   const traceDir = join(run.work, "traces");
   if (record) await recordTrajectories(run, tasks, facts, new SeededRandom(run.seed + 1), traceDir);
-  const { samples } = await renderTraces(run, traceDir, gemmaRendering(model, GEMMA_TEST_MANIFEST));
+  const rendering = gemmaRendering(model, gemmaTestAdapters(model).manifest);
+  const { samples } = await renderTraces(run, traceDir, rendering, ORACLE_WORKFLOW);
   writeStageSamples(run, samples, ORACLE_WORKFLOW);
 }
 

@@ -24,9 +24,3 @@ export const GEMMA_DIR = join(PACKAGE_ROOT, "models", "gemma3");
 
 /** The Python side's sources and pinned requirements. */
 export const PYTHON_SOURCES = join(PACKAGE_ROOT, "training", "gemma");
-
-/**
- * The random Gemma adapters the tests use: the default library's aliases and texts on Gemma's shapes, so the data
- * step renders the function docs the shipped library will show.
- */
-export const GEMMA_TEST_MANIFEST = join(GEMMA_DIR, "test-adapters", "manifest.json");

@@ -9,6 +9,7 @@ import { PACKAGE_ROOT } from "../../src/paths.js";
 import { ORACLE_WORKFLOW } from "../pipeline/OracleDriver.js";
 import { heldOutFile, windowsFile, type TrainingRun } from "../pipeline/run.js";
 import { writeLibraryManifest } from "../pipeline/train.js";
+import { aloraCheckpoints, invocationsFile, trainerInvocations, type Invocations } from "./alora.js";
 import { checkImport } from "./checkImport.js";
 import { GEMMA_STAGE_BUDGETS, PYTHON_SOURCES } from "./library.js";
 import { peftDir, trainerRecord } from "./paths.js";
@@ -69,16 +70,34 @@ export async function runTrainer(
   return results;
 }
 
-/** The train step: the library's capabilities trained with RECIPE; their result lines go to the trainer's record. */
+/**
+ * The train step: the library's capabilities trained with RECIPE; their result lines go to the trainer's record.
+ * `alora`: each capability is an activated LoRA on its invocation sequence (training/gemma/alora.ts), trained from
+ * its last checkpoint in the model cache, and after `minutes` (0: no limit) the trainer stops at a checkpoint, to go
+ * on at the next call. True when every capability finished (and the record is written).
+ */
 export async function trainAdapters(
   run: TrainingRun,
   model: string,
   capabilities: readonly string[] = ORACLE_WORKFLOW,
-): Promise<void> {
+  { alora = false, minutes = 0 }: { alora?: boolean; minutes?: number } = {},
+): Promise<boolean> {
   const started = Date.now();
-  const results = await runTrainer(run, model, capabilities, RECIPE);
+  const extra = alora
+    ? [
+        ...["--invocations", trainerInvocations(run), "--checkpoints", aloraCheckpoints(run)],
+        ...["--checkpoint-every", "2", "--max-minutes", String(minutes)],
+      ]
+    : [];
+  const results = await runTrainer(run, model, capabilities, RECIPE, extra);
+  if (results.length < capabilities.length) {
+    process.stderr.write("train_lora.py stopped at a checkpoint: run the train step again to go on\n");
+    return false;
+  }
   const seconds = Math.round((Date.now() - started) / 1000);
+  // a resumed run's own seconds undercount: each result line carries its capability's whole training time
   writeFileSync(trainerRecord(run), `${JSON.stringify({ seconds, results }, null, 2)}\n`);
+  return true;
 }
 
 /** The paper's static merges of the three adapters (`weact-mcp merge`, its defaults), for policies static:<method>. */
@@ -106,12 +125,13 @@ export async function importAdapter(
   base: GgufFile,
   capability: string,
   file: string,
+  library = "gemma3",
 ): Promise<{ rank: number; alpha: number; tensors: number; sha256: string }> {
   const result = await importPeft({
     dir: peftDir(run, capability),
     base,
     alias: capability,
-    name: `weact-gemma3-${file.replace(/\.gguf$/, "")}`,
+    name: `weact-${library}-${file.replace(/\.gguf$/, "")}`,
     outFile: join(run.out, file),
     overwrite: true,
   });
@@ -123,18 +143,21 @@ export async function importAdapter(
  * the manifest gets the default library's entries for the stages (the capability texts the oracle's sessions
  * showed, so the adapters see at serve time the activation and release texts they trained on), and training.json
  * records the command, the data's hash, the recipe, the trainer's results and the importer's cross-check; the three
- * static merges are made from the imported adapters.
+ * static merges are made from the imported adapters. `alora`: the activated LoRAs of GEMMA_ALORA_DIR, their
+ * invocations recorded; no static merges (an aLoRA applies from its invocation on, a merge to every token).
  */
-export async function importAdapters(run: TrainingRun, model: string): Promise<void> {
+export async function importAdapters(run: TrainingRun, model: string, { alora = false } = {}): Promise<void> {
   const trained = JSON.parse(readFileSync(trainerRecord(run), "utf8")) as {
     seconds: number;
     results: CapabilityResult[];
   };
   const base = readGgufHeader(model);
   const imported: Record<string, unknown> = {};
-  for (const alias of ORACLE_WORKFLOW) imported[alias] = await importAdapter(run, base, alias, `${alias}.gguf`);
+  const library = alora ? "gemma3-alora" : "gemma3";
+  for (const alias of ORACLE_WORKFLOW)
+    imported[alias] = await importAdapter(run, base, alias, `${alias}.gguf`, library);
   writeLibraryManifest(run, model, GEMMA_STAGE_BUDGETS);
-  writeStaticMerges(run);
+  if (!alora) writeStaticMerges(run);
   const data = createHash("sha256");
   for (const alias of ORACLE_WORKFLOW) {
     data.update(readFileSync(windowsFile(run, alias)));
@@ -147,6 +170,12 @@ export async function importAdapters(run: TrainingRun, model: string): Promise<v
     tasks: run.tasks,
     trainingSeconds: trained.seconds,
     recipe: { ...RECIPE, targetModules: "q,k,v,o,gate,up,down", lossMask: "the stage's own turns and exit calls" },
+    ...(alora
+      ? {
+          variant: "activated LoRA (PEFT alora_invocation_tokens): each applies from its invocation sequence on",
+          invocations: JSON.parse(readFileSync(invocationsFile(run), "utf8")) as Invocations,
+        }
+      : {}),
     adapters: Object.fromEntries(
       trained.results.map((t) => [t.capability, { ...t, imported: imported[t.capability] }]),
     ),

@@ -6,6 +6,8 @@ with the loss on those targets only: the base stays frozen, and each adapter lea
 with everything before them as context (the paper's recipe). Writes one PEFT folder per capability, the base's
 config.json (what llama.cpp's convert_lora_to_gguf.py needs), and prints one JSON line per capability: the
 training losses, the held-out loss and token accuracy with and without the adapter, the tokens and the seconds.
+With --invocations, the capabilities named there are activated LoRAs (PEFT's aLoRA): each applies from the last
+occurrence of its invocation sequence on, so everything before it is the frozen base's, as the server serves it.
 """
 
 import argparse
@@ -55,12 +57,12 @@ def target_loss(model, tokens, mask, turns=False):
     """Mean cross-entropy and correct count on the masked tokens, each predicted from the tokens before it; with
     `turns`, also how many runs of consecutive targets (a turn the model writes) are right in every token.
 
-    The vocabulary head (262k rows) runs only at the positions that predict a target: on a whole window it would
-    cost more than the rest of the model."""
+    Through the PEFT model's own forward (it finds an aLoRA's invocation point there), with the vocabulary head
+    (262k rows) run only at the positions that predict a target: on a whole window it would cost more than the rest
+    of the model."""
     ids = torch.from_numpy(tokens).unsqueeze(0)
     positions = torch.from_numpy(np.nonzero(mask[1:])[0])
-    hidden = model.get_base_model().model(input_ids=ids).last_hidden_state[0, positions]
-    logits = model.get_base_model().lm_head(hidden)
+    logits = model(input_ids=ids, logits_to_keep=positions).logits[0]
     targets = ids[0, positions + 1]
     loss = torch.nn.functional.cross_entropy(logits, targets)
     right = logits.argmax(-1) == targets
@@ -125,12 +127,43 @@ def save_checkpoint(model, optimizer, schedule, state, folder):
     os.replace(os.path.join(folder, "checkpoint.pt.tmp"), os.path.join(folder, "checkpoint.pt"))
 
 
+def last_occurrence(tokens, sequence):
+    """The start of the last occurrence of `sequence` in `tokens` (as PEFT's calculate_alora_offsets finds it), or -1."""
+    n = len(sequence)
+    for i in range(len(tokens) - n, -1, -1):
+        if np.array_equal(tokens[i : i + n], sequence):
+            return i
+    return -1
+
+
+def check_invocation(capability, invocation, samples):
+    """An aLoRA learns nothing from a sample whose targets do not follow its invocation: every sample must hold it,
+    its last occurrence before the first target (the load exchange's activation text, before the stage's turns)."""
+    sequence = np.array(invocation, dtype=np.int64)
+    for k, (tokens, mask) in enumerate(samples):
+        at = last_occurrence(tokens, sequence)
+        first = int(np.argmax(mask))
+        if at < 0 or at + len(sequence) > first:
+            raise SystemExit(
+                f"{capability}: sample {k} has its invocation sequence {'at ' + str(at) if at >= 0 else 'nowhere'}, "
+                f"not before its first target at {first}: the samples were not rendered with the load exchange"
+            )
+
+
 def train_capability(base, capability, args):
     samples = read_samples(os.path.join(args.work, f"{capability}.bin"))
     held = read_samples(os.path.join(args.work, f"{capability}.held.bin"))
     torch.manual_seed(args.seed)
+    invocation = args.invocations.get(capability) if args.invocations else None
+    if invocation:
+        check_invocation(capability, invocation, samples + held)
     config = LoraConfig(
-        r=args.rank, lora_alpha=args.alpha, lora_dropout=0.0, target_modules=TARGET_MODULES, task_type="CAUSAL_LM"
+        r=args.rank,
+        lora_alpha=args.alpha,
+        lora_dropout=0.0,
+        target_modules=TARGET_MODULES,
+        task_type="CAUSAL_LM",
+        alora_invocation_tokens=invocation,
     )
     # a fresh copy of the frozen base per capability: no adapter sees another's weights
     model = get_peft_model(copy.deepcopy(base), config, adapter_name="default")
@@ -229,6 +262,12 @@ def main():
     parser.add_argument("--log-every", type=int, default=10)
     parser.add_argument("--checkpoints", help="where each capability's last checkpoint is kept, and resumed from")
     parser.add_argument("--checkpoint-every", type=int, default=5, help="steps between checkpoints")
+    parser.add_argument(
+        "--invocations",
+        type=lambda path: json.load(open(path)),
+        help="a JSON file {capability: [token ids]}: each capability named there is trained as an activated LoRA "
+        "(PEFT's alora_invocation_tokens), applied from the last occurrence of its sequence on",
+    )
     parser.add_argument("--max-minutes", type=float, default=0, help="stop at a checkpoint after M minutes (0: never)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)

@@ -9,7 +9,7 @@ import type {
 } from "../../src/harness/driver.js";
 import { handoffs } from "../../src/harness/runTaskUnderPolicy.js";
 import type { HistoryMessage } from "../../src/sessions/history.js";
-import { LOAD_LORA, OFFLOAD_LORA } from "../../src/sessions/modelFunctions.js";
+import { LOAD_LORA, OFFLOAD_LORA } from "../../src/library/weightActions.js";
 import type { SessionService } from "../../src/sessions/SessionService.js";
 import { differenceSubject, type Difference } from "./computation.js";
 import { sentence, type Fact } from "./facts.js";

@@ -1,7 +1,7 @@
 import type { SeededRandom } from "../../src/demo/random.js";
 import type { HistoryMessage } from "../../src/sessions/history.js";
 import { DEFAULT_MANIFEST } from "../../src/paths.js";
-import { LOAD_LORA, OFFLOAD_LORA } from "../../src/sessions/modelFunctions.js";
+import { LOAD_LORA, OFFLOAD_LORA } from "../../src/library/weightActions.js";
 import { CODE_ENTRY } from "../pipeline/continueTraining.js";
 import { loadManifest } from "../../src/library/manifest.js";
 

@@ -29,7 +29,7 @@ import { runTask } from "../../src/harness/runTaskUnderPolicy.js";
 import { createLogger } from "../../src/log.js";
 import { fetchModel } from "../../src/modelFiles/index.js";
 import { toConversation } from "../../src/sessions/history.js";
-import { LOAD_LORA, weightFunctions } from "../../src/sessions/modelFunctions.js";
+import { LOAD_LORA, weightFunctions } from "../../src/library/weightActions.js";
 import { connectClient } from "../../testkit/mcpClient.js";
 import { ensureRealModelAdapters, testAdapterDir } from "../../testkit/realModelAdapters.js";
 import { GEMMA_DIR, PYTHON_SOURCES } from "../gemma/library.js";

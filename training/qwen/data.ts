@@ -12,7 +12,7 @@ import { BASE_CAPABILITY } from "../../src/library/manifest.js";
 import { LlamaChatCodec } from "../../src/llamaCpp/LlamaChatCodec.js";
 import { serverPaths } from "../../src/composition/services.js";
 import { toConversation, type HistoryMessage } from "../../src/sessions/history.js";
-import { weightFunctions } from "../../src/sessions/modelFunctions.js";
+import { weightFunctions } from "../../src/library/weightActions.js";
 import { hfChat } from "../../testkit/hfMessages.js";
 import { COMPUTATION_WORKFLOW, ORACLE_WORKFLOW } from "../pipeline/OracleDriver.js";
 import { workManifest } from "../pipeline/continueTraining.js";

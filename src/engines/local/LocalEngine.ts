@@ -14,9 +14,8 @@ import type {
   OpenSessionOptions,
   TokenId,
 } from "../../engine/index.js";
-import { WeightSet } from "../../engine/index.js";
+import { invocationStart, WeightSet } from "../../engine/index.js";
 import { AdapterTable } from "./adapters/AdapterTable.js";
-import { invocationStart } from "./adapters/invocation.js";
 import { ResidentAdapters } from "./adapters/ResidentAdapters.js";
 import { renderConversation } from "../../llamaCpp/render.js";
 import type { SessionRules } from "./deciding/SessionRules.js";

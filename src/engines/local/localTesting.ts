@@ -8,6 +8,7 @@ import type { Token } from "node-llama-cpp";
 import {
   AdapterVersion,
   aliasesOf,
+  invocationStart,
   WeightSet,
   type LogProbs,
   type TokenId,
@@ -15,7 +16,6 @@ import {
 } from "../../engine/index.js";
 import type { CacheReplay } from "./kv/DecodeLog.js";
 import { replayedNextTokenLogProbs } from "./reference/replay.js";
-import { invocationStart } from "./adapters/invocation.js";
 import { prefixKeyOf } from "./kv/PrefixStore.js";
 import { LocalEngine } from "./LocalEngine.js";
 import { mayShareRound } from "./decoding/DecodeRounds.js";
@@ -136,7 +136,6 @@ export function referenceNextTokenLogProbs(
 export { PlainReference, type PlainAdapter, type PlainReferenceOptions } from "./reference/PlainReference.js";
 export { DecodeLog, ROW_GROUP, type CacheReplay } from "./kv/DecodeLog.js";
 export type { DecodeHold } from "./decoding/WorkLog.js";
-export { invocationStart } from "./adapters/invocation.js";
 export { MIN_DECODE_TOKENS } from "./kv/laneSync.js";
 export { ReplayPastWindowError } from "./reference/replay.js";
 export { argumentsBound, BEYOND_ANY_CONTEXT } from "./chat/callBound.js";

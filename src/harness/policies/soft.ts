@@ -2,7 +2,7 @@ import type { SoftLimits, StageBudget } from "../../budgets/budgets.js";
 import type { ModelCall } from "../driver.js";
 import type { RunContext } from "../RunContext.js";
 import { runStage } from "../stage.js";
-import { LOAD_LORA } from "../../sessions/modelFunctions.js";
+import { LOAD_LORA } from "../../library/weightActions.js";
 import type { PolicyResult } from "./hard.js";
 
 /**

@@ -1,6 +1,6 @@
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { toolInput } from "../../portableSchema.js";
-import { LOAD_LORA } from "../../sessions/modelFunctions.js";
+import { LOAD_LORA } from "../../library/weightActions.js";
 import { adapterArgument, inputRefresher } from "../adapterArgument.js";
 import { ownerOf, type ServerContext } from "../context.js";
 import { callId, sessionId, weightActionOutput } from "../schemas.js";

@@ -1,7 +1,7 @@
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { z } from "zod";
 import { toolInput } from "../../portableSchema.js";
-import { OFFLOAD_LORA } from "../../sessions/modelFunctions.js";
+import { OFFLOAD_LORA } from "../../library/weightActions.js";
 import { adapterArgument, inputRefresher } from "../adapterArgument.js";
 import { ownerOf, type ServerContext } from "../context.js";
 import { callId, sessionId, weightActionOutput } from "../schemas.js";

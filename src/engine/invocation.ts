@@ -1,4 +1,4 @@
-import type { Token } from "node-llama-cpp";
+import type { TokenId } from "./types.js";
 
 /**
  * Where an activated LoRA starts applying in `tokens`: the start of the LAST occurrence of its invocation
@@ -8,7 +8,7 @@ import type { Token } from "node-llama-cpp";
  * it); serving an adapter the way llama-server does matters more than the corner case.
  * undefined when the scan finds none: the adapter then contributes nothing (llama-server sets its scale to 0).
  */
-export function invocationStart(tokens: readonly Token[], invocation: readonly number[]): number | undefined {
+export function invocationStart(tokens: readonly TokenId[], invocation: readonly number[]): number | undefined {
   if (!invocation.length) return undefined;
   let match = invocation.length - 1;
   for (let i = tokens.length - 1; i >= 0; i--) {
