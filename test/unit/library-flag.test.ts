@@ -52,7 +52,9 @@ describe("--library and a config's model.path by name", () => {
       stderr: string;
     };
     expect(err.code).toBe(2);
-    expect(err.stderr).toMatch(/--library: "gemma4" is neither a shipped library \(gemma3, trained\) nor a folder/);
+    expect(err.stderr).toMatch(
+      /--library: "gemma4" is neither a shipped library \(gemma3, gemma3-alora, trained\) nor a folder/,
+    );
   });
 
   it("--config and --library together are refused before anything loads", async () => {
