@@ -28,7 +28,7 @@ interface Listing {
  * The shipped activated-LoRA library (models/gemma3-alora, trained by `npm run train:gemma -- --alora`) served by a
  * spawned server over stdio on Gemma 3 270M: each adapter's invocation is the one training recorded, the server
  * renders it in the load exchange token for token, registration refuses an aLoRA whose exchange lacks it, and a hard
- * run goes plan -> search -> write.
+ * run goes plan -> search -> write with the base's cache kept across every switch.
  */
 describe("Gemma 3 270M with activated LoRAs through MCP", () => {
   let c: Connected;
@@ -106,23 +106,35 @@ describe("Gemma 3 270M with activated LoRAs through MCP", () => {
     });
   });
 
-  it("runs plan -> search -> write unsteered: the harness loads each stage, each aLoRA releases itself, the answer is right", async () => {
-    const task = readTaskFile(join(ALORA_DIR, "eval-tasks.jsonl")).find((t) => t.id === "unseen-1")!;
-    const r = await call<{ stages: string[]; finish: string; answer: string; trace_id: string }>(
-      c.client,
-      "run_task",
-      { task: task.task, policy: "hard", seed: 1 },
-      { timeout: 300_000 },
-    );
-    expect(r.stages).toEqual(["plan", "search", "write"]);
-    expect(r.answer).toBe(task.answer);
-    const events = readFileSync(join(lib, "traces", `${r.trace_id}.jsonl`), "utf8")
-      .trim()
-      .split("\n")
-      .map((l) => JSON.parse(l) as { type: string } & Record<string, unknown>);
-    // each stage loaded by the harness and released by the aLoRA's own learned exit call
-    expect(
-      events.filter((e) => e.type === "adapter_control").map((e) => `${String(e.action)}:${String(e.author)}`),
-    ).toEqual(["load:harness", "offload:model", "load:harness", "offload:model", "load:harness", "offload:model"]);
+  it("runs plan -> search -> write unsteered: each aLoRA releases itself, the answer is right, the base's cache kept across every switch", async () => {
+    // two runs: the second starts from the shared prompt prefix the first saved, as every later session of a server does
+    for (const id of ["unseen-1", "seen-1"]) {
+      const task = readTaskFile(join(ALORA_DIR, "eval-tasks.jsonl")).find((t) => t.id === id)!;
+      const r = await call<{ stages: string[]; finish: string; answer: string; trace_id: string }>(
+        c.client,
+        "run_task",
+        { task: task.task, policy: "hard", seed: 1 },
+        { timeout: 300_000 },
+      );
+      expect(r.stages).toEqual(["plan", "search", "write"]);
+      expect(r.answer).toBe(task.answer);
+      const events = readFileSync(join(lib, "traces", `${r.trace_id}.jsonl`), "utf8")
+        .trim()
+        .split("\n")
+        .map((l) => JSON.parse(l) as { type: string } & Record<string, unknown>);
+      // each stage loaded by the harness and released by the aLoRA's own learned exit call
+      expect(
+        events.filter((e) => e.type === "adapter_control").map((e) => `${String(e.action)}:${String(e.author)}`),
+      ).toEqual(["load:harness", "offload:model", "load:harness", "offload:model", "load:harness", "offload:model"]);
+      // each switch keeps more of the cache than the one before, and a load evaluates only its exchange and the decode
+      // floor, never the history before its invocation point
+      const rebuilds = events.filter((e) => e.type === "cache_rebuild");
+      expect(rebuilds).toHaveLength(6);
+      for (const [i, e] of rebuilds.entries()) {
+        if (i === 0) continue;
+        expect(e.reused as number, JSON.stringify(rebuilds)).toBeGreaterThan(rebuilds[i - 1]!.reused as number);
+        if (e.adapter !== "base") expect(e.tokens as number, JSON.stringify(e)).toBeLessThan(128);
+      }
+    }
   });
 });

@@ -6,7 +6,7 @@ import {
   SessionClosedError,
   UnknownAdapterError,
 } from "../../../engine/index.js";
-import type { CacheReplay } from "./DecodeLog.js";
+import { ROW_GROUP, type CacheReplay } from "./DecodeLog.js";
 import { renderConversation } from "../../../llamaCpp/render.js";
 import type { SessionRules } from "../deciding/SessionRules.js";
 import type { EngineParts } from "./EngineParts.js";
@@ -153,10 +153,14 @@ export class SessionLanes {
     if (this.prompt && this.prompt.system === system && this.prompt.functions === conversation.functions) return;
     const whole = this.render(conversation);
     const head = this.render({ turns: first?.role === "system" ? [first] : [], functions: conversation.functions });
+    const shared = commonPrefixLength(whole, head);
     this.prompt = {
       system,
       functions: conversation.functions,
-      tokens: whole.slice(0, commonPrefixLength(whole, head)),
+      // ends on the row-group grid: a session that restores it decodes on from its end, and a restored sliding-window
+      // state cannot be cut below that end, so an end off the grid left whole groups only short of it and every later
+      // cut (an aLoRA's return to the base, a turn taken back) cleared the lane back to the prefix
+      tokens: whole.slice(0, shared - (shared % ROW_GROUP)),
     };
   }
 
