@@ -1,13 +1,12 @@
 import { copyFileSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { readTaskFile } from "../../src/harness/eval/TaskFile.js";
 import { ALORA_INVOCATION_KEY, readGgufHeader } from "../../src/gguf/index.js";
 import { invocationStart } from "../../src/engine/index.js";
 import { loadManifest } from "../../src/library/manifest.js";
 import { PACKAGE_ROOT } from "../../src/paths.js";
 import { tempDir } from "../helpers/files.js";
-import { gemma } from "../helpers/gemma.js";
+import { gemma, hardRun } from "../helpers/gemma.js";
 import { call, callError, connectClient, testConfig, type Connected } from "../helpers/server.js";
 
 // a real model on one CPU thread
@@ -34,6 +33,7 @@ describe("Gemma 3 270M with activated LoRAs through MCP", () => {
   let c: Connected;
   // a private copy of the library: the refusals below must not touch the shipped manifest
   const lib = tempDir();
+  const traceDir = join(lib, "traces");
   beforeAll(async () => {
     await gemma();
     for (const file of ["manifest.json", "plan.gguf", "search.gguf", "write.gguf"])
@@ -41,7 +41,7 @@ describe("Gemma 3 270M with activated LoRAs through MCP", () => {
     const config = testConfig({
       model: { path: "gemma-3-270m", contextSize: 4096, sequencesPerContext: 2, maxContexts: 1 },
       adapters: { manifest: join(lib, "manifest.json") },
-      harness: { maxTokensPerTurn: 64, traceDir: join(lib, "traces"), stage: { turns: 3 } },
+      harness: { maxTokensPerTurn: 64, traceDir, stage: { turns: 3 } },
     });
     c = await connectClient("stdio", undefined, {}, config);
   });
@@ -109,19 +109,9 @@ describe("Gemma 3 270M with activated LoRAs through MCP", () => {
   it("runs plan -> search -> write unsteered: each aLoRA releases itself, the answer is right, the base's cache kept across every switch", async () => {
     // two runs: the second starts from the shared prompt prefix the first saved, as every later session of a server does
     for (const id of ["unseen-1", "seen-1"]) {
-      const task = readTaskFile(join(ALORA_DIR, "eval-tasks.jsonl")).find((t) => t.id === id)!;
-      const r = await call<{ stages: string[]; finish: string; answer: string; trace_id: string }>(
-        c.client,
-        "run_task",
-        { task: task.task, policy: "hard", seed: 1 },
-        { timeout: 300_000 },
-      );
+      const { task, run: r, events } = await hardRun(c.client, join(ALORA_DIR, "eval-tasks.jsonl"), id, traceDir);
       expect(r.stages).toEqual(["plan", "search", "write"]);
       expect(r.answer).toBe(task.answer);
-      const events = readFileSync(join(lib, "traces", `${r.trace_id}.jsonl`), "utf8")
-        .trim()
-        .split("\n")
-        .map((l) => JSON.parse(l) as { type: string } & Record<string, unknown>);
       // each stage loaded by the harness and released by the aLoRA's own learned exit call
       expect(
         events.filter((e) => e.type === "adapter_control").map((e) => `${String(e.action)}:${String(e.author)}`),

@@ -1,14 +1,12 @@
 import { execFile } from "node:child_process";
-import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { readTraces } from "../../src/export/readTraces.js";
-import { readTaskFile } from "../../src/harness/eval/TaskFile.js";
 import { PACKAGE_ROOT } from "../../src/paths.js";
 import { MAIN } from "../../testkit/mcpClient.js";
 import { tempDir } from "../helpers/files.js";
-import { gemma, type GemmaSet } from "../helpers/gemma.js";
+import { gemma, hardRun, type GemmaSet } from "../helpers/gemma.js";
 import { call, connectClient, testConfig, type Connected } from "../helpers/server.js";
 
 // a real model on one CPU thread: a check evaluates about a thousand tokens twice (230 tokens/s)
@@ -85,21 +83,11 @@ describe("Gemma 3 270M through the CLI and MCP", () => {
     // a held-out question about an entity training never saw. Whether the writer releases itself after its answer is
     // a near-tie on this model: of the first two tasks of each group, under model.batchInvariant's numerics, this one
     // does and the others end on the write stage's budget with the same answer (`npm run check:invariance`)
-    const task = readTaskFile(join(GEMMA_DIR, "eval-tasks.jsonl")).find((t) => t.id === "unseen-1")!;
-    const r = await call<{ stages: string[]; finish: string; answer: string; trace_id: string }>(
-      c.client,
-      "run_task",
-      { task: task.task, policy: "hard", seed: 1 },
-      { timeout: 300_000 },
-    );
+    const { task, run: r, events } = await hardRun(c.client, join(GEMMA_DIR, "eval-tasks.jsonl"), "unseen-1", traceDir);
     expect(r.stages).toEqual(["plan", "search", "write"]);
     // the writer's offload_lora({}) after its answer comes back as written (node-llama-cpp used to turn it into another
     // function's call: inlineCallView), so the run ends on the model's own release
     expect(r.finish).toBe("answer");
-    const events = readFileSync(join(traceDir, `${r.trace_id}.jsonl`), "utf8")
-      .trim()
-      .split("\n")
-      .map((l) => JSON.parse(l) as { type: string } & Record<string, unknown>);
     // the weight actions in order: the harness loads each stage, each stage releases it itself (its learned exit
     // call), with the search stage's own search between
     const actions = events

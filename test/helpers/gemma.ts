@@ -1,6 +1,11 @@
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { readTaskFile, type EvalTask } from "../../src/harness/eval/TaskFile.js";
 import { gemmaTestAdapters, type RealModelAdapters } from "../../testkit/realModelAdapters.js";
 import { fetchModel } from "../../src/modelFiles/index.js";
 import { quietLogger } from "./engine.js";
+import { call } from "./server.js";
 
 export interface GemmaSet {
   model: string;
@@ -14,4 +19,35 @@ export interface GemmaSet {
 export async function gemma(): Promise<GemmaSet> {
   const model = await fetchModel("gemma-3-270m", { logger: quietLogger() });
   return { model, adapters: gemmaTestAdapters(model) };
+}
+
+/** A trace event as the harness writes it (one JSON line of TRACE_DIR/<trace_id>.jsonl). */
+export type TraceEvent = { type: string } & Record<string, unknown>;
+
+/**
+ * One task of a library's held-out file run under hard over MCP (greedy, seed 1, no steering): the run's result and
+ * the events of its trace.
+ */
+export async function hardRun(
+  client: Client,
+  tasksFile: string,
+  id: string,
+  traceDir: string,
+): Promise<{
+  task: EvalTask;
+  run: { stages: string[]; finish: string; answer: string; trace_id: string };
+  events: TraceEvent[];
+}> {
+  const task = readTaskFile(tasksFile).find((t) => t.id === id)!;
+  const run = await call<{ stages: string[]; finish: string; answer: string; trace_id: string }>(
+    client,
+    "run_task",
+    { task: task.task, policy: "hard", seed: 1 },
+    { timeout: 300_000 },
+  );
+  const events = readFileSync(join(traceDir, `${run.trace_id}.jsonl`), "utf8")
+    .trim()
+    .split("\n")
+    .map((l) => JSON.parse(l) as TraceEvent);
+  return { task, run, events };
 }
