@@ -81,7 +81,7 @@ export interface LoraShape {
 /**
  * The invocation sequence as llama.cpp reads it (an array of UINT32 token ids of the base), or why it cannot be one.
  */
-function invocationTokens(adapter: GgufFile, base: GgufFile): { tokens?: number[]; problem?: string } {
+export function invocationTokens(adapter: GgufFile, base: GgufFile): { tokens?: number[]; problem?: string } {
   const value = adapter.metadata.get(ALORA_INVOCATION_KEY);
   if (value === undefined) return {};
   if (typeof value !== "object" || !("items" in value))

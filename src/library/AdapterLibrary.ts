@@ -1,6 +1,7 @@
 import { watch, type FSWatcher } from "node:fs";
 import { basename, dirname, resolve } from "node:path";
 import type { AdapterInfo, Engine } from "../engine/index.js";
+import { readGgufHeaderAsync, type GgufFile } from "../gguf/index.js";
 import { Mutex } from "../mutex.js";
 import { checkInvocation, invocationOf } from "./loadExchange.js";
 import type { Logger } from "../log.js";
@@ -19,7 +20,7 @@ import { AdapterCopies } from "./AdapterCopies.js";
 import { EntryCopies } from "./EntryCopies.js";
 import { AdapterBaseMismatchError, LibraryChangeError } from "./errors.js";
 
-export { AdapterBaseMismatchError, AdapterPathError, LibraryChangeError } from "./errors.js";
+export { AdapterBaseMismatchError, AdapterInvocationError, AdapterPathError, LibraryChangeError } from "./errors.js";
 
 /** A manifest entry and what became of it: resident in the engine, or refused with a reason. */
 export interface LibraryAdapter {
@@ -66,6 +67,8 @@ export class AdapterLibrary {
   private readonly listeners = new Set<() => void>();
   /** The manifest file as this library last wrote it: the watcher does not apply the library's own writes. */
   private written: ManifestStamp | undefined;
+  /** The served base's GGUF header, read once: an adapter's invocation ids are checked against its vocabulary. */
+  private baseHeader: GgufFile | undefined;
 
   private constructor(
     private readonly engine: Engine,
@@ -233,7 +236,8 @@ export class AdapterLibrary {
           diff.refreshed.push(entry.alias);
         } else if (JSON.stringify(known.entry) !== JSON.stringify(entry)) {
           this.checkBase(entry);
-          if (known.info.invocationTokens) checkInvocation(this.engine, entry, known.info.invocationTokens);
+          if (known.info.invocationTokens && this.engine.features.alora)
+            checkInvocation(this.engine, entry, known.info.invocationTokens);
           this.adapters.set(entry.alias, { ...known, entry: { ...entry, filePath: known.entry.filePath } });
           diff.updated.push(entry.alias);
         }
@@ -341,7 +345,10 @@ export class AdapterLibrary {
    * refusal changes nothing).
    */
   private async checkInvocation(entry: LibraryEntry, filePath: string): Promise<void> {
-    const invocation = await invocationOf(filePath);
+    // an engine that serves no aLoRA refuses the file itself, with that reason
+    if (!this.engine.features.alora) return;
+    this.baseHeader ??= await readGgufHeaderAsync(this.engine.model.filePath);
+    const invocation = await invocationOf(filePath, this.baseHeader);
     if (invocation) checkInvocation(this.engine, entry, invocation);
   }
 

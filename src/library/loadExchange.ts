@@ -1,8 +1,8 @@
 import { commonPrefixLength, invocationStart, type Conversation, type Engine, type TokenId } from "../engine/index.js";
-import { ALORA_INVOCATION_KEY, GgufFormatError, readGgufHeaderAsync, type GgufFile } from "../gguf/index.js";
+import { GgufFormatError, invocationTokens, readGgufHeaderAsync, type GgufFile } from "../gguf/index.js";
 import { AdapterInvocationError } from "./errors.js";
 import type { LibraryEntry } from "./manifest.js";
-import { exchangeMessage, LOAD_LORA, weightFunctions } from "./weightActions.js";
+import { exchangeMessage, LOAD_LORA, weightFunctions, withReason } from "./weightActions.js";
 
 /** What renders a conversation as the served model reads it: the engine, or the pipeline's chat codec. */
 export type ExchangeRenderer = Pick<Engine, "renderTokens" | "detokenize">;
@@ -11,16 +11,13 @@ type ExchangeEntry = Pick<LibraryEntry, "alias" | "description" | "activation">;
 
 /**
  * An entry's load exchange as a session renders it: a request, then the model's load_lora call with the entry's
- * activation text as its result (`before` stops at the model's turn, where the exchange begins).
+ * activation text (with a switch's `reason`, as a session appends it) as its result (`before` stops at the model's turn, where the exchange begins).
  */
-export function loadExchange(entry: ExchangeEntry): { before: Conversation; exchange: Conversation } {
+export function loadExchange(entry: ExchangeEntry, reason?: string): { before: Conversation; exchange: Conversation } {
   const functions = weightFunctions([entry]);
   const request = { role: "user" as const, text: "Answer the question." };
-  const call = {
-    name: LOAD_LORA,
-    arguments: { adapter: entry.alias },
-    result: exchangeMessage(entry, LOAD_LORA, entry.alias),
-  };
+  const result = withReason(exchangeMessage(entry, LOAD_LORA, entry.alias), reason);
+  const call = { name: LOAD_LORA, arguments: { adapter: entry.alias }, result };
   return {
     before: { functions, turns: [request] },
     exchange: { functions, turns: [request, { role: "assistant", text: "", calls: [call] }] },
@@ -36,21 +33,29 @@ export function invocationInExchange(
   renderer: ExchangeRenderer,
   entry: ExchangeEntry,
   invocation: readonly TokenId[],
+  reason?: string,
 ): { start: number | undefined; tokens: TokenId[] } {
-  const { before, exchange } = loadExchange(entry);
+  const { before, exchange } = loadExchange(entry, reason);
   const tokens = renderer.renderTokens(exchange);
   const opening = commonPrefixLength(renderer.renderTokens(before), tokens);
   const start = invocationStart(tokens, invocation);
   return { start: start !== undefined && start >= opening ? start : undefined, tokens };
 }
 
-/** Refuses an activated LoRA whose invocation sequence its load exchange does not hold (see AdapterInvocationError). */
+/**
+ * Refuses an activated LoRA whose invocation sequence its load exchange does not hold, with a switch's reason appended
+ * or without (a merge at the activation text's end could differ; see AdapterInvocationError).
+ */
 export function checkInvocation(
   renderer: ExchangeRenderer,
   entry: ExchangeEntry,
   invocation: readonly TokenId[],
 ): void {
-  if (invocationInExchange(renderer, entry, invocation).start === undefined)
+  if (
+    [undefined, "reason"].some(
+      (reason) => invocationInExchange(renderer, entry, invocation, reason).start === undefined,
+    )
+  )
     throw new AdapterInvocationError(
       entry.alias,
       renderer.detokenize(invocation),
@@ -60,10 +65,11 @@ export function checkInvocation(
 
 /**
  * An adapter file's invocation sequence (an activated LoRA's `adapter.alora.invocation_tokens`), read before any
- * engine loads it; undefined for an ordinary LoRA, or a file or key that does not read (the engine's own checks
- * refuse those, with their own errors).
+ * engine loads it and checked as llama.cpp reads it against the base (`base`, its GGUF header); undefined for an
+ * ordinary LoRA, or a file or key that does not read (the engine's own checks refuse those, with their own errors):
+ * an id outside the vocabulary must never reach the tokenizer.
  */
-export async function invocationOf(filePath: string): Promise<number[] | undefined> {
+export async function invocationOf(filePath: string, base: GgufFile): Promise<number[] | undefined> {
   let header: GgufFile;
   try {
     header = await readGgufHeaderAsync(filePath);
@@ -71,8 +77,5 @@ export async function invocationOf(filePath: string): Promise<number[] | undefin
     if (err instanceof GgufFormatError) return undefined;
     throw err;
   }
-  const value = header.metadata.get(ALORA_INVOCATION_KEY);
-  if (!value || typeof value !== "object" || !("items" in value)) return undefined;
-  const items = value.items as unknown[];
-  return items.length && items.every((t) => typeof t === "number") ? (items as number[]) : undefined;
+  return invocationTokens(header, base).tokens;
 }

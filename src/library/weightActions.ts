@@ -40,3 +40,6 @@ export function exchangeMessage(
     ? (entry?.activation ?? `Capability "${alias}" is active. Call offload_lora when this stage is done.`)
     : (entry?.release ?? `Capability "${alias}" released; the base model continues.`);
 }
+
+/** An exchange's text with the reason a switch was given (by the harness or a client), as the model reads it. */
+export const withReason = (text: string, reason?: string): string => (reason ? `${text} [${reason}]` : text);

@@ -5,7 +5,7 @@ import type { Logger } from "../log.js";
 import { LimitError } from "./errors.js";
 import { internalResult, newCallId } from "./exchanges.js";
 import type { Author, HistoryMessage, ToolCallRecord } from "./history.js";
-import { exchangeMessage, LOAD_LORA, OFFLOAD_LORA } from "../library/weightActions.js";
+import { exchangeMessage, LOAD_LORA, OFFLOAD_LORA, withReason } from "../library/weightActions.js";
 import type { Session } from "./Session.js";
 import type { SessionRegistry } from "./SessionRegistry.js";
 import { StageUsage } from "./StageUsage.js";
@@ -114,8 +114,7 @@ export class WeightSwitch {
           toolCalls: [answered],
         });
       const alias = (target ?? active)!;
-      const message =
-        exchangeMessage(this.library.get(alias)?.entry, action, alias) + (input.reason ? ` [${input.reason}]` : "");
+      const message = withReason(exchangeMessage(this.library.get(alias)?.entry, action, alias), input.reason);
       exchange.push(internalResult(answered, message, false));
       let report: SwitchReport;
       try {

@@ -1,11 +1,11 @@
-import { linkSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { copyFileSync, linkSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { LocalEngine } from "../../src/engines/local/index.js";
 import { writeGguf } from "../../src/gguf/index.js";
 import { DEMO_DIMS, qwen3LoraFile } from "../../src/demo/qwen3.js";
-import { DEMO_BATCH_SPLIT_TOLERANCE, demoEngine, maxAbsDiff } from "../helpers/engine.js";
+import { demo, DEMO_BATCH_SPLIT_TOLERANCE, demoEngine, maxAbsDiff } from "../helpers/engine.js";
 import { tempDir, tempLibrary, writeLoraVariant } from "../helpers/files.js";
 import { call, callError, connectClient, testConfig, type Connected } from "../helpers/server.js";
 import { referenceNextTokenLogProbs } from "../../src/engines/local/localTesting.js";
@@ -188,6 +188,26 @@ describe("adapter library on a running server", () => {
       await callError(c.client, "register_adapter", { alias: "sneaky", file: "../../etc/passwd", description: "x" }),
     ).toMatch(/outside the adapter folders/);
     expect(await callError(c.client, "unregister_adapter", { alias: "nope" })).toMatch(/no adapter "nope"/);
+    // an activated LoRA naming ids outside the vocabulary: the engine's own refusal, never the tokenizer's abort
+    writeLoraVariant(lib, "alora-outside", { invocationTokens: [1, 99_999_999] });
+    expect(
+      await callError(c.client, "register_adapter", {
+        alias: "alora-outside",
+        file: "alora-outside.gguf",
+        description: "x",
+      }),
+    ).toMatch(/outside the base vocabulary/);
+    // one whose load exchange lacks its invocation: it would apply nowhere
+    copyFileSync(demo.adapters.verify!, join(lib, "alora-absent.gguf"));
+    expect(
+      await callError(c.client, "register_adapter", {
+        alias: "alora-absent",
+        file: "alora-absent.gguf",
+        description: "x",
+        // the demo's verify adapter is invoked by "VERIFY:", which this text lacks
+        activation: "Verification active.",
+      }),
+    ).toMatch(/\[adapter_invocation_missing\]/);
     expect((await listing()).adapters).toEqual(before.adapters);
   });
 

@@ -23,9 +23,16 @@ export function writeModelVariant(dir: string, name: string, edit: (meta: Record
 export function writeLoraVariant(
   dir: string,
   name: string,
-  opts: { dims?: Qwen3Dims; architecture?: string; seed?: number } = {},
+  opts: { dims?: Qwen3Dims; architecture?: string; seed?: number; invocationTokens?: readonly number[] } = {},
 ): string {
-  const lora = qwen3LoraFile({ name, dims: opts.dims ?? DEMO_DIMS, rank: 4, seed: opts.seed ?? 11, strength: 0.5 });
+  const lora = qwen3LoraFile({
+    name,
+    dims: opts.dims ?? DEMO_DIMS,
+    rank: 4,
+    seed: opts.seed ?? 11,
+    strength: 0.5,
+    ...(opts.invocationTokens ? { invocationTokens: opts.invocationTokens } : {}),
+  });
   if (opts.architecture) lora.metadata["general.architecture"] = gguf.str(opts.architecture);
   const path = join(dir, `${name}.gguf`);
   writeGguf(path, lora.metadata, lora.tensors);

@@ -34,6 +34,8 @@ async function library(entries: Record<string, unknown>[], broken: readonly stri
       return { alias: spec.alias, id: `${spec.alias}@0`, filePath: spec.filePath, scale: spec.scale } as AdapterInfo;
     },
     residentVersions: () => [],
+    // these files are no activated LoRAs: the library reads no invocation from them
+    features: { alora: false },
   } as unknown as Engine;
   // the library opens each file (it loads its own copy): one that begins as a GGUF does
   for (const e of entries) writeFileSync(join(dir, String(e.file)), "GGUF");
