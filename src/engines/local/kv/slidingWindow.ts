@@ -8,7 +8,9 @@ import type { CutFloor } from "../deciding/SessionRules.js";
  * position p attends to positions p - n_swa + 1 ... p (llama.cpp's standard SWA mask), so a cache cut back to p and
  * continued is exact only if p - n_swa + 1 is still there. node-llama-cpp 3.21.1 checks only that p lies after the
  * first cell, and would continue with part of the window gone (measured on Gemma 3 270M: see test/engine/gemma-swa).
- * 0 when nothing was freed (a full cache, or a model without SWA layers).
+ * A state read back from a file (a shared prompt prefix, a spilled lane) starts its SWA cells a window before its end
+ * even in a full cache (a 626-token prefix of Gemma 3 at cell 115), so nothing before that end can be cut. 0 when
+ * nothing was freed (a full cache never read back, or a model without SWA layers).
  */
 export const firstCuttable: CutFloor = (sequence) => {
   const first = sequence.stateCellsStartIndex;
