@@ -13,7 +13,7 @@ type ExchangeEntry = Pick<LibraryEntry, "alias" | "description" | "activation">;
  * An entry's load exchange as a session renders it: a request, then the model's load_lora call with the entry's
  * activation text (with a switch's `reason`, as a session appends it) as its result (`before` stops at the model's turn, where the exchange begins).
  */
-export function loadExchange(entry: ExchangeEntry, reason?: string): { before: Conversation; exchange: Conversation } {
+function loadExchange(entry: ExchangeEntry, reason?: string): { before: Conversation; exchange: Conversation } {
   const functions = weightFunctions([entry]);
   const request = { role: "user" as const, text: "Answer the question." };
   const result = withReason(exchangeMessage(entry, LOAD_LORA, entry.alias), reason);
@@ -25,21 +25,19 @@ export function loadExchange(entry: ExchangeEntry, reason?: string): { before: C
 }
 
 /**
- * Where an activated LoRA's invocation starts in its rendered load exchange (an index into `tokens`, the exchange's
- * tokens), or undefined when it is not there. Checked on tokens as rendered in context, not on text: a subword merge
- * at the activation text's edges changes them.
+ * Whether an activated LoRA's invocation is in its rendered load exchange (after where the exchange begins). Checked on
+ * tokens as rendered in context, not on text: a subword merge at the activation text's edges changes them.
  */
-export function invocationInExchange(
+function inExchange(
   renderer: ExchangeRenderer,
   entry: ExchangeEntry,
   invocation: readonly TokenId[],
   reason?: string,
-): { start: number | undefined; tokens: TokenId[] } {
+): boolean {
   const { before, exchange } = loadExchange(entry, reason);
   const tokens = renderer.renderTokens(exchange);
-  const opening = commonPrefixLength(renderer.renderTokens(before), tokens);
   const start = invocationStart(tokens, invocation);
-  return { start: start !== undefined && start >= opening ? start : undefined, tokens };
+  return start !== undefined && start >= commonPrefixLength(renderer.renderTokens(before), tokens);
 }
 
 /**
@@ -51,11 +49,7 @@ export function checkInvocation(
   entry: ExchangeEntry,
   invocation: readonly TokenId[],
 ): void {
-  if (
-    [undefined, "reason"].some(
-      (reason) => invocationInExchange(renderer, entry, invocation, reason).start === undefined,
-    )
-  )
+  if ([undefined, "reason"].some((reason) => !inExchange(renderer, entry, invocation, reason)))
     throw new AdapterInvocationError(
       entry.alias,
       renderer.detokenize(invocation),

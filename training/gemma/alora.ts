@@ -2,7 +2,7 @@ import { createHash } from "node:crypto";
 import { readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { startExportServices } from "../../src/composition/services.js";
-import { invocationInExchange } from "../../src/library/loadExchange.js";
+import { checkInvocation } from "../../src/library/loadExchange.js";
 import { modelCacheDir } from "../../src/modelFiles/cacheDir.js";
 import { PACKAGE_ROOT } from "../../src/paths.js";
 import { ORACLE_WORKFLOW } from "../pipeline/OracleDriver.js";
@@ -33,7 +33,7 @@ export const invocationsFile = (run: TrainingRun) => join(run.work, "invocations
 /**
  * Each capability's invocation sequence, taken from its load exchange as the server renders it for `model` with the
  * library the samples were rendered with (the activation texts the shipped manifest keeps): the tokens of its
- * invocation text there, checked to occur in that exchange exactly as the registration check will look for them.
+ * invocation text there, checked in that exchange by the server's own registration check.
  * Written to the work folder for train_lora.py.
  */
 export async function writeInvocations(run: TrainingRun, model: string): Promise<Invocations> {
@@ -49,10 +49,8 @@ export async function writeInvocations(run: TrainingRun, model: string): Promise
       if (!entry?.activation) throw new Error(`${manifest}: "${alias}" has no activation text`);
       const text = invocationText(entry.activation);
       const tokens = runtime.engine.tokenize(text);
-      if (invocationInExchange(runtime.engine, entry, tokens).start === undefined)
-        throw new Error(
-          `"${alias}": its invocation ${JSON.stringify(text)} does not tokenize alike in its load exchange`,
-        );
+      // the server's own registration check: training never makes an adapter the server would refuse
+      checkInvocation(runtime.engine, entry, tokens);
       invocations[alias] = { text, tokens };
     }
     writeFileSync(invocationsFile(run), `${JSON.stringify(invocations, null, 2)}\n`);
