@@ -9,6 +9,7 @@ import { TRAINED_DIR, trainedLibrary } from "../src/paths.js";
 import { callTool, connectClient, MAIN } from "../testkit/mcpClient.js";
 import { CODE_ENTRY_FILE } from "./pipeline/continueTraining.js";
 import { COMPUTATION_WORKFLOW } from "./pipeline/OracleDriver.js";
+import { writeTaskSubset } from "./pipeline/tasks.js";
 
 /**
  * `npm run check:continual [-- --library models/gemma3 --policies hard --held-out 12 --computation 10]`: the paper's
@@ -71,15 +72,7 @@ function folder(name: string, from = source, threadCount = threads): string {
  * "unseen-N") taken half each: a smaller run that still shows both.
  */
 function taskSubset(file: string, count: string | undefined): string {
-  if (count === undefined) return file;
-  const rows = readFileSync(file, "utf8").split("\n").filter(Boolean);
-  const group = (row: string) => (JSON.parse(row) as { id: string }).id.replace(/-\d+$/, "");
-  const groups = [...new Set(rows.map(group))];
-  const per = Math.ceil(Number(count) / groups.length);
-  const kept = groups.flatMap((g) => rows.filter((r) => group(r) === g).slice(0, per));
-  const out = join(work, basename(file));
-  writeFileSync(out, `${kept.join("\n")}\n`);
-  return out;
+  return count === undefined ? file : writeTaskSubset(file, Number(count), join(work, basename(file)));
 }
 const heldOutTasks = taskSubset(files.evalTasks, values["held-out"]);
 const computationTasks = taskSubset(files.computationTasks, values.computation);

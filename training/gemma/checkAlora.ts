@@ -15,6 +15,7 @@ import { toConversation, type HistoryMessage } from "../../src/sessions/history.
 import { modelFunctions } from "../../src/sessions/modelFunctions.js";
 import { MAIN } from "../../testkit/mcpClient.js";
 import { ORACLE_WORKFLOW } from "../pipeline/OracleDriver.js";
+import { writeTaskSubset } from "../pipeline/tasks.js";
 import { GEMMA_ALORA_DIR } from "./alora.js";
 import { GEMMA_DIR } from "./library.js";
 
@@ -45,19 +46,9 @@ if (values.help) {
 }
 const work = mkdtempSync(join(tmpdir(), "weact-check-alora-"));
 
-/**
- * The first `count` tasks of a task file, half from each of its two groups (ids "seen-N", "unseen-N"): held-out
- * phrasings of trained entities and entities training never saw, both shown.
- */
-function taskSubset(file: string, count: number): string {
-  const rows = readFileSync(file, "utf8").split("\n").filter(Boolean);
-  const group = (row: string) => (JSON.parse(row) as { id: string }).id.replace(/-\d+$/, "");
-  const groups = [...new Set(rows.map(group))];
-  const per = Math.ceil(count / groups.length);
-  const out = join(work, `${count}-${basename(file)}`);
-  writeFileSync(out, `${groups.flatMap((g) => rows.filter((r) => group(r) === g).slice(0, per)).join("\n")}\n`);
-  return out;
-}
+/** The first `count` tasks of a task file, half from each of its two groups (held-out phrasings, unseen entities). */
+const taskSubset = (file: string, count: number) =>
+  writeTaskSubset(file, count, join(work, `${count}-${basename(file)}`));
 
 /**
  * A copy of a library folder's config file (`config.json` or `counterfactual.json`) for one eval: its paths made

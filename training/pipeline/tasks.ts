@@ -1,4 +1,4 @@
-import { writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import type { SeededRandom } from "../../src/demo/random.js";
 import {
   counterfactual,
@@ -128,4 +128,17 @@ export function writeComputationEvalTasks(run: TrainingRun, facts: readonly Fact
   writeFileSync(run.library.computationTasks, `${rows.join("\n")}\n`);
   const cf = tasks.map((t, i) => line(t, i, differenceValue(edited.get(t.d.first)!, edited.get(t.d.second)!)));
   writeFileSync(run.library.computationCounterfactualTasks, `${cf.join("\n")}\n`);
+}
+
+/**
+ * The first `count` tasks of a task file written to `out`, its groups (ids "seen-N", "unseen-N": the id without its
+ * number) taken in equal shares: a smaller eval that still shows every group. The check scripts' sampled runs.
+ */
+export function writeTaskSubset(file: string, count: number, out: string): string {
+  const rows = readFileSync(file, "utf8").split("\n").filter(Boolean);
+  const group = (row: string) => (JSON.parse(row) as { id: string }).id.replace(/-\d+$/, "");
+  const groups = [...new Set(rows.map(group))];
+  const per = Math.ceil(count / groups.length);
+  writeFileSync(out, `${groups.flatMap((g) => rows.filter((r) => group(r) === g).slice(0, per)).join("\n")}\n`);
+  return out;
 }
