@@ -20,11 +20,16 @@ vi.setConfig({ testTimeout: 300_000, hookTimeout: 300_000 });
  * The shipped activated LoRAs of Gemma 3 270M (models/gemma3-alora) served by the local engine, checked against the
  * replayed reference (a fresh context from the files, the base's weights before the invocation point and the
  * adapter's from it, the point found here by the test): base -> plan -> base -> search -> base, each switch through
- * the load and release exchanges the server renders; a history edited before the point (a result elided); and the
- * planted off-by-one point, which must fail.
+ * the load and release exchanges the server renders; a history edited before the point (a result elided); a lane
+ * spilled while it holds both sides of the point (a mixed library: the session moved on to a standard LoRA), read
+ * back and cut to the point on the return to the base; and the planted off-by-one point, which must fail.
  */
 const TOLERANCE = 1e-4;
 const ALORA_DIR = join(PACKAGE_ROOT, "models", "gemma3-alora");
+/** A standard LoRA beside the aLoRAs (a mixed library): switching to it leaves the aLoRA's lane idle, to be spilled. */
+const LORA_FILE = join(PACKAGE_ROOT, "models", "gemma3", "write.gguf");
+/** Gemma 3 270M's sliding window (15 of its 18 layers attend through it). */
+const WINDOW = 512;
 const entries = loadManifest(join(ALORA_DIR, "manifest.json"));
 const entry = (alias: string) => entries.find((e) => e.alias === alias)!;
 const functions = weightFunctions(entries);
@@ -65,6 +70,7 @@ beforeAll(async () => {
   engine = await LocalEngine.load({ ...options, sequencesPerContext: 2, maxContexts: 1, cache: { background: false } });
   for (const alias of ["plan", "search"])
     await engine.addAdapter({ alias, filePath: join(ALORA_DIR, entry(alias).file), scale: 1 });
+  await engine.addAdapter({ alias: "lora", filePath: LORA_FILE, scale: 1 });
   // as the engine keeps them by default (model.swaFullCache): a full and a window-sized SWA cache round differently
   reference = await PlainReference.load({ ...options, swaFullCache: true });
 });
@@ -141,6 +147,64 @@ describe("the shipped Gemma 3 aLoRAs on the local engine", () => {
       expect(await diff(session, elided, "search")).toBeLessThanOrEqual(TOLERANCE);
     } finally {
       await session.close();
+    }
+  });
+
+  it("a lane spilled across the invocation point is read back and cut to it on the return to the base, within the sliding window and beyond it", async () => {
+    const a = await engine.openSession({ promptScope: "server" });
+    let b: LocalEngineSession | undefined;
+    // the plan stage's own tokens: a tool result of `words` words after the invocation point
+    const staged = (words: number): ChatTurn[] => [
+      ...planned,
+      {
+        role: "assistant",
+        text: "",
+        calls: [
+          { name: "read", arguments: { id: "paris" }, result: "The Seine flows through Paris. ".repeat(words / 5) },
+        ],
+      },
+      release("plan", "the Seine"),
+    ];
+    const spillAndReturn = async (words: number) => {
+      const history = conversation(...staged(words));
+      await a.switchWeights("plan", conversation(load("plan")));
+      await a.prefill(conversation(...staged(words).slice(0, -1)));
+      // to a standard LoRA: the lane that served the aLoRA (base tokens, then plan's from the point) is left idle...
+      await a.switchWeights("lora", history);
+      // ...and another session needs its sequence: it is spilled
+      b = await engine.openSession({ promptScope: "server" });
+      await b.prefill(conversation());
+      expect(a.laneStates().find((l) => l.weights === "base")).toMatchObject({ state: "spilled" });
+      const report = await a.switchWeights(null, history);
+      const tokens = engine.renderTokens(history);
+      const point = invocationStart(tokens, engine.adapter("plan").invocationTokens!)!;
+      const d = await diff(a, history, null);
+      await b.close();
+      b = undefined;
+      await a.switchWeights(null, conversation()); // back to the opening (a cut) for the next round
+      return { report: report.rebuild, tokens: tokens.length, point, d };
+    };
+    try {
+      await a.prefill(conversation());
+      // the plan's tokens within the sliding window, then beyond it: either way the state read back is cut at the
+      // point (a spilled lane keeps its whole cache), only what plan computed is evaluated again, and it is exact
+      const runs = [await spillAndReturn(5), await spillAndReturn(400)];
+      expect(runs[1]!.tokens - runs[1]!.point).toBeGreaterThan(WINDOW);
+      for (const r of runs) {
+        expect(r.report.restored).toBeGreaterThan(0);
+        expect(r.report.reused).toBeGreaterThanOrEqual(r.point - MIN_DECODE_TOKENS);
+        expect(r.report.tokens).toBeLessThanOrEqual(r.tokens - r.point + MIN_DECODE_TOKENS);
+        expect(r.d).toBeLessThanOrEqual(TOLERANCE);
+      }
+      console.log(
+        "spilled across the point, returned to the base (history/point: evaluated, reused, restored):",
+        runs
+          .map((r) => `${r.tokens}/${r.point}: ${r.report.tokens}, ${r.report.reused}, ${r.report.restored}`)
+          .join("; "),
+      );
+    } finally {
+      await a.close();
+      await b?.close();
     }
   });
 
