@@ -1,6 +1,6 @@
 /**
  * npm run bench [-- --big] [-- --model NAME|PATH [--adapters a=PATH,b=PATH]] [-- --scenario
- * trajectory|prefix|concurrency|remote-concurrency|binding|invariance [--rounds N]] [--json]
+ * trajectory|prefix|concurrency|remote-concurrency|binding|invariance|alora [--rounds N]] [--json]
  * Every figure is measured side by side in this one run and printed as a ratio to its baseline.
  */
 import { parseArgs } from "node:util";
@@ -28,6 +28,7 @@ import { invarianceBench } from "./invariance.js";
 import { concurrencyComparison, demoTarget, gemmaTarget } from "./concurrency.js";
 import { remoteConcurrency } from "./remoteConcurrency.js";
 import { bindingComparison } from "./binding.js";
+import { aloraLibraries, aloraTargets } from "./alora.js";
 import { sourceBinding } from "../testkit/bindingBuild.js";
 
 const { values } = parseArgs({
@@ -43,7 +44,8 @@ const { values } = parseArgs({
      * and the source-built binding) or `remote-concurrency` (1/4/16 sessions on Gemma 3 270M: local, llama-server, vLLM
      * through weact-mcp and vLLM directly) or `binding` (prefill and decode tokens/s with node-llama-cpp's prebuilt
      * binding vs the source build, on the demo model and Gemma 3 270M) or `invariance` (1/4/16 sessions on the local
-     * engine with model.batchInvariant true and false: what the same tokens under any load cost).
+     * engine with model.batchInvariant true and false: what the same tokens under any load cost) or `alora` (S3 on
+     * Gemma 3 270M for the shipped LoRA and aLoRA libraries, the local engine beside llama-server).
      */
     scenario: { type: "string" },
     /**
@@ -355,6 +357,7 @@ async function main() {
       json: values.json!,
       logger,
     });
+  if (values.scenario === "alora") return aloraBench();
   if (values.scenario) return scenarioOnly(values.scenario);
   if (values.model) return modelBench();
   section("search index library, on the shipped corpus (the measurement behind choosing MiniSearch)");
@@ -373,6 +376,7 @@ async function main() {
   );
   process.stdout.write(table(await toolRoundTrips(config, 20)) + "\n");
   await concurrencyBench();
+  await aloraBench();
   if (values.big) {
     if (!demoWeightsExist(PACKAGE_ROOT, true)) {
       process.stdout.write(
@@ -419,7 +423,7 @@ async function scenarioOnly(scenario: string) {
     else if (scenario === "prefix") await prefixScenario(model, adapters, sizes, label, values.json!);
     else
       throw new Error(
-        `--scenario ${scenario}: unknown; use trajectory, prefix, concurrency, remote-concurrency, binding or invariance`,
+        `--scenario ${scenario}: unknown; use trajectory, prefix, concurrency, remote-concurrency, binding, invariance or alora`,
       );
   }
 }
@@ -533,6 +537,49 @@ async function modelTrajectory(label: string, modelPath: string, adapters: Recor
       evaluatedTokens_false_over_true: fmt(window.evaluatedTokens / full.evaluatedTokens, 3),
     },
   ]);
+}
+
+/**
+ * `--scenario alora`: S3 on Gemma 3 270M for the shipped LoRA and aLoRA libraries in one run (each library's own
+ * load and release texts), the local engine's reuse configurations beside llama-server serving the same files, with
+ * the targets.
+ */
+async function aloraBench() {
+  const label = "gemma-3-270m";
+  const modelPath = await fetchModel(label, { logger });
+  const lines = await withEngine(modelPath, {}, "reuse", (renderer) =>
+    aloraLibraries({
+      modelPath,
+      renderer,
+      threads: renderer.threads,
+      reps: Number(values["trajectory-reps"]),
+      onRun: (f) => values.json && emit("alora-run", label, [{ ...f }]),
+    }),
+  );
+  const row = ({
+    library,
+    strategy,
+    evaluatedTokens,
+    backgroundTokens,
+    criticalPathMs,
+    switchMs,
+    wallMs,
+  }: (typeof lines)[number]) => ({
+    library,
+    strategy,
+    evaluatedTokens,
+    backgroundTokens,
+    criticalPathMs,
+    switchMs,
+    wallMs,
+  });
+  emit(
+    "alora",
+    label,
+    lines.map(row),
+    `S3 on Gemma 3 270M, LoRA library (models/gemma3) vs aLoRA library (models/gemma3-alora): 12 switches, tools as sleeps, each library's own load and release texts; the local engine's reuse configurations and llama-server with per-request LoRA on the same tokens (medians of ${values["trajectory-reps"]} rounds)`,
+  );
+  emit("alora", label, aloraTargets(lines), "targets");
 }
 
 function parseAdapters(list: string | undefined): Record<string, string> {

@@ -2,6 +2,7 @@ import { spawn } from "node:child_process";
 import type { CacheOptions } from "../src/engines/local/index.js";
 import type { ChatTurn, Conversation, HistorySoFar } from "../src/engine/index.js";
 import { scriptedTrajectory } from "../testkit/scriptedTrajectory.js";
+import { exchangeMessage, LOAD_LORA, OFFLOAD_LORA } from "../src/library/weightActions.js";
 
 /**
  * The replayed soft trajectory of the `trajectory` scenario: S3's 12 switches (the base picks plan, search twice,
@@ -74,8 +75,15 @@ export function openingConversation(): Conversation {
   return { turns: scriptedTrajectory(0).turns, functions: FUNCTIONS };
 }
 
-/** The scenario's steps; `switches` shortens it (the 0.6B shape runs the first few). */
-export function toolTrajectory(switches = SWITCHES.length): Step[] {
+/** A library's manifest texts: what the model reads after a load (`activation`) and a release of each alias. */
+export type ExchangeTexts = Readonly<Record<string, { activation?: string; release?: string }>>;
+
+/**
+ * The scenario's steps; `switches` shortens it (the 0.6B shape runs the first few). `texts` renders the load and
+ * release results as the server does for a library's entries (an activated LoRA finds its invocation there);
+ * without it, the scenario's own short texts.
+ */
+export function toolTrajectory(switches = SWITCHES.length, texts?: ExchangeTexts): Step[] {
   const turns: ChatTurn[] = [...openingConversation().turns];
   const conversation = (): Conversation => ({ turns: [...turns], functions: FUNCTIONS });
   const exchange = (text: string, name: string, args: Record<string, unknown>, result: string) =>
@@ -90,7 +98,9 @@ export function toolTrajectory(switches = SWITCHES.length): Step[] {
         `I need the ${to} capability.`,
         "load_lora",
         { adapter: to },
-        `${to} capability active. Work, then release with offload_lora.`,
+        texts
+          ? exchangeMessage(texts[to], LOAD_LORA, to)
+          : `${to} capability active. Work, then release with offload_lora.`,
       );
       steps.push({ kind: "switch", to, conversation: conversation() });
       for (const tool of STAGE_TOOLS[to] ?? []) {
@@ -110,7 +120,7 @@ export function toolTrajectory(switches = SWITCHES.length): Step[] {
         `Done with ${active}.`,
         "offload_lora",
         { handoff: `The ${active} stage found that the Seine is 777 km long.` },
-        `${active} capability released.`,
+        texts ? exchangeMessage(texts[active!], OFFLOAD_LORA, active!) : `${active} capability released.`,
       );
       steps.push({ kind: "switch", to: null, conversation: conversation() });
     }
@@ -192,4 +202,6 @@ export interface TrajectoryRunConfig {
   threads: number;
   /** The engine's `swaFullCache` (sliding-window models only); default the engine's. */
   swaFullCache?: boolean;
+  /** The library's load and release texts (toolTrajectory); default the scenario's own. */
+  texts?: ExchangeTexts;
 }

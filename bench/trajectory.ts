@@ -11,6 +11,7 @@ import {
   runTool,
   toolTrajectory,
   TOOL_MS,
+  type ExchangeTexts,
   type TrajectoryFigures,
   type TrajectoryRunConfig,
 } from "./toolTrajectory.js";
@@ -52,6 +53,8 @@ async function llamaServerRun(
   work: number,
   switches: number,
   threads: number,
+  texts: ExchangeTexts | undefined,
+  extraArgs: readonly string[] | undefined,
 ): Promise<TrajectoryFigures> {
   const aliases = Object.keys(adapters);
   const server = await startLlamaServer({
@@ -60,6 +63,7 @@ async function llamaServerRun(
     threads,
     slots: slots === "one" ? 1 : aliases.length + 1,
     contextPerSlot: 8192,
+    extraArgs,
   });
   const f: TrajectoryFigures = {
     strategy: slots === "one" ? "llama-server" : "llama-server/slot-per-weights",
@@ -93,7 +97,7 @@ async function llamaServerRun(
         throw new Error(`llama-server /completion answered ${res.status}: ${(await res.text()).slice(0, 300)}`);
       return (await res.json()) as Completion;
     };
-    const steps = toolTrajectory(switches);
+    const steps = toolTrajectory(switches, texts);
     // warm-up (compute buffers, one short request): the first turn itself must find no cache, as in the engine runs
     await complete(engine.renderTokens(openingConversation()).slice(0, 32));
     const started = performance.now();
@@ -141,6 +145,10 @@ export interface TrajectoryScenarioOptions {
   llamaServer: boolean;
   /** The local configurations to run; default ENGINE_CONFIGS (extra ones are reported, not ranked as `best`). */
   configs?: readonly EngineConfig[];
+  /** The library's load and release texts (an activated LoRA's invocation is in them); default the scenario's own. */
+  texts?: ExchangeTexts;
+  /** llama-server's flags beyond the ones it always gets (`--swa-full` for a sliding-window model's aLoRAs). */
+  llamaServerArgs?: readonly string[];
   /** Called with each run's figures as it ends (before the medians). */
   onRun?: (f: TrajectoryFigures) => void;
 }
@@ -169,6 +177,7 @@ export async function trajectoryScenario(opts: TrajectoryScenarioOptions): Promi
             work,
             switches: opts.switches,
             threads: opts.threads,
+            texts: opts.texts,
           }),
         );
       if (opts.llamaServer) {
@@ -183,6 +192,8 @@ export async function trajectoryScenario(opts: TrajectoryScenarioOptions): Promi
               work,
               opts.switches,
               opts.threads,
+              opts.texts,
+              opts.llamaServerArgs,
             ),
           );
       }

@@ -30,7 +30,7 @@ async function main() {
   const aliases = Object.keys(config.adapters);
   for (const [alias, filePath] of Object.entries(config.adapters))
     await engine.addAdapter({ alias, filePath, scale: 1 });
-  const steps = toolTrajectory(config.switches);
+  const steps = toolTrajectory(config.switches, config.texts);
   const first = openingConversation();
 
   // a server that has served before: each weight set's first lane of an earlier session saved its prompt prefix
