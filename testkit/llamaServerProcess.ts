@@ -1,5 +1,7 @@
-import { existsSync } from "node:fs";
-import { join, resolve } from "node:path";
+import { execFile } from "node:child_process";
+import { existsSync, renameSync } from "node:fs";
+import { basename, dirname, join, resolve } from "node:path";
+import { promisify } from "node:util";
 import { PACKAGE_ROOT } from "../src/paths.js";
 import { PROGRESS_EVERY_MS, runWithProgress } from "./buildProgress.js";
 import { freePort, spawnEngine, type EngineProcess } from "./engineProcess.js";
@@ -55,6 +57,31 @@ export async function llamaServerBinary(): Promise<string> {
   if (!existsSync(bin))
     throw new Error(`scripts/llama-cpp-build.sh printed no folder holding llama-server (got ${bin})`);
   return bin;
+}
+
+/**
+ * `model` with every tensor in F32, written once beside it (llama-quantize --allow-requantize, built with llama-server;
+ * about 4 s and 1.1 GB for Gemma 3 270M). On a K-quant model llama.cpp's CPU kernels give one prompt other figures in
+ * another batch split (up to 0.93 nats on Gemma 3 270M: docs/models.md); in F32 nearly the same, so a check against a
+ * fresh evaluation can tell a cache bug from the split (test/remote/llama-server-alora.test.ts).
+ */
+export async function f32Model(model: string): Promise<string> {
+  const out = join(dirname(model), `${basename(model, ".gguf")}.f32.gguf`);
+  if (existsSync(out)) return out;
+  const stdout = await runWithProgress(
+    "bash",
+    [join(PACKAGE_ROOT, "scripts", "llama-cpp-build.sh"), "llama-quantize"],
+    {
+      label: "llama-quantize build",
+      intro: "building llama-quantize from llama.cpp's source, once per machine (minutes beside a llama-server build)",
+      timeoutMs: 45 * 60_000,
+    },
+  );
+  const quantize = join(stdout.trim().split("\n").at(-1)!, "llama-quantize");
+  const partial = `${out}.${process.pid}.partial`;
+  await promisify(execFile)(quantize, ["--allow-requantize", model, partial, "F32"], { maxBuffer: 16 << 20 });
+  renameSync(partial, out);
+  return out;
 }
 
 export function llamaServerArgs(opts: LlamaServerOptions, port: number): string[] {

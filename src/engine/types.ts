@@ -38,6 +38,8 @@ export interface ModelInfo {
   sizeBytes: number;
   /** The name of the chat format the engine renders conversations with. */
   chatWrapper: string;
+  /** Tokens in the vocabulary prompts are rendered with: every token id an adapter names lies below it. */
+  vocabularySize: number;
 }
 
 export interface AdapterSpec {

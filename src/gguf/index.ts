@@ -28,5 +28,12 @@ export {
   readGgufHeaderAsync,
   type GgufFile,
 } from "./reader.js";
-export { ALORA_INVOCATION_KEY, baseModelProblems, invocationTokens, loraProblems, type LoraShape } from "./validate.js";
+export {
+  ALORA_INVOCATION_KEY,
+  baseModelProblems,
+  invocationTokens,
+  loraProblems,
+  vocabularySize,
+  type LoraShape,
+} from "./validate.js";
 export { gguf, tensorByteSize, writeGguf, type GgufEntry, type GgufTensorSource } from "./writer.js";

@@ -78,10 +78,17 @@ export interface LoraShape {
   invocationTokens: number[] | undefined;
 }
 
+/** Tokens in a model's vocabulary (`tokenizer.ggml.tokens`); Infinity for a file that lists none. */
+export function vocabularySize(model: GgufFile): number {
+  const vocab = model.metadata.get("tokenizer.ggml.tokens");
+  return vocab && typeof vocab === "object" && "items" in vocab ? vocab.items.length : Infinity;
+}
+
 /**
- * The invocation sequence as llama.cpp reads it (an array of UINT32 token ids of the base), or why it cannot be one.
+ * An activated LoRA's invocation sequence as llama.cpp reads it (an array of UINT32 token ids of the base, checked
+ * against a vocabulary of `size` tokens), or why it cannot be one.
  */
-export function invocationTokens(adapter: GgufFile, base: GgufFile): { tokens?: number[]; problem?: string } {
+export function invocationTokens(adapter: GgufFile, size: number): { tokens?: number[]; problem?: string } {
   const value = adapter.metadata.get(ALORA_INVOCATION_KEY);
   if (value === undefined) return {};
   if (typeof value !== "object" || !("items" in value))
@@ -92,8 +99,6 @@ export function invocationTokens(adapter: GgufFile, base: GgufFile): { tokens?: 
     };
   if (!value.items.length)
     return { problem: `${ALORA_INVOCATION_KEY} is empty: an activated LoRA needs its invocation sequence` };
-  const vocab = base.metadata.get("tokenizer.ggml.tokens");
-  const size = vocab && typeof vocab === "object" && "items" in vocab ? vocab.items.length : Infinity;
   const tokens = value.items.map(Number);
   const outside = tokens.filter((t) => !Number.isInteger(t) || t < 0 || t >= size);
   if (outside.length)
@@ -136,7 +141,7 @@ export function loraProblems(
     pairs.set(m[1]!, pair);
   }
   if (pairs.size === 0) mismatches.push("the adapter has no LoRA tensors");
-  const invocation = invocationTokens(adapter, base);
+  const invocation = invocationTokens(adapter, vocabularySize(base));
   if (invocation.problem) mismatches.push(invocation.problem);
   let rank = 0;
   for (const [target, { a, b }] of pairs) {

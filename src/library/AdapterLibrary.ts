@@ -1,7 +1,6 @@
 import { watch, type FSWatcher } from "node:fs";
 import { basename, dirname, resolve } from "node:path";
 import type { AdapterInfo, Engine } from "../engine/index.js";
-import { readGgufHeaderAsync, type GgufFile } from "../gguf/index.js";
 import { Mutex } from "../mutex.js";
 import { checkInvocation, invocationOf } from "./loadExchange.js";
 import type { Logger } from "../log.js";
@@ -67,8 +66,6 @@ export class AdapterLibrary {
   private readonly listeners = new Set<() => void>();
   /** The manifest file as this library last wrote it: the watcher does not apply the library's own writes. */
   private written: ManifestStamp | undefined;
-  /** The served base's GGUF header, read once: an adapter's invocation ids are checked against its vocabulary. */
-  private baseHeader: GgufFile | undefined;
 
   private constructor(
     private readonly engine: Engine,
@@ -347,8 +344,7 @@ export class AdapterLibrary {
   private async checkInvocation(entry: LibraryEntry, filePath: string): Promise<void> {
     // an engine that serves no aLoRA refuses the file itself, with that reason
     if (!this.engine.features.alora) return;
-    this.baseHeader ??= await readGgufHeaderAsync(this.engine.model.filePath);
-    const invocation = await invocationOf(filePath, this.baseHeader);
+    const invocation = await invocationOf(filePath, this.engine.model.vocabularySize);
     if (invocation) checkInvocation(this.engine, entry, invocation);
   }
 

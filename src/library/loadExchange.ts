@@ -59,11 +59,11 @@ export function checkInvocation(
 
 /**
  * An adapter file's invocation sequence (an activated LoRA's `adapter.alora.invocation_tokens`), read before any
- * engine loads it and checked as llama.cpp reads it against the base (`base`, its GGUF header); undefined for an
+ * engine loads it and checked as llama.cpp reads it against the served vocabulary's size; undefined for an
  * ordinary LoRA, or a file or key that does not read (the engine's own checks refuse those, with their own errors):
  * an id outside the vocabulary must never reach the tokenizer.
  */
-export async function invocationOf(filePath: string, base: GgufFile): Promise<number[] | undefined> {
+export async function invocationOf(filePath: string, vocabularySize: number): Promise<number[] | undefined> {
   let header: GgufFile;
   try {
     header = await readGgufHeaderAsync(filePath);
@@ -71,5 +71,5 @@ export async function invocationOf(filePath: string, base: GgufFile): Promise<nu
     if (err instanceof GgufFormatError) return undefined;
     throw err;
   }
-  return invocationTokens(header, base).tokens;
+  return invocationTokens(header, vocabularySize).tokens;
 }

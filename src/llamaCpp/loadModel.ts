@@ -7,6 +7,7 @@ import {
   metaString,
   readGgufHeaderAsync,
   sha256File,
+  vocabularySize,
   type GgufFile,
 } from "../gguf/index.js";
 import { JinjaChatWrapper } from "./hermesCalls.js";
@@ -107,6 +108,7 @@ export async function loadModel(options: ModelLoadOptions, { vocabOnly = false }
     trainContextSize: llamaModel.trainContextSize,
     sizeBytes: header.fileSize,
     chatWrapper: chatWrapper.wrapperName,
+    vocabularySize: vocabularySize(header),
   };
   return { llama, llamaModel, header, info, threads, errors, chatWrapper };
 }

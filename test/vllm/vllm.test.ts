@@ -516,6 +516,56 @@ const libraryOnVllm = () =>
     "vllm",
   ]);
 
+describe("the shipped aLoRA library (models/gemma3-alora) over vLLM: refused, saying why and what serves it", () => {
+  let c: Connected;
+  beforeAll(async () => {
+    // a private copy: register_adapter writes the manifest it serves
+    const shipped = join(PACKAGE_ROOT, "models", "gemma3-alora");
+    const dir = tempDir("weact-gemma-alora-");
+    for (const file of readdirSync(shipped).filter((f) => f.endsWith(".gguf") || f.endsWith(".json")))
+      copyFileSync(join(shipped, file), join(dir, file));
+    c = await connectClient("stdio", undefined, {}, join(dir, "config.json"), [
+      "--engine-url",
+      server.url,
+      "--engine-flavor",
+      "vllm",
+    ]);
+  });
+  afterAll(async () => c?.close());
+  const why = /activated LoRA \(aLoRA\).*apply to every token of the prompt, not from its invocation on/;
+  const fix = /engine\.backend: local/;
+
+  it("at startup each aLoRA is left out with the reason and the fix; the server serves the base, and a load is refused", async () => {
+    const listed = await call<{ adapters: { alias: string; resident: boolean; error?: string }[] }>(
+      c.client,
+      "list_adapters",
+      {},
+    );
+    expect(listed.adapters.map((a) => a.alias).sort()).toEqual(["plan", "search", "write"]);
+    for (const a of listed.adapters) {
+      expect(a.resident).toBe(false);
+      expect(a.error).toMatch(why);
+      expect(a.error).toMatch(fix);
+    }
+    const { session_id: id } = await call<{ session_id: string }>(c.client, "create_session", { task: "Which?" });
+    expect(await callError(c.client, "load_lora", { session_id: id, adapter: "plan" })).toMatch(/plan/);
+    const turn = await call<Generated>(c.client, "generate", { session_id: id, max_tokens: 4 });
+    expect(turn.adapter).toBeNull();
+  });
+
+  it("register_adapter of an aLoRA file is refused with the reason and the fix, the library unchanged", async () => {
+    const refused = await callError(c.client, "register_adapter", {
+      alias: "plan2",
+      file: "plan.gguf",
+      description: "The planner again.",
+    });
+    expect(refused).toMatch(why);
+    expect(refused).toMatch(fix);
+    const listed = await call<{ adapters: { alias: string }[] }>(c.client, "list_adapters", {});
+    expect(listed.adapters.map((a) => a.alias)).not.toContain("plan2");
+  });
+});
+
 describe('the harness over vLLM, served as README "Remote engines" says', () => {
   let c: Connected;
   const tasks = readTaskFile(join(GEMMA, "eval-tasks.jsonl"));

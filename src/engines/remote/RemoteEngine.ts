@@ -2,6 +2,7 @@ import { resolve } from "node:path";
 import {
   DuplicateAdapterError,
   EngineCapacityError,
+  InvalidAdapterSetError,
   UnknownAdapterError,
   UnsupportedFeatureError,
   VersionPins,
@@ -99,6 +100,8 @@ export class RemoteEngine implements Engine {
       unpin: (versions) => void this.pinned.unpin(versions),
       complete: (versions, request, flavorOverride) => this.completions.complete(versions, request, flavorOverride),
       noAdapterSets: () => this.noAdapterSets(),
+      invocationOf: (version) => this.registered.get(version).invocationTokens,
+      ensureApplicable: (versions) => this.ensureApplicable(versions),
       versionsReleased: () => void this.collect(),
       closed: (sessionId, slot) => {
         this.sessions.delete(sessionId);
@@ -241,12 +244,25 @@ export class RemoteEngine implements Engine {
     if (options.flavor) await options.flavor.reset(this.http, this.freeSlots[0] ?? 0);
     // from here to the session's registration nothing awaits: two opens cannot take the same slot
     const versions = aliases.map((a) => this.versionOf(a));
+    this.ensureApplicable(versions);
     if (this.sessions.size >= this.capacity.sessions)
       throw new EngineCapacityError(this.capacity.sessions, this.sessionsLimit);
     const slot = this.flavor.features.slots ? this.freeSlots.shift() : undefined;
     const session = new RemoteEngineSession(this.nextSessionId++, this.host, slot, versions, options.flavor);
     this.sessions.set(session.id, session);
     return session;
+  }
+
+  /**
+   * An activated LoRA applies alone: beside another adapter llama-server would apply it to every token (a set is
+   * activated only when all of it is), and its invocation point would have no meaning.
+   */
+  private ensureApplicable(versions: readonly AdapterVersion[]): void {
+    if (versions.length > 1 && versions.some((v) => this.registered.get(v).invocationTokens))
+      throw new InvalidAdapterSetError(
+        versions.map((v) => v.alias),
+        "an activated LoRA (one with adapter.alora.invocation_tokens) applies alone, from its invocation point on",
+      );
   }
 
   /** The error for a set of adapters on an engine that applies one per request. */

@@ -80,13 +80,12 @@ export class RegisteredVersions {
     const peftDir = flavor.features.adapterForm === "peft" && spec.peftDir ? resolve(spec.peftDir) : undefined;
     // the engine loads the manifest's PEFT folder, not the GGUF: its bytes are part of the version
     const { info, header } = await readAdapterFile(spec, base, peftDir && (await peftFolderSha256(peftDir)));
-    // mainline vLLM and SGLang apply an adapter to every token of a request; llama-server serves aLoRAs, but this
-    // backend does not drive its invocation semantics yet
-    if (info.invocationTokens)
+    // mainline vLLM and SGLang apply an adapter to every token of a request
+    if (info.invocationTokens && !flavor.features.alora)
       throw new UnsupportedFeatureError(
         http.label,
         `activated LoRA (aLoRA) adapters ("${spec.alias}" carries adapter.alora.invocation_tokens): served here it would apply to every token of the prompt, not from its invocation on`,
-        "serve this library on the local engine (engine.backend: local), which applies it from its invocation point and keeps the base's cache before it",
+        "serve this library on the local engine (engine.backend: local) or on llama-server (engine.remote.flavor: llama-server), which apply it from its invocation on and keep the base's cache before it",
       );
     const existing = this.held.get(info.id);
     if (existing && !(existing.engine instanceof EngineError)) return existing;

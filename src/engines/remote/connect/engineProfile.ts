@@ -41,7 +41,7 @@ export function engineProfile(
       logProbs: true,
       runtimeAdapterLoading: features.runtimeAdapterLoading,
       adapterSets: features.adapterSets,
-      alora: false,
+      alora: features.alora,
       grammar: true,
       cacheStrategies: [features.cacheStrategy],
     },

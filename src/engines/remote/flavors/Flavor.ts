@@ -12,6 +12,11 @@ export interface FlavorFeatures {
   adapterForm: "gguf" | "peft";
   /** Several adapters applied in one request (the `static` policy). */
   adapterSets: boolean;
+  /**
+   * Serves activated LoRAs (llama.cpp's `adapter.alora.invocation_tokens`): the adapter applies from its invocation on
+   * and the base's cache before it is kept. Mainline vLLM and SGLang apply an adapter to every token of a request.
+   */
+  alora: boolean;
   /** Next-token log-probs: the whole vocabulary, or only the top ones the engine allows (vLLM's --max-logprobs). */
   logProbs: "full" | "top";
   /**
@@ -48,6 +53,7 @@ export const PEFT_ENGINE_FEATURES = {
   runtimeAdapterLoading: true,
   adapterForm: "peft",
   adapterSets: false,
+  alora: false,
   logProbs: "top",
   grammarMasksLogprobs: false,
   baseAsZeroAdapter: false,

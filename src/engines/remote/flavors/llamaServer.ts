@@ -88,6 +88,8 @@ export class LlamaServerFlavor implements Flavor {
     runtimeAdapterLoading: false,
     adapterForm: "gguf",
     adapterSets: true,
+    // from the token before the invocation (llama.cpp's server); docs/remote-engines.md says where that differs
+    alora: true,
     logProbs: "full",
     // its n_probs are the sampler's input, before the grammar
     grammarMasksLogprobs: false,
@@ -306,6 +308,9 @@ export class LlamaServerFlavor implements Flavor {
       id_slot: req.slot,
       // off unless the session knows what its slot holds: whatever else is there is evaluated again
       cache_prompt: this.cachePrompt(req),
+      // never chunks of the slot's cache shifted into place (--cache-reuse): they may hold other weights' KV (an
+      // activated LoRA's slot keeps the base's up to its point, and what lies after is not checked)
+      n_cache_reuse: 0,
       temperature: req.temperature,
       return_tokens: true,
       // the output is ours to parse: the server's reasoning parser fails (HTTP 500) on text it cannot read as thinking

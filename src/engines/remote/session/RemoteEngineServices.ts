@@ -24,6 +24,10 @@ export interface RemoteEngineServices {
     flavor?: Flavor,
   ): Promise<CompletionResult>;
   noAdapterSets(): Error;
+  /** An activated LoRA's invocation sequence; undefined for an adapter that applies to every token. */
+  invocationOf(version: AdapterVersion): readonly number[] | undefined;
+  /** Refuses a set of several adapters holding an activated LoRA (InvalidAdapterSetError): it applies alone. */
+  ensureApplicable(versions: readonly AdapterVersion[]): void;
   /** The session stopped using some versions (a switch): the engine may unregister unused ones. */
   versionsReleased(): void;
   /** The session with this id closed and gave back its slot. */

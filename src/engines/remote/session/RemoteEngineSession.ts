@@ -90,7 +90,8 @@ export class RemoteEngineSession implements EngineSession {
     const aliases = aliasesOf(to);
     this.ensureOpen();
     if (aliases.length > 1 && !this.host.flavor.features.adapterSets) throw this.host.noAdapterSets();
-    for (const a of aliases) this.host.resolve(a); // an unknown alias is refused before anything changes
+    // an unknown alias, or a set an activated LoRA cannot join, is refused before anything changes
+    this.host.ensureApplicable(aliases.map((a) => this.host.resolve(a)));
     const tokens = this.render(conversation);
     this.ensureFits(tokens.length);
     const queued = performance.now();
@@ -98,6 +99,7 @@ export class RemoteEngineSession implements EngineSession {
       this.ensureOpen();
       const queueMs = performance.now() - queued;
       const to = aliases.map((a) => this.host.resolve(a));
+      this.host.ensureApplicable(to); // resolved again: a refresh may have landed while the switch waited
       this.host.pin(to);
       try {
         const from = this.activeAdapter;
@@ -112,8 +114,10 @@ export class RemoteEngineSession implements EngineSession {
             queueMs,
           };
         }
-        // the new weights over the whole history now, so the next turn only evaluates what it appends
-        const prefill = await this.cache.prefill(to, tokens, "switch");
+        // the new weights over the whole history now, so the next turn only evaluates what it appends; from the base to
+        // an activated LoRA the engine keeps the base's cache before its invocation
+        const activating = !this.versions.length && to.length === 1 && !!this.host.invocationOf(to[0]!);
+        const prefill = await this.cache.prefill(to, tokens, activating ? "activate" : "switch");
         this.versions = to;
         return {
           from,

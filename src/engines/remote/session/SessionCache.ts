@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { commonPrefixLength, type AdapterVersion, type TokenId } from "../../../engine/index.js";
+import { commonPrefixLength, invocationStart, type AdapterVersion, type TokenId } from "../../../engine/index.js";
 import type { CompletionRequest, CompletionResult, Flavor } from "../flavors/Flavor.js";
 import { ONE_CHARACTER } from "../turn/grammar.js";
 import type { RemoteEngineServices } from "./RemoteEngineServices.js";
@@ -26,7 +26,14 @@ export class SessionCache {
    * Tokens the engine's slot holds for this session, computed by its requests under `versions` (the slot may hold
    * more of them, e.g. the tokens of a turn it generated); undefined when that is not known.
    */
-  private known: { tokens: readonly TokenId[]; versions: readonly AdapterVersion[] } | undefined;
+  private known:
+    | {
+        tokens: readonly TokenId[];
+        versions: readonly AdapterVersion[];
+        /** An activated LoRA's invocation point in `tokens` (Infinity: absent, the base throughout). */
+        point?: number;
+      }
+    | undefined;
   /**
    * Keeps other sessions (other clients) off this session's cache in an engine whose prefix cache is shared; a new one
    * on clear.
@@ -34,7 +41,7 @@ export class SessionCache {
   private salt = newSalt();
 
   constructor(
-    private readonly host: Pick<RemoteEngineServices, "complete">,
+    private readonly host: Pick<RemoteEngineServices, "complete" | "invocationOf">,
     /** llama-server: the engine slot this session's cache lives in. */
     readonly slot: number | undefined,
     /** A planted flavor (tests only); default the engine's. */
@@ -62,10 +69,35 @@ export class SessionCache {
    * everything) otherwise: the slot may hold another session's cache, a state computed under other adapters, or
    * one put back by a host-memory cache.
    */
-  reusable(versions: readonly AdapterVersion[], prompt: readonly TokenId[]): number | undefined {
-    if (!this.known || !sameVersions(versions, this.known.versions)) return undefined;
+  reusable(
+    versions: readonly AdapterVersion[],
+    prompt: readonly TokenId[],
+    cachedUnder: readonly AdapterVersion[] = versions,
+  ): number | undefined {
+    if (!this.known || !sameVersions(cachedUnder, this.known.versions)) return undefined;
     const agreed = commonPrefixLength(this.known.tokens, prompt);
-    return agreed === Math.min(this.known.tokens.length, prompt.length) ? agreed : undefined;
+    if (agreed !== Math.min(this.known.tokens.length, prompt.length)) return undefined;
+    const point = this.pointOf(versions, prompt);
+    if (point === undefined) return agreed;
+    // an activated LoRA's slot holds the adapter's KV from the token before its point: where the point moved (a later
+    // invocation, or none), the base's is wanted there
+    if (sameVersions(cachedUnder, versions) && point !== this.known.point) return undefined;
+    return Math.min(agreed, this.keepable(versions, prompt));
+  }
+
+  /** Where an activated LoRA applies from in `prompt` (Infinity: nowhere); undefined for other adapters. */
+  private pointOf(versions: readonly AdapterVersion[], prompt: readonly TokenId[]): number | undefined {
+    const invocation = versions.length === 1 ? this.host.invocationOf(versions[0]!) : undefined;
+    return invocation && (invocationStart(prompt, invocation) ?? Infinity);
+  }
+
+  /**
+   * How much of `prompt` the engine may keep in a slot under `versions`: under an activated LoRA, llama-server keeps
+   * only what lies before the token ahead of its invocation (it evaluates that token with the adapter).
+   */
+  private keepable(versions: readonly AdapterVersion[], prompt: readonly TokenId[]): number {
+    const point = this.pointOf(versions, prompt);
+    return point === undefined ? prompt.length : Math.min(prompt.length, Math.max(0, point - 1));
   }
 
   /**
@@ -83,26 +115,28 @@ export class SessionCache {
       { ...request, slot: this.slot, cacheSalt: this.salt },
       this.flavor,
     );
-    this.known = { tokens: request.prompt, versions };
+    this.known = { tokens: request.prompt, versions, point: this.pointOf(versions, request.prompt) };
     return result;
   }
 
   /**
    * Brings the engine's cache to the prompt minus its last token under `versions`: `switch` evaluates all of it
-   * under new adapters, `always` sends the request even if the session knows the slot holds it, `ifNeeded` only
-   * when it does not. Where sessions have slots this is what makes every sampled position be evaluated alone,
+   * under new adapters, `activate` (from the base to an activated LoRA) may continue from the base's cache, which
+   * the engine keeps up to the token before the invocation, `always` sends the request even if the session knows
+   * the slot holds it, `ifNeeded` only when it does not. Where sessions have slots this is what makes every sampled position be evaluated alone,
    * whatever was cached before. Undefined when nothing was sent.
    */
   async prefill(
     versions: readonly AdapterVersion[],
     tokens: readonly TokenId[],
-    mode: "switch" | "always" | "ifNeeded",
+    mode: "switch" | "activate" | "always" | "ifNeeded",
     signal?: AbortSignal,
   ): Promise<Prefilled | undefined> {
     const target = tokens.slice(0, -1);
     if (!target.length) return undefined;
-    const reuse = mode === "switch" ? undefined : this.reusable(versions, target);
-    if (mode === "ifNeeded" && reuse === target.length) return undefined;
+    const reuse = mode === "switch" ? undefined : this.reusable(versions, target, mode === "activate" ? [] : versions);
+    // all the engine keeps of it is held already (under an activated LoRA it evaluates from its point anyway)
+    if (mode === "ifNeeded" && reuse === this.keepable(versions, target)) return undefined;
     const started = performance.now();
     const r = await this.send(versions, {
       prompt: target,
