@@ -556,23 +556,17 @@ async function aloraBench() {
       onRun: (f) => values.json && emit("alora-run", label, [{ ...f }]),
     }),
   );
-  const row = ({
-    library,
-    strategy,
-    evaluatedTokens,
-    backgroundTokens,
-    criticalPathMs,
-    switchMs,
-    wallMs,
-  }: (typeof lines)[number]) => ({
-    library,
-    strategy,
-    evaluatedTokens,
-    backgroundTokens,
-    criticalPathMs,
-    switchMs,
-    wallMs,
-  });
+  const columns = [
+    "library",
+    "strategy",
+    "evaluatedTokens",
+    "backgroundTokens",
+    "criticalPathMs",
+    "switchMs",
+    "wallMs",
+  ];
+  const row = (l: (typeof lines)[number]) =>
+    Object.fromEntries(columns.map((k) => [k, l[k as keyof typeof l] as string | number]));
   emit(
     "alora",
     label,

@@ -7,10 +7,9 @@ import {
   openInvocationOffByOneSession,
   PlainReference,
 } from "../../src/engines/local/localTesting.js";
-import { loadManifest } from "../../src/library/manifest.js";
-import { exchangeMessage, LOAD_LORA, OFFLOAD_LORA, weightFunctions } from "../../src/library/weightActions.js";
+import { OFFLOAD_LORA } from "../../src/library/weightActions.js";
 import { PACKAGE_ROOT } from "../../src/paths.js";
-import { gemma } from "../helpers/gemma.js";
+import { aloraHistory, gemma } from "../helpers/gemma.js";
 import { maxAbsDiff, quietLogger, TEST_BINDING, TEST_THREADS } from "../helpers/engine.js";
 
 // a real model on one CPU thread: each check evaluates a few hundred tokens twice
@@ -25,35 +24,11 @@ vi.setConfig({ testTimeout: 300_000, hookTimeout: 300_000 });
  * back and cut to the point on the return to the base; and the planted off-by-one point, which must fail.
  */
 const TOLERANCE = 1e-4;
-const ALORA_DIR = join(PACKAGE_ROOT, "models", "gemma3-alora");
 /** A standard LoRA beside the aLoRAs (a mixed library): switching to it leaves the aLoRA's lane idle, to be spilled. */
 const LORA_FILE = join(PACKAGE_ROOT, "models", "gemma3", "write.gguf");
 /** Gemma 3 270M's sliding window (15 of its 18 layers attend through it). */
 const WINDOW = 512;
-const entries = loadManifest(join(ALORA_DIR, "manifest.json"));
-const entry = (alias: string) => entries.find((e) => e.alias === alias)!;
-const functions = weightFunctions(entries);
-
-const load = (alias: string): ChatTurn => ({
-  role: "assistant",
-  text: "",
-  calls: [{ name: LOAD_LORA, arguments: { adapter: alias }, result: exchangeMessage(entry(alias), LOAD_LORA, alias) }],
-});
-const release = (alias: string, handoff: string): ChatTurn => ({
-  role: "assistant",
-  text: "",
-  calls: [{ name: OFFLOAD_LORA, arguments: { handoff }, result: exchangeMessage(entry(alias), OFFLOAD_LORA, alias) }],
-});
-const conversation = (...turns: ChatTurn[]): Conversation => ({
-  functions,
-  turns: [
-    { role: "system", text: "You answer questions with the capabilities you load." },
-    { role: "user", text: "Which river flows through Paris?" },
-    ...turns,
-  ],
-});
-const planned = [load("plan"), { role: "assistant" as const, text: "Goal: the river of Paris. Next: search." }];
-const handedOver = [...planned, release("plan", "search for the river of Paris")];
+const { file, load, release, conversation, planned, handedOver } = aloraHistory();
 
 let engine: LocalEngine;
 let reference: PlainReference;
@@ -68,8 +43,7 @@ beforeAll(async () => {
     logger: quietLogger(),
   };
   engine = await LocalEngine.load({ ...options, sequencesPerContext: 2, maxContexts: 1, cache: { background: false } });
-  for (const alias of ["plan", "search"])
-    await engine.addAdapter({ alias, filePath: join(ALORA_DIR, entry(alias).file), scale: 1 });
+  for (const alias of ["plan", "search"]) await engine.addAdapter({ alias, filePath: file(alias), scale: 1 });
   await engine.addAdapter({ alias: "lora", filePath: LORA_FILE, scale: 1 });
   // as the engine keeps them by default (model.swaFullCache): a full and a window-sized SWA cache round differently
   reference = await PlainReference.load({ ...options, swaFullCache: true });
@@ -86,7 +60,7 @@ describe("the shipped Gemma 3 aLoRAs on the local engine", () => {
     const invocation = alias ? engine.adapter(alias).invocationTokens! : undefined;
     const got = await session.nextTokenLogProbs(conv);
     const want = await reference.nextTokenLogProbs(
-      alias ? [{ filePath: join(ALORA_DIR, entry(alias).file), scale: 1 }] : [],
+      alias ? [{ filePath: file(alias), scale: 1 }] : [],
       tokens,
       session.cacheReplay(),
       invocation ? invocationStart(tokens, invocation) : undefined,

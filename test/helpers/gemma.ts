@@ -1,5 +1,9 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
+import type { ChatTurn, Conversation } from "../../src/engine/index.js";
+import { loadManifest } from "../../src/library/manifest.js";
+import { exchangeMessage, LOAD_LORA, OFFLOAD_LORA, weightFunctions } from "../../src/library/weightActions.js";
+import { PACKAGE_ROOT } from "../../src/paths.js";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { readTaskFile, type EvalTask } from "../../src/harness/eval/TaskFile.js";
 import { gemmaTestAdapters, type RealModelAdapters } from "../../testkit/realModelAdapters.js";
@@ -50,4 +54,37 @@ export async function hardRun(
     .split("\n")
     .map((l) => JSON.parse(l) as TraceEvent);
   return { task, run, events };
+}
+
+/** The shipped activated-LoRA library of Gemma 3 270M. */
+export const GEMMA_ALORA_DIR = join(PACKAGE_ROOT, "models", "gemma3-alora");
+
+/**
+ * A short history over the shipped aLoRA library, its load and release exchanges as the server renders them (the
+ * manifest's texts): a question, then `planned` (plan loaded, its turn) and `handedOver` (plan released).
+ */
+export function aloraHistory() {
+  const entries = loadManifest(join(GEMMA_ALORA_DIR, "manifest.json"));
+  const entry = (alias: string) => entries.find((e) => e.alias === alias)!;
+  const exchange = (alias: string, action: string, args: Record<string, unknown>): ChatTurn => ({
+    role: "assistant",
+    text: "",
+    calls: [{ name: action, arguments: args, result: exchangeMessage(entry(alias), action, alias) }],
+  });
+  const load = (alias: string) => exchange(alias, LOAD_LORA, { adapter: alias });
+  const release = (alias: string, handoff: string) => exchange(alias, OFFLOAD_LORA, { handoff });
+  const functions = weightFunctions(entries);
+  const conversation = (...turns: ChatTurn[]): Conversation => ({
+    functions,
+    turns: [
+      { role: "system", text: "You answer questions with the capabilities you load." },
+      { role: "user", text: "Which river flows through Paris?" },
+      ...turns,
+    ],
+  });
+  const planned = [load("plan"), { role: "assistant" as const, text: "Goal: the river of Paris. Next: search." }];
+  const handedOver = [...planned, release("plan", "search for the river of Paris")];
+  /** An alias's file in the library. */
+  const file = (alias: string) => join(GEMMA_ALORA_DIR, entry(alias).file);
+  return { entries, file, load, release, conversation, planned, handedOver };
 }

@@ -1,22 +1,14 @@
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import {
-  InvalidAdapterSetError,
-  invocationStart,
-  type ChatTurn,
-  type Conversation,
-  type LogProbs,
-} from "../../src/engine/index.js";
+import { InvalidAdapterSetError, invocationStart, type Conversation, type LogProbs } from "../../src/engine/index.js";
 import { PlainReference } from "../../src/engines/local/localTesting.js";
 import { RemoteEngine, type RemoteEngineSession } from "../../src/engines/remote/index.js";
-import { loadManifest } from "../../src/library/manifest.js";
-import { exchangeMessage, LOAD_LORA, OFFLOAD_LORA, weightFunctions } from "../../src/library/weightActions.js";
 import { LlamaChatCodec } from "../../src/llamaCpp/LlamaChatCodec.js";
 import { fetchModel } from "../../src/modelFiles/index.js";
 import { ONE_CHARACTER } from "../../src/engines/remote/turn/grammar.js";
-import { PACKAGE_ROOT } from "../../src/paths.js";
 import { f32Model, startLlamaServer, type LlamaServer } from "../../testkit/llamaServerProcess.js";
 import { maxAbsDiff, quietLogger, TEST_THREADS } from "../helpers/engine.js";
+import { aloraHistory, GEMMA_ALORA_DIR } from "../helpers/gemma.js";
 import type { Generated } from "../helpers/results.js";
 import { call, connectClient, type Connected } from "../helpers/server.js";
 
@@ -46,38 +38,9 @@ const TOLERANCE = 0.3;
 const BUILDS_TOLERANCE = 0.5;
 /** The tokens compared: llama-server's most likely (all 262,144 in JSON take seconds a request on one thread). */
 const TOP = 2000;
-const ALORA_DIR = join(PACKAGE_ROOT, "models", "gemma3-alora");
-const entries = loadManifest(join(ALORA_DIR, "manifest.json"));
 const ALIASES = ["plan", "search", "write"];
-const FILES = ALIASES.map((alias) => join(ALORA_DIR, entries.find((e) => e.alias === alias)!.file));
-
-const exchange = (alias: string, action: string, args: Record<string, unknown>): ChatTurn => ({
-  role: "assistant",
-  text: "",
-  calls: [
-    {
-      name: action,
-      arguments: args,
-      result: exchangeMessage(
-        entries.find((e) => e.alias === alias),
-        action,
-        alias,
-      ),
-    },
-  ],
-});
-const load = (alias: string) => exchange(alias, LOAD_LORA, { adapter: alias });
-const release = (alias: string, handoff: string) => exchange(alias, OFFLOAD_LORA, { handoff });
-const conversation = (...turns: ChatTurn[]): Conversation => ({
-  functions: weightFunctions(entries),
-  turns: [
-    { role: "system", text: "You answer questions with the capabilities you load." },
-    { role: "user", text: "Which river flows through Paris?" },
-    ...turns,
-  ],
-});
-const planned = [load("plan"), { role: "assistant" as const, text: "Goal: the river of Paris. Next: search." }];
-const handedOver = [...planned, release("plan", "search for the river of Paris")];
+const { file, load, conversation, planned, handedOver } = aloraHistory();
+const FILES = ALIASES.map(file);
 
 let model: string;
 beforeAll(async () => {
@@ -221,7 +184,7 @@ describe("MCP over the shipped library: npm start -- --library gemma3-alora --en
       contextPerSlot: 4096,
       extraArgs: ["--swa-full"],
     });
-    c = await connectClient("stdio", undefined, {}, join(ALORA_DIR, "config.json"), [
+    c = await connectClient("stdio", undefined, {}, join(GEMMA_ALORA_DIR, "config.json"), [
       "--engine-url",
       server.url,
       "--engine-flavor",
