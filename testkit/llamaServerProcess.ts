@@ -1,5 +1,5 @@
 import { execFile } from "node:child_process";
-import { existsSync, renameSync } from "node:fs";
+import { existsSync, renameSync, rmSync } from "node:fs";
 import { basename, dirname, join, resolve } from "node:path";
 import { promisify } from "node:util";
 import { PACKAGE_ROOT } from "../src/paths.js";
@@ -42,21 +42,23 @@ export type LlamaServer = EngineProcess;
 export const SAFE_LLAMA_SERVER_FLAGS = ["--cache-ram", "0", "--lora-init-without-apply"] as const;
 
 /**
- * The folder holding llama-server, building it first when this machine has none (about 20 minutes on 2 cores, once),
- * with a progress line on stderr every 30 s while it builds.
+ * A llama.cpp tool (`llama-server`, `llama-quantize`, ...), building it first when this machine has none (about 20
+ * minutes on 2 cores the first time, once), with a progress line on stderr every 30 s while it builds.
  */
-export async function llamaServerBinary(): Promise<string> {
-  const given = process.env.WEACT_LLAMA_SERVER;
-  if (given) return given;
-  const stdout = await runWithProgress("bash", [join(PACKAGE_ROOT, "scripts", "llama-cpp-build.sh"), "llama-server"], {
-    label: "llama-server build",
-    intro: `building llama-server from llama.cpp's source, once per machine: about 20 minutes on 2 cores (later runs reuse it from ~/.cache/weact-mcp/llama.cpp); a progress line every ${PROGRESS_EVERY_MS / 1000} s`,
+async function llamaCppTool(target: string): Promise<string> {
+  const stdout = await runWithProgress("bash", [join(PACKAGE_ROOT, "scripts", "llama-cpp-build.sh"), target], {
+    label: `${target} build`,
+    intro: `building ${target} from llama.cpp's source, once per machine: about 20 minutes on 2 cores (later runs reuse it from ~/.cache/weact-mcp/llama.cpp); a progress line every ${PROGRESS_EVERY_MS / 1000} s`,
     timeoutMs: 45 * 60_000,
   });
-  const bin = join(stdout.trim().split("\n").at(-1)!, "llama-server");
-  if (!existsSync(bin))
-    throw new Error(`scripts/llama-cpp-build.sh printed no folder holding llama-server (got ${bin})`);
+  const bin = join(stdout.trim().split("\n").at(-1)!, target);
+  if (!existsSync(bin)) throw new Error(`scripts/llama-cpp-build.sh printed no folder holding ${target} (got ${bin})`);
   return bin;
+}
+
+/** llama-server: WEACT_LLAMA_SERVER, else the one built here (llamaCppTool). */
+export async function llamaServerBinary(): Promise<string> {
+  return process.env.WEACT_LLAMA_SERVER || llamaCppTool("llama-server");
 }
 
 /**
@@ -68,19 +70,14 @@ export async function llamaServerBinary(): Promise<string> {
 export async function f32Model(model: string): Promise<string> {
   const out = join(dirname(model), `${basename(model, ".gguf")}.f32.gguf`);
   if (existsSync(out)) return out;
-  const stdout = await runWithProgress(
-    "bash",
-    [join(PACKAGE_ROOT, "scripts", "llama-cpp-build.sh"), "llama-quantize"],
-    {
-      label: "llama-quantize build",
-      intro: "building llama-quantize from llama.cpp's source, once per machine (minutes beside a llama-server build)",
-      timeoutMs: 45 * 60_000,
-    },
-  );
-  const quantize = join(stdout.trim().split("\n").at(-1)!, "llama-quantize");
+  const quantize = await llamaCppTool("llama-quantize");
   const partial = `${out}.${process.pid}.partial`;
-  await promisify(execFile)(quantize, ["--allow-requantize", model, partial, "F32"], { maxBuffer: 16 << 20 });
-  renameSync(partial, out);
+  try {
+    await promisify(execFile)(quantize, ["--allow-requantize", model, partial, "F32"], { maxBuffer: 16 << 20 });
+    renameSync(partial, out);
+  } finally {
+    rmSync(partial, { force: true }); // a failed run leaves no gigabyte behind
+  }
   return out;
 }
 

@@ -11,7 +11,7 @@ export type * from "./types.js";
 export { AdapterVersion } from "./AdapterVersion.js";
 export { readAdapterFile } from "./adapterFile.js";
 export { commonPrefixLength } from "./tokens.js";
-export { invocationStart } from "./invocation.js";
+export { ensureActivatedAlone, invocationStart } from "./invocation.js";
 export { aliasesOf, WeightSet } from "./WeightSet.js";
 export { VersionPins } from "./VersionPins.js";
 export * from "./errors.js";

@@ -1,3 +1,5 @@
+import type { AdapterVersion } from "./AdapterVersion.js";
+import { InvalidAdapterSetError } from "./errors.js";
 import type { TokenId } from "./types.js";
 
 /**
@@ -20,4 +22,20 @@ export function invocationStart(tokens: readonly TokenId[], invocation: readonly
     }
   }
   return undefined;
+}
+
+/**
+ * Refuses a set of several adapters that holds an activated LoRA (`invocationOf` gives a version's invocation
+ * sequence): it applies alone, since beside other adapters its invocation point would have no meaning (and
+ * llama-server would apply it to every token).
+ */
+export function ensureActivatedAlone(
+  versions: readonly AdapterVersion[],
+  invocationOf: (version: AdapterVersion) => readonly number[] | undefined,
+): void {
+  if (versions.length > 1 && versions.some((v) => invocationOf(v)))
+    throw new InvalidAdapterSetError(
+      versions.map((v) => v.alias),
+      "an activated LoRA (one with adapter.alora.invocation_tokens) applies alone, from its invocation point on",
+    );
 }

@@ -2,7 +2,7 @@ import { resolve } from "node:path";
 import {
   DuplicateAdapterError,
   EngineCapacityError,
-  InvalidAdapterSetError,
+  ensureActivatedAlone,
   UnknownAdapterError,
   UnsupportedFeatureError,
   VersionPins,
@@ -253,16 +253,9 @@ export class RemoteEngine implements Engine {
     return session;
   }
 
-  /**
-   * An activated LoRA applies alone: beside another adapter llama-server would apply it to every token (a set is
-   * activated only when all of it is), and its invocation point would have no meaning.
-   */
+  /** An activated LoRA applies alone (ensureActivatedAlone). */
   private ensureApplicable(versions: readonly AdapterVersion[]): void {
-    if (versions.length > 1 && versions.some((v) => this.registered.get(v).invocationTokens))
-      throw new InvalidAdapterSetError(
-        versions.map((v) => v.alias),
-        "an activated LoRA (one with adapter.alora.invocation_tokens) applies alone, from its invocation point on",
-      );
+    ensureActivatedAlone(versions, (v) => this.registered.get(v).invocationTokens);
   }
 
   /** The error for a set of adapters on an engine that applies one per request. */

@@ -2,7 +2,7 @@ import type { LlamaContextSequence, Token } from "node-llama-cpp";
 import type { AdapterVersion, Conversation, LaneState, WeightSet } from "../../../engine/index.js";
 import {
   commonPrefixLength,
-  InvalidAdapterSetError,
+  ensureActivatedAlone,
   SessionClosedError,
   UnknownAdapterError,
 } from "../../../engine/index.js";
@@ -95,14 +95,9 @@ export class SessionLanes {
     return versions.length === 1 && this.parts.adapters.invocationOf(versions[0]!) !== undefined;
   }
 
-  /** An activated LoRA applies alone: with other adapters its invocation point would have no meaning. */
+  /** An activated LoRA applies alone (ensureActivatedAlone). */
   ensureApplicable(versions: readonly AdapterVersion[]): void {
-    if (versions.length > 1 && versions.some((v) => this.parts.adapters.invocationOf(v))) {
-      throw new InvalidAdapterSetError(
-        versions.map((v) => v.alias),
-        "an activated LoRA (one with adapter.alora.invocation_tokens) applies alone, from its invocation point on",
-      );
-    }
+    ensureActivatedAlone(versions, (v) => this.parts.adapters.invocationOf(v));
   }
 
   /**

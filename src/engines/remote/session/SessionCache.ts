@@ -9,6 +9,12 @@ export const sameVersions = (a: readonly AdapterVersion[], b: readonly AdapterVe
 
 const newSalt = () => randomBytes(16).toString("hex");
 
+/**
+ * What llama-server keeps of a slot under an activated LoRA whose invocation starts at `point`: what lies before the
+ * token ahead of it (that token it evaluates with the adapter).
+ */
+const keptBefore = (point: number) => Math.max(0, point - 1);
+
 /** A prefill request's figures, by the engine's own count. */
 export interface Prefilled {
   cached: number;
@@ -82,7 +88,7 @@ export class SessionCache {
     // an activated LoRA's slot holds the adapter's KV from the token before its point: where the point moved (a later
     // invocation, or none), the base's is wanted there
     if (sameVersions(cachedUnder, versions) && point !== this.known.point) return undefined;
-    return Math.min(agreed, this.keepable(versions, prompt));
+    return Math.min(agreed, keptBefore(point));
   }
 
   /** Where an activated LoRA applies from in `prompt` (Infinity: nowhere); undefined for other adapters. */
@@ -97,7 +103,7 @@ export class SessionCache {
    */
   private keepable(versions: readonly AdapterVersion[], prompt: readonly TokenId[]): number {
     const point = this.pointOf(versions, prompt);
-    return point === undefined ? prompt.length : Math.min(prompt.length, Math.max(0, point - 1));
+    return point === undefined ? prompt.length : Math.min(prompt.length, keptBefore(point));
   }
 
   /**
@@ -123,8 +129,8 @@ export class SessionCache {
    * Brings the engine's cache to the prompt minus its last token under `versions`: `switch` evaluates all of it
    * under new adapters, `activate` (from the base to an activated LoRA) may continue from the base's cache, which
    * the engine keeps up to the token before the invocation, `always` sends the request even if the session knows
-   * the slot holds it, `ifNeeded` only when it does not. Where sessions have slots this is what makes every sampled position be evaluated alone,
-   * whatever was cached before. Undefined when nothing was sent.
+   * the slot holds it, `ifNeeded` only when it does not. Where sessions have slots this is what makes every sampled
+   * position be evaluated alone, whatever was cached before. Undefined when nothing was sent.
    */
   async prefill(
     versions: readonly AdapterVersion[],
