@@ -10,6 +10,7 @@ import { loadEngine, startRuntime } from "./startRuntime.js";
 import type { Runtime, ServerContext } from "../mcp/context.js";
 import { SessionService } from "../sessions/SessionService.js";
 import { Toolbox } from "../externalTools/Toolbox.js";
+import { Owners } from "../mcp/owners.js";
 
 export interface Services extends ServerContext {
   harness: HarnessDeps;
@@ -80,6 +81,7 @@ export async function startServices(
     toolbox,
     sessions,
     harness,
+    owners: new Owners(),
     dispose: async () => {
       manifestWatcher?.close();
       await sessions.dispose();

@@ -6,6 +6,7 @@ import type { PromptLibrary } from "../prompts/PromptLibrary.js";
 import type { SessionService } from "../sessions/SessionService.js";
 import type { Toolbox } from "../externalTools/Toolbox.js";
 import type { HarnessDeps } from "../harness/runTaskUnderPolicy.js";
+import type { Owners } from "./owners.js";
 
 /**
  * The running server as the MCP surface reads it: the resolved config, the engine, the adapter library, the logger
@@ -25,20 +26,5 @@ export interface ServerContext {
   prompts: PromptLibrary;
   toolbox: Toolbox;
   harness: HarnessDeps;
-}
-
-/** Request metadata the SDK passes to handlers, as far as ownership needs it. */
-export interface RequestIdentity {
-  authInfo?: { clientId: string };
-  sessionId?: string;
-}
-
-/**
- * Who owns what a request creates: the bearer-token identity when auth is on, else the MCP transport
- * session (so two connections never see each other's sessions), else the single stdio client.
- */
-export function ownerOf(extra: RequestIdentity): string {
-  if (extra.authInfo?.clientId) return `token:${extra.authInfo.clientId}`;
-  if (extra.sessionId) return `connection:${extra.sessionId}`;
-  return "stdio";
+  owners: Owners;
 }

@@ -3,7 +3,8 @@ import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js";
 import { TraceStore } from "../harness/trace/TraceStore.js";
 import { sessionView } from "../sessions/view.js";
 import type { AdminGate } from "./admin.js";
-import { ownerOf, type ServerContext } from "./context.js";
+import type { ServerContext } from "./context.js";
+import { resourceOwnerKey, type RequestIdentity } from "./owners.js";
 import { adapterListing, shownPath } from "./results/adapterListing.js";
 
 const json = (uri: string, value: unknown) => ({
@@ -15,6 +16,8 @@ const json = (uri: string, value: unknown) => ({
  * sessions stay invisible. Server paths only to an admin.
  */
 export function registerResources(server: McpServer, ctx: ServerContext, isAdmin: AdminGate) {
+  // a request that names no owner (no token, MCP session or key) owns nothing to list
+  const listOwner = (extra: RequestIdentity) => ctx.owners.find(extra, resourceOwnerKey(extra));
   server.registerResource(
     "adapters",
     "weact://adapters",
@@ -46,34 +49,44 @@ export function registerResources(server: McpServer, ctx: ServerContext, isAdmin
   server.registerResource(
     "session",
     new ResourceTemplate("weact://sessions/{session_id}", {
-      list: async (extra) => ({
-        resources: ctx.sessions.list(ownerOf(extra)).map((s) => ({
-          uri: `weact://sessions/${s.id}`,
-          name: `session ${s.id}`,
-          description: s.task.slice(0, 120),
-          mimeType: "application/json",
-        })),
-      }),
+      list: async (extra) => {
+        const owner = listOwner(extra);
+        const sessions = owner === undefined ? [] : ctx.sessions.list(owner);
+        return {
+          resources: sessions.map((s) => ({
+            uri: `weact://sessions/${s.id}`,
+            name: `session ${s.id}`,
+            description: s.task.slice(0, 120),
+            mimeType: "application/json",
+          })),
+        };
+      },
     }),
     {
       title: "Session",
       description: "A session's state and its history as the model reads it.",
       mimeType: "application/json",
     },
-    async (uri, variables, extra) =>
-      json(uri.href, sessionView(ctx.sessions.get(ownerOf(extra), String(variables.session_id)))),
+    async (uri, variables, extra) => {
+      const owner = ctx.owners.of(extra, resourceOwnerKey(extra));
+      return json(uri.href, sessionView(ctx.sessions.get(owner, String(variables.session_id))));
+    },
   );
   const traces = new TraceStore(ctx.harness.traceDir);
   server.registerResource(
     "trace",
     new ResourceTemplate("weact://traces/{trace_id}", {
-      list: async (extra) => ({
-        resources: (await traces.list(ownerOf(extra))).map((id) => ({
-          uri: `weact://traces/${id}`,
-          name: `trace ${id}`,
-          mimeType: "application/json",
-        })),
-      }),
+      list: async (extra) => {
+        const owner = listOwner(extra);
+        const ids = owner === undefined ? [] : await traces.list(owner);
+        return {
+          resources: ids.map((id) => ({
+            uri: `weact://traces/${id}`,
+            name: `trace ${id}`,
+            mimeType: "application/json",
+          })),
+        };
+      },
     }),
     {
       title: "Trace",
@@ -82,7 +95,7 @@ export function registerResources(server: McpServer, ctx: ServerContext, isAdmin
       mimeType: "application/json",
     },
     async (uri, variables, extra) => {
-      const events = await traces.read(ownerOf(extra), String(variables.trace_id));
+      const events = await traces.read(ctx.owners.of(extra, resourceOwnerKey(extra)), String(variables.trace_id));
       if (!events)
         throw new McpError(ErrorCode.InvalidParams, `no trace "${String(variables.trace_id)}" for this client`);
       return json(uri.href, events);

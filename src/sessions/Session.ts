@@ -32,8 +32,6 @@ export class Session {
   readonly lock = new Mutex();
   readonly createdAt = Date.now();
   lastActiveAt = Date.now();
-  /** The MCP connection it was opened over, if any: a client that goes away leaves it behind there. */
-  openedOver: string | undefined;
   /** What the active adapter's stage has used so far (client-driven budgets); none on the base. */
   stage: StageUsage | undefined;
   /** The weights the harness knows come next, in order (null: the base); without it the state rule says what may. */

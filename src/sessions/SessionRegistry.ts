@@ -105,11 +105,6 @@ export class SessionRegistry {
     this.logger.info({ session: id }, "session closed");
   }
 
-  /** Closes every session of `owner` (its connection ended and nobody else can reach them). */
-  async closeOwnedBy(owner: string): Promise<void> {
-    await Promise.all(this.list(owner).map((s) => this.close(owner, s.id)));
-  }
-
   async dispose(): Promise<void> {
     clearInterval(this.sweeper);
     await Promise.all(this.all().map((s) => this.close(s.owner, s.id)));

@@ -49,8 +49,6 @@ export interface CreateSessionInput {
   history?: { before?: HistoryMessage[]; after?: HistoryMessage[] };
   /** A run's own stage budgets: the server-side release follows them too (over the manifest and config). */
   stageBudget?: Partial<StageBudget>;
-  /** The MCP connection it is opened over (see `closeLeftBehind`). */
-  connection?: string;
 }
 
 export interface GenerateInput {
@@ -179,7 +177,6 @@ export class SessionService {
         },
       );
     });
-    session.openedOver = input.connection;
     session.anticipateNext(this.runtime.library.aliases());
     this.logger.info({ session: session.id, owner, tools: toolNames }, "session created");
     return session;
@@ -363,24 +360,6 @@ export class SessionService {
 
   async close(owner: string, id: string): Promise<void> {
     await this.registry.close(owner, id);
-  }
-
-  /** Closes every session of `owner` (its connection ended and nobody else can reach them). */
-  async closeOwnedBy(owner: string): Promise<void> {
-    await this.registry.closeOwnedBy(owner);
-  }
-
-  /**
-   * Closes the sessions a client opened over `connection` when it went away at `since` without closing them (a
-   * crash): nobody holds their ids any more, yet they would keep the identity's slots until `sessions.idleMinutes`.
-   * One in use, or used since (by another connection of the identity), stays.
-   */
-  async closeLeftBehind(connection: string, since: number): Promise<void> {
-    const left = this.registry
-      .all()
-      .filter((s) => s.openedOver === connection && s.lastActiveAt <= since && s.lock.depth === 0);
-    await Promise.all(left.map((s) => this.registry.close(s.owner, s.id)));
-    if (left.length) this.logger.info({ sessions: left.map((s) => s.id) }, "sessions left behind by a client closed");
   }
 
   async dispose(): Promise<void> {

@@ -26,8 +26,6 @@ export interface Connection {
   /** The token identity that opened it; undefined without tokens (the id itself is then the only credential). */
   owner: string | undefined;
   close: () => Promise<void>;
-  /** Closes it because its client went away at `since` without ending it: what it left behind is released too. */
-  leave: (since: number) => Promise<void>;
 }
 
 interface Tracked extends Connection {
@@ -98,7 +96,7 @@ export class ConnectionRegistry {
   /**
    * The client's stream dropped without the client ending the connection (a crash, a killed process): unless the
    * client opens it again or sends a request within STREAM_RESUME_GRACE_MS, with none in flight, the client is
-   * gone and the connection is left (`Connection.leave`), rather than holding its place until it idles out.
+   * gone and the connection is closed, rather than holding its place until it idles out (its sessions stay).
    */
   streamDropped(connection: Connection): void {
     const tracked = this.open.get(key(connection.kind, connection.id));
@@ -119,19 +117,6 @@ export class ConnectionRegistry {
     });
   }
 
-  /**
-   * Runs `release` (closing what a client left behind when its stream dropped at `since`) once the client's
-   * STREAM_RESUME_GRACE_MS to come back have passed: at once when they have already.
-   */
-  async afterResumeGrace(since: number, release: () => Promise<void>): Promise<void> {
-    const wait = since + STREAM_RESUME_GRACE_MS - Date.now();
-    if (wait <= 0) return release();
-    setTimeout(
-      () => void release().catch((err) => this.logger.error({ err }, "closing what a client left behind failed")),
-      wait,
-    ).unref();
-  }
-
   async closeAll(): Promise<void> {
     clearInterval(this.sweeper);
     await Promise.all([...this.open.values()].map((c) => c.close()));
@@ -150,7 +135,7 @@ export class ConnectionRegistry {
     this.logger.info({ kind: tracked.kind, owner: tracked.owner }, "MCP connection closed: its client went away");
     this.open.delete(key(tracked.kind, tracked.id));
     void tracked
-      .leave(streamLost)
+      .close()
       .catch((err) => this.logger.error({ err }, "closing a connection whose client went away failed"));
   }
 

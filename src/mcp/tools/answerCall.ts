@@ -1,8 +1,9 @@
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { z } from "zod";
 import { toolInput } from "../../portableSchema.js";
-import { ownerOf, type ServerContext } from "../context.js";
+import type { ServerContext } from "../context.js";
 import { sessionId } from "../schemas.js";
+import { ownerKey } from "../owners.js";
 import { ok, toolCall } from "../results/toolResult.js";
 
 /** Registers answer_call: any pending model call can be answered with an error result of the client's own. */
@@ -22,6 +23,7 @@ export function registerAnswerCallTool(server: McpServer, ctx: ServerContext) {
         "Answer one of the model's pending calls with an error result the model reads on its next turn, without executing it (a call the client will not or cannot run). Any pending call may be answered this way, whatever its tool or arguments.",
       inputSchema: toolInput({
         session_id: sessionId,
+        owner_key: ownerKey,
         call_id: z.string().min(1).max(64).describe("The pending call to answer (from generate's tool_calls)."),
         error: z.string().min(1).max(10_000).describe("What the model reads as the call's (error) result."),
       }),
@@ -29,7 +31,12 @@ export function registerAnswerCallTool(server: McpServer, ctx: ServerContext) {
     },
     (args, extra) =>
       toolCall(async () => {
-        const answered = await ctx.sessions.answerCall(ownerOf(extra), args.session_id, args.call_id, args.error);
+        const answered = await ctx.sessions.answerCall(
+          ctx.owners.of(extra, args.owner_key),
+          args.session_id,
+          args.call_id,
+          args.error,
+        );
         return ok({ call_id: answered.callId, name: answered.name, recorded: true });
       }),
   );

@@ -1,8 +1,9 @@
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { z } from "zod";
 import { toolInput } from "../../portableSchema.js";
-import { ownerOf, type ServerContext } from "../context.js";
+import type { ServerContext } from "../context.js";
 import { sessionId } from "../schemas.js";
+import { ownerKey } from "../owners.js";
 import { ok, toolCall } from "../results/toolResult.js";
 
 export function registerCloseSessionTool(server: McpServer, ctx: ServerContext) {
@@ -19,12 +20,12 @@ export function registerCloseSessionTool(server: McpServer, ctx: ServerContext) 
         openWorldHint: false,
       },
       description: "Close the session and free its slot on the engine.",
-      inputSchema: toolInput({ session_id: sessionId }),
+      inputSchema: toolInput({ session_id: sessionId, owner_key: ownerKey }),
       outputSchema: { session_id: z.string(), closed: z.boolean() },
     },
     (args, extra) =>
       toolCall(async () => {
-        await ctx.sessions.close(ownerOf(extra), args.session_id);
+        await ctx.sessions.close(ctx.owners.of(extra, args.owner_key), args.session_id);
         return ok({ session_id: args.session_id, closed: true });
       }),
   );

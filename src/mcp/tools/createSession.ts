@@ -2,7 +2,8 @@ import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { z } from "zod";
 import { orNull, toolInput } from "../../portableSchema.js";
 import { LONG_TEXT_MAX } from "../../config/configSchema.js";
-import { ownerOf, type ServerContext } from "../context.js";
+import type { ServerContext } from "../context.js";
+import { ownerKey } from "../owners.js";
 import { ok, toolCall } from "../results/toolResult.js";
 
 export function registerCreateSessionTool(server: McpServer, ctx: ServerContext) {
@@ -26,6 +27,9 @@ export function registerCreateSessionTool(server: McpServer, ctx: ServerContext)
           .max(32)
           .optional()
           .describe("External tools the model may use in this session (default: all)."),
+        owner_key: ownerKey.describe(
+          "Open it under this owner key (from an earlier create_session), so that one key reaches all of a client's sessions.",
+        ),
       }),
       outputSchema: {
         session_id: z.string(),
@@ -33,6 +37,12 @@ export function registerCreateSessionTool(server: McpServer, ctx: ServerContext)
         adapters: z.array(z.string()),
         tools: z.array(z.string()),
         keep_tool_result: z.number().int(),
+        owner_key: z
+          .string()
+          .optional()
+          .describe(
+            "Without a bearer token: the secret that owns this session. Send it back as owner_key from any connection, or with none (MCP 2026-07-28); the connection that opened the session needs none.",
+          ),
       },
     },
     (args, extra) =>
@@ -41,13 +51,16 @@ export function registerCreateSessionTool(server: McpServer, ctx: ServerContext)
           { name: "task", text: args.task },
           { name: "system", text: args.system ?? "" },
         ]);
-        const session = await ctx.sessions.create(ownerOf(extra), { ...args, connection: extra.sessionId });
+        const { owner_key, ...input } = args;
+        const { owner, key } = ctx.owners.forNew(extra, owner_key);
+        const session = await ctx.sessions.create(owner, input);
         return ok({
           session_id: session.id,
           active_adapter: session.activeAdapter,
           adapters: ctx.runtime.library.aliases(),
           tools: [...session.externalTools],
           keep_tool_result: session.settings.keepToolResults,
+          ...(key ? { owner_key: key } : {}),
         });
       }),
   );

@@ -2,8 +2,9 @@ import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { z, type ZodRawShape } from "zod";
 import { toolInput } from "../../portableSchema.js";
 import { parseArguments, runWithTimeLimit, type ExternalTool } from "../../externalTools/ExternalTool.js";
-import { ownerOf, type ServerContext } from "../context.js";
+import type { ServerContext } from "../context.js";
 import { callId, sessionId } from "../schemas.js";
+import { ownerKey } from "../owners.js";
 import { fail, ok, toolCall } from "../results/toolResult.js";
 
 /**
@@ -27,14 +28,16 @@ export function registerExternalTool(server: McpServer, ctx: ServerContext, tool
       inputSchema: toolInput({
         ...documentedOnly(tool.input),
         session_id: sessionId.optional(),
+        owner_key: ownerKey,
         call_id: callId.optional(),
       }),
       outputSchema: { ...tool.output, call_id: z.string().optional() },
     },
     (args, extra) =>
       toolCall(async () => {
-        const { session_id, call_id, ...toolArgs } = args as Record<string, unknown> & {
+        const { session_id, owner_key, call_id, ...toolArgs } = args as Record<string, unknown> & {
           session_id?: string;
+          owner_key?: string;
           call_id?: string;
         };
         if (call_id && !session_id) return fail("call_id needs the session_id of the session whose call it answers");
@@ -44,7 +47,7 @@ export function registerExternalTool(server: McpServer, ctx: ServerContext, tool
           const outcome = await runWithTimeLimit(tool, parsed.args, extra.signal);
           return outcome.ok ? ok(outcome.structured) : fail(outcome.error);
         }
-        const outcome = await ctx.sessions.runExternalTool(ownerOf(extra), session_id, {
+        const outcome = await ctx.sessions.runExternalTool(ctx.owners.of(extra, owner_key), session_id, {
           tool,
           args: toolArgs,
           callId: call_id,

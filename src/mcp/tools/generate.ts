@@ -1,8 +1,9 @@
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { z } from "zod";
 import { anyObject, orNull, toolInput } from "../../portableSchema.js";
-import { ownerOf, type ServerContext } from "../context.js";
+import type { ServerContext } from "../context.js";
 import { sessionId, switchShape } from "../schemas.js";
+import { ownerKey } from "../owners.js";
 import { SeedSchema } from "../../harness/types.js";
 import { switchView } from "../results/switchView.js";
 import { progressFor } from "../progress.js";
@@ -28,6 +29,7 @@ export function registerGenerateTool(server: McpServer, ctx: ServerContext) {
         "Let the local model write its next assistant turn under the session's active adapter. Returns its text and parsed tool calls; answer each call (load_lora/offload_lora/an external tool, with its call_id) before the next generate.",
       inputSchema: toolInput({
         session_id: sessionId,
+        owner_key: ownerKey,
         max_tokens: z
           .number()
           .int()
@@ -93,7 +95,7 @@ export function registerGenerateTool(server: McpServer, ctx: ServerContext) {
         const progress = progressFor(extra, "waiting for the model (queued or prefilling the prompt)");
         let lastReported = 0;
         const outcome = await progress.run(() =>
-          ctx.sessions.generate(ownerOf(extra), args.session_id, {
+          ctx.sessions.generate(ctx.owners.of(extra, args.owner_key), args.session_id, {
             maxTokens: args.max_tokens,
             temperature: args.temperature,
             seed: args.seed,

@@ -2,8 +2,9 @@ import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { z } from "zod";
 import { anyObject, orNull, toolInput } from "../../portableSchema.js";
 import { sessionView } from "../../sessions/view.js";
-import { ownerOf, type ServerContext } from "../context.js";
+import type { ServerContext } from "../context.js";
 import { sessionId } from "../schemas.js";
+import { ownerKey } from "../owners.js";
 import { ok, toolCall } from "../results/toolResult.js";
 
 const call = z.object({ id: z.string(), name: z.string(), arguments: anyObject() });
@@ -24,6 +25,7 @@ export function registerGetSessionTool(server: McpServer, ctx: ServerContext) {
         "The session's state: active adapter, unanswered model calls, and the history as the model reads it (keep_tool_result applied).",
       inputSchema: toolInput({
         session_id: sessionId,
+        owner_key: ownerKey,
         include_prompt_tokens: z
           .boolean()
           .optional()
@@ -71,7 +73,7 @@ export function registerGetSessionTool(server: McpServer, ctx: ServerContext) {
     },
     (args, extra) =>
       toolCall(async () => {
-        const session = ctx.sessions.get(ownerOf(extra), args.session_id);
+        const session = ctx.sessions.get(ctx.owners.of(extra, args.owner_key), args.session_id);
         const view = sessionView(session);
         return ok(
           args.include_prompt_tokens

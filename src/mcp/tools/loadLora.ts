@@ -2,8 +2,9 @@ import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { toolInput } from "../../portableSchema.js";
 import { LOAD_LORA } from "../../library/weightActions.js";
 import { adapterArgument, inputRefresher } from "../adapterArgument.js";
-import { ownerOf, type ServerContext } from "../context.js";
+import type { ServerContext } from "../context.js";
 import { callId, sessionId, weightActionOutput } from "../schemas.js";
+import { ownerKey } from "../owners.js";
 import { progressFor } from "../progress.js";
 import { toolCall } from "../results/toolResult.js";
 import { weightActionResult } from "../results/weightActionResult.js";
@@ -11,6 +12,7 @@ import { weightActionResult } from "../results/weightActionResult.js";
 const loadLoraInput = (ctx: ServerContext) =>
   toolInput({
     session_id: sessionId,
+    owner_key: ownerKey,
     adapter: adapterArgument(ctx, "The adapter to activate; defaults to the one named in the model's call (call_id)."),
     call_id: callId.optional(),
   });
@@ -38,7 +40,7 @@ export function registerLoadLoraTool(server: McpServer, ctx: ServerContext): () 
       toolCall(async () =>
         weightActionResult(
           await progressFor(extra, "switching weights (queued, or rebuilding the KV cache)").run(() =>
-            ctx.sessions.weights.switch(ownerOf(extra), args.session_id, LOAD_LORA, {
+            ctx.sessions.weights.switch(ctx.owners.of(extra, args.owner_key), args.session_id, LOAD_LORA, {
               adapter: args.adapter,
               callId: args.call_id,
             }),

@@ -3,8 +3,9 @@ import { z } from "zod";
 import { toolInput } from "../../portableSchema.js";
 import { OFFLOAD_LORA } from "../../library/weightActions.js";
 import { adapterArgument, inputRefresher } from "../adapterArgument.js";
-import { ownerOf, type ServerContext } from "../context.js";
+import type { ServerContext } from "../context.js";
 import { callId, sessionId, weightActionOutput } from "../schemas.js";
+import { ownerKey } from "../owners.js";
 import { progressFor } from "../progress.js";
 import { toolCall } from "../results/toolResult.js";
 import { weightActionResult } from "../results/weightActionResult.js";
@@ -12,6 +13,7 @@ import { weightActionResult } from "../results/weightActionResult.js";
 const offloadLoraInput = (ctx: ServerContext) =>
   toolInput({
     session_id: sessionId,
+    owner_key: ownerKey,
     adapter: adapterArgument(ctx, "Must be the active adapter if given (default: the active one)."),
     call_id: callId.optional(),
     handoff: z
@@ -44,7 +46,7 @@ export function registerOffloadLoraTool(server: McpServer, ctx: ServerContext): 
       toolCall(async () =>
         weightActionResult(
           await progressFor(extra, "switching weights (queued, or rebuilding the KV cache)").run(() =>
-            ctx.sessions.weights.switch(ownerOf(extra), args.session_id, OFFLOAD_LORA, {
+            ctx.sessions.weights.switch(ctx.owners.of(extra, args.owner_key), args.session_id, OFFLOAD_LORA, {
               adapter: args.adapter,
               callId: args.call_id,
               handoff: args.handoff,

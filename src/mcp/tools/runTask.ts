@@ -7,7 +7,8 @@ import { DEGENERATE_RULES } from "../../harness/degenerate.js";
 import { HarnessError } from "../../harness/errors.js";
 import { runTask } from "../../harness/runTaskUnderPolicy.js";
 import { FINISHES, PolicySchema, SeedSchema, SteeringSchema } from "../../harness/types.js";
-import { ownerOf, type ServerContext } from "../context.js";
+import type { ServerContext } from "../context.js";
+import { ownerKey } from "../owners.js";
 import { progressFor } from "../progress.js";
 import { fail, ok, toolCall } from "../results/toolResult.js";
 
@@ -52,6 +53,9 @@ export function registerRunTaskTool(server: McpServer, ctx: ServerContext) {
           .max(32)
           .optional()
           .describe("Expected adapter sequence, for adapter-selection accuracy."),
+        owner_key: ownerKey.describe(
+          "Run it under this owner key (from create_session or an earlier run_task), so that one key reaches the client's traces.",
+        ),
       }),
       outputSchema: {
         trace_id: z.string(),
@@ -99,17 +103,24 @@ export function registerRunTaskTool(server: McpServer, ctx: ServerContext) {
         generated_tokens: z.number(),
         time: anyObject(),
         selection_accuracy: z.number().optional(),
+        owner_key: z
+          .string()
+          .optional()
+          .describe(
+            'Without a bearer token: the secret that owns the run\'s trace, for reading weact://traces/{trace_id} (its _meta "weact-mcp/owner_key") from any connection.',
+          ),
       },
     },
     (args, extra) =>
       toolCall(async () => {
         await ctx.sessions.refuseUnfittable([{ name: "task", text: args.task }]);
+        const { owner, key } = ctx.owners.forNew(extra, args.owner_key);
         const progress = progressFor(extra, "starting the run");
         try {
           const r = await progress.run(() =>
             runTask(
               ctx.harness,
-              ownerOf(extra),
+              owner,
               {
                 task: args.task,
                 policy: args.policy,
@@ -144,6 +155,7 @@ export function registerRunTaskTool(server: McpServer, ctx: ServerContext) {
             generated_tokens: r.generatedTokens,
             time: r.time as unknown as Record<string, unknown>,
             ...(r.selectionAccuracy !== undefined ? { selection_accuracy: r.selectionAccuracy } : {}),
+            ...(key ? { owner_key: key } : {}),
           });
         } catch (err) {
           if (err instanceof HarnessError) return fail(`${err.message} [${err.code}]`);
