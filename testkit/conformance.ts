@@ -1,9 +1,11 @@
 /**
- * `npm run check:conformance`: the official MCP conformance suite (`@modelcontextprotocol/conformance` 0.1.16, the
- * 2025-11-25 revision's server scenarios) against the built server over Streamable HTTP, spawned on a loopback port
- * with the trained demo. The scenarios that need the suite's own fixture tools, prompts and resources (none ships in
- * this server) are listed, one reason per line, in conformance/expected-failures-2025-11-25.yaml; any other failure,
- * or an expected one that passes, fails the check.
+ * `npm run check:conformance`: the official MCP conformance suite against one built server over Streamable HTTP,
+ * spawned on a loopback port with the trained demo, once per revision it serves on that port: 2025-11-25 with
+ * `@modelcontextprotocol/conformance` 0.1.16 (its active scenarios), 2026-07-28 with 0.2.0-alpha.10 (installed beside
+ * it as `conformance-2026`; every scenario, pending ones included, so the stateless-server scenario runs). The scenarios
+ * that need the suite's own fixture tools, prompts and resources (none ships in this server) are listed, one reason per
+ * line, in conformance/expected-failures-<revision>.yaml; any other failure, or an expected one that passes, fails the
+ * check.
  *
  * The suite needs Node 22 (it imports `fs.globSync`); the project runs on Node 20, so on an older Node the check
  * takes Node 22's binary from npm (`node-<platform>-<arch>`), once per machine, into ~/.cache/weact-mcp/node.
@@ -17,7 +19,12 @@ import { PACKAGE_ROOT } from "../src/paths.js";
 import { spawnHttpServer } from "./mcpClient.js";
 
 const NODE_22 = "22.23.5";
-const SPEC = "2025-11-25";
+
+/** Each revision: the suite's package (an npm alias for the second version) and its arguments. */
+const RUNS = [
+  { spec: "2025-11-25", suite: "@modelcontextprotocol/conformance", args: [] },
+  { spec: "2026-07-28", suite: "conformance-2026", args: ["--suite", "all"] },
+];
 
 /** A Node binary of at least 22: this one, or Node 22's from npm, unpacked once per machine. */
 function node22(): string {
@@ -43,28 +50,34 @@ function node22(): string {
 }
 
 async function main() {
-  const suite = createRequire(import.meta.url).resolve("@modelcontextprotocol/conformance/package.json");
-  const cli = join(dirname(suite), "dist", "index.js");
-  const expected = join(PACKAGE_ROOT, "conformance", `expected-failures-${SPEC}.yaml`);
   const node = node22();
   const server = await spawnHttpServer();
   try {
     const url = `${server.url}/mcp`;
-    process.stdout.write(
-      `check:conformance: ${SPEC} server scenarios against ${url} (expected failures: ${expected})\n`,
-    );
-    const code = await new Promise<number>((resolve, reject) => {
-      const child = spawn(
-        node,
-        [cli, "server", "--url", url, "--spec-version", SPEC, "--expected-failures", expected],
-        {
-          stdio: "inherit",
-        },
+    const failed: string[] = [];
+    for (const { spec, suite, args } of RUNS) {
+      const cli = join(dirname(createRequire(import.meta.url).resolve(`${suite}/package.json`)), "dist", "index.js");
+      const expected = join(PACKAGE_ROOT, "conformance", `expected-failures-${spec}.yaml`);
+      process.stdout.write(
+        `check:conformance: ${spec} server scenarios against ${url} (expected failures: ${expected})\n`,
       );
-      child.once("error", reject);
-      child.once("exit", (c) => resolve(c ?? 1));
-    });
-    process.exitCode = code;
+      const code = await new Promise<number>((resolve, reject) => {
+        const child = spawn(
+          node,
+          [cli, "server", "--url", url, "--spec-version", spec, ...args, "--expected-failures", expected],
+          { stdio: "inherit" },
+        );
+        child.once("error", reject);
+        child.once("exit", (c) => resolve(c ?? 1));
+      });
+      if (code !== 0) failed.push(spec);
+    }
+    process.stdout.write(
+      failed.length
+        ? `check:conformance: failed for ${failed.join(", ")}\n`
+        : "check:conformance: both revisions pass\n",
+    );
+    process.exitCode = failed.length ? 1 : 0;
   } finally {
     await server.stop();
   }

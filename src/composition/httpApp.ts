@@ -20,7 +20,7 @@ import {
   RPC,
   sendError,
 } from "../http/errors.js";
-import { connector } from "../transports/connect.js";
+import { connector, modernRequests } from "../transports/connect.js";
 import { ConnectionRegistry, type ConnectionLimits } from "../transports/connections.js";
 import { SSE_PATHS, mountSse } from "../transports/sse.js";
 import { STREAMABLE_HTTP_PATH, mountStreamableHttp } from "../transports/streamableHttp.js";
@@ -155,7 +155,8 @@ export async function serveHttp(
   // the MCP bodies are read only here, after the guards above; the transports get them parsed
   app.use([STREAMABLE_HTTP_PATH, SSE_PATHS.messages], requireJson, express.json({ limit: maxBodyBytes }));
 
-  const transports = { connections, connect: connector(ctx, connections) };
+  const modern = modernRequests(ctx, connections.keepaliveMs);
+  const transports = { connections, connect: connector(ctx, connections), modern };
   mountStreamableHttp(app, transports);
   mountSse(app, transports);
 
@@ -189,6 +190,7 @@ export async function serveHttp(
       // stop accepting first, then end every MCP connection (aborting their requests in flight)
       const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
       await connections.closeAll();
+      await modern.close();
       chat.close();
       server.closeAllConnections(); // open SSE streams would otherwise keep close() waiting forever
       await stopped;

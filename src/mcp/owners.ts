@@ -2,13 +2,13 @@ import { createHash, createHmac, randomBytes, timingSafeEqual } from "node:crypt
 import { z } from "zod";
 import { SessionError } from "../sessions/errors.js";
 
-/** Request metadata the SDK passes to handlers, as far as ownership needs it. */
+/** What ownership reads of a request (an `McpCall` has it). */
 export interface RequestIdentity {
   authInfo?: { clientId: string };
-  /** The MCP transport session (Streamable HTTP, legacy SSE), if the request came over one. */
+  /** The MCP connection (a 2025-era transport session) the request came over, if any. */
   sessionId?: string;
-  /** Set by the HTTP transports; absent on stdio. */
-  requestInfo?: unknown;
+  /** stdio serves the one local client; HTTP serves strangers. */
+  transport: "stdio" | "http";
   _meta?: Record<string, unknown>;
 }
 
@@ -34,20 +34,26 @@ const NONCE_BYTES = 18;
 const PREFIX = "wk_";
 
 /**
- * Who owns the sessions and traces a request creates or names. Ownership belongs to an identity, never to a connection,
- * so nothing is lost when a connection ends (idle expiry closes what nobody uses):
+ * Who owns the sessions and traces a request creates or names. Ownership belongs to an identity, not to a connection:
  *
- * - a bearer token: its name (`token:NAME`);
- * - no token: an owner key, a secret `create_session` returns and the client sends back (`owner_key`); a request over
- *   an MCP transport session that sends none uses its connection's own key, so a 2025-11-25 client needs none;
+ * - a bearer token: its name (`token:NAME`); its sessions outlive every connection and close when idle
+ *   (sessions.idleMinutes);
+ * - no token: an owner key, a secret `create_session` returns and the client sends back (`owner_key`). A request over
+ *   an MCP connection that sends none uses the connection's own key, so a 2025-11-25 client needs none. When that
+ *   connection ends, the sessions of its key end too unless the key was ever sent back (`claimed`): a client that
+ *   never held its key cannot reach them again, and they would hold engine slots until they idled out. A key sent back
+ *   is held by its client, which may return from anywhere (or from no connection: 2026-07-28);
  * - stdio: the one local client (`stdio`).
  *
- * Keys are `wk_` + a nonce + its HMAC under a secret of this process: only keys this server issued are accepted (a
- * client cannot choose a guessable one), and none survives a restart (its sessions do not either). Owners are named
- * by a digest of the nonce, so logs and traces never hold a key.
+ * Keys are `wk_` + a nonce + its tag (an HMAC under a secret of this process): only keys this server issued are
+ * accepted (a client cannot choose a guessable one), and none survives a restart (its sessions do not either). Owners
+ * are named by a digest of the nonce, so logs and traces never hold a key.
  */
 export class Owners {
   private readonly secret = randomBytes(32);
+  /** The owners of the open connections' own keys, and those of them whose key has been sent back. */
+  private readonly connectionOwners = new Set<string>();
+  private readonly claimed = new Set<string>();
 
   /** The owner of what the request names; a connectionless, tokenless request must send its key. */
   of(extra: RequestIdentity, key?: string): string {
@@ -58,7 +64,10 @@ export class Owners {
     );
   }
 
-  /** The owner the request names, or none (a connectionless, tokenless request without a key: it owns nothing). */
+  /**
+   * The owner the request names, or none (a connectionless, tokenless request without a key owns nothing); a key this
+   * server did not issue is refused (OwnerKeyError).
+   */
   find(extra: RequestIdentity, key?: string): string | undefined {
     return this.known(extra, key)?.owner;
   }
@@ -68,16 +77,39 @@ export class Owners {
     return this.known(extra, key) ?? this.keyed(randomBytes(NONCE_BYTES));
   }
 
+  /** A connection opened: the owner its own key names. */
+  connectionOpened(id: string): string {
+    const { owner } = this.ofConnection(id);
+    this.connectionOwners.add(owner);
+    return owner;
+  }
+
+  /** A connection ended: its own key's owner, and whether that key was ever sent back (its sessions then stay). */
+  connectionEnded(id: string): { owner: string; claimed: boolean } {
+    const { owner } = this.ofConnection(id);
+    const claimed = this.claimed.delete(owner);
+    this.connectionOwners.delete(owner);
+    return { owner, claimed };
+  }
+
   private known(extra: RequestIdentity, key: string | undefined): { owner: string; key?: string } | undefined {
     if (extra.authInfo?.clientId) return { owner: `token:${extra.authInfo.clientId}` };
-    if (key !== undefined) return this.keyed(this.nonceOf(key));
-    if (extra.sessionId) return this.keyed(this.mac(`connection\0${extra.sessionId}`).subarray(0, NONCE_BYTES));
-    if (extra.requestInfo === undefined) return { owner: "stdio" };
+    if (key !== undefined) {
+      const found = this.keyed(this.nonceOf(key));
+      if (this.connectionOwners.has(found.owner)) this.claimed.add(found.owner);
+      return found;
+    }
+    if (extra.sessionId) return this.ofConnection(extra.sessionId);
+    if (extra.transport === "stdio") return { owner: "stdio" };
     return undefined;
   }
 
+  private ofConnection(id: string): { owner: string; key: string } {
+    return this.keyed(this.mac(`connection\0${id}`).subarray(0, NONCE_BYTES));
+  }
+
   private keyed(nonce: Buffer): { owner: string; key: string } {
-    const key = `${PREFIX}${nonce.toString("base64url")}${this.mac(nonce).subarray(0, NONCE_BYTES).toString("base64url")}`;
+    const key = `${PREFIX}${nonce.toString("base64url")}${this.tag(nonce).toString("base64url")}`;
     return { owner: `key:${createHash("sha256").update(nonce).digest("base64url").slice(0, 22)}`, key };
   }
 
@@ -85,13 +117,19 @@ export class Owners {
   private nonceOf(key: string): Buffer {
     const body = key.startsWith(PREFIX) ? Buffer.from(key.slice(PREFIX.length), "base64url") : Buffer.alloc(0);
     const nonce = body.subarray(0, NONCE_BYTES);
-    const mac = body.subarray(NONCE_BYTES);
-    if (mac.length !== NONCE_BYTES || !timingSafeEqual(mac, this.mac(nonce).subarray(0, NONCE_BYTES))) {
+    const tag = body.subarray(NONCE_BYTES);
+    // one spelling per key: base64url also decodes padded and other variants of the same bytes
+    const canonical = `${PREFIX}${body.toString("base64url")}` === key;
+    if (!canonical || tag.length !== NONCE_BYTES || !timingSafeEqual(tag, this.tag(nonce))) {
       throw new OwnerKeyError(
         "owner_key is not a key this server issued (or it was issued before the server restarted, with the sessions it owned): send the owner_key create_session returned, or leave it out to get a new one",
       );
     }
     return nonce;
+  }
+
+  private tag(nonce: Buffer): Buffer {
+    return this.mac(Buffer.concat([Buffer.from("tag\0"), nonce])).subarray(0, NONCE_BYTES);
   }
 
   private mac(data: Buffer | string): Buffer {

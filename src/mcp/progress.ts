@@ -1,10 +1,7 @@
-import type { RequestHandlerExtra } from "@modelcontextprotocol/sdk/shared/protocol.js";
-import type { ServerNotification, ServerRequest } from "@modelcontextprotocol/sdk/types.js";
+import type { McpCall } from "./host.js";
 
 /** Longest silence of a long call that asked for progress: under the 5 s a client may reset its timeout on. */
 export const HEARTBEAT_MS = 4000;
-
-type Extra = RequestHandlerExtra<ServerRequest, ServerNotification>;
 
 /**
  * Progress notifications for one long call (when the client sent a progressToken): each report, and a
@@ -12,7 +9,7 @@ type Extra = RequestHandlerExtra<ServerRequest, ServerNotification>;
  * sessions, prefill or rebuild, decode), so a client with `resetTimeoutOnProgress` never times out a call
  * that is still working. `run` stops the heartbeat when the work ends.
  */
-export function progressFor(extra: Extra, first: string) {
+export function progressFor(extra: McpCall, first: string) {
   const token = extra._meta?.progressToken;
   let progress = 0;
   let message = first;

@@ -1,10 +1,10 @@
-import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import type { McpHost } from "./host.js";
 import { z } from "zod";
 import { LONG_TEXT_MAX } from "../config/configSchema.js";
 import type { ServerContext } from "./context.js";
 
 /** prompts/*.md as MCP prompts; `task` fills their {{task}} placeholder. */
-export function registerPrompts(server: McpServer, ctx: ServerContext) {
+export function registerPrompts(server: McpHost, ctx: ServerContext) {
   for (const prompt of ctx.prompts.list()) {
     server.registerPrompt(
       prompt.name,

@@ -105,6 +105,11 @@ export class SessionRegistry {
     this.logger.info({ session: id }, "session closed");
   }
 
+  /** Closes every session of `owner`. */
+  async closeOwnedBy(owner: string): Promise<void> {
+    await Promise.all(this.list(owner).map((s) => this.close(owner, s.id)));
+  }
+
   async dispose(): Promise<void> {
     clearInterval(this.sweeper);
     await Promise.all(this.all().map((s) => this.close(s.owner, s.id)));

@@ -362,6 +362,11 @@ export class SessionService {
     await this.registry.close(owner, id);
   }
 
+  /** Closes every session of `owner` (an identity nobody can present any more). */
+  async closeOwnedBy(owner: string): Promise<void> {
+    await this.registry.closeOwnedBy(owner);
+  }
+
   async dispose(): Promise<void> {
     await this.registry.dispose();
   }

@@ -8,7 +8,7 @@ import { RelayTransport } from "../mcp/relay.js";
 export async function serveStdio(ctx: ServerContext): Promise<{ close: () => Promise<void>; closed: Promise<void> }> {
   // the stdio client is the local user who started the server: it may change the library
   const isAdmin: AdminGate = () => true;
-  const { server, cleanup } = createServer(ctx, isAdmin);
+  const { server, cleanup } = createServer(ctx, isAdmin, "stdio");
   const relay = new RelayTransport(new StdioServerTransport(), isAdmin);
   const closed = new Promise<void>((resolve) => (relay.onclose = resolve)); // before connect: the SDK chains after it
   await server.connect(relay);

@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { Express, Request, Response } from "express";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import { isInitializeRequest, isJSONRPCRequest, type RequestId } from "@modelcontextprotocol/sdk/types.js";
+import { isLegacyRequest } from "@modelcontextprotocol/server";
 import { methodNotAllowed, RPC, sendError } from "../http/errors.js";
 import { identityOf, inFlight, type HttpTransportDeps } from "./connect.js";
 
@@ -31,11 +32,24 @@ function cancelOnDrop(transport: StreamableHTTPServerTransport, req: Request, re
   });
 }
 
+/** The request's method, URL and headers as a web `Request`, for the SDK's classification. */
+function headersOnly(req: Request): globalThis.Request {
+  const headers = new Headers();
+  for (const [name, value] of Object.entries(req.headers))
+    if (value !== undefined) headers.set(name, Array.isArray(value) ? value.join(", ") : value);
+  return new globalThis.Request(`http://${req.headers.host ?? "localhost"}${req.originalUrl}`, {
+    method: req.method,
+    headers,
+  });
+}
+
 /**
- * Streamable HTTP at /mcp: POST initialize opens a session (one MCP server object per client session), then POST,
- * GET (the server's stream) and DELETE name it by `Mcp-Session-Id`. Expects the body already parsed as JSON.
+ * Streamable HTTP at /mcp, both revisions on one path. 2025-era: POST initialize opens a session (one MCP server object
+ * per client session), then POST, GET (the server's stream) and DELETE name it by `Mcp-Session-Id`. 2026-07-28: each
+ * POST carries its revision in its `_meta` and is answered on its own, with no session. Expects the body already
+ * parsed as JSON.
  */
-export function mountStreamableHttp(app: Express, { connections, connect }: HttpTransportDeps): void {
+export function mountStreamableHttp(app: Express, { connections, connect, modern }: HttpTransportDeps): void {
   const transports = new Map<string, StreamableHTTPServerTransport>();
 
   app.post(STREAMABLE_HTTP_PATH, async (req: Request, res: Response) => {
@@ -49,8 +63,17 @@ export function mountStreamableHttp(app: Express, { connections, connect }: Http
       cancelOnDrop(transport, req, res);
       return transport.handleRequest(req, res, req.body);
     }
+    // the SDK's own classification, so the two never disagree on which revision a request is (from the headers and
+    // the parsed body: nothing is read or serialized again)
+    if (!isInitializeRequest(req.body) && !(await isLegacyRequest(headersOnly(req), req.body)))
+      return modern.serve(req, res, req.body);
     if (!isInitializeRequest(req.body))
-      return sendError(res, 400, "no MCP session: send initialize first", RPC.invalidRequest);
+      return sendError(
+        res,
+        400,
+        "no MCP session: send initialize first (MCP 2025-11-25 and earlier), or the 2026-07-28 _meta envelope with each request",
+        RPC.invalidRequest,
+      );
     const refused = connections.refusal(owner);
     if (refused) return sendError(res, 429, refused);
     const sessionId = randomUUID();

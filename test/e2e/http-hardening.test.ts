@@ -20,6 +20,23 @@ const tokenFile = join(tempDir(), "tokens");
 writeFileSync(tokenFile, `alice:${ALICE}\nbob:${BOB}\ncarol:${CAROL}\n`);
 const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
 const ACCEPT = { accept: "application/json, text/event-stream" };
+/** A 2026-07-28 request: its revision and the client's capabilities travel in each request's _meta. */
+const MODERN_HEADERS = { "content-type": "application/json", "mcp-protocol-version": "2026-07-28" };
+const modernRequest = (id: number, method: string, params: Record<string, unknown>, version = "2026-07-28") =>
+  JSON.stringify({
+    jsonrpc: "2.0",
+    id,
+    method,
+    params: {
+      ...params,
+      _meta: {
+        "io.modelcontextprotocol/protocolVersion": version,
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": { name: "raw", version: "0" },
+        ...(params._meta as Record<string, unknown> | undefined),
+      },
+    },
+  });
 const INITIALIZE = JSON.stringify({
   jsonrpc: "2.0",
   id: 1,
@@ -372,6 +389,39 @@ const workQueue = async (url: string, token: string) =>
     }
   ).queue;
 
+/**
+ * A turn of 2,000 tokens (tens of seconds here) that may not stop on its own, posted raw so its socket can drop:
+ * the request, and when the server reports decoding on its response.
+ */
+function longTurn(url: string, headers: Record<string, string>, body: string) {
+  const { port } = new URL(url);
+  const post = request({ host: "127.0.0.1", port, path: "/mcp", method: "POST", headers });
+  post.on("error", () => undefined); // the socket is destroyed on purpose
+  const decoding = new Promise<void>((resolve) =>
+    post.on("response", (res) => {
+      let text = "";
+      res.on("data", (d: Buffer) => {
+        text += d.toString();
+        if (/decoding: \d+ tokens generated/.test(text)) resolve();
+      });
+      res.on("error", () => undefined);
+    }),
+  );
+  post.end(body);
+  return { post, decoding };
+}
+
+/** A generate call's params for `longTurn`: up to 2,000 tokens, with every way to stop biased away. */
+const longGenerate = (session_id: string) => ({
+  name: "generate",
+  arguments: {
+    session_id,
+    max_tokens: 2000,
+    token_bias: { "<tool_call>": -100, "<|im_end|>": -100, "<|endoftext|>": -100 },
+  },
+  _meta: { progressToken: "long-turn" },
+});
+
 describe("a client that goes away", () => {
   // id 0 too: the SDK cancels a request by its id and skips a falsy one (issue #52: it ran to its end, slot and CPU)
   it.each([
@@ -388,46 +438,10 @@ describe("a client that goes away", () => {
           system: "Be brief.",
           tools: [],
         });
-        // a turn of 2,000 tokens (tens of seconds here) that may not stop on its own, sent raw so its socket can drop
-        const { port } = new URL(server.url);
-        const post = request({
-          host: "127.0.0.1",
-          port,
-          path: "/mcp",
-          method: "POST",
-          headers: {
-            ...ACCEPT,
-            ...bearer(BOB),
-            "content-type": "application/json",
-            "mcp-session-id": sessionIdOf(bob),
-          },
-        });
-        post.on("error", () => undefined); // the socket is destroyed on purpose
-        const decoding = new Promise<void>((resolve) =>
-          post.on("response", (res) => {
-            let text = "";
-            res.on("data", (d: Buffer) => {
-              text += d.toString();
-              if (/decoding: \d+ tokens generated/.test(text)) resolve();
-            });
-            res.on("error", () => undefined);
-          }),
-        );
-        post.end(
-          JSON.stringify({
-            jsonrpc: "2.0",
-            id,
-            method: "tools/call",
-            params: {
-              name: "generate",
-              arguments: {
-                session_id,
-                max_tokens: 2000,
-                token_bias: { "<tool_call>": -100, "<|im_end|>": -100, "<|endoftext|>": -100 },
-              },
-              _meta: { progressToken: "long-turn" },
-            },
-          }),
+        const { post, decoding } = longTurn(
+          server.url,
+          { ...ACCEPT, ...bearer(BOB), "content-type": "application/json", "mcp-session-id": sessionIdOf(bob) },
+          JSON.stringify({ jsonrpc: "2.0", id, method: "tools/call", params: longGenerate(session_id) }),
         );
         await decoding;
         expect((await workQueue(server.url, BOB)).running).toBe(1);
@@ -462,6 +476,63 @@ describe("a client that goes away", () => {
       }
     },
   );
+});
+
+describe("the 2026-07-28 revision's requests (no MCP session)", () => {
+  it("a call with id 0 is cancelled when its socket drops: its generation stops at once, its turn is not recorded", async () => {
+    const bob = await connectClient("http", server, bearer(BOB));
+    try {
+      const { session_id } = await call<{ session_id: string }>(bob.client, "create_session", {
+        task: "count",
+        system: "Be brief.",
+        tools: [],
+      });
+      // the same turn, as a 2026-07-28 request: its revision in its _meta, no Mcp-Session-Id
+      const { post, decoding } = longTurn(
+        server.url,
+        { ...ACCEPT, ...bearer(BOB), ...MODERN_HEADERS, "mcp-method": "tools/call", "mcp-name": "generate" },
+        modernRequest(0, "tools/call", longGenerate(session_id)),
+      );
+      await decoding;
+      expect((await workQueue(server.url, BOB)).running).toBe(1);
+      post.destroy();
+      await expect
+        .poll(async () => (await workQueue(server.url, BOB)).running, { timeout: 3_000, interval: 50 })
+        .toBe(0);
+      const { history } = await call<{ history: { role: string }[] }>(bob.client, "get_session", { session_id });
+      expect(history.map((m) => m.role)).toEqual(["system", "user"]);
+      await call(bob.client, "close_session", { session_id });
+    } finally {
+      await bob.close();
+    }
+  });
+
+  it("answers a refused request with a JSON body (a missing envelope, an unknown revision, a body that never ends)", async () => {
+    const headers = { ...ACCEPT, ...bearer(BOB), ...MODERN_HEADERS, "mcp-method": "tools/list" };
+    const missing = await raw(server.url, {
+      path: "/mcp",
+      headers,
+      body: JSON.stringify({ jsonrpc: "2.0", id: 7, method: "tools/list", params: {} }),
+    });
+    expectCleanJson(missing, 400);
+    expect(missing.body).toMatch(/missing the required per-request envelope/);
+    const unknown = await raw(server.url, {
+      path: "/mcp",
+      headers: { ...headers, "mcp-protocol-version": "2099-01-01" },
+      body: modernRequest(8, "tools/list", {}, "2099-01-01"),
+    });
+    expectCleanJson(unknown, 400);
+    expect(JSON.parse(unknown.body)).toMatchObject({ id: 8, error: { data: { supported: ["2026-07-28"] } } });
+    // a body that never ends is cut off by server.bodyTimeoutSeconds (3 s here), as on the 2025 path
+    const body = modernRequest(9, "tools/list", {});
+    const slow = await rawBytes(
+      server.url,
+      `POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${BOB}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\nContent-Length: ${body.length}\r\n\r\n${body.slice(0, 20)}`,
+    );
+    expect(slow.status).toBe(408);
+    expect(slow.ms).toBeLessThan(8_000);
+    expect(() => JSON.parse(slow.body)).not.toThrow();
+  });
 });
 
 /**

@@ -11,6 +11,7 @@ import {
 } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Client as Client2026, StreamableHTTPClientTransport as Transport2026 } from "@modelcontextprotocol/client";
 import { GgufFormatError, readGgufHeader } from "../../src/gguf/index.js";
 import { MAIN, spawnHttpServer } from "../../testkit/mcpClient.js";
 import {
@@ -320,6 +321,36 @@ describe("the adapter library on a shared server", () => {
       await call(admin.client, "register_adapter", { alias: "extra", file: "code.gguf", description: "more" });
       expect(await aliases()).toContain("extra");
       expect(readFileSync(files.manifest, "utf8")).toMatch(/"extra"/);
+    } finally {
+      await Promise.all([user.close(), admin.close()]);
+    }
+  });
+
+  it("on the 2026-07-28 revision too: the admin tools are listed to an admin token only, and refuse a user token's call", async () => {
+    const connect2026 = async (token: string) => {
+      const client = new Client2026(
+        { name: "c", version: "0" },
+        { versionNegotiation: { mode: { pin: "2026-07-28" } } },
+      );
+      await client.connect(
+        new Transport2026(new URL(`${server.url}/mcp`), {
+          requestInit: { headers: { authorization: `Bearer ${token}` } },
+        }),
+      );
+      return client;
+    };
+    const [user, admin] = await Promise.all([connect2026(USER), connect2026(ADMIN)]);
+    try {
+      const names = async (c: Client2026) => (await c.listTools()).tools.map((t) => t.name);
+      expect(await names(user)).not.toContain("register_adapter");
+      expect(await names(admin)).toEqual(
+        expect.arrayContaining(["register_adapter", "refresh_adapter", "unregister_adapter"]),
+      );
+      const manifestBefore = readFileSync(files.manifest, "utf8");
+      const refused = await user.callTool({ name: "unregister_adapter", arguments: { alias: "plan" } });
+      expect(refused.isError).toBe(true);
+      expect(JSON.stringify(refused.content)).toMatch(/needs an admin token \(server\.adminTokenFile\)/);
+      expect(readFileSync(files.manifest, "utf8")).toBe(manifestBefore);
     } finally {
       await Promise.all([user.close(), admin.close()]);
     }

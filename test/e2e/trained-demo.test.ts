@@ -1,4 +1,5 @@
 import { execFile } from "node:child_process";
+import { Client as Client2026, StreamableHTTPClientTransport as Transport2026 } from "@modelcontextprotocol/client";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { judge } from "../../src/harness/answer.js";
@@ -177,5 +178,68 @@ describe("the README's SDK example", () => {
     });
     // its call options asked for progress (onprogress, which resetTimeoutOnProgress needs) and printed it
     expect(stderr).toMatch(/^(waiting for the model|switching weights)/m);
+  });
+});
+
+/**
+ * The README's loop on a 2026-07-28 client (`@modelcontextprotocol/client`): no initialize and no MCP session, so
+ * each call after create_session sends back the owner_key it returned. Returns the answer the write stage gave.
+ */
+async function loop2026(
+  url: string,
+  task: string,
+): Promise<{ answer: string | undefined; version: string | undefined }> {
+  const client = new Client2026(
+    { name: "my-agent-2026", version: "1.0.0" },
+    { versionNegotiation: { mode: { pin: "2026-07-28" } } },
+  );
+  await client.connect(new Transport2026(new URL(`${url}/mcp`)));
+  const call = async (name: string, args: Record<string, unknown>) => {
+    const result = await client.callTool({ name, arguments: args }, { timeout: 60_000 });
+    if (result.isError) throw new Error(`${name}: ${JSON.stringify(result.content)}`);
+    return result.structuredContent as Record<string, unknown>;
+  };
+  try {
+    const { session_id, owner_key } = await call("create_session", { task });
+    let answer: string | undefined;
+    for (let turns = 0; turns < 20; turns++) {
+      const turn = (await call("generate", { session_id, owner_key })) as {
+        text: string;
+        tool_calls: { id: string; name: string }[];
+      };
+      answer = /^Answer:\s*(.*)$/m.exec(turn.text)?.[1] ?? answer;
+      if (!turn.tool_calls.length) break;
+      for (const t of turn.tool_calls) await call(t.name, { session_id, owner_key, call_id: t.id });
+    }
+    await call("close_session", { session_id, owner_key });
+    return { answer, version: client.getNegotiatedProtocolVersion() };
+  } finally {
+    await client.close();
+  }
+}
+
+describe("both MCP revisions on one port", () => {
+  it("a 2026-07-28 client and a 2025-11-25 client (the README's example) run the loop side by side against one server", async () => {
+    const { code, task } = sdkExample();
+    const fact = factAsked(task);
+    const [modern, legacy] = await Promise.all([
+      loop2026(server.url, task),
+      promisify(execFile)(
+        process.execPath,
+        ["--input-type=module", "-e", code.replaceAll(SDK_EXAMPLE_ADDRESS, server.url)],
+        {
+          cwd: PACKAGE_ROOT,
+          timeout: 60_000,
+        },
+      ),
+    ]);
+    expect(modern.version).toBe("2026-07-28");
+    for (const answer of [modern.answer ?? "", legacy.stdout.trim()])
+      expect(
+        judge(answer, fact.value),
+        `"${task}" answered "${answer}"; the corpus says "${fact.value}"`,
+      ).toMatchObject({
+        contains: true,
+      });
   });
 });

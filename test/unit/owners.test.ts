@@ -1,15 +1,16 @@
 import { describe, expect, it } from "vitest";
 import { OwnerKeyError, Owners } from "../../src/mcp/owners.js";
 
-const HTTP = { requestInfo: { headers: {} } };
+const HTTP = { transport: "http" } as const;
+const STDIO = { transport: "stdio" } as const;
 
 describe("Owners", () => {
   it("a token names the owner whatever key comes with it; stdio is the one local client", () => {
     const owners = new Owners();
     const { key } = owners.forNew(HTTP);
     expect(owners.of({ ...HTTP, authInfo: { clientId: "carol" } }, key)).toBe("token:carol");
-    expect(owners.of({})).toBe("stdio");
-    expect(owners.forNew({})).toEqual({ owner: "stdio" });
+    expect(owners.of(STDIO)).toBe("stdio");
+    expect(owners.forNew(STDIO)).toEqual({ owner: "stdio" });
   });
 
   it("a connection has one key of its own; a key sent back names its owner from anywhere, and no owner holds a key", () => {
@@ -40,5 +41,19 @@ describe("Owners", () => {
     for (const bad of [other, flipped, key!.slice(0, -4), `wk_${"A".repeat(48)}`, "guessable", ""]) {
       expect(() => owners.of(HTTP, bad)).toThrow(OwnerKeyError);
     }
+  });
+
+  it("a connection's own key is claimed once it is sent back while the connection is open, and forgotten when it ends", () => {
+    const owners = new Owners();
+    const kept = owners.forNew({ ...HTTP, sessionId: "kept" });
+    const left = owners.forNew({ ...HTTP, sessionId: "left" });
+    owners.connectionOpened("kept");
+    owners.connectionOpened("left");
+    owners.of({ ...HTTP, sessionId: "elsewhere" }, kept.key);
+    expect(owners.connectionEnded("kept")).toEqual({ owner: kept.owner, claimed: true });
+    expect(owners.connectionEnded("left")).toEqual({ owner: left.owner, claimed: false });
+    // a key sent back after its connection ended claims nothing: nothing is tracked past the connection
+    owners.of(HTTP, left.key);
+    expect(owners.connectionEnded("left")).toEqual({ owner: left.owner, claimed: false });
   });
 });

@@ -1,4 +1,4 @@
-import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import type { McpHost } from "../host.js";
 import { z } from "zod";
 import { toolInput } from "../../portableSchema.js";
 import type { ServerContext } from "../context.js";
@@ -7,7 +7,7 @@ import { ownerKey } from "../owners.js";
 import { ok, toolCall } from "../results/toolResult.js";
 
 /** Registers answer_call: any pending model call can be answered with an error result of the client's own. */
-export function registerAnswerCallTool(server: McpServer, ctx: ServerContext) {
+export function registerAnswerCallTool(server: McpHost, ctx: ServerContext) {
   server.registerTool(
     "answer_call",
     {

@@ -1,4 +1,4 @@
-import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import type { McpHost } from "../host.js";
 import { z } from "zod";
 import { toolInput } from "../../portableSchema.js";
 import type { ServerContext } from "../context.js";
@@ -6,7 +6,7 @@ import { sessionId } from "../schemas.js";
 import { ownerKey } from "../owners.js";
 import { ok, toolCall } from "../results/toolResult.js";
 
-export function registerCloseSessionTool(server: McpServer, ctx: ServerContext) {
+export function registerCloseSessionTool(server: McpHost, ctx: ServerContext) {
   server.registerTool(
     "close_session",
     {

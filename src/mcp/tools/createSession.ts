@@ -1,4 +1,4 @@
-import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import type { McpHost } from "../host.js";
 import { z } from "zod";
 import { orNull, toolInput } from "../../portableSchema.js";
 import { LONG_TEXT_MAX } from "../../config/configSchema.js";
@@ -6,7 +6,7 @@ import type { ServerContext } from "../context.js";
 import { ownerKey } from "../owners.js";
 import { ok, toolCall } from "../results/toolResult.js";
 
-export function registerCreateSessionTool(server: McpServer, ctx: ServerContext) {
+export function registerCreateSessionTool(server: McpHost, ctx: ServerContext) {
   server.registerTool(
     "create_session",
     {

@@ -1,4 +1,4 @@
-import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import type { McpHost } from "../host.js";
 import { z, type ZodRawShape } from "zod";
 import { toolInput } from "../../portableSchema.js";
 import { parseArguments, runWithTimeLimit, type ExternalTool } from "../../externalTools/ExternalTool.js";
@@ -11,7 +11,7 @@ import { fail, ok, toolCall } from "../results/toolResult.js";
  * Registers an external tool (search, read, run_code) as an MCP tool. With session_id the exchange is
  * recorded in that session's history (answering the model's call call_id, or as a prescribed exchange).
  */
-export function registerExternalTool(server: McpServer, ctx: ServerContext, tool: ExternalTool) {
+export function registerExternalTool(server: McpHost, ctx: ServerContext, tool: ExternalTool) {
   server.registerTool(
     tool.name,
     {

@@ -1,4 +1,4 @@
-import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import type { McpHost } from "../host.js";
 import { z } from "zod";
 import { anyObject, orNull, toolInput } from "../../portableSchema.js";
 import type { ServerContext } from "../context.js";
@@ -11,7 +11,7 @@ import { fail, ok, toolCall } from "../results/toolResult.js";
 
 const PROGRESS_EVERY_TOKENS = 16;
 
-export function registerGenerateTool(server: McpServer, ctx: ServerContext) {
+export function registerGenerateTool(server: McpHost, ctx: ServerContext) {
   const maxTokens = ctx.runtime.config.model.contextSize;
   server.registerTool(
     "generate",

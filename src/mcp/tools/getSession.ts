@@ -1,4 +1,4 @@
-import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import type { McpHost } from "../host.js";
 import { z } from "zod";
 import { anyObject, orNull, toolInput } from "../../portableSchema.js";
 import { sessionView } from "../../sessions/view.js";
@@ -9,7 +9,7 @@ import { ok, toolCall } from "../results/toolResult.js";
 
 const call = z.object({ id: z.string(), name: z.string(), arguments: anyObject() });
 
-export function registerGetSessionTool(server: McpServer, ctx: ServerContext) {
+export function registerGetSessionTool(server: McpHost, ctx: ServerContext) {
   server.registerTool(
     "get_session",
     {

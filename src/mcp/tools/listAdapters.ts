@@ -1,4 +1,4 @@
-import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import type { McpHost } from "../host.js";
 import { z } from "zod";
 import { orNull, toolInput } from "../../portableSchema.js";
 import type { AdminGate } from "../admin.js";
@@ -6,7 +6,7 @@ import { adapterListing, shownPath } from "../results/adapterListing.js";
 import type { ServerContext } from "../context.js";
 import { ok } from "../results/toolResult.js";
 
-export function registerListAdaptersTool(server: McpServer, ctx: ServerContext, isAdmin: AdminGate) {
+export function registerListAdaptersTool(server: McpHost, ctx: ServerContext, isAdmin: AdminGate) {
   server.registerTool(
     "list_adapters",
     {

@@ -1,7 +1,7 @@
-import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import type { McpHost } from "../host.js";
 import { toolInput } from "../../portableSchema.js";
 import { LOAD_LORA } from "../../library/weightActions.js";
-import { adapterArgument, inputRefresher } from "../adapterArgument.js";
+import { adapterArgument } from "../adapterArgument.js";
 import type { ServerContext } from "../context.js";
 import { callId, sessionId, weightActionOutput } from "../schemas.js";
 import { ownerKey } from "../owners.js";
@@ -18,7 +18,7 @@ const loadLoraInput = (ctx: ServerContext) =>
   });
 
 /** Registers load_lora; the returned refresh follows library changes (the adapter enum and descriptions). */
-export function registerLoadLoraTool(server: McpServer, ctx: ServerContext): () => void {
+export function registerLoadLoraTool(server: McpHost, ctx: ServerContext): () => void {
   const tool = server.registerTool(
     "load_lora",
     {
@@ -48,5 +48,5 @@ export function registerLoadLoraTool(server: McpServer, ctx: ServerContext): () 
         ),
       ),
   );
-  return inputRefresher(tool, () => loadLoraInput(ctx));
+  return () => tool.setInput(loadLoraInput(ctx));
 }

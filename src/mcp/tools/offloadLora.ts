@@ -1,8 +1,8 @@
-import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import type { McpHost } from "../host.js";
 import { z } from "zod";
 import { toolInput } from "../../portableSchema.js";
 import { OFFLOAD_LORA } from "../../library/weightActions.js";
-import { adapterArgument, inputRefresher } from "../adapterArgument.js";
+import { adapterArgument } from "../adapterArgument.js";
 import type { ServerContext } from "../context.js";
 import { callId, sessionId, weightActionOutput } from "../schemas.js";
 import { ownerKey } from "../owners.js";
@@ -24,7 +24,7 @@ const offloadLoraInput = (ctx: ServerContext) =>
   });
 
 /** Registers offload_lora; the returned refresh follows library changes. */
-export function registerOffloadLoraTool(server: McpServer, ctx: ServerContext): () => void {
+export function registerOffloadLoraTool(server: McpHost, ctx: ServerContext): () => void {
   const tool = server.registerTool(
     "offload_lora",
     {
@@ -55,5 +55,5 @@ export function registerOffloadLoraTool(server: McpServer, ctx: ServerContext): 
         ),
       ),
   );
-  return inputRefresher(tool, () => offloadLoraInput(ctx));
+  return () => tool.setInput(offloadLoraInput(ctx));
 }

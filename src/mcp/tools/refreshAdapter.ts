@@ -1,4 +1,4 @@
-import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import type { McpHost } from "../host.js";
 import { AdapterFieldsSchema } from "../../library/manifest.js";
 import { toolInput } from "../../portableSchema.js";
 import { adapterInfo, adminCall, infoOf, type AdminGate } from "../admin.js";
@@ -10,7 +10,7 @@ const fields = AdapterFieldsSchema.shape;
 /**
  * Registers refresh_adapter: an alias pointed at a new file (or scale or texts); the fields left out keep their values.
  */
-export function registerRefreshAdapterTool(server: McpServer, ctx: ServerContext, isAdmin: AdminGate) {
+export function registerRefreshAdapterTool(server: McpHost, ctx: ServerContext, isAdmin: AdminGate) {
   server.registerTool(
     "refresh_adapter",
     {

@@ -1,4 +1,4 @@
-import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import type { McpHost } from "../host.js";
 import { AdapterFieldsSchema } from "../../library/manifest.js";
 import { toolInput } from "../../portableSchema.js";
 import { adapterInfo, adminCall, infoOf, type AdminGate } from "../admin.js";
@@ -9,7 +9,7 @@ const title = "Register an adapter (admin)";
 /**
  * Registers register_adapter: a manifest entry's fields, validated against the base model, loaded, added to load_lora.
  */
-export function registerRegisterAdapterTool(server: McpServer, ctx: ServerContext, isAdmin: AdminGate) {
+export function registerRegisterAdapterTool(server: McpHost, ctx: ServerContext, isAdmin: AdminGate) {
   server.registerTool(
     "register_adapter",
     {

@@ -1,4 +1,4 @@
-import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import type { McpHost } from "../host.js";
 import { z } from "zod";
 import { anyObject, toolInput } from "../../portableSchema.js";
 import { LONG_TEXT_MAX } from "../../config/configSchema.js";
@@ -12,7 +12,7 @@ import { ownerKey } from "../owners.js";
 import { progressFor } from "../progress.js";
 import { fail, ok, toolCall } from "../results/toolResult.js";
 
-export function registerRunTaskTool(server: McpServer, ctx: ServerContext) {
+export function registerRunTaskTool(server: McpHost, ctx: ServerContext) {
   server.registerTool(
     "run_task",
     {
@@ -158,9 +158,11 @@ export function registerRunTaskTool(server: McpServer, ctx: ServerContext) {
             ...(key ? { owner_key: key } : {}),
           });
         } catch (err) {
-          if (err instanceof HarnessError) return fail(`${err.message} [${err.code}]`);
+          // the key reaches a trace the run may have written before it failed
+          const keyed = key ? { owner_key: key } : undefined;
+          if (err instanceof HarnessError) return fail(`${err.message} [${err.code}]`, keyed);
           if ((err as Error).name === "RunCancelledError")
-            return fail("the run was cancelled; its trace records where it stopped");
+            return fail("the run was cancelled; its trace records where it stopped", keyed);
           throw err;
         }
       }),

@@ -1,4 +1,4 @@
-import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import type { McpHost } from "../host.js";
 import { z } from "zod";
 import { AdapterFieldsSchema } from "../../library/manifest.js";
 import { toolInput } from "../../portableSchema.js";
@@ -8,7 +8,7 @@ import type { ServerContext } from "../context.js";
 const title = "Unregister an adapter (admin)";
 
 /** Registers unregister_adapter: a capability removed from the library and the manifest. */
-export function registerUnregisterAdapterTool(server: McpServer, ctx: ServerContext, isAdmin: AdminGate) {
+export function registerUnregisterAdapterTool(server: McpHost, ctx: ServerContext, isAdmin: AdminGate) {
   server.registerTool(
     "unregister_adapter",
     {
