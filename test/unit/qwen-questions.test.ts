@@ -1,0 +1,79 @@
+import { createHash } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { PACKAGE_ROOT } from "../../src/paths.js";
+
+/**
+ * The held-out questions of the Qwen capability library (training/qwen/questions), fixed before any training: each
+ * answer is a span of the document it cites, read from the default corpus, and the withheld documents are named.
+ */
+const DIR = join(PACKAGE_ROOT, "training", "qwen", "questions");
+const FORMS = ["what", "who", "where", "when", "how_many", "two_hop"] as const;
+
+interface HeldOut {
+  id: string;
+  form: (typeof FORMS)[number];
+  question: string;
+  answer: string;
+  accept: string[];
+  documents: string[];
+  bridge?: string;
+  withheld: boolean;
+}
+
+const heldOutText = readFileSync(join(DIR, "held-out.jsonl"), "utf8");
+const heldOut = heldOutText
+  .split("\n")
+  .filter((l) => l.trim())
+  .map((l) => JSON.parse(l) as HeldOut);
+const withheld = (JSON.parse(readFileSync(join(DIR, "withheld.json"), "utf8")) as { documents: string[] }).documents;
+
+/** A cited document's text: a prose file whole, or one record (`path#id`) of a JSONL file. */
+function text(ref: string): string {
+  const [path, id] = ref.split("#") as [string, string | undefined];
+  const file = readFileSync(join(PACKAGE_ROOT, path), "utf8");
+  if (!path.endsWith(".jsonl")) return file;
+  const record = file
+    .split("\n")
+    .filter((l) => l.trim())
+    .map((l) => JSON.parse(l) as { id: string; text: string })
+    .find((r) => r.id === id);
+  if (!record) throw new Error(`${ref}: no such record`);
+  return record.text;
+}
+
+describe("the Qwen library's held-out questions", () => {
+  it("answer each question with a span of the document it cites; a two-hop question's bridge is in its first", () => {
+    for (const q of heldOut) {
+      expect(text(q.documents.at(-1)!), `${q.id}: "${q.answer}"`).toContain(q.answer);
+      if (q.form === "two_hop") {
+        expect(q.documents, q.id).toHaveLength(2);
+        expect(text(q.documents[0]!), `${q.id}: bridge "${q.bridge}"`).toContain(q.bridge);
+        expect(text(q.documents[0]!), `${q.id}: one search would do`).not.toContain(q.answer);
+      } else expect(q.documents, q.id).toHaveLength(1);
+    }
+  });
+
+  it("hold at least 8 questions of every form and 16 on the withheld documents, each flagged, none asked twice", () => {
+    for (const form of FORMS) expect(heldOut.filter((q) => q.form === form).length, form).toBeGreaterThanOrEqual(8);
+    for (const q of heldOut)
+      expect(q.withheld, q.id).toBe(q.documents.some((d) => withheld.includes(d.split("#")[0]!)));
+    expect(heldOut.filter((q) => q.withheld).length).toBeGreaterThanOrEqual(16);
+    const words = (s: string) =>
+      s
+        .toLowerCase()
+        .replace(/[^a-z0-9]+/g, " ")
+        .trim();
+    expect(new Set(heldOut.map((q) => words(q.question))).size).toBe(heldOut.length);
+    expect(new Set(heldOut.map((q) => q.id)).size).toBe(heldOut.length);
+    expect(withheld.every((d) => !d.endsWith(".jsonl"))).toBe(true);
+  });
+
+  it("are the set committed before training (its SHA-256 is in the library's training record)", () => {
+    // the hash the training record will cite; a change here is a change of the held-out set
+    expect(createHash("sha256").update(heldOutText).digest("hex")).toBe(HELD_OUT_SHA256);
+  });
+});
+
+const HELD_OUT_SHA256 = "74fc2839017b6f867ce64b5f0506a0f9ad1cbd3a14d16194ede2ef4d9d44962b";
