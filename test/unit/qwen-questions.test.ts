@@ -1,8 +1,9 @@
 import { createHash } from "node:crypto";
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { PACKAGE_ROOT } from "../../src/paths.js";
+import { readQuestions, recordQuestions, type Question } from "../../training/qwen/questions.js";
 
 /**
  * The held-out questions of the Qwen capability library (training/qwen/questions), fixed before any training: each
@@ -73,6 +74,39 @@ describe("the Qwen library's held-out questions", () => {
   it("are the set committed before training (its SHA-256 is in the library's training record)", () => {
     // the hash the training record will cite; a change here is a change of the held-out set
     expect(createHash("sha256").update(heldOutText).digest("hex")).toBe(HELD_OUT_SHA256);
+  });
+});
+
+describe("the Qwen library's training questions", () => {
+  const training = (): Question[] => [
+    ...readQuestions("records.jsonl"),
+    ...(existsSync(join(DIR, "prose.jsonl")) ? readQuestions("prose.jsonl") : []),
+  ];
+
+  it("are the generator's (records.jsonl) and answer each question with a span of what it cites", () => {
+    expect(readQuestions("records.jsonl")).toEqual(recordQuestions(heldOut));
+    for (const q of training()) {
+      expect(text(q.documents.at(-1)!), `${q.id}: "${q.answer}"`).toContain(q.answer);
+      if (q.bridge !== undefined) expect(text(q.documents[0]!), `${q.id}: bridge`).toContain(q.bridge);
+    }
+  });
+
+  it("never cite a withheld document, ask a held-out fact or use a held-out wording", () => {
+    const words = (s: string) =>
+      s
+        .toLowerCase()
+        .replace(/[^a-z0-9]+/g, " ")
+        .trim();
+    const heldFacts = new Set(heldOut.map((q) => `${q.documents.at(-1)}|${q.answer}`));
+    const heldWords = new Set(heldOut.map((q) => words(q.question)));
+    for (const q of training()) {
+      expect(
+        q.documents.filter((d) => withheld.includes(d.split("#")[0]!)),
+        q.id,
+      ).toEqual([]);
+      expect(heldFacts.has(`${q.documents.at(-1)}|${q.answer}`), `${q.id} asks a held-out fact`).toBe(false);
+      expect(heldWords.has(words(q.question)), `${q.id} is worded as a held-out question`).toBe(false);
+    }
   });
 });
 
