@@ -3,7 +3,8 @@ import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { PACKAGE_ROOT } from "../../src/paths.js";
-import { readQuestions, recordQuestions, type Question } from "../../training/qwen/questions.js";
+import { readTaskFile } from "../../src/harness/eval/TaskFile.js";
+import { evalTasks, readQuestions, recordQuestions, type Question } from "../../training/qwen/questions.js";
 
 /**
  * The held-out questions of the Qwen capability library (training/qwen/questions), fixed before any training: each
@@ -69,6 +70,14 @@ describe("the Qwen library's held-out questions", () => {
     expect(new Set(heldOut.map((q) => words(q.question))).size).toBe(heldOut.length);
     expect(new Set(heldOut.map((q) => q.id)).size).toBe(heldOut.length);
     expect(withheld.every((d) => !d.endsWith(".jsonl"))).toBe(true);
+  });
+
+  it("are also an eval task file (eval-held-out.jsonl) that `weact-mcp eval` reads, the withheld ones a group", () => {
+    const tasks = readTaskFile(join(DIR, "eval-held-out.jsonl"));
+    expect(tasks).toEqual(evalTasks(heldOut));
+    expect(tasks.filter((t) => t.group === "withheld-documents")).toHaveLength(
+      heldOut.filter((q) => q.withheld).length,
+    );
   });
 
   it("are the set committed before training (its SHA-256 is in the library's training record)", () => {

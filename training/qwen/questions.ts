@@ -4,7 +4,8 @@
  * the first is the entity of the second). The prose questions (`prose.jsonl`) are written by hand beside them; the
  * held-out set (`held-out.jsonl`, fixed before training) is never drawn from: its facts are left out here.
  *
- * `node dist/training/qwen/questions.js` writes training/qwen/questions/records.jsonl (deterministic).
+ * `node dist/training/qwen/questions.js` writes training/qwen/questions/records.jsonl and the held-out set as an
+ * eval task file, eval-held-out.jsonl (both deterministic).
  */
 import { readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -340,6 +341,22 @@ export function recordQuestions(heldOut: readonly Question[]): Question[] {
   return out;
 }
 
+/** The library's hard workflow: every question is planned, searched (once or twice) and written. */
+const WORKFLOW = ["plan", "search", "write"];
+
+/**
+ * The held-out questions as `weact-mcp eval` reads them: the answer or any accepted spelling counts, and those on a
+ * withheld document form a group of their own (the table reports it apart); each id keeps its form.
+ */
+export const evalTasks = (heldOut: readonly Question[]) =>
+  heldOut.map((q) => ({
+    id: q.id,
+    task: q.question,
+    answer: [q.answer, ...q.accept],
+    ...(q.withheld ? { group: "withheld-documents" } : {}),
+    stages: WORKFLOW,
+  }));
+
 export const readQuestions = (name: string): Question[] =>
   readFileSync(join(QUESTIONS_DIR, name), "utf8")
     .split("\n")
@@ -347,7 +364,11 @@ export const readQuestions = (name: string): Question[] =>
     .map((l) => JSON.parse(l) as Question);
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  const rows = recordQuestions(readQuestions("held-out.jsonl"));
-  writeFileSync(join(QUESTIONS_DIR, "records.jsonl"), rows.map((q) => JSON.stringify(q)).join("\n") + "\n");
-  process.stdout.write(`${rows.length} record questions written to ${join(QUESTIONS_DIR, "records.jsonl")}\n`);
+  const heldOut = readQuestions("held-out.jsonl");
+  const write = (name: string, rows: readonly object[]) => {
+    writeFileSync(join(QUESTIONS_DIR, name), rows.map((r) => JSON.stringify(r)).join("\n") + "\n");
+    process.stdout.write(`${rows.length} lines written to ${join(QUESTIONS_DIR, name)}\n`);
+  };
+  write("records.jsonl", recordQuestions(heldOut));
+  write("eval-held-out.jsonl", evalTasks(heldOut));
 }
