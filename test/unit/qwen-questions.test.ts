@@ -2,8 +2,12 @@ import { createHash } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { PACKAGE_ROOT } from "../../src/paths.js";
+import { DEFAULT_CORPUS, PACKAGE_ROOT } from "../../src/paths.js";
 import { readTaskFile } from "../../src/harness/eval/TaskFile.js";
+import { LocalIndex } from "../../src/externalTools/search/LocalIndex.js";
+import { createLogger } from "../../src/log.js";
+import { hopQueries, indexId, QUERY_TOP_K } from "../../training/qwen/queries.js";
+import { tempDir } from "../helpers/files.js";
 import { evalTasks, readQuestions, recordQuestions, type Question } from "../../training/qwen/questions.js";
 
 /**
@@ -120,3 +124,36 @@ describe("the Qwen library's training questions", () => {
 });
 
 const HELD_OUT_SHA256 = "74fc2839017b6f867ce64b5f0506a0f9ad1cbd3a14d16194ede2ef4d9d44962b";
+
+describe("the search queries the oracle runs for the training questions", () => {
+  it("come from each question's own words (a bridge leads a second hop's) and rank its document in the top 3", async () => {
+    const index = LocalIndex.open(DEFAULT_CORPUS, join(tempDir(), "index.json"), createLogger("silent"));
+    try {
+      const questions = [...readQuestions("records.jsonl"), ...readQuestions("prose.jsonl")];
+      let found = 0;
+      let fromWords = 0;
+      for (const q of questions) {
+        const queries = await hopQueries(index, q);
+        if (!queries) continue;
+        found++;
+        expect(queries, q.id).toHaveLength(q.documents.length);
+        for (const [hop, query] of queries.entries()) {
+          const hits = await index.search(query, QUERY_TOP_K);
+          expect(
+            hits.map((h) => h.id),
+            `${q.id}: "${query}"`,
+          ).toContain(indexId(q.documents[hop]!));
+        }
+        // the second hop searches for what the first found
+        if (q.bridge) expect(queries[1]!, q.id).toContain(q.bridge.toLowerCase().match(/[\p{L}\p{N}]+/u)![0]);
+        if (queries[0] !== index.document(indexId(q.documents[0]!))?.title) fromWords++;
+      }
+      console.log(
+        `queries: ${found} of ${questions.length} training questions find their documents (${fromWords} from the question's own words, the rest by the title)`,
+      );
+      expect(found / questions.length).toBeGreaterThan(0.9);
+    } finally {
+      index.close();
+    }
+  });
+});
