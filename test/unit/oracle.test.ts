@@ -3,7 +3,12 @@ import type { TrajectoryDriver } from "../../src/harness/driver.js";
 import type { HistoryMessage } from "../../src/sessions/history.js";
 import type { SessionService } from "../../src/sessions/SessionService.js";
 import { sentence, type Fact } from "../../training/pipeline/facts.js";
-import { OracleDriver, type OracleQuestion, type OracleStyle } from "../../training/pipeline/OracleDriver.js";
+import {
+  OracleDriver,
+  sentenceWith,
+  type OracleQuestion,
+  type OracleStyle,
+} from "../../training/pipeline/OracleDriver.js";
 
 /**
  * The oracle's ideal turns (what the demo library's adapters are trained to write) for a difference question, on
@@ -124,5 +129,81 @@ describe("the oracle's writer", () => {
   it("the base ends its turn once write released", () => {
     const done = [...load("plan"), ...release("plan", "p"), ...load("search"), ...release("search", "s"), ...history];
     expect(next(null, [...done, ...release("write", "34")])).toEqual({ text: "", calls: [] });
+  });
+});
+
+describe("the oracle on a question given with its documents (any wording)", () => {
+  const TARGET = {
+    hops: [
+      { query: "eiffel tower stands", document: "geography/landmarks.html" },
+      { query: "paris river", document: "entities/cities.jsonl#paris" },
+    ],
+    bridge: "Paris",
+    answer: "Seine",
+  };
+  const question = { fact: HEISENBERG, target: TARGET };
+  const turn = (active: string | null, history: HistoryMessage[]) => next(active, history, question);
+  const search = (query: string, result: string) => exchange("search", "search", { query }, result);
+
+  it("plans two searches, runs each hop's query, reads a document whose result does not show the span, hands off both sentences", () => {
+    expect(turn("plan", load("plan"))).toEqual({
+      text: "Plan: search for eiffel tower stands, then what it names, then write the answer.",
+      calls: [{ name: "offload_lora", arguments: { handoff: "Look up eiffel tower stands, then what it names." } }],
+    });
+    const stage = load("search");
+    expect(callOf(turn("search", stage))).toEqual({ name: "search", arguments: { query: "eiffel tower stands" } });
+    const first = [
+      ...stage,
+      ...search(
+        "eiffel tower stands",
+        "1. [geography/landmarks.html] Landmarks: The Eiffel Tower stands in Paris, France. It was built in 1889.",
+      ),
+    ];
+    expect(callOf(turn("search", first))).toEqual({ name: "search", arguments: { query: "paris river" } });
+    const second = [...first, ...search("paris river", "1. [entities/cities.jsonl#paris] Paris: The country of ...")];
+    expect(callOf(turn("search", second))).toEqual({
+      name: "read",
+      arguments: { id_or_url: "entities/cities.jsonl#paris" },
+    });
+    const read = [
+      ...second,
+      ...exchange(
+        "search",
+        "read",
+        { id_or_url: "entities/cities.jsonl#paris" },
+        "The country of Paris is France. The river of Paris is Seine. The landmark of Paris is Eiffel Tower.",
+      ),
+    ];
+    expect(callOf(turn("search", read))).toEqual({
+      name: "offload_lora",
+      arguments: { handoff: "The Eiffel Tower stands in Paris, France. The river of Paris is Seine." },
+    });
+    const written = [
+      ...read,
+      ...release("search", "The Eiffel Tower stands in Paris, France. The river of Paris is Seine."),
+    ];
+    expect(turn("write", [...written, ...load("write")])).toEqual({
+      text: "Answer: Seine",
+      calls: [{ name: "offload_lora", arguments: { handoff: "Seine" } }],
+    });
+  });
+
+  it("hands off that it found nothing when a hop's document is not among the results, and write then answers unknown", () => {
+    const stage = [...load("search"), ...search("eiffel tower stands", "1. [geography/nile.md] Nile: The Nile ...")];
+    expect(callOf(turn("search", stage))).toEqual({
+      name: "offload_lora",
+      arguments: { handoff: "No evidence found." },
+    });
+    const written = [...stage, ...release("search", "No evidence found."), ...load("write")];
+    expect(turn("write", written).text).toBe("Answer: unknown");
+  });
+
+  it("takes a span's sentence whole: abbreviations and decimals inside it are no sentence end", () => {
+    expect(sentenceWith("It is in Washington, D.C. today. Other text.", "Washington, D.C.")).toBe(
+      "It is in Washington, D.C. today.",
+    );
+    expect(sentenceWith("1. [a] A: First one. Python 3.0 came in December 2008. Next.", "December 2008")).toBe(
+      "Python 3.0 came in December 2008.",
+    );
   });
 });

@@ -40,6 +40,20 @@ export interface OracleQuestion {
   slip?: UpstreamSlip;
   /** The capabilities the base loads in turn when it chooses (a soft run); default ORACLE_WORKFLOW. */
   workflow?: readonly string[];
+  /**
+   * A question in any wording whose answer is a span of a document (the Qwen library's questions): the oracle then
+   * searches with these queries instead of parsing `fact` out of the template's wording.
+   */
+  target?: OracleTarget;
+}
+
+/** What the oracle knows of a question given with its documents: one query per hop, and the spans each hop finds. */
+export interface OracleTarget {
+  /** Per hop, the query and the index id of the document it finds. */
+  hops: readonly { query: string; document: string }[];
+  /** What the last hop finds; each earlier hop finds `bridge`, which the next hop's query names. */
+  answer: string;
+  bridge?: string;
 }
 
 /**
@@ -103,7 +117,7 @@ export class OracleDriver implements TrajectoryDriver {
     text: string;
     calls: { name: string; arguments: Record<string, unknown> }[];
   } {
-    const { fact, difference, slip, workflow = ORACLE_WORKFLOW } = this.question;
+    const { fact, difference, slip, workflow = ORACLE_WORKFLOW, target } = this.question;
     // what plan hands off and search looks up
     const planned = difference && slip === "swapped" ? difference.second : fact;
     const active = this.active();
@@ -114,6 +128,7 @@ export class OracleDriver implements TrajectoryDriver {
       const next = workflow.find((a) => !loaded.has(a));
       return next ? { text: "", calls: [{ name: LOAD_LORA, arguments: { adapter: next } }] } : { text: "", calls: [] };
     }
+    if (target) return targetTurn(active, history, stage, target);
     if (active === "plan")
       return {
         text: `Plan: search for the ${planned.relation} of ${planned.entity}, then write the answer.`,
@@ -235,6 +250,71 @@ export class OracleDriver implements TrajectoryDriver {
   background(): BackgroundWork {
     return this.inner.background();
   }
+}
+
+/**
+ * The ideal turn of a stage for a question given with its documents: plan names the first search (and a second for
+ * two hops, whose subject only the first finds), search runs each hop's query in turn and hands off the sentences that
+ * hold what each hop finds (reading a document whose result does not show it), write answers with the span a handoff
+ * holds.
+ */
+function targetTurn(
+  active: string,
+  history: readonly HistoryMessage[],
+  stage: readonly HistoryMessage[],
+  target: OracleTarget,
+): { text: string; calls: { name: string; arguments: Record<string, unknown> }[] } {
+  const release = (handoff: string) => ({ name: OFFLOAD_LORA, arguments: { handoff } });
+  const first = target.hops[0]!.query;
+  const then = target.hops.length > 1 ? ", then what it names" : "";
+  if (active === "plan")
+    return {
+      text: `Plan: search for ${first}${then}, then write the answer.`,
+      calls: [release(`Look up ${first}${then}.`)],
+    };
+  if (active === "search") {
+    const calls = stage.flatMap((m) => (m.role === "assistant" ? m.toolCalls : []));
+    const found: string[] = [];
+    for (const [hop, { query, document }] of target.hops.entries()) {
+      const span = hop < target.hops.length - 1 ? target.bridge! : target.answer;
+      const search = calls.find((c) => c.name === "search" && c.arguments.query === query);
+      if (!search) return { text: "", calls: [{ name: "search", arguments: { query } }] };
+      const evidence = externalResults(stage)
+        .map((r) => sentenceWith(r, span))
+        .find((e) => e !== undefined);
+      if (evidence !== undefined) {
+        found.push(evidence);
+        continue;
+      }
+      const listed = (stage.find((m) => m.role === "tool" && m.callId === search.id)?.content ?? "").includes(
+        `[${document}]`,
+      );
+      const read = calls.some((c) => c.name === "read" && c.arguments.id_or_url === document);
+      if (listed && !read) return { text: "", calls: [{ name: "read", arguments: { id_or_url: document } }] };
+      return { text: "", calls: [release("No evidence found.")] };
+    }
+    return { text: "", calls: [release(found.join(" "))] };
+  }
+  if (active === "write") {
+    const answer = lastHandoffs(history).some((h) => h.includes(target.answer)) ? target.answer : "unknown";
+    return { text: `Answer: ${answer}`, calls: [release(answer)] };
+  }
+  return { text: "", calls: [release("")] };
+}
+
+/** The sentence of `text` that holds `span` (a line's text up to its sentence ends), or undefined. */
+export function sentenceWith(text: string, span: string): string | undefined {
+  for (const raw of text.split("\n")) {
+    // a search result's line opens with its rank, id and title ("1. [id] Title: ...")
+    const line = raw.replace(/^\d+\. \[[^\]]*\][^:]*: /, "");
+    const at = line.indexOf(span);
+    if (at < 0) continue;
+    // a sentence ends at ". " (or the line's end) outside the span: "D.C." or "3.0" inside it is no end
+    const before = line.lastIndexOf(". ", at);
+    const after = line.indexOf(". ", at + span.length);
+    return line.slice(before < 0 ? 0 : before + 2, after < 0 ? line.length : after + 1).trim();
+  }
+  return undefined;
 }
 
 /** The opening of the sentence that states a fact, as the corpus writes it ("The capital of France"). */
