@@ -54,6 +54,16 @@ export interface ResourceConfig {
   mimeType: string;
 }
 
+/** The handlers a tool, a resource and a resource template register, whichever revision serves them. */
+export type ToolHandler<I extends z.ZodType> = (args: z.output<I>, call: McpCall) => Promise<CallToolResult>;
+export type ReadResource = (uri: URL, call: McpCall) => Promise<ReadResourceResult>;
+export type ListResources = (call: McpCall) => Promise<ListResourcesResult>;
+export type ReadTemplate = (
+  uri: URL,
+  variables: Record<string, string | string[]>,
+  call: McpCall,
+) => Promise<ReadResourceResult>;
+
 /** A registered tool whose input schema follows the library (the load_lora/offload_lora adapter enum). */
 export interface ToolHandle {
   /** Sets the whole input schema and tells clients the tool list changed. */
@@ -66,23 +76,14 @@ export interface ToolHandle {
  * (`Host2026`).
  */
 export interface McpHost {
-  registerTool<I extends z.ZodType>(
-    name: string,
-    config: ToolConfig<I>,
-    handler: (args: z.output<I>, call: McpCall) => Promise<CallToolResult>,
-  ): ToolHandle;
-  registerResource(
-    name: string,
-    uri: string,
-    config: ResourceConfig,
-    read: (uri: URL, call: McpCall) => Promise<ReadResourceResult>,
-  ): void;
+  registerTool<I extends z.ZodType>(name: string, config: ToolConfig<I>, handler: ToolHandler<I>): ToolHandle;
+  registerResource(name: string, uri: string, config: ResourceConfig, read: ReadResource): void;
   registerResourceTemplate(
     name: string,
     template: string,
-    list: (call: McpCall) => Promise<ListResourcesResult>,
+    list: ListResources,
     config: ResourceConfig,
-    read: (uri: URL, variables: Record<string, string | string[]>, call: McpCall) => Promise<ReadResourceResult>,
+    read: ReadTemplate,
   ): void;
   registerPrompt<A extends z.ZodRawShape>(
     name: string,
@@ -98,13 +99,9 @@ export class Host2025 implements McpHost {
     private readonly transport: McpCall["transport"],
   ) {}
 
-  registerTool<I extends z.ZodType>(
-    name: string,
-    config: ToolConfig<I>,
-    handler: (args: z.output<I>, call: McpCall) => Promise<CallToolResult>,
-  ): ToolHandle {
+  registerTool<I extends z.ZodType>(name: string, config: ToolConfig<I>, handler: ToolHandler<I>): ToolHandle {
     const tool: RegisteredTool2025 = this.server.registerTool(name, config, ((args: z.output<I>, extra: Extra2025) =>
-      handler(args, { ...extra, transport: this.transport })) as never);
+      handler(args, this.call(extra))) as never);
     return {
       setInput(schema) {
         // update({ inputSchema }) would rebuild the schema from a bare shape and lose toolInput's strictness
@@ -114,28 +111,22 @@ export class Host2025 implements McpHost {
     };
   }
 
-  registerResource(
-    name: string,
-    uri: string,
-    config: ResourceConfig,
-    read: (uri: URL, call: McpCall) => Promise<ReadResourceResult>,
-  ): void {
-    this.server.registerResource(name, uri, config, (u, extra) => read(u, { ...extra, transport: this.transport }));
+  registerResource(name: string, uri: string, config: ResourceConfig, read: ReadResource): void {
+    this.server.registerResource(name, uri, config, (u, extra) => read(u, this.call(extra)));
   }
 
   registerResourceTemplate(
     name: string,
     template: string,
-    list: (call: McpCall) => Promise<ListResourcesResult>,
+    list: ListResources,
     config: ResourceConfig,
-    read: (uri: URL, variables: Record<string, string | string[]>, call: McpCall) => Promise<ReadResourceResult>,
+    read: ReadTemplate,
   ): void {
-    const call = (extra: Extra2025): McpCall => ({ ...extra, transport: this.transport });
     this.server.registerResource(
       name,
-      new ResourceTemplate2025(template, { list: (extra) => list(call(extra)) }),
+      new ResourceTemplate2025(template, { list: (extra) => list(this.call(extra)) }),
       config,
-      (u, variables, extra) => read(u, variables, call(extra)),
+      (u, variables, extra) => read(u, variables, this.call(extra)),
     );
   }
 
@@ -145,6 +136,9 @@ export class Host2025 implements McpHost {
     handler: (args: z.output<z.ZodObject<A>>) => GetPromptResult,
   ): void {
     this.server.registerPrompt(name, config, handler as never);
+  }
+  private call(extra: Extra2025): McpCall {
+    return { ...extra, transport: this.transport };
   }
 }
 
@@ -159,11 +153,7 @@ export class Host2026 implements McpHost {
     this.tools.get(name)?.disable();
   }
 
-  registerTool<I extends z.ZodType>(
-    name: string,
-    config: ToolConfig<I>,
-    handler: (args: z.output<I>, call: McpCall) => Promise<CallToolResult>,
-  ): ToolHandle {
+  registerTool<I extends z.ZodType>(name: string, config: ToolConfig<I>, handler: ToolHandler<I>): ToolHandle {
     const tool = this.server.registerTool(name, { ...config, outputSchema: z.object(config.outputSchema) }, ((
       args: z.output<I>,
       ctx: Context2026,
@@ -173,21 +163,16 @@ export class Host2026 implements McpHost {
     return { setInput: (schema) => tool.update({ paramsSchema: schema }) };
   }
 
-  registerResource(
-    name: string,
-    uri: string,
-    config: ResourceConfig,
-    read: (uri: URL, call: McpCall) => Promise<ReadResourceResult>,
-  ): void {
+  registerResource(name: string, uri: string, config: ResourceConfig, read: ReadResource): void {
     this.server.registerResource(name, uri, config, (u: URL, ctx: Context2026) => protocolErrors(read(u, callOf(ctx))));
   }
 
   registerResourceTemplate(
     name: string,
     template: string,
-    list: (call: McpCall) => Promise<ListResourcesResult>,
+    list: ListResources,
     config: ResourceConfig,
-    read: (uri: URL, variables: Record<string, string | string[]>, call: McpCall) => Promise<ReadResourceResult>,
+    read: ReadTemplate,
   ): void {
     this.server.registerResource(
       name,

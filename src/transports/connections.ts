@@ -96,7 +96,8 @@ export class ConnectionRegistry {
   /**
    * The client's stream dropped without the client ending the connection (a crash, a killed process): unless the
    * client opens it again or sends a request within STREAM_RESUME_GRACE_MS, with none in flight, the client is
-   * gone and the connection is closed, rather than holding its place until it idles out (its sessions stay).
+   * gone and the connection is closed, rather than holding its place until it idles out (what becomes of its
+   * sessions is the owners' rule: `connector`).
    */
   streamDropped(connection: Connection): void {
     const tracked = this.open.get(key(connection.kind, connection.id));

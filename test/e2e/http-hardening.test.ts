@@ -411,6 +411,11 @@ function longTurn(url: string, headers: Record<string, string>, body: string) {
   return { post, decoding };
 }
 
+/** A session for `longTurn`: a brief system prompt and no tools, so nothing but the turn runs. */
+const countingSession = async (c: Awaited<ReturnType<typeof connectClient>>) =>
+  (await call<{ session_id: string }>(c.client, "create_session", { task: "count", system: "Be brief.", tools: [] }))
+    .session_id;
+
 /** A generate call's params for `longTurn`: up to 2,000 tokens, with every way to stop biased away. */
 const longGenerate = (session_id: string) => ({
   name: "generate",
@@ -433,11 +438,7 @@ describe("a client that goes away", () => {
     async ({ id, how }) => {
       const bob = await connectClient("http", server, bearer(BOB));
       try {
-        const { session_id } = await call<{ session_id: string }>(bob.client, "create_session", {
-          task: "count",
-          system: "Be brief.",
-          tools: [],
-        });
+        const session_id = await countingSession(bob);
         const { post, decoding } = longTurn(
           server.url,
           { ...ACCEPT, ...bearer(BOB), "content-type": "application/json", "mcp-session-id": sessionIdOf(bob) },
@@ -482,11 +483,7 @@ describe("the 2026-07-28 revision's requests (no MCP session)", () => {
   it("a call with id 0 is cancelled when its socket drops: its generation stops at once, its turn is not recorded", async () => {
     const bob = await connectClient("http", server, bearer(BOB));
     try {
-      const { session_id } = await call<{ session_id: string }>(bob.client, "create_session", {
-        task: "count",
-        system: "Be brief.",
-        tools: [],
-      });
+      const session_id = await countingSession(bob);
       // the same turn, as a 2026-07-28 request: its revision in its _meta, no Mcp-Session-Id
       const { post, decoding } = longTurn(
         server.url,
