@@ -16,7 +16,7 @@ import { importPeft } from "../library/peft/index.js";
 import { parseExportCommand, runExport, type ExportCommandInput } from "../export/exportCommand.js";
 import { modelFunctions } from "../sessions/modelFunctions.js";
 import type { ResolvedConfig } from "../config/loadConfig.js";
-import { formatTable, runEval, writeReport } from "../harness/eval/runEval.js";
+import { evalWeights, formatTable, runEval, writeReport } from "../harness/eval/runEval.js";
 import { readTaskFile } from "../harness/eval/TaskFile.js";
 import { runTask } from "../harness/runTaskUnderPolicy.js";
 import { mergePolicies } from "../harness/runInput.js";
@@ -132,14 +132,7 @@ export async function evalCommand(
     const model = services.runtime.engine.model;
     const report = await runEval(services.harness, tasks, list, {
       tasksFile: file,
-      weights: {
-        base: { file: model.filePath, sha256: model.sha256 },
-        adapters: library
-          .list()
-          .flatMap((a) =>
-            a.info ? [{ alias: a.entry.alias, file: a.info.filePath, sha256: a.info.sha256, scale: a.info.scale }] : [],
-          ),
-      },
+      weights: evalWeights(model, library),
       seed: opts.seed,
       onRun: (task, policy, r) =>
         process.stderr.write(

@@ -6,6 +6,7 @@ import { sentence, type Fact } from "../../training/pipeline/facts.js";
 import {
   OracleDriver,
   sentenceWith,
+  spanAt,
   type OracleQuestion,
   type OracleStyle,
 } from "../../training/pipeline/OracleDriver.js";
@@ -205,5 +206,12 @@ describe("the oracle on a question given with its documents (any wording)", () =
     expect(sentenceWith("1. [a] A: First one. Python 3.0 came in December 2008. Next.", "December 2008")).toBe(
       "Python 3.0 came in December 2008.",
     );
+  });
+
+  it("finds a span only as whole words, and leaves a snippet's opening ellipsis out", () => {
+    const results = "1. [a] Portugal: …The continent of Portugal is Europe. Its currency is the Euro.";
+    expect(sentenceWith(results, "Euro")).toBe("Its currency is the Euro.");
+    expect(sentenceWith(results, "Portugal")).toBe("The continent of Portugal is Europe.");
+    expect(spanAt("Europe", "Euro")).toBe(-1);
   });
 });

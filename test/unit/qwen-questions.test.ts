@@ -6,9 +6,17 @@ import { DEFAULT_CORPUS, PACKAGE_ROOT } from "../../src/paths.js";
 import { readTaskFile } from "../../src/harness/eval/TaskFile.js";
 import { LocalIndex } from "../../src/externalTools/search/LocalIndex.js";
 import { createLogger } from "../../src/log.js";
+import { spanAt } from "../../training/pipeline/OracleDriver.js";
+import { writeCounterfactual } from "../../training/qwen/counterfactual.js";
 import { hopQueries, indexId, QUERY_TOP_K } from "../../training/qwen/queries.js";
 import { tempDir } from "../helpers/files.js";
-import { evalTasks, readQuestions, recordQuestions, type Question } from "../../training/qwen/questions.js";
+import {
+  evalTasks,
+  HELD_OUT_SHA256,
+  readQuestions,
+  recordQuestions,
+  type Question,
+} from "../../training/qwen/questions.js";
 
 /**
  * The held-out questions of the Qwen capability library (training/qwen/questions), fixed before any training: each
@@ -123,8 +131,6 @@ describe("the Qwen library's training questions", () => {
   });
 });
 
-const HELD_OUT_SHA256 = "74fc2839017b6f867ce64b5f0506a0f9ad1cbd3a14d16194ede2ef4d9d44962b";
-
 describe("the search queries the oracle runs for the training questions", () => {
   it("come from each question's own words (a bridge leads a second hop's) and rank its document in the top 3", async () => {
     const index = LocalIndex.open(DEFAULT_CORPUS, join(tempDir(), "index.json"), createLogger("silent"));
@@ -154,6 +160,27 @@ describe("the search queries the oracle runs for the training questions", () => 
       expect(found / questions.length).toBeGreaterThan(0.9);
     } finally {
       index.close();
+    }
+  });
+});
+
+describe("the counterfactual set", () => {
+  it("edits each kept answer in the document it is read from, leaving none of its spellings there", () => {
+    const heldOut = readQuestions("held-out.jsonl");
+    const dir = join(tempDir(), "corpus");
+    const tasks = writeCounterfactual(heldOut, dir);
+    expect(tasks.length).toBeGreaterThanOrEqual(60);
+    for (const task of tasks) {
+      const q = heldOut.find((h) => h.id === task.id)!;
+      const file = q.documents
+        .at(-1)!
+        .replace(/^corpus\//, "")
+        .replace(/#.*$/, "");
+      const text = readFileSync(join(dir, file), "utf8");
+      const [edited] = task.answer;
+      expect(edited, q.id).not.toBe(q.answer);
+      expect(spanAt(text, edited!), `${q.id}: ${edited} in ${file}`).toBeGreaterThanOrEqual(0);
+      for (const was of [q.answer, ...q.accept]) expect(spanAt(text, was), `${q.id}: ${was} in ${file}`).toBe(-1);
     }
   });
 });

@@ -101,7 +101,7 @@ export async function trainAdapters(
 }
 
 /** The paper's static merges of the three adapters (`weact-mcp merge`, its defaults), for policies static:<method>. */
-function writeStaticMerges(run: TrainingRun): void {
+export function writeStaticMerges(run: TrainingRun): void {
   for (const method of ["linear", "ties", "dare-ties"]) {
     const out = join(run.out, `static-${method}.gguf`);
     // the manifest was just written without it: merge refuses to overwrite a file it does not list

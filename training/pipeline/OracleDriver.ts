@@ -296,18 +296,30 @@ function targetTurn(
     return { text: "", calls: [release(found.join(" "))] };
   }
   if (active === "write") {
-    const answer = lastHandoffs(history).some((h) => h.includes(target.answer)) ? target.answer : "unknown";
+    const answer = lastHandoffs(history).some((h) => spanAt(h, target.answer) >= 0) ? target.answer : "unknown";
     return { text: `Answer: ${answer}`, calls: [release(answer)] };
   }
   return { text: "", calls: [release("")] };
 }
 
-/** The sentence of `text` that holds `span` (a line's text up to its sentence ends), or undefined. */
+/** Where `span` stands in `text` as whole words ("Euro" is not in "Europe"), or -1. */
+export function spanAt(text: string, span: string): number {
+  const wordChar = /[\p{L}\p{N}]/u;
+  for (let at = text.indexOf(span); at >= 0; at = text.indexOf(span, at + 1)) {
+    const before = text[at - 1] ?? " ";
+    const after = text[at + span.length] ?? " ";
+    if (!wordChar.test(before) && !wordChar.test(after)) return at;
+  }
+  return -1;
+}
+
+/** The sentence of `text` that holds `span` as whole words (a line's text up to its sentence ends), or undefined. */
 export function sentenceWith(text: string, span: string): string | undefined {
   for (const raw of text.split("\n")) {
-    // a search result's line opens with its rank, id and title ("1. [id] Title: ...")
-    const line = raw.replace(/^\d+\. \[[^\]]*\][^:]*: /, "");
-    const at = line.indexOf(span);
+    // a search result's line opens with its rank, id and title ("1. [id] Title: ..."), and a snippet cut from the
+    // middle of its document with an ellipsis
+    const line = raw.replace(/^\d+\. \[[^\]]*\][^:]*: /, "").replace(/^…/, "");
+    const at = spanAt(line, span);
     if (at < 0) continue;
     // a sentence ends at ". " (or the line's end) outside the span: "D.C." or "3.0" inside it is no end
     const before = line.lastIndexOf(". ", at);

@@ -17,7 +17,7 @@ import {
   trainingDifferenceQuestion,
   type Difference,
 } from "./computation.js";
-import { COMPUTATION_WORKFLOW, ORACLE_WORKFLOW, type UpstreamSlip } from "./OracleDriver.js";
+import { COMPUTATION_WORKFLOW, ORACLE_WORKFLOW, type OracleTarget, type UpstreamSlip } from "./OracleDriver.js";
 import type { TrainingRun } from "./run.js";
 
 /**
@@ -32,6 +32,8 @@ export interface Task {
   question: string;
   policy: "soft" | "hard";
   workflow?: readonly string[];
+  /** A question in any wording given with its documents (the Qwen library's): the oracle plays it from this. */
+  target?: OracleTarget;
 }
 
 /** Held-out questions: trained entities asked in phrasings training never used, and entities training never saw. */

@@ -27,7 +27,7 @@ const ORACLE_BATCH = 50;
 export function pipelineConfig(
   run: TrainingRun,
   traceDir: string,
-  opts: { modelPath?: string; manifest?: string; corpus?: string } = {},
+  opts: { modelPath?: string; chatTemplate?: "jinja"; manifest?: string; corpus?: string } = {},
 ) {
   return resolveConfig(
     {
@@ -38,6 +38,7 @@ export function pipelineConfig(
         threads: run.threads,
         contextSize: 8192,
         ...(opts.modelPath ? { path: opts.modelPath } : { demo: "random" }),
+        ...(opts.chatTemplate ? { chatTemplate: opts.chatTemplate } : {}),
       },
       // the library whose adapters the function docs list: one that fits the model rendering them
       ...(opts.manifest ? { adapters: { manifest: opts.manifest } } : {}),
@@ -61,6 +62,8 @@ export function pipelineConfig(
  * Runs the oracle over every task on a server session (demo weights: the oracle writes every turn) into
  * `traceDir`, in batches; every other batch searches a corpus whose facts were all redrawn at random (a fresh
  * draw per batch), so half the evidence the stages learn to pass on contradicts anything they could remember.
+ * `counterfactual: false` keeps the default corpus for every batch: a task with a `target` knows its answer's span,
+ * which a redrawn record no longer states.
  */
 export async function recordTrajectories(
   run: TrainingRun,
@@ -68,7 +71,7 @@ export async function recordTrajectories(
   facts: readonly Fact[],
   rng: SeededRandom,
   traceDir: string,
-  opts: { manifest?: string; style?: OracleStyle } = {},
+  opts: { manifest?: string; style?: OracleStyle; counterfactual?: boolean } = {},
 ): Promise<void> {
   const { logger } = run;
   rmSync(traceDir, { recursive: true, force: true });
@@ -77,7 +80,7 @@ export async function recordTrajectories(
   const owner = "train-demo";
   const started = Date.now();
   for (let from = 0; from < tasks.length; from += ORACLE_BATCH) {
-    const edited = (from / ORACLE_BATCH) % 2 === 1 ? redrawn(facts, rng) : undefined;
+    const edited = opts.counterfactual !== false && (from / ORACLE_BATCH) % 2 === 1 ? redrawn(facts, rng) : undefined;
     const corpus = join(run.work, "edited-corpus");
     if (edited) {
       writeEditedCorpus(corpus, edited);
@@ -91,10 +94,12 @@ export async function recordTrajectories(
     );
     try {
       for (const task of tasks.slice(from, from + ORACLE_BATCH)) {
-        const { difference, slip } = task;
-        const expected = difference
-          ? differenceValue(value(difference.first)!, value(difference.second)!)
-          : value(task.fact);
+        const { difference, slip, target } = task;
+        const expected = target
+          ? target.answer
+          : difference
+            ? differenceValue(value(difference.first)!, value(difference.second)!)
+            : value(task.fact);
         // a hard run prescribes its workflow; in a soft run the oracle's base chooses it
         const prescribed = task.policy === "hard" && task.workflow ? { workflow: [...task.workflow] } : {};
         const chosen = task.policy === "soft" && task.workflow ? { workflow: task.workflow } : {};
@@ -110,7 +115,7 @@ export async function recordTrajectories(
                 services.sessions,
                 owner,
                 d.sessionId,
-                { fact: task.fact, difference, slip, ...chosen },
+                { fact: task.fact, difference, slip, target, ...chosen },
                 opts.style,
               ),
           },
@@ -147,12 +152,20 @@ export async function renderTraces(
     resultOpening?: string;
     /** A library for that model with the same aliases and texts as the one the traces were recorded on. */
     manifest?: string;
+    /** model.chatTemplate of the sessions that will serve the samples' adapters. */
+    chatTemplate?: "jinja";
+    /** Called with each sample and the conversation it renders (what a check against the model's template reads). */
+    check?: (sample: TokenSample, conversation: Conversation, where: string) => void;
     windows?: (tokenize: (text: string) => TokenId[]) => Record<string, TokenSample[]>;
   },
   capabilities: readonly string[] = CAPABILITIES,
 ): Promise<{ samples: Record<string, TokenSample[]>; texts: string[] }> {
   const { runtime, toolbox, dispose } = await startExportServices(
-    pipelineConfig(run, traceDir, { modelPath: model?.path, manifest: model?.manifest }),
+    pipelineConfig(run, traceDir, {
+      modelPath: model?.path,
+      manifest: model?.manifest,
+      ...(model?.chatTemplate ? { chatTemplate: model.chatTemplate } : {}),
+    }),
     run.logger,
   );
   try {
@@ -183,7 +196,11 @@ export async function renderTraces(
         segment(t, capability).map((s) => {
           const after = t.messages.slice(s.messages.length);
           const stop = after.findIndex((m) => m.role !== "tool");
-          return tokenSample(s, functionsOf(t), renderer, stop < 0 ? after : after.slice(0, stop));
+          const following = stop < 0 ? after : after.slice(0, stop);
+          const sample = tokenSample(s, functionsOf(t), renderer, following);
+          const results = following.filter((m) => m.role === "tool");
+          model?.check?.(sample, toConversation([...s.messages, ...results], functionsOf(t), s.keepToolResult), t.id);
+          return sample;
         }),
       );
     }

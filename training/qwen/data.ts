@@ -144,16 +144,8 @@ async function chooserRendering(run: TrainingRun, model: string) {
   const codec = await LlamaChatCodec.load({ modelPath: model, logger: run.logger, chatTemplate: "jinja" });
   const config = pipelineConfig(run, join(run.work, "traces"));
   const toolbox = await Toolbox.create(config.tools, run.logger, { private: serverPaths(config) });
-  const template = new Template(metaString(readGgufHeader(model), "tokenizer.chat_template")!);
-  const endOfTurn = codec.tokenize("<|im_end|>", true);
-  if (endOfTurn.length !== 1) throw new Error(`${model}: <|im_end|> is not one token: not a Qwen chat model`);
-  const renderer = { renderTokens: (c: Conversation) => codec.renderTokens(c), endOfTurn: endOfTurn[0]! };
-  /** The model's own template's tokens for a conversation (apply_chat_template, then the tokenizer). */
-  const jinja = (c: Conversation) =>
-    codec.tokenize(
-      template.render({ ...hfChat(c), add_generation_prompt: false, bos_token: "", eos_token: "<|im_end|>" }),
-      true,
-    );
+  const renderer = { renderTokens: (c: Conversation) => codec.renderTokens(c), endOfTurn: qwenEndOfTurn(model, codec) };
+  const check = templateCheck(model, codec);
   return {
     samples(
       traceDir: string,
@@ -177,7 +169,7 @@ async function chooserRendering(run: TrainingRun, model: string) {
           for (const s of segment({ ...t, messages }, BASE_CAPABILITY)) {
             const sample = closedSample(s, functions, renderer);
             const conversation = toConversation(s.messages, functions, s.keepToolResult);
-            checkAgainstTemplate(sample, conversation, jinja, `${t.id} (${split})`);
+            check(sample, conversation, `${t.id} (${split})`);
             out.push(sample);
           }
         }
@@ -212,21 +204,37 @@ function closedSample(s: StageSample, functions: Conversation["functions"], rend
   return { tokens: [...prompt, renderer.endOfTurn], mask };
 }
 
+/** Qwen's end-of-turn token in `codec`'s vocabulary; throws on a model whose `<|im_end|>` is not one token. */
+export function qwenEndOfTurn(model: string, codec: { tokenize(text: string, special: boolean): TokenId[] }): TokenId {
+  const endOfTurn = codec.tokenize("<|im_end|>", true);
+  if (endOfTurn.length !== 1) throw new Error(`${model}: <|im_end|> is not one token: not a Qwen chat model`);
+  return endOfTurn[0]!;
+}
+
 /**
- * The sample's tokens are the model's own template's, token for token (what Hugging Face's apply_chat_template and the
- * tokenizer give, as test/engine/qwen-render.test.ts checks for a hard run): the template's rendering of the history up
- * to the last target starts with them. Throws where they part.
+ * A check that a sample's tokens are the model's own template's, token for token (what Hugging Face's
+ * apply_chat_template and the tokenizer give, as test/engine/qwen-render.test.ts checks for a hard run): the
+ * template's rendering of the conversation up to the last target starts with them. It throws where they part.
  */
-function checkAgainstTemplate(
-  sample: TokenSample,
-  conversation: Conversation,
-  jinja: (c: Conversation) => TokenId[],
-  where: string,
-): void {
-  const expected = jinja(conversation);
-  const common = commonPrefixLength(sample.tokens, expected);
-  if (common !== sample.tokens.length)
-    throw new Error(
-      `${where}: the engine's rendering parts from the model's Jinja template at token ${common} of ${sample.tokens.length}`,
+export function templateCheck(
+  model: string,
+  codec: { tokenize(text: string, special: boolean): TokenId[] },
+): (sample: TokenSample, conversation: Conversation, where: string) => void {
+  const template = new Template(metaString(readGgufHeader(model), "tokenizer.chat_template")!);
+  return (sample, conversation, where) => {
+    const expected = codec.tokenize(
+      template.render({
+        ...hfChat(conversation),
+        add_generation_prompt: false,
+        bos_token: "",
+        eos_token: "<|im_end|>",
+      }),
+      true,
     );
+    const common = commonPrefixLength(sample.tokens, expected);
+    if (common !== sample.tokens.length)
+      throw new Error(
+        `${where}: the engine's rendering parts from the model's Jinja template at token ${common} of ${sample.tokens.length}`,
+      );
+  };
 }

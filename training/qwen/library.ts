@@ -43,3 +43,13 @@ export async function testLibraryEntries(model: string, library: readonly ShownC
     budget: TEST_STAGE,
   }));
 }
+
+/** The Qwen capability library (`--library qwen`): plan, search and write over the taught backbone. */
+export const QWEN_LIBRARY_DIR = join(PACKAGE_ROOT, "models", "qwen");
+
+/**
+ * The library's harness limits (its config.json carries them): a stage's turns are short (the longest trained one is
+ * a search handoff of two sentences), and the comparison policies' runs, which no adapter releases, end after two
+ * minutes of a 0.5B model on 2 cores.
+ */
+export const QWEN_HARNESS = { maxTokensPerTurn: 160, soft: { turns: 16, tokens: 1536, seconds: 120 } };

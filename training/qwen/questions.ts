@@ -17,6 +17,9 @@ export const QUESTIONS_DIR = join(PACKAGE_ROOT, "training", "qwen", "questions")
 const ENTITIES = join(PACKAGE_ROOT, "corpus", "entities");
 const SEED = 69;
 
+/** The held-out set's SHA-256, fixed in c7cd61d before any training (the training record names it). */
+export const HELD_OUT_SHA256 = "74fc2839017b6f867ce64b5f0506a0f9ad1cbd3a14d16194ede2ef4d9d44962b";
+
 export const FORMS = ["what", "who", "where", "when", "how_many", "two_hop"] as const;
 export type Form = (typeof FORMS)[number];
 

@@ -38,6 +38,23 @@ export interface EvalWeights {
   adapters: { alias: string; file: string; sha256: string; scale: number }[];
 }
 
+/** The weights of a served model and library, as an eval report names them. */
+export function evalWeights(
+  model: { filePath: string; sha256: string },
+  library: {
+    list(): readonly { entry: { alias: string }; info?: { filePath: string; sha256: string; scale: number } | null }[];
+  },
+): EvalWeights {
+  return {
+    base: { file: model.filePath, sha256: model.sha256 },
+    adapters: library
+      .list()
+      .flatMap((a) =>
+        a.info ? [{ alias: a.entry.alias, file: a.info.filePath, sha256: a.info.sha256, scale: a.info.scale }] : [],
+      ),
+  };
+}
+
 export interface EvalReport {
   tasksFile: string;
   weights: EvalWeights;
@@ -92,6 +109,19 @@ export async function runEval(
       }
     }
   }
+  return evalReport(tasks, policies, runs, opts);
+}
+
+/**
+ * The report of runs already made (by runEval, or read back from a ledger of earlier runs): each policy's summary over
+ * every task, and over each task group of the file.
+ */
+export function evalReport(
+  tasks: readonly EvalTask[],
+  policies: readonly Policy[],
+  runs: EvalReport["runs"],
+  opts: { tasksFile: string; weights: EvalWeights },
+): EvalReport {
   const summaries = (of: EvalReport["runs"]) =>
     policies.map((p) =>
       summarise(

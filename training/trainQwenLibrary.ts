@@ -1,0 +1,95 @@
+/**
+ * `npm run train:qwen-library`: the Qwen capability library (`--library qwen`): plan, search and write LoRAs trained
+ * with PEFT over the taught backbone (Qwen2.5-Coder-0.5B-Instruct with the chooser merged), on the oracle's
+ * trajectories over the library's questions (training/qwen/questions/: records and prose, one hop or two, any
+ * wording). Steps in training/qwen/: libraryData.ts, trainLibrary.ts. Its work folder is in the model cache, outside
+ * the repository; the train step resumes from its last checkpoint there.
+ */
+import { existsSync, mkdirSync, rmSync } from "node:fs";
+import { dirname, join, relative } from "node:path";
+import { parseArgs } from "node:util";
+import { createLogger } from "../src/log.js";
+import { fetchModel } from "../src/modelFiles/index.js";
+import { modelCacheDir } from "../src/modelFiles/cacheDir.js";
+import { PACKAGE_ROOT, trainedLibrary } from "../src/paths.js";
+import type { TrainingRun } from "./pipeline/run.js";
+import { CHOOSER_BACKBONE, QWEN_LIBRARY_DIR } from "./qwen/library.js";
+import { writeLibraryData } from "./qwen/libraryData.js";
+import { importLibrary, libraryCheckpoints, trainLibrary } from "./qwen/trainLibrary.js";
+
+const DEFAULTS = { step: "all", seed: "69", tasks: "64", threads: "2", minutes: "0" };
+
+const HELP = `train:qwen-library: train plan/search/write LoRAs over the taught Qwen backbone and ship them as a library
+
+Usage:
+  npm run train:qwen-library -- [--step all|data|samples|train|import] [--seed N] [--tasks N] [--threads N]
+                                [--minutes M] [--out DIR] [--work DIR]
+
+  --step STEP    all (default): data, train, then import once training is done
+                 data: the oracle's trajectories over --tasks questions drawn from training/qwen/questions (records
+                       and prose, one hop or two; two thirds soft, the rest hard), each stage's samples
+                 samples: the samples again from the trajectories an earlier data step recorded
+                 train: train_lora.py on them (PEFT, each stage's own turns), from its last checkpoint if any
+                 import: the trained LoRAs into the library folder (GGUF), manifest.json, config.json, the static
+                       merges, training.json
+  --seed N       everything random is drawn from it (default ${DEFAULTS.seed})
+  --tasks N      questions to record (default ${DEFAULTS.tasks})
+  --threads N    CPU threads of the pipeline's sessions and of torch (default ${DEFAULTS.threads})
+  --minutes M    train: stop after M minutes at a checkpoint, to resume later (0: run to the end)
+  --out DIR      the library's folder (default ${relative(PACKAGE_ROOT, QWEN_LIBRARY_DIR)})
+  --work DIR     the work folder (default: training/qwen-library beside the model cache)
+  -h, --help     this text
+`;
+
+const { values } = parseArgs({
+  options: {
+    step: { type: "string", default: DEFAULTS.step },
+    seed: { type: "string", default: DEFAULTS.seed },
+    tasks: { type: "string", default: DEFAULTS.tasks },
+    threads: { type: "string", default: DEFAULTS.threads },
+    minutes: { type: "string", default: DEFAULTS.minutes },
+    out: { type: "string" },
+    work: { type: "string" },
+    help: { type: "boolean", short: "h" },
+  },
+});
+
+async function main(): Promise<void> {
+  if (values.help) {
+    process.stdout.write(HELP);
+    return;
+  }
+  const step = values.step!;
+  if (!["all", "data", "samples", "train", "import"].includes(step))
+    throw new Error(`--step: "${step}" is not one of all, data, samples, train, import`);
+  const out = values.out ?? QWEN_LIBRARY_DIR;
+  const work = values.work ?? join(dirname(modelCacheDir()), "training", "qwen-library");
+  mkdirSync(out, { recursive: true });
+  mkdirSync(work, { recursive: true });
+  const run: TrainingRun = {
+    seed: Number(values.seed),
+    tasks: Number(values.tasks),
+    merges: 0,
+    threads: Number(values.threads),
+    out,
+    library: trainedLibrary(out),
+    work,
+    command: `npm run train:qwen-library -- --seed ${values.seed} --tasks ${values.tasks}`,
+    logger: createLogger(process.env.WEACT_LOG_LEVEL ?? "warn"),
+  };
+  const model = await fetchModel(CHOOSER_BACKBONE, { logger: run.logger });
+  if (step === "all" || step === "data" || step === "samples") {
+    // new samples: the last training's checkpoints and record belong to the old ones
+    rmSync(libraryCheckpoints(run), { recursive: true, force: true });
+    rmSync(join(work, "peft", "results.json"), { force: true });
+    await writeLibraryData(run, model, { record: step !== "samples" });
+  }
+  let trained = existsSync(join(work, "peft", "results.json"));
+  if (step === "all" || step === "train") trained = await trainLibrary(run, model, Number(values.minutes));
+  if (step === "import" || (step === "all" && trained)) await importLibrary(run, model);
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  process.exit(1);
+});
