@@ -8,6 +8,8 @@ import { LocalIndex } from "../../src/externalTools/search/LocalIndex.js";
 import { createLogger } from "../../src/log.js";
 import { spanAt } from "../../training/pipeline/OracleDriver.js";
 import { writeCounterfactual } from "../../training/qwen/counterfactual.js";
+import { drawQuestions } from "../../training/qwen/libraryData.js";
+import { SeededRandom } from "../../src/demo/random.js";
 import { hopQueries, indexId, QUERY_TOP_K } from "../../training/qwen/queries.js";
 import { tempDir } from "../helpers/files.js";
 import {
@@ -182,5 +184,18 @@ describe("the counterfactual set", () => {
       expect(spanAt(text, edited!), `${q.id}: ${edited} in ${file}`).toBeGreaterThanOrEqual(0);
       for (const was of [q.answer, ...q.accept]) expect(spanAt(text, was), `${q.id}: ${was} in ${file}`).toBe(-1);
     }
+  });
+});
+
+describe("the library's training draw", () => {
+  it("draws the asked number of questions in the mix of records and prose, one hop and two", () => {
+    const drawn = drawQuestions(new SeededRandom(69), 64);
+    expect(drawn).toHaveLength(64);
+    expect(new Set(drawn.map((q) => q.id)).size).toBe(64);
+    const prose = new Set(readQuestions("prose.jsonl").map((q) => q.id));
+    const count = (inProse: boolean, twoHops: boolean) =>
+      drawn.filter((q) => prose.has(q.id) === inProse && (q.form === "two_hop") === twoHops).length;
+    // 35% one-hop records, 15% two-hop records, 35% one-hop prose, the rest two-hop prose
+    expect([count(false, false), count(false, true), count(true, false), count(true, true)]).toEqual([22, 10, 22, 10]);
   });
 });

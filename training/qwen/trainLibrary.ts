@@ -7,7 +7,13 @@ import { createHash } from "node:crypto";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join, relative } from "node:path";
 import { readGgufHeader } from "../../src/gguf/index.js";
-import { importAdapter, runTrainer, writeStaticMerges, type CapabilityResult } from "../gemma/train.js";
+import {
+  importAdapter,
+  runTrainer,
+  writeStaticMerges,
+  type CapabilityResult,
+  type TrainerRecipe,
+} from "../gemma/train.js";
 import { ORACLE_WORKFLOW } from "../pipeline/OracleDriver.js";
 import { heldOutFile, windowsFile, type TrainingRun } from "../pipeline/run.js";
 import { writeLibraryManifest } from "../pipeline/train.js";
@@ -19,9 +25,9 @@ import { evalTasks, HELD_OUT_SHA256, readQuestions } from "./questions.js";
 
 /**
  * The chooser's recipe (rank 4 over the seven projections: about 4.4 MB a LoRA in F16, under the 5 MiB a committed
- * file may weigh), each capability on its own stages' turns and exit calls.
+ * file may weigh), each capability on its own stages' turns and exit calls; `--epochs` and `--batch` change it.
  */
-export const LIBRARY_RECIPE = CHOOSER_RECIPE;
+export const LIBRARY_RECIPE: TrainerRecipe = CHOOSER_RECIPE;
 
 /** The train step's record, and where train_lora.py keeps each capability's last checkpoint. */
 const record = (run: TrainingRun) => join(run.work, "peft", "results.json");
@@ -40,9 +46,14 @@ export function libraryDataSha256(run: TrainingRun): string {
  * (0: no limit) it stops at a checkpoint, to go on at the next call. True when every capability finished and the
  * record is written.
  */
-export async function trainLibrary(run: TrainingRun, model: string, minutes: number): Promise<boolean> {
+export async function trainLibrary(
+  run: TrainingRun,
+  model: string,
+  recipe: TrainerRecipe,
+  minutes: number,
+): Promise<boolean> {
   const started = Date.now();
-  const results = await runTrainer(run, model, ORACLE_WORKFLOW, LIBRARY_RECIPE, [
+  const results = await runTrainer(run, model, ORACLE_WORKFLOW, recipe, [
     ...["--log-every", "1", "--checkpoints", libraryCheckpoints(run), "--checkpoint-every", "2"],
     ...["--max-minutes", String(minutes)],
   ]);
@@ -51,7 +62,7 @@ export async function trainLibrary(run: TrainingRun, model: string, minutes: num
     return false;
   }
   const seconds = Math.round((Date.now() - started) / 1000);
-  writeFileSync(record(run), `${JSON.stringify({ lastCallSeconds: seconds, results }, null, 2)}\n`);
+  writeFileSync(record(run), `${JSON.stringify({ lastCallSeconds: seconds, recipe, results }, null, 2)}\n`);
   return true;
 }
 
@@ -86,7 +97,10 @@ function writeEvalFiles(run: TrainingRun, config: object): void {
  * accuracy.
  */
 export async function importLibrary(run: TrainingRun, model: string): Promise<void> {
-  const trained = JSON.parse(readFileSync(record(run), "utf8")) as { results: CapabilityResult[] };
+  const trained = JSON.parse(readFileSync(record(run), "utf8")) as {
+    recipe?: TrainerRecipe;
+    results: CapabilityResult[];
+  };
   const base = readGgufHeader(model);
   const imported: Record<string, unknown> = {};
   for (const alias of ORACLE_WORKFLOW) imported[alias] = await importAdapter(run, base, alias, `${alias}.gguf`, "qwen");
@@ -107,12 +121,20 @@ export async function importLibrary(run: TrainingRun, model: string): Promise<vo
     trainingDataSha256: libraryDataSha256(run),
     tasks: run.tasks,
     recipe: {
-      ...LIBRARY_RECIPE,
+      // a record from before --epochs and --batch trained with the default recipe
+      ...(trained.recipe ?? LIBRARY_RECIPE),
       targetModules: "q,k,v,o,gate,up,down",
       lossMask: "the stage's own turns and exit calls",
     },
     adapters: Object.fromEntries(
-      trained.results.map((t) => [t.capability, { ...t, imported: imported[t.capability] }]),
+      trained.results.map((t) => [
+        t.capability,
+        {
+          ...t,
+          secondsPerStep: Math.round((Number(t.seconds) / Number(t.steps)) * 10) / 10,
+          imported: imported[t.capability],
+        },
+      ]),
     ),
   };
   writeFileSync(run.library.training, `${JSON.stringify(training, null, 2)}\n`);

@@ -1,0 +1,118 @@
+/**
+ * `npm run train:qwen-library -- --step continue`: a capability the library never had, `code`, trained over the same
+ * frozen backbone on the oracle's computation trajectories (the difference of two values the corpus states, computed
+ * with run_code), and written beside the library with its register_adapter entry; nothing else of the library changes.
+ */
+import { readFileSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { ensureDemoWeights } from "../../src/demo/ensure.js";
+import { SeededRandom } from "../../src/demo/random.js";
+import { readGgufHeader } from "../../src/gguf/index.js";
+import { LlamaChatCodec } from "../../src/llamaCpp/LlamaChatCodec.js";
+import { importAdapter, runTrainer, type TrainerRecipe } from "../gemma/train.js";
+import { writeStageSamples } from "../gemma/data.js";
+import {
+  CODE_ENTRY,
+  CODE_ENTRY_FILE,
+  libraryHashes,
+  readManifest,
+  workManifest,
+} from "../pipeline/continueTraining.js";
+import { readFacts } from "../pipeline/facts.js";
+import { CODE } from "../pipeline/OracleDriver.js";
+import { TRAINING_ENTITIES } from "../pipeline/paths.js";
+import type { TrainingRun } from "../pipeline/run.js";
+import { computationTasks, writeComputationEvalTasks } from "../pipeline/tasks.js";
+import { recordTrajectories, renderTraces } from "../pipeline/trajectories.js";
+import { qwenEndOfTurn, templateCheck } from "./data.js";
+
+/**
+ * The continue step: the held-out computation task files (eval-computation.jsonl, and its counterfactual twin), the
+ * oracle's hard runs through plan, search, code and write over `computation` difference questions (its plan and search
+ * slipping on a quarter each, so that code learns to look up what upstream missed), code's stage samples rendered for
+ * the backbone as the server renders them (checked against its Jinja template), code trained with `recipe`
+ * (resumable), imported as code.gguf with code.entry.json; training.json gets the step, with the library's SHA-256
+ * before and after. `record: false` trains on the samples an earlier call wrote, from its last checkpoint. True when
+ * training finished.
+ */
+export async function continueQwen(
+  run: TrainingRun,
+  model: string,
+  computation: number,
+  { record, recipe, minutes }: { record: boolean; recipe: TrainerRecipe; minutes: number },
+): Promise<boolean> {
+  const started = Date.now();
+  const work: TrainingRun = { ...run, work: join(run.work, "continue") };
+  const entries = readManifest(run.library.manifest);
+  const hashesBefore = libraryHashes(run, entries, model);
+  const facts = readFacts(TRAINING_ENTITIES);
+  writeComputationEvalTasks(run, facts, new SeededRandom(run.seed + 3));
+  // its counterfactual twin edits the trained demo's corpus, which this library's counterfactual corpus is not
+  rmSync(run.library.computationCounterfactualTasks, { force: true });
+  const traceDir = join(work.work, "traces");
+  const recorded = join(work.work, "recorded.json");
+  if (record) {
+    // new samples: an earlier call's checkpoints and PEFT folder belong to the old ones
+    rmSync(join(work.work, "checkpoints"), { recursive: true, force: true });
+    rmSync(join(work.work, "peft"), { recursive: true, force: true });
+    const tasks = computationTasks(facts, new SeededRandom(run.seed + 2), computation, { slips: true });
+    const demo = ensureDemoWeights(run.logger);
+    const recording = workManifest(work, "recording", true, (alias) => demo.adapters[alias]!);
+    await recordTrajectories(work, tasks, facts, new SeededRandom(run.seed + 4), traceDir, { manifest: recording });
+    // the library's own adapters carry the backbone's shapes; code renders on a copy of plan's (the oracle wrote it)
+    const rendering = workManifest(work, "rendering", true, (alias) =>
+      join(run.out, entries.find((e) => e.alias === alias)?.file ?? entries[0]!.file),
+    );
+    const codec = await LlamaChatCodec.load({ modelPath: model, logger: run.logger, chatTemplate: "jinja" });
+    try {
+      const { samples } = await renderTraces(
+        work,
+        traceDir,
+        {
+          path: model,
+          endOfTurn: qwenEndOfTurn(model, codec),
+          manifest: rendering,
+          chatTemplate: "jinja",
+          check: templateCheck(model, codec),
+        },
+        [CODE],
+      );
+      writeStageSamples(work, samples, [CODE]);
+      writeFileSync(recorded, `${JSON.stringify({ computation })}\n`);
+    } finally {
+      await codec.dispose();
+    }
+  }
+  const [result] = await runTrainer(work, model, [CODE], recipe, [
+    ...["--log-every", "1", "--checkpoints", join(work.work, "checkpoints"), "--checkpoint-every", "2"],
+    ...["--max-minutes", String(minutes)],
+  ]);
+  if (!result) {
+    process.stderr.write("train_lora.py stopped at a checkpoint: run the continue step again to go on\n");
+    return false;
+  }
+  const trajectories = JSON.parse(readFileSync(recorded, "utf8")) as { computation: number };
+  const file = `${CODE}.gguf`;
+  const imported = await importAdapter(work, readGgufHeader(model), CODE, file, "qwen");
+  writeFileSync(join(run.out, CODE_ENTRY_FILE), `${JSON.stringify(CODE_ENTRY, null, 2)}\n`);
+  const step = {
+    command: `${run.command} --step continue --computation ${trajectories.computation}`,
+    lastCallSeconds: Math.round((Date.now() - started) / 1000),
+    trajectories,
+    recipe,
+    sha256Before: hashesBefore,
+    sha256After: libraryHashes(run, readManifest(run.library.manifest), model),
+    adapters: { [CODE]: { file, ...result, imported } },
+  };
+  const previous = JSON.parse(readFileSync(run.library.training, "utf8")) as { continuations?: unknown[] };
+  // a step run again replaces its record: the files it describes were written again
+  const continuations = (previous.continuations ?? []).filter(
+    (c) => (c as { command?: string }).command?.includes("--step continue") !== true,
+  );
+  writeFileSync(
+    run.library.training,
+    `${JSON.stringify({ ...previous, continuations: [...continuations, step] }, null, 2)}\n`,
+  );
+  process.stdout.write(`${JSON.stringify(step)}\n`);
+  return true;
+}
