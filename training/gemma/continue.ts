@@ -8,6 +8,7 @@ import {
   CODE_ENTRY_FILE,
   libraryHashes,
   readManifest,
+  recordContinueStep,
   workManifest,
 } from "../pipeline/continueTraining.js";
 import { readFacts } from "../pipeline/facts.js";
@@ -83,14 +84,6 @@ export async function continueGemma(run: TrainingRun, model: string, computation
     sha256After: libraryHashes(run, readManifest(run.library.manifest), model),
     adapters,
   };
-  const previous = JSON.parse(readFileSync(run.library.training, "utf8")) as { continuations?: unknown[] };
-  // a step run again replaces its record: the files it describes were written again
-  const continuations = (previous.continuations ?? []).filter(
-    (c) => (c as { command?: string }).command?.includes("--step continue") !== true,
-  );
-  writeFileSync(
-    run.library.training,
-    `${JSON.stringify({ ...previous, continuations: [...continuations, step] }, null, 2)}\n`,
-  );
+  recordContinueStep(run, step);
   process.stdout.write(`${JSON.stringify(step)}\n`);
 }

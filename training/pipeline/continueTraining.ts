@@ -221,3 +221,18 @@ export function workManifest(
 /** The chat template's end-of-turn token in the library's own vocabulary. */
 const endOfTurnToken = (model: string) =>
   vocabularyId(model, "<|im_end|>", "--step continue trains a library train-demo made");
+
+/**
+ * Appends a continue step to the library's training.json; a step run again (`--step continue`) replaces its earlier
+ * record, since the files it describes were written again.
+ */
+export function recordContinueStep(run: TrainingRun, step: Record<string, unknown>): void {
+  const previous = JSON.parse(readFileSync(run.library.training, "utf8")) as { continuations?: unknown[] };
+  const continuations = (previous.continuations ?? []).filter(
+    (c) => (c as { command?: string }).command?.includes("--step continue") !== true,
+  );
+  writeFileSync(
+    run.library.training,
+    `${JSON.stringify({ ...previous, continuations: [...continuations, step] }, null, 2)}\n`,
+  );
+}

@@ -8,14 +8,13 @@ import { join } from "node:path";
 import { ensureDemoWeights } from "../../src/demo/ensure.js";
 import { SeededRandom } from "../../src/demo/random.js";
 import { readGgufHeader } from "../../src/gguf/index.js";
-import { LlamaChatCodec } from "../../src/llamaCpp/LlamaChatCodec.js";
 import { importAdapter, runTrainer, type TrainerRecipe } from "../gemma/train.js";
-import { writeStageSamples } from "../gemma/data.js";
 import {
   CODE_ENTRY,
   CODE_ENTRY_FILE,
   libraryHashes,
   readManifest,
+  recordContinueStep,
   workManifest,
 } from "../pipeline/continueTraining.js";
 import { readFacts } from "../pipeline/facts.js";
@@ -23,8 +22,8 @@ import { CODE } from "../pipeline/OracleDriver.js";
 import { TRAINING_ENTITIES } from "../pipeline/paths.js";
 import type { TrainingRun } from "../pipeline/run.js";
 import { computationTasks, writeComputationEvalTasks } from "../pipeline/tasks.js";
-import { recordTrajectories, renderTraces } from "../pipeline/trajectories.js";
-import { qwenEndOfTurn, templateCheck } from "./data.js";
+import { recordTrajectories } from "../pipeline/trajectories.js";
+import { writeQwenStageSamples } from "./libraryData.js";
 
 /**
  * The continue step: the held-out computation task files (eval-computation.jsonl, and its counterfactual twin), the
@@ -63,25 +62,8 @@ export async function continueQwen(
     const rendering = workManifest(work, "rendering", true, (alias) =>
       join(run.out, entries.find((e) => e.alias === alias)?.file ?? entries[0]!.file),
     );
-    const codec = await LlamaChatCodec.load({ modelPath: model, logger: run.logger, chatTemplate: "jinja" });
-    try {
-      const { samples } = await renderTraces(
-        work,
-        traceDir,
-        {
-          path: model,
-          endOfTurn: qwenEndOfTurn(model, codec),
-          manifest: rendering,
-          chatTemplate: "jinja",
-          check: templateCheck(model, codec),
-        },
-        [CODE],
-      );
-      writeStageSamples(work, samples, [CODE]);
-      writeFileSync(recorded, `${JSON.stringify({ computation })}\n`);
-    } finally {
-      await codec.dispose();
-    }
+    await writeQwenStageSamples(work, model, traceDir, rendering, [CODE]);
+    writeFileSync(recorded, `${JSON.stringify({ computation })}\n`);
   }
   const [result] = await runTrainer(work, model, [CODE], recipe, [
     ...["--log-every", "1", "--checkpoints", join(work.work, "checkpoints"), "--checkpoint-every", "2"],
@@ -104,15 +86,7 @@ export async function continueQwen(
     sha256After: libraryHashes(run, readManifest(run.library.manifest), model),
     adapters: { [CODE]: { file, ...result, imported } },
   };
-  const previous = JSON.parse(readFileSync(run.library.training, "utf8")) as { continuations?: unknown[] };
-  // a step run again replaces its record: the files it describes were written again
-  const continuations = (previous.continuations ?? []).filter(
-    (c) => (c as { command?: string }).command?.includes("--step continue") !== true,
-  );
-  writeFileSync(
-    run.library.training,
-    `${JSON.stringify({ ...previous, continuations: [...continuations, step] }, null, 2)}\n`,
-  );
+  recordContinueStep(run, step);
   process.stdout.write(`${JSON.stringify(step)}\n`);
   return true;
 }

@@ -80,6 +80,21 @@ export async function writeLibraryData(run: TrainingRun, model: string, { record
     const facts = readFacts(TRAINING_ENTITIES);
     await recordTrajectories(run, tasks, facts, new SeededRandom(run.seed + 1), traceDir, { counterfactual: false });
   }
+  await writeQwenStageSamples(run, model, traceDir, qwenTestAdapters(model).manifest, ORACLE_WORKFLOW);
+}
+
+/**
+ * Each capability's stage samples of the traces in `traceDir`, rendered as the server renders them for the backbone at
+ * `model` (model.chatTemplate "jinja", the functions of `manifest`: a library of its shapes with the recorded aliases
+ * and texts), each checked token for token against the model's own Jinja template; written as train_lora.py reads them.
+ */
+export async function writeQwenStageSamples(
+  run: TrainingRun,
+  model: string,
+  traceDir: string,
+  manifest: string,
+  capabilities: readonly string[],
+): Promise<void> {
   const codec = await LlamaChatCodec.load({ modelPath: model, logger: run.logger, chatTemplate: "jinja" });
   try {
     const { samples } = await renderTraces(
@@ -88,13 +103,13 @@ export async function writeLibraryData(run: TrainingRun, model: string, { record
       {
         path: model,
         endOfTurn: qwenEndOfTurn(model, codec),
-        manifest: qwenTestAdapters(model).manifest,
+        manifest,
         chatTemplate: "jinja",
         check: templateCheck(model, codec),
       },
-      ORACLE_WORKFLOW,
+      capabilities,
     );
-    writeStageSamples(run, samples, ORACLE_WORKFLOW);
+    writeStageSamples(run, samples, capabilities);
   } finally {
     await codec.dispose();
   }
