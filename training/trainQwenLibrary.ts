@@ -16,6 +16,7 @@ import { CHOOSER_BACKBONE, QWEN_LIBRARY_DIR } from "./qwen/library.js";
 import { writeLibraryData } from "./qwen/libraryData.js";
 import { importLibrary, LIBRARY_RECIPE, libraryCheckpoints, trainLibrary } from "./qwen/trainLibrary.js";
 import { continueQwen } from "./qwen/continueLibrary.js";
+import { trainerRecord } from "./gemma/paths.js";
 import { CODE } from "./pipeline/OracleDriver.js";
 import { windowsFile, type TrainingRun } from "./pipeline/run.js";
 
@@ -111,10 +112,10 @@ async function main(): Promise<void> {
   if (step === "all" || step === "data" || step === "samples") {
     // new samples: the last training's checkpoints and record belong to the old ones
     rmSync(libraryCheckpoints(run), { recursive: true, force: true });
-    rmSync(join(work, "peft", "results.json"), { force: true });
+    rmSync(trainerRecord(run), { force: true });
     await writeLibraryData(run, model, { record: step !== "samples" });
   }
-  let trained = existsSync(join(work, "peft", "results.json"));
+  let trained = existsSync(trainerRecord(run));
   if (step === "all" || step === "train") trained = await trainLibrary(run, model, recipe, Number(values.minutes));
   if (step === "import" || (step === "all" && trained)) await importLibrary(run, model);
 }

@@ -24,6 +24,7 @@ import type { TrainingRun } from "../pipeline/run.js";
 import { computationTasks, writeComputationEvalTasks } from "../pipeline/tasks.js";
 import { recordTrajectories } from "../pipeline/trajectories.js";
 import { writeQwenStageSamples } from "./libraryData.js";
+import { libraryCheckpoints } from "./trainLibrary.js";
 
 /**
  * The continue step: the held-out computation task files (eval-computation.jsonl, and its counterfactual twin), the
@@ -52,7 +53,7 @@ export async function continueQwen(
   const recorded = join(work.work, "recorded.json");
   if (record) {
     // new samples: an earlier call's checkpoints and PEFT folder belong to the old ones
-    rmSync(join(work.work, "checkpoints"), { recursive: true, force: true });
+    rmSync(libraryCheckpoints(work), { recursive: true, force: true });
     rmSync(join(work.work, "peft"), { recursive: true, force: true });
     const tasks = computationTasks(facts, new SeededRandom(run.seed + 2), computation, { slips: true });
     const demo = ensureDemoWeights(run.logger);
@@ -66,7 +67,7 @@ export async function continueQwen(
     writeFileSync(recorded, `${JSON.stringify({ computation })}\n`);
   }
   const [result] = await runTrainer(work, model, [CODE], recipe, [
-    ...["--log-every", "1", "--checkpoints", join(work.work, "checkpoints"), "--checkpoint-every", "2"],
+    ...["--log-every", "1", "--checkpoints", libraryCheckpoints(work), "--checkpoint-every", "2"],
     ...["--max-minutes", String(minutes)],
   ]);
   if (!result) {

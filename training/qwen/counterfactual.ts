@@ -9,6 +9,7 @@ import { cpSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { DEFAULT_CORPUS } from "../../src/paths.js";
 import { spanAt } from "../pipeline/OracleDriver.js";
+import { indexId } from "./queries.js";
 import { evalTasks, type Question } from "./questions.js";
 
 const NUMBER = /\d{1,3}(?:,\d{3})+|\d+/g;
@@ -35,11 +36,7 @@ function replaceAll(text: string, edits: ReadonlyMap<string, string>): string {
 }
 
 /** The corpus file a question's answer is read from (its last document, without a record's `#id`). */
-const answerFile = (q: Question) =>
-  q.documents
-    .at(-1)!
-    .replace(/^corpus\//, "")
-    .replace(/#.*$/, "");
+const answerFile = (q: Question) => indexId(q.documents.at(-1)!).replace(/#.*$/, "");
 
 /**
  * Each question's counterfactual answer: its numbers edited, or else the next answer of its form (in file order) that

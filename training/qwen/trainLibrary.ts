@@ -14,6 +14,7 @@ import {
   type CapabilityResult,
   type TrainerRecipe,
 } from "../gemma/train.js";
+import { trainerRecord } from "../gemma/paths.js";
 import { ORACLE_WORKFLOW } from "../pipeline/OracleDriver.js";
 import { heldOutFile, windowsFile, type TrainingRun } from "../pipeline/run.js";
 import { writeLibraryManifest } from "../pipeline/train.js";
@@ -31,8 +32,7 @@ import { evalTasks, HELD_OUT_SHA256, readQuestions } from "./questions.js";
  */
 export const LIBRARY_RECIPE: TrainerRecipe = { ...CHOOSER_RECIPE, epochs: 2, batch: 2 };
 
-/** The train step's record, and where train_lora.py keeps each capability's last checkpoint. */
-const record = (run: TrainingRun) => join(run.work, "peft", "results.json");
+/** Where train_lora.py keeps each capability's last checkpoint. */
 export const libraryCheckpoints = (run: TrainingRun) => join(run.work, "checkpoints");
 
 /** The SHA-256 of every capability's samples, training then held out, in the workflow's order. */
@@ -64,7 +64,7 @@ export async function trainLibrary(
     return false;
   }
   const seconds = Math.round((Date.now() - started) / 1000);
-  writeFileSync(record(run), `${JSON.stringify({ lastCallSeconds: seconds, recipe, results }, null, 2)}\n`);
+  writeFileSync(trainerRecord(run), `${JSON.stringify({ lastCallSeconds: seconds, recipe, results }, null, 2)}\n`);
   return true;
 }
 
@@ -99,7 +99,7 @@ function writeEvalFiles(run: TrainingRun, config: object): void {
  * accuracy.
  */
 export async function importLibrary(run: TrainingRun, model: string): Promise<void> {
-  const trained = JSON.parse(readFileSync(record(run), "utf8")) as {
+  const trained = JSON.parse(readFileSync(trainerRecord(run), "utf8")) as {
     recipe?: TrainerRecipe;
     results: CapabilityResult[];
   };
