@@ -26,9 +26,8 @@ import { evalTasks, HELD_OUT_SHA256, readQuestions } from "./questions.js";
 
 /**
  * The chooser's rank and rate (rank 4 over the seven projections: about 4.4 MB a LoRA in F16, under the 5 MiB a
- * committed file may weigh), each capability on its own stages' turns and exit calls, over two passes in batches of 2:
- * after one pass in batches of 4 (15 steps) a stage that writes text before its call opened the call with the wrong
- * special token. `--epochs` and `--batch` change it.
+ * committed file may weigh), each capability on its own stages' turns and exit calls, over two passes in batches of 2
+ * (61 steps a capability). `--epochs` and `--batch` change it.
  */
 export const LIBRARY_RECIPE: TrainerRecipe = { ...CHOOSER_RECIPE, epochs: 2, batch: 2 };
 
