@@ -91,9 +91,9 @@ export async function writeLibraryData(run: TrainingRun, model: string, { record
  * `</tool_call>` and `<|im_start|>` are all but one (cosine 0.93 and 0.999998 in Qwen2.5-Coder-0.5B): trained on the
  * tag, its loss there stayed near 10 nats (weighted ten times over too) and the model wrote `<|im_start|>`, and after
  * text nothing more. The JSON alone is what it can write, and what the server takes as a call (JinjaChatWrapper).
- * `closer` (`</tool_call>`) stays in the tokens but is no longer a target: the server closes a call
- * itself once its JSON is whole, and its row is as unreachable. The context keeps the template's syntax, as the
- * server renders the history.
+ * `closer` (`</tool_call>`) stays in the tokens but is no longer a target: its row is as unreachable, and the served
+ * stages' calls stood with `<|im_start|>` written there. The context keeps the template's syntax, as the server
+ * renders the history.
  */
 export function bareCallOpeners(
   sample: TokenSample,
