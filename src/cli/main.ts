@@ -75,7 +75,8 @@ Serving (default: HTTP on 127.0.0.1:7331, Streamable HTTP at /mcp and legacy SSE
 Model and library:
   --config FILE      JSON config file (docs/configuration.md); flags override it
   --library NAME|DIR a library folder's config.json: a shipped one (gemma3: Gemma 3 270M with trained plan,
-                     search and write adapters, after fetch-model gemma-3-270m) or a folder of yours
+                     search and write adapters, after fetch-model gemma-3-270m; qwen: the same for the taught
+                     Qwen backbone, after fetch-model qwen2.5-coder-0.5b-weact) or a folder of yours
   --model PATH       GGUF base model, or a fetched model's name (gemma-3-270m, ...) (default: the trained demo
                      library, models/trained)
   --adapters PATH    adapter manifest, or a folder holding manifest.json

@@ -53,7 +53,7 @@ describe("--library and a config's model.path by name", () => {
     };
     expect(err.code).toBe(2);
     expect(err.stderr).toMatch(
-      /--library: "gemma4" is neither a shipped library \(gemma3, gemma3-alora, trained\) nor a folder/,
+      /--library: "gemma4" is neither a shipped library \(gemma3, gemma3-alora, qwen, trained\) nor a folder/,
     );
   });
 
