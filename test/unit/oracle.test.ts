@@ -199,6 +199,23 @@ describe("the oracle on a question given with its documents (any wording)", () =
     expect(turn("write", written).text).toBe("Answer: unknown");
   });
 
+  it("searches its tries first, then the query; a try whose results show the span is searched enough", () => {
+    const tried = { ...question, target: { ...TARGET, hops: [{ ...TARGET.hops[0]!, tries: ["eiffel"] }] } };
+    const turnTried = (history: HistoryMessage[]) => next("search", history, tried);
+    const stage = load("search");
+    expect(callOf(turnTried(stage))).toEqual({ name: "search", arguments: { query: "eiffel" } });
+    const missed = [...stage, ...search("eiffel", 'No results for "eiffel".')];
+    expect(callOf(turnTried(missed))).toEqual({ name: "search", arguments: { query: "eiffel tower stands" } });
+    const answered = [
+      ...stage,
+      ...search("eiffel", "1. [geography/landmarks.html] Landmarks: The river of Paris is Seine."),
+    ];
+    expect(callOf(turnTried(answered))).toEqual({
+      name: "offload_lora",
+      arguments: { handoff: "The river of Paris is Seine." },
+    });
+  });
+
   it("takes a span's sentence whole: abbreviations and decimals inside it are no sentence end", () => {
     expect(sentenceWith("It is in Washington, D.C. today. Other text.", "Washington, D.C.")).toBe(
       "It is in Washington, D.C. today.",

@@ -49,8 +49,11 @@ export interface OracleQuestion {
 
 /** What the oracle knows of a question given with its documents: one query per hop, and the spans each hop finds. */
 export interface OracleTarget {
-  /** Per hop, the query and the index id of the document it finds. */
-  hops: readonly { query: string; document: string }[];
+  /**
+   * Per hop, the query and the index id of the document it finds, and the queries searched before it that do not
+   * (`tries`: the question's own words, which a reader would search first).
+   */
+  hops: readonly { query: string; document: string; tries?: readonly string[] }[];
   /** What the last hop finds; each earlier hop finds `bridge`, which the next hop's query names. */
   answer: string;
   bridge?: string;
@@ -275,18 +278,25 @@ function targetTurn(
   if (active === "search") {
     const calls = stage.flatMap((m) => (m.role === "assistant" ? m.toolCalls : []));
     const found: string[] = [];
-    for (const [hop, { query, document }] of target.hops.entries()) {
+    for (const [hop, { query, document, tries = [] }] of target.hops.entries()) {
       const span = hop < target.hops.length - 1 ? target.bridge! : target.answer;
-      const search = calls.find((c) => c.name === "search" && c.arguments.query === query);
-      if (!search) return { text: "", calls: [{ name: "search", arguments: { query } }] };
-      const evidence = externalResults(stage)
-        .map((r) => sentenceWith(r, span))
-        .find((e) => e !== undefined);
+      const evidenceFound = () =>
+        externalResults(stage)
+          .map((r) => sentenceWith(r, span))
+          .find((e) => e !== undefined);
+      // each try in turn, then the query: a try whose results show the span is searched enough
+      let search: (typeof calls)[number] | undefined;
+      for (const q of [...tries, query]) {
+        search = calls.find((c) => c.name === "search" && c.arguments.query === q);
+        if (!search) return { text: "", calls: [{ name: "search", arguments: { query: q } }] };
+        if (evidenceFound() !== undefined) break;
+      }
+      const evidence = evidenceFound();
       if (evidence !== undefined) {
         found.push(evidence);
         continue;
       }
-      const listed = (stage.find((m) => m.role === "tool" && m.callId === search.id)?.content ?? "").includes(
+      const listed = (stage.find((m) => m.role === "tool" && m.callId === search!.id)?.content ?? "").includes(
         `[${document}]`,
       );
       const read = calls.some((c) => c.name === "read" && c.arguments.id_or_url === document);

@@ -24,6 +24,10 @@ const wordsOf = (s: string) => s.toLowerCase().match(/[\p{L}\p{N}]+(?:['’-][\p
 /** The index id of a question's document reference (`corpus/` dropped: the index is of the corpus folder). */
 export const indexId = (ref: string) => ref.replace(/^corpus\//, "");
 
+/** The question's content words, in its order, each once. */
+export const contentWords = (question: string) =>
+  [...new Set(wordsOf(question).filter((w) => !STOPWORDS.has(w)))].join(" ");
+
 /**
  * The question's content words that its document contains (title or text), in the question's order, each once,
  * led by `lead` (a two-hop question's bridge).
@@ -43,21 +47,31 @@ async function hopQuery(index: LocalIndex, candidates: string[], id: string): Pr
   return undefined;
 }
 
+/** A hop's search: `query` finds its document; `tries` are run before it and do not. */
+export interface HopSearch {
+  query: string;
+  tries: string[];
+}
+
 /**
- * The queries of a question's hops, in order, each ranking its document in the top QUERY_TOP_K of `index`; undefined
- * when a hop finds its document with no query (the question is left out of training).
+ * The searches of a question's hops, in order, each query ranking its document in the top QUERY_TOP_K of `index`;
+ * undefined when a hop finds its document with no query (the question is left out of training). The first hop
+ * searches first with all of the question's content words, what a reader who has not seen the document would write
+ * (and what the served stage writes); when that misses the document it is kept as a try, and the words the document
+ * holds follow it: the stage learns to search again when its results do not answer.
  */
-export async function hopQueries(index: LocalIndex, q: Question): Promise<string[] | undefined> {
-  const queries: string[] = [];
+export async function hopQueries(index: LocalIndex, q: Question): Promise<HopSearch[] | undefined> {
+  const searches: HopSearch[] = [];
   for (const [hop, ref] of q.documents.entries()) {
     const id = indexId(ref);
     const document = index.document(id);
     if (!document) return undefined;
     const lead = hop > 0 ? (q.bridge ?? "") : "";
     const text = `${document.title} ${document.text}`;
-    const query = await hopQuery(index, [draft(q.question, text, lead), lead, document.title], id);
+    const guess = hop === 0 ? contentWords(q.question) : "";
+    const query = await hopQuery(index, [guess, draft(q.question, text, lead), lead, document.title], id);
     if (query === undefined) return undefined;
-    queries.push(query);
+    searches.push({ query, tries: guess && guess !== query ? [guess] : [] });
   }
-  return queries;
+  return searches;
 }

@@ -23,7 +23,7 @@ export async function questionTask(index: LocalIndex, q: Question): Promise<Ques
     question: q.question,
     answer: q.answer,
     target: {
-      hops: queries.map((query, hop) => ({ query, document: indexId(q.documents[hop]!) })),
+      hops: queries.map((search, hop) => ({ ...search, document: indexId(q.documents[hop]!) })),
       answer: q.answer,
       ...(q.bridge !== undefined ? { bridge: q.bridge } : {}),
     },
