@@ -199,8 +199,9 @@ describe("the oracle on a question given with its documents (any wording)", () =
     expect(turn("write", written).text).toBe("Answer: unknown");
   });
 
-  it("searches its tries first, then the query; a try whose results show the span is searched enough", () => {
+  it("plans and searches its tries first, then the query; a try whose results show the span is searched enough", () => {
     const tried = { ...question, target: { ...TARGET, hops: [{ ...TARGET.hops[0]!, tries: ["eiffel"] }] } };
+    expect(next("plan", load("plan"), tried).text).toBe("Plan: search for eiffel, then write the answer.");
     const turnTried = (history: HistoryMessage[]) => next("search", history, tried);
     const stage = load("search");
     expect(callOf(turnTried(stage))).toEqual({ name: "search", arguments: { query: "eiffel" } });

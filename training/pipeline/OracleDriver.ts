@@ -268,7 +268,8 @@ function targetTurn(
   target: OracleTarget,
 ): { text: string; calls: { name: string; arguments: Record<string, unknown> }[] } {
   const release = (handoff: string) => ({ name: OFFLOAD_LORA, arguments: { handoff } });
-  const first = target.hops[0]!.query;
+  // what search runs first: a first guess that will miss is still what the plan names
+  const first = target.hops[0]!.tries?.[0] ?? target.hops[0]!.query;
   const then = target.hops.length > 1 ? ", then what it names" : "";
   if (active === "plan")
     return {
