@@ -287,12 +287,13 @@ function targetTurn(
           .find((e) => e !== undefined);
       // each try in turn, then the query: a try whose results show the span is searched enough
       let search: (typeof calls)[number] | undefined;
+      let evidence: string | undefined;
       for (const q of [...tries, query]) {
         search = calls.find((c) => c.name === "search" && c.arguments.query === q);
         if (!search) return { text: "", calls: [{ name: "search", arguments: { query: q } }] };
-        if (evidenceFound() !== undefined) break;
+        evidence = evidenceFound();
+        if (evidence !== undefined) break;
       }
-      const evidence = evidenceFound();
       if (evidence !== undefined) {
         found.push(evidence);
         continue;
